@@ -1,0 +1,182 @@
+"""memory-payload encoding: strict on write, lenient on read (draft-02 §2, §3, §3.2, §13).
+
+    memory-payload = {1: type, 2: content, 3: confidence, 4: {1: tool, 2: author_key_id, ?3: session},
+                      5: trust (informational), ?6: [tags], 7: {1: created, ?2: updated},
+                      ?8 embedding, ?9 expires_at, ?10 extensions, ?20 custody, * uint => any}
+
+``encode_payload`` refuses what a Producer must not write.  ``decode_payload``
+never refuses an authentic object for a schema violation it can report instead:
+out-of-range confidence is reported as absent and flagged; a malformed custody
+record degrades trust (the caller sees ``custody_present`` with ``custody=None``).
+Keys it does not interpret (8, 9, unknown integers) are kept as raw bytes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..crypto import cbor
+from ..errors import MalformedInput, ProducerRefusal
+from .model import KEY_ID_LEN, WIRE_TRUST_SELF, Custody, Memory, MemType
+
+CUSTODY_KEY = 20
+EXTENSIONS_KEY = 10
+_INTERPRETED = {1, 2, 3, 4, 5, 6, 7, EXTENSIONS_KEY, CUSTODY_KEY}
+MAX_PAYLOAD = 1 << 20
+
+
+def valid_confidence(c: Any) -> bool:
+    return (type(c) in (float, int)) and not math.isnan(c) and not math.isinf(c) and 0.0 <= c <= 1.0
+
+
+def check_custody(c: Custody) -> None:
+    if type(c.original_version) is not int or c.original_version < 0:
+        raise ProducerRefusal("custody record: original format_version must be an unsigned integer")
+    if not isinstance(c.claimed_author, bytes) or len(c.claimed_author) != KEY_ID_LEN:
+        raise ProducerRefusal("custody record: claimed author_key_id must be 8 bytes")
+    if type(c.resealed_at) is not int or c.resealed_at < 0:
+        raise ProducerRefusal("custody record: re-seal time must be an unsigned integer")
+    if c.proven_author is not None and (not isinstance(c.proven_author, bytes)
+                                        or len(c.proven_author) != KEY_ID_LEN):
+        raise ProducerRefusal("custody record: proven author_key_id must be 8 bytes")
+
+
+def check_memory(m: Memory) -> None:
+    """The Producer refusals of §3.2, plus the type rules of the schema."""
+    if not isinstance(m.content, str) or not m.content:
+        raise ProducerRefusal("content must be a non-empty UTF-8 string")
+    try:
+        m.content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProducerRefusal("content is not valid UTF-8 (lone surrogate)") from None
+    if type(m.mem_type) is bool or m.mem_type not in tuple(MemType):
+        raise ProducerRefusal(f"memory type {m.mem_type!r} is outside the enumeration")
+    if not valid_confidence(m.confidence) or type(m.confidence) is bool:
+        raise ProducerRefusal(f"confidence must be a number in [0.0, 1.0], got {m.confidence!r}")
+    if not all(isinstance(t, str) for t in m.tags):
+        raise ProducerRefusal("tags must be strings")
+    if type(m.created) is not int or m.created < 0:
+        raise ProducerRefusal("created must be epoch seconds (unsigned integer)")
+    if m.updated is not None and (type(m.updated) is not int or m.updated < 0):
+        raise ProducerRefusal("updated must be epoch seconds (unsigned integer)")
+    if not isinstance(m.tool, str):
+        raise ProducerRefusal("provenance tool must be a string")
+    if m.custody is not None:
+        check_custody(m.custody)
+    for k in m.preserved:
+        if type(k) is not int or k < 0 or k in _INTERPRETED:
+            raise ProducerRefusal(f"preserved payload key {k!r} collides with a defined field")
+
+
+def payload_map(m: Memory, author_key_id: bytes) -> dict[int, Any]:
+    prov: dict[int, Any] = {1: m.tool, 2: author_key_id}
+    if m.session is not None:
+        prov[3] = m.session
+    times: dict[int, Any] = {1: m.created}
+    if m.updated is not None:
+        times[2] = m.updated
+    out: dict[int, Any] = {1: int(m.mem_type), 2: m.content, 3: float(m.confidence), 4: prov,
+                           5: WIRE_TRUST_SELF, 7: times}
+    if m.tags:
+        out[6] = list(m.tags)
+    if m.extensions:
+        out[EXTENSIONS_KEY] = m.extensions
+    if m.custody is not None:
+        out[CUSTODY_KEY] = m.custody.to_cbor()
+    out.update(m.preserved)
+    return out
+
+
+def encode_payload(m: Memory, author_key_id: bytes) -> bytes:
+    check_memory(m)
+    return cbor.encode(payload_map(m, author_key_id))
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPayload:
+    memory: Memory
+    claimed_author: bytes | None
+    confidence: float | None
+    custody_present: bool
+    violations: tuple[str, ...]
+
+
+def _custody(v: Any) -> Custody | None:
+    """A well-formed record, or None: malformed custody degrades, never raises (§7, vector 014)."""
+    if not isinstance(v, dict):
+        return None
+    ver, claimed, at, proven = v.get(1), v.get(2), v.get(3), v.get(4)
+    if type(ver) is not int or ver < 0 or type(at) is not int or at < 0:
+        return None
+    if not isinstance(claimed, bytes) or len(claimed) not in (0, KEY_ID_LEN):
+        return None
+    if proven is not None and (not isinstance(proven, bytes) or len(proven) != KEY_ID_LEN):
+        return None
+    if set(v) - {1, 2, 3, 4}:
+        return None
+    return Custody(original_version=ver, claimed_author=claimed, resealed_at=at,
+                   proven_author=proven)
+
+
+def decode_payload(data: bytes) -> DecodedPayload:
+    """Parse a signed payload.  Raises MalformedInput only when there is no memory to report."""
+    if len(data) > MAX_PAYLOAD:
+        raise MalformedInput("payload too large")
+    raw = cbor.decode_map_raw(data, max_items=100_000)
+    violations: list[str] = []
+
+    content = raw.get(2, (None, b""))[0]
+    if not isinstance(content, str):
+        raise MalformedInput("payload content is not text")
+    mem_type = raw.get(1, (None, b""))[0]
+    if type(mem_type) is not int:
+        raise MalformedInput("payload memory type is not an integer")
+
+    conf = raw.get(3, (None, b""))[0]
+    confidence: float | None = float(conf) if valid_confidence(conf) and type(conf) is not bool else None
+    if confidence is None:
+        violations.append("confidence out of range" if 3 in raw else "confidence absent")
+
+    prov = raw.get(4, ({}, b""))[0]
+    if not isinstance(prov, dict):
+        prov = {}
+        violations.append("provenance malformed")
+    claimed = prov.get(2)
+    claimed = claimed if isinstance(claimed, bytes) and len(claimed) == KEY_ID_LEN else None
+    tool = prov.get(1) if isinstance(prov.get(1), str) else None
+    session = prov.get(3) if isinstance(prov.get(3), str) else None
+
+    tags_v = raw.get(6, ([], b""))[0]
+    if isinstance(tags_v, list) and all(isinstance(t, str) for t in tags_v):
+        tags = tuple(tags_v)
+    else:
+        tags = ()
+        violations.append("tags malformed")
+
+    times = raw.get(7, ({}, b""))[0]
+    times = times if isinstance(times, dict) else {}
+    created = times.get(1) if type(times.get(1)) is int else None
+    updated = times.get(2) if type(times.get(2)) is int else None
+    if created is None:
+        violations.append("created time absent")
+
+    ext_v = raw.get(EXTENSIONS_KEY, (None, b""))[0]
+    extensions = ext_v if isinstance(ext_v, dict) and all(isinstance(k, str) for k in ext_v) else None
+    preserved = {k: cbor.Raw(r) for k, (_, r) in raw.items() if k not in _INTERPRETED}
+    if EXTENSIONS_KEY in raw and extensions is None:
+        # not ours to interpret; keep it verbatim
+        preserved[EXTENSIONS_KEY] = cbor.Raw(raw[EXTENSIONS_KEY][1])
+
+    custody_present = CUSTODY_KEY in raw
+    custody = _custody(raw[CUSTODY_KEY][0]) if custody_present else None
+    if custody_present and custody is None:
+        violations.append("custody record malformed")
+
+    memory = Memory(content=content, mem_type=mem_type,
+                    confidence=confidence if confidence is not None else 0.0,
+                    tags=tags, created=created or 0, updated=updated, tool=tool or "",
+                    session=session, extensions=extensions, custody=custody,
+                    preserved={k: v for k, v in preserved.items() if type(k) is int})
+    return DecodedPayload(memory=memory, claimed_author=claimed, confidence=confidence,
+                          custody_present=custody_present, violations=tuple(violations))

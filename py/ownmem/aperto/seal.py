@@ -1,0 +1,172 @@
+"""Sealing and opening memory objects (draft-02 §4 "Encoding and Cryptographic Envelope",
+§5 "The Two Bindings", §6, §12).
+
+    envelope-aad  = CBOR [format_version, id, scope_id]      (never transmitted)
+    payload       = deterministic CBOR memory-payload
+    signed        = COSE_Sign1(EdDSA, kid = author_key_id, external_aad = envelope-aad)
+    sealed-object = {1: id, 2: scope_id, 3: format_version,
+                     4: COSE_Encrypt0(A256GCM, DEK, external_aad = envelope-aad)(signed)}
+
+``open_sealed`` verifies in numbered steps that mirror the spec and is fail-closed:
+any authentication failure raises ``AuthenticationFailed`` unless the caller opts in
+with ``allow_unverified=True``, and then the result says ``unverified``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..crypto import CryptoProvider, cbor, cose, random_bytes
+from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
+from .keys import SigningKey
+from .model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
+from .payload import decode_payload, encode_payload
+from .trust import Keyring, derive
+
+MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
+
+
+def envelope_aad(version: int, object_id: bytes, scope_id: bytes) -> bytes:
+    return cbor.encode([version, object_id, scope_id])
+
+
+def parse_sealed(data: bytes) -> SealedObject:
+    """Structural check of a sealed-object (the checks import makes per object, §8.2)."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise MalformedInput("sealed object must be bytes")
+    if len(data) > MAX_SEALED:
+        raise LimitExceeded("sealed object too large")
+    m = cbor.decode(bytes(data), max_items=64)
+    if not isinstance(m, dict) or not {1, 2, 3, 4} <= m.keys():
+        raise MalformedInput("malformed sealed-object: missing envelope keys")
+    oid, sid, ver, enc = m[1], m[2], m[3], m[4]
+    if not isinstance(oid, bytes) or len(oid) != ID_LEN:
+        raise MalformedInput("malformed sealed-object: id must be 16 bytes")
+    if not isinstance(sid, bytes) or len(sid) != ID_LEN:
+        raise MalformedInput("malformed sealed-object: scope_id must be 16 bytes")
+    if type(ver) is not int or ver < 0:
+        raise MalformedInput("malformed sealed-object: format_version must be an unsigned integer")
+    if not isinstance(enc, bytes):
+        raise MalformedInput("malformed sealed-object: ciphertext must be a byte string")
+    ref = m.get(5)
+    if ref is not None and (not isinstance(ref, bytes) or len(ref) != ID_LEN):
+        raise MalformedInput("malformed sealed-object: dek_wrap_ref must be 16 bytes")
+    return SealedObject(object_id=oid, scope_id=sid, format_version=ver, encrypt0=enc,
+                        encoded=bytes(data), dek_wrap_ref=ref)
+
+
+async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKey, kid: bytes,
+                         object_id: bytes, scope_id: bytes, dek: bytes, nonce: bytes,
+                         format_version: int = FORMAT_VERSION) -> SealedObject:
+    """UNSAFE: seals arbitrary payload bytes under an arbitrary kid, with no Producer check.
+
+    Exists to rebuild the spec's refusal vectors and to write attack tests; the
+    product seals only through ``seal``.  format_version 1 gets no bindings (empty AAD),
+    which is exactly the defect v2 closes.
+    """
+    aad = envelope_aad(format_version, object_id, scope_id) if format_version >= 2 else b""
+    protected = cose.sign1_protected(kid)
+    sig = await p.ed25519_sign(signer.seed, cose.sig_structure(protected, aad, payload))
+    signed = cose.encode_sign1(protected, payload, sig)
+    enc = await cose.encrypt0(p, dek, nonce, signed, aad)
+    encoded = cbor.encode({1: object_id, 2: scope_id, 3: format_version, 4: enc})
+    return SealedObject(object_id=object_id, scope_id=scope_id, format_version=format_version,
+                        encrypt0=enc, encoded=encoded)
+
+
+async def seal(p: CryptoProvider, memory: Memory, *, signer: SigningKey, scope_id: bytes,
+               dek: bytes, object_id: bytes | None = None,
+               nonce: bytes | None = None) -> SealedObject:
+    """Seal one memory as format_version 2.  The DEK must be fresh: one DEK, one object (§15.5).
+
+    object_id and nonce default to fresh randomness; they are parameters only for vectors.
+    """
+    if len(scope_id) != ID_LEN:
+        raise MalformedInput("scope_id must be 16 bytes")
+    if len(dek) != 32:
+        raise MalformedInput("DEK must be 32 bytes")
+    oid = object_id if object_id is not None else random_bytes(ID_LEN)
+    if len(oid) != ID_LEN:
+        raise MalformedInput("object id must be 16 bytes")
+    payload = encode_payload(memory, signer.key_id)
+    return await seal_unchecked(p, payload, signer=signer, kid=signer.key_id, object_id=oid,
+                                scope_id=scope_id, dek=dek,
+                                nonce=nonce if nonce is not None else random_bytes(12))
+
+
+async def open_sealed(p: CryptoProvider, sealed: SealedObject | bytes, dek: bytes, keyring: Keyring,
+                      *, allow_unverified: bool = False) -> OpenedMemory:
+    """Decrypt, authenticate and decode one object; derive its trust from ``keyring``.
+
+    Raises AuthenticationFailed (refusal) or MalformedInput; never returns content
+    that failed authentication unless ``allow_unverified`` (and then labels it so).
+    """
+    # 0. Parse the cleartext envelope.
+    so = sealed if isinstance(sealed, SealedObject) else parse_sealed(sealed)
+    ver = so.format_version
+    if ver not in (LEGACY_VERSION, FORMAT_VERSION):
+        raise MalformedInput(f"unsupported format_version {ver}")
+
+    # 1. Envelope binding (§5.1): rebuild the AAD from the cleartext envelope.  A
+    #    rewritten id/scope_id/version (vectors 005, 006) fails the AEAD tag in step 2.
+    aad = envelope_aad(ver, so.object_id, so.scope_id) if ver >= 2 else b""
+
+    # 2. Decrypt under the single-use DEK.
+    enc = cose.parse_encrypt0(so.encrypt0)
+    signed = await cose.decrypt0(p, dek, enc, aad)
+
+    # 3. Parse the COSE_Sign1 and the payload it carries.
+    sign1 = cose.parse_sign1(signed)
+    if sign1.alg != cose.ALG_EDDSA:
+        raise AuthenticationFailed("signature algorithm is not EdDSA")
+    decoded = decode_payload(sign1.payload)
+    claimed = decoded.claimed_author
+
+    verified_as: Trust | None = None
+    signer_kid: bytes | None = None
+    if ver >= 2:
+        # 4. kid consistency (§5.2, vector 010): both fields are signed, so a
+        #    disagreement is self-inconsistent and refused, not resolved.
+        if sign1.kid is not None and sign1.kid != claimed:
+            raise AuthenticationFailed("header kid != payload author_key_id")
+        # 5. Author binding (§5.2, vector 004): only a key whose key_id equals the
+        #    claimed author is tried, so a signer cannot claim another identity.
+        tbs = cose.sig_structure(sign1.protected, aad, sign1.payload)
+        for pub, level in keyring.candidates(claimed):
+            if await p.ed25519_verify(pub, sign1.signature, tbs):
+                verified_as, signer_kid = level, claimed
+                break
+    # 6. Fail closed (§6, §12): v1 objects and unauthenticated v2 objects are
+    #    refused unless the caller explicitly opts in.
+    if verified_as is None and not allow_unverified:
+        if ver < 2:
+            raise AuthenticationFailed("format_version 1 cannot be authenticated")
+        raise AuthenticationFailed("no accepted key verifies this object as its claimed author")
+
+    # 7. Derive trust and authorship (§6, §7, Tables 1 and 2).
+    d = derive(verified_as=verified_as, signer_kid=signer_kid, claimed_kid=claimed,
+               custody_present=decoded.custody_present, custody=decoded.memory.custody,
+               keyring=keyring)
+    m = decoded.memory
+    return OpenedMemory(
+        object_id=so.object_id, scope_id=so.scope_id, format_version=ver, content=m.content,
+        mem_type=m.mem_type, confidence=decoded.confidence, tags=m.tags,
+        created=m.created if m.created else None, updated=m.updated, tool=m.tool or None,
+        session=m.session, trust=d.trust, authorship=d.authorship, author_key_id=d.author_key_id,
+        signer_key_id=signer_kid, claimed_author_key_id=d.claimed_author_key_id,
+        signature_verified=verified_as is not None, custody_present=decoded.custody_present,
+        custody=m.custody, extensions=dict(m.extensions or {}),
+        schema_violations=decoded.violations, payload=sign1.payload, memory=m)
+
+
+def opened_summary(o: OpenedMemory) -> dict[str, Any]:
+    """A JSON-ready view (hex for bytes) for CLIs and tests; never holds key material."""
+    hx = (lambda b: b.hex() if b is not None else None)
+    return {
+        "id": o.object_id.hex(), "scope_id": o.scope_id.hex(), "format_version": o.format_version,
+        "content": o.content, "type": o.type_name, "confidence": o.confidence,
+        "tags": list(o.tags), "created": o.created, "updated": o.updated, "trust": o.trust.value,
+        "authorship": o.authorship.value, "author_key_id": hx(o.author_key_id),
+        "signer_key_id": hx(o.signer_key_id), "claimed_author_key_id": hx(o.claimed_author_key_id),
+        "signature_verified": o.signature_verified, "custody_present": o.custody_present,
+        "schema_violations": list(o.schema_violations),
+    }

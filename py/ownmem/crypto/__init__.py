@@ -1,0 +1,44 @@
+"""Crypto for ownmem: one async provider interface, deterministic CBOR and COSE.
+
+``provider()`` returns the provider for this runtime (CPython here; the browser
+installs its own with ``set_provider``).  ``run_sync`` drives a coroutine that
+never suspends, which is how CPython code calls the async format functions
+without paying for an event loop on every object.
+"""
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from .provider import CryptoProvider, random_bytes, sha256
+
+T = TypeVar("T")
+
+_provider: CryptoProvider | None = None
+
+
+def provider() -> CryptoProvider:
+    global _provider
+    if _provider is None:
+        from .cpython import CPythonProvider
+
+        _provider = CPythonProvider()
+    return _provider
+
+
+def set_provider(p: CryptoProvider) -> None:
+    global _provider
+    _provider = p
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion, provided it never has to wait."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("operation suspended: this provider needs an event loop")
+
+
+__all__ = ["CryptoProvider", "provider", "set_provider", "run_sync", "random_bytes", "sha256"]

@@ -1,0 +1,70 @@
+"""The one error family of ownmem.
+
+Every error raised across a public API is an ``OwnmemError``; each subclass names
+what the caller can do about it.  Authentication failures are deliberately opaque:
+one message for every cause, so an attacker probing with forged objects learns
+nothing about which check failed (the spec's refusal reason stays in ``reason``
+for tests and audit, never in ``str()``).
+"""
+from __future__ import annotations
+
+
+class OwnmemError(Exception):
+    """Root of every error ownmem raises on purpose."""
+
+    code = "error"
+
+
+class MalformedInput(OwnmemError):
+    """Bytes that do not parse as the structure they claim to be. Fix or drop the input."""
+
+    code = "malformed"
+
+
+class LimitExceeded(MalformedInput):
+    """Input asks for more work or memory than ownmem allows (size, depth, count)."""
+
+    code = "limit_exceeded"
+
+
+class AuthenticationFailed(OwnmemError):
+    """An object, container or credential could not be authenticated.  Do not use it."""
+
+    code = "not_authenticated"
+
+    def __init__(self, reason: str = "unspecified") -> None:
+        super().__init__("could not authenticate")
+        self.reason = reason  # for tests and audit; never shown to an attacker-facing caller
+
+
+class ProducerRefusal(OwnmemError):
+    """ownmem refuses to write an object that would violate the format (draft-02 §3.2)."""
+
+    code = "refused_to_write"
+
+
+class WrongPassphrase(OwnmemError):
+    """The passphrase does not derive the expected identity.  Ask again."""
+
+    code = "wrong_passphrase"
+
+    def __init__(self, message: str = "wrong passphrase") -> None:
+        super().__init__(message)
+
+
+class ImportRefused(OwnmemError):
+    """A container cannot be imported into this vault as a whole (identity, metadata)."""
+
+    code = "import_refused"
+
+
+class VaultError(OwnmemError):
+    """The local vault cannot do what was asked (absent, locked, conflicting state)."""
+
+    code = "vault"
+
+
+class NotFound(VaultError):
+    """No memory, scope or key by that name or id."""
+
+    code = "not_found"

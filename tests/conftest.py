@@ -1,0 +1,20 @@
+"""Shared fixtures: the normative vectors are read from ../shared/vectors, never copied."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+VECTORS = SHARED / "vectors"
+
+
+def load_v2_vectors() -> dict:
+    return json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text())["vectors"]
+
+
+@pytest.fixture(scope="session")
+def v2_vectors() -> dict:
+    return load_v2_vectors()
