@@ -1,0 +1,7 @@
+"""The local vault: unlocked once, stored in SQLite, exported and imported as `.amem`."""
+from .legacy import MigrationReport, migrate_vault
+from .transfer import ImportReport, export_vault, import_file
+from .vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault
+
+__all__ = ["Vault", "UnlockedVault", "Entry", "Listing", "DEFAULT_SCOPE", "ImportReport", "export_vault",
+           "import_file", "MigrationReport", "migrate_vault"]

@@ -1,0 +1,161 @@
+"""The local vault store: one SQLite file, WAL, every change in one transaction.
+
+It holds only what the format calls safe to store anywhere: the public identity
+(salt, public keys), wrapped scope KEKs, accepted author keys, sealed objects and
+their wrapped DEKs, plus the ids of erased objects so that an old export cannot
+resurrect them.  No key that decrypts anything is ever written here.
+
+Objects are immutable: an edit inserts a new object; only migration replaces one
+in place (v1 -> v2, same id), and only erasure deletes.  ``secure_delete`` makes
+SQLite overwrite what it deletes, and erasure checkpoints the WAL, so a destroyed
+DEK does not linger in free pages.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..aperto.container import ScopeEntry
+from ..aperto.keys import WrappedKek
+from ..errors import VaultError
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS scopes (name TEXT PRIMARY KEY, scope_id BLOB NOT NULL UNIQUE,
+                                   kek_wrapped BLOB NOT NULL, eph_pub BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS known_keys (key_id BLOB PRIMARY KEY, public BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS objects (object_id BLOB PRIMARY KEY, scope_id BLOB NOT NULL,
+                                    format_version INTEGER NOT NULL, sealed BLOB NOT NULL,
+                                    dek_wrapped BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS erased (object_id BLOB PRIMARY KEY, erased_at INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PublicIdentity:
+    salt: bytes
+    sign_pub: bytes
+    ka_pub: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    object_id: bytes
+    scope_id: bytes
+    format_version: int
+    sealed: bytes
+    dek_wrapped: bytes
+
+
+class Store:
+    FILENAME = "vault.db"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / self.FILENAME
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA secure_delete=ON")
+            self.db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as e:
+            raise VaultError(f"cannot open the vault store at {self.path}: {e}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # ------------------------------------------------------------- identity
+    def identity(self) -> PublicIdentity | None:
+        rows = dict(self.db.execute("SELECT k, v FROM meta WHERE k IN ('salt','sign_pub','ka_pub')"))
+        if len(rows) != 3:
+            return None
+        return PublicIdentity(salt=rows["salt"], sign_pub=rows["sign_pub"], ka_pub=rows["ka_pub"])
+
+    def set_identity(self, ident: PublicIdentity) -> None:
+        self.db.executemany("INSERT INTO meta (k, v) VALUES (?, ?)",
+                            [("salt", ident.salt), ("sign_pub", ident.sign_pub),
+                             ("ka_pub", ident.ka_pub), ("schema", SCHEMA_VERSION)])
+
+    def is_empty(self) -> bool:
+        return self.identity() is None and self.count() == 0
+
+    # ------------------------------------------------------------- scopes and keys
+    def scopes(self) -> dict[str, ScopeEntry]:
+        return {name: ScopeEntry(name, sid, WrappedKek(kw, eph)) for name, sid, kw, eph in
+                self.db.execute("SELECT name, scope_id, kek_wrapped, eph_pub FROM scopes ORDER BY name")}
+
+    def add_scope(self, s: ScopeEntry) -> None:
+        self.db.execute("INSERT INTO scopes VALUES (?, ?, ?, ?)",
+                        (s.name, s.scope_id, s.wrapped.kek_wrapped, s.wrapped.eph_pub))
+
+    def known_keys(self) -> dict[bytes, bytes]:
+        return dict(self.db.execute("SELECT key_id, public FROM known_keys ORDER BY key_id"))
+
+    def add_known_key(self, kid: bytes, public: bytes) -> None:
+        self.db.execute("INSERT OR IGNORE INTO known_keys VALUES (?, ?)", (kid, public))
+
+    def remove_known_key(self, kid: bytes) -> bool:
+        return self.db.execute("DELETE FROM known_keys WHERE key_id = ?", (kid,)).rowcount > 0
+
+    # ------------------------------------------------------------- objects
+    def put_object(self, o: StoredObject) -> bool:
+        """Insert if new; an existing id is never overwritten (objects are immutable)."""
+        cur = self.db.execute("INSERT OR IGNORE INTO objects VALUES (?, ?, ?, ?, ?)",
+                              (o.object_id, o.scope_id, o.format_version, o.sealed, o.dek_wrapped))
+        return cur.rowcount > 0
+
+    def put_objects(self, objs: Iterable[StoredObject]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO objects VALUES (?, ?, ?, ?, ?)",
+                            ((o.object_id, o.scope_id, o.format_version, o.sealed, o.dek_wrapped)
+                             for o in objs))
+
+    def replace_object(self, o: StoredObject) -> None:
+        """Migration only: the v1 object and its DEK wrap are replaced in one statement."""
+        self.db.execute("UPDATE objects SET scope_id=?, format_version=?, sealed=?, dek_wrapped=? "
+                        "WHERE object_id=?", (o.scope_id, o.format_version, o.sealed, o.dek_wrapped,
+                                              o.object_id))
+
+    def objects(self) -> list[StoredObject]:
+        return [StoredObject(*r) for r in self.db.execute(
+            "SELECT object_id, scope_id, format_version, sealed, dek_wrapped FROM objects ORDER BY object_id")]
+
+    def object_ids(self) -> set[bytes]:
+        return {r[0] for r in self.db.execute("SELECT object_id FROM objects")}
+
+    def get_object(self, oid: bytes) -> StoredObject | None:
+        r = self.db.execute("SELECT object_id, scope_id, format_version, sealed, dek_wrapped "
+                            "FROM objects WHERE object_id = ?", (oid,)).fetchone()
+        return StoredObject(*r) if r else None
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM objects").fetchone()[0])
+
+    # ------------------------------------------------------------- erasure
+    def erase(self, oids: Iterable[bytes], now: int | None = None) -> None:
+        at = int(time.time()) if now is None else now
+        for oid in oids:
+            self.db.execute("DELETE FROM objects WHERE object_id = ?", (oid,))
+            self.db.execute("INSERT OR IGNORE INTO erased VALUES (?, ?)", (oid, at))
+
+    def erased_ids(self) -> set[bytes]:
+        return {r[0] for r in self.db.execute("SELECT object_id FROM erased")}
+
+    def checkpoint(self) -> None:
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -1,0 +1,323 @@
+"""The vault: a locked handle on a folder, and the unlocked vault that does the work.
+
+    Vault.create(folder, passphrase)  -> UnlockedVault   (new identity, scope "default")
+    Vault(folder).unlock(passphrase)  -> UnlockedVault   (Argon2id runs here, once)
+
+An ``UnlockedVault`` holds the derived identity and the scope KEKs it has unwrapped,
+so no operation re-derives from the passphrase (the reference does, per call).
+``lock()`` drops every key it holds.
+
+Memories are immutable (DESIGN.md "Objects are immutable"): ``edit`` seals a new
+object naming the one it supersedes (payload extension "supersedes"); the state of a
+memory is the head of its chain, and two heads of one chain are a conflict shown to
+the person, never a lost write.  ``forget`` erases every version.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..aperto import keys as K
+from ..aperto.container import ScopeEntry, VaultPublic
+from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust
+from ..aperto.seal import open_sealed, parse_sealed, seal
+from ..aperto.trust import Keyring
+from ..crypto import CryptoProvider, provider, random_bytes, run_sync
+from ..errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
+from .store import PublicIdentity, Store, StoredObject
+
+DEFAULT_SCOPE = "default"
+SUPERSEDES = "supersedes"
+TOOL = "ownmem/0.1"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One opened memory as the vault knows it."""
+
+    opened: OpenedMemory
+    scope: str
+    supersedes: bytes | None
+    superseded_by: tuple[bytes, ...]
+
+    @property
+    def id(self) -> bytes:
+        return self.opened.object_id
+
+    @property
+    def is_head(self) -> bool:
+        return not self.superseded_by
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    entries: list[Entry]
+    refused: list[tuple[bytes, str]]     # objects that did not open, and why (never silent, §8.3)
+
+    def heads(self) -> list[Entry]:
+        return [e for e in self.entries if e.is_head]
+
+    def conflicts(self) -> list[list[Entry]]:
+        """Groups of heads that edit the same memory concurrently."""
+        by_id = {e.id: e for e in self.entries}
+        groups: dict[bytes, list[Entry]] = {}
+        for e in self.entries:
+            if len(e.superseded_by) > 1:
+                heads = [h for h in self._heads_below(e, by_id)]
+                if len(heads) > 1:
+                    groups[e.id] = heads
+        return list(groups.values())
+
+    @staticmethod
+    def _heads_below(e: Entry, by_id: dict[bytes, Entry]) -> list[Entry]:
+        out, stack, seen = [], [e], set()
+        while stack:
+            cur = stack.pop()
+            if cur.id in seen:
+                continue
+            seen.add(cur.id)
+            if cur.is_head:
+                out.append(cur)
+            stack.extend(by_id[s] for s in cur.superseded_by if s in by_id)
+        return sorted(out, key=lambda x: x.id)
+
+
+def _supersedes(o: OpenedMemory) -> bytes | None:
+    v = o.extensions.get(SUPERSEDES)
+    return v if isinstance(v, bytes) and len(v) == 16 else None
+
+
+class Vault:
+    """A vault folder, locked."""
+
+    def __init__(self, folder: str | Path, *, crypto: CryptoProvider | None = None) -> None:
+        self.folder = Path(folder).expanduser()
+        self.p = crypto or provider()
+
+    def exists(self) -> bool:
+        return (self.folder / Store.FILENAME).exists() and self._store().identity() is not None
+
+    def _store(self) -> Store:
+        return Store(self.folder)
+
+    @classmethod
+    def create(cls, folder: str | Path, passphrase: str, *, crypto: CryptoProvider | None = None) -> UnlockedVault:
+        v = cls(folder, crypto=crypto)
+        if v.exists():
+            raise VaultError(f"a vault already exists at {v.folder}")
+        if not passphrase:
+            raise VaultError("the passphrase must not be empty")
+        store = v._store()
+        salt = random_bytes(K.SALT_LEN)
+        ident = run_sync(K.identity_from_passphrase(v.p, passphrase, salt))
+        kek, scope_id = K.new_key(), random_bytes(16)
+        wrapped = run_sync(K.wrap_kek(v.p, kek, ident.ka_pub, scope_id))
+        with store.transaction():
+            store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
+            store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
+        return UnlockedVault(store, ident, v.p)
+
+    def unlock(self, passphrase: str) -> UnlockedVault:
+        if not self.exists():
+            raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
+        store = self._store()
+        pub = store.identity()
+        assert pub is not None
+        ident = run_sync(K.identity_from_passphrase(self.p, passphrase, pub.salt))
+        if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
+            store.close()
+            raise WrongPassphrase()
+        return UnlockedVault(store, ident, self.p)
+
+
+class UnlockedVault:
+    def __init__(self, store: Store, ident: K.Identity, crypto: CryptoProvider) -> None:
+        self.store = store
+        self.ident: K.Identity | None = ident
+        self.p = crypto
+        self._keks: dict[bytes, bytes] = {}
+
+    # ------------------------------------------------------------- keys
+    @property
+    def identity(self) -> K.Identity:
+        if self.ident is None:
+            raise VaultError("the vault is locked")
+        return self.ident
+
+    def lock(self) -> None:
+        """Drop every secret this object holds; the provider forgets cached private keys."""
+        self.ident = None
+        self._keks.clear()
+        forget = getattr(self.p, "forget_secrets", None)
+        if forget is not None:
+            forget()
+        self.store.close()
+
+    def keyring(self) -> Keyring:
+        return Keyring(self.identity.sign_pub, self.store.known_keys())
+
+    def kek(self, scope: ScopeEntry) -> bytes:
+        kek = self._keks.get(scope.scope_id)
+        if kek is None:
+            kek = run_sync(K.unwrap_kek(self.p, scope.wrapped, scope.scope_id, self.identity))
+            self._keks[scope.scope_id] = kek
+        return kek
+
+    def scopes(self) -> dict[str, ScopeEntry]:
+        return self.store.scopes()
+
+    def scope(self, name: str) -> ScopeEntry:
+        s = self.store.scopes().get(name)
+        if s is None:
+            raise NotFound(f"no scope named {name!r} (see `ownmem scope list`)")
+        return s
+
+    def add_scope(self, name: str) -> ScopeEntry:
+        if not name or name in self.store.scopes():
+            raise VaultError(f"scope {name!r} already exists" if name else "scope name must not be empty")
+        scope_id = random_bytes(16)
+        entry = ScopeEntry(name, scope_id, run_sync(K.wrap_kek(self.p, K.new_key(), self.identity.ka_pub, scope_id)))
+        with self.store.transaction():
+            self.store.add_scope(entry)
+        return entry
+
+    def public(self) -> VaultPublic:
+        pub = self.store.identity()
+        assert pub is not None
+        return VaultPublic(salt=pub.salt, sign_pub=pub.sign_pub, ka_pub=pub.ka_pub,
+                           scopes=self.store.scopes(), known_keys=self.store.known_keys())
+
+    # ------------------------------------------------------------- keyring
+    def trust_add(self, public: bytes) -> bytes:
+        if len(public) != 32:
+            raise MalformedInput("an author key is a 32-byte Ed25519 public key (64 hex digits)")
+        if public == self.identity.sign_pub:
+            raise VaultError("that is this vault's own key; it is always trusted as self")
+        kid = K.key_id(public)
+        with self.store.transaction():
+            self.store.add_known_key(kid, public)
+        return kid
+
+    def trust_remove(self, kid: bytes) -> None:
+        """Revocation: every memory attributed to the key downgrades at the next read, no rewrite."""
+        with self.store.transaction():
+            if not self.store.remove_known_key(kid):
+                raise NotFound(f"no accepted key with id {kid.hex()}")
+
+    # ------------------------------------------------------------- objects
+    def _seal_into(self, memory: Memory, scope: ScopeEntry, signer: K.SigningKey | None = None,
+                   ) -> SealedObject:
+        dek = K.new_key()
+        so = run_sync(seal(self.p, memory, signer=signer or self.identity.sign, scope_id=scope.scope_id, dek=dek))
+        wrapped = run_sync(K.wrap_dek(self.p, dek, self.kek(scope)))
+        with self.store.transaction():
+            self.store.put_object(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
+        return so
+
+    def add(self, content: str, *, tags: Iterable[str] = (), mem_type: int = 2, confidence: float = 0.8,
+            scope: str = DEFAULT_SCOPE, now: int | None = None, extensions: dict | None = None) -> bytes:
+        memory = Memory(content=content, mem_type=mem_type, confidence=confidence, tags=tuple(tags),
+                        created=int(time.time()) if now is None else now, tool=TOOL, extensions=extensions)
+        return self._seal_into(memory, self.scope(scope)).object_id
+
+    def open_stored(self, row: StoredObject, scopes_by_id: dict[bytes, ScopeEntry], keyring: Keyring,
+                    *, allow_unverified: bool = False) -> Entry:
+        scope = scopes_by_id.get(row.scope_id)
+        if scope is None:
+            raise MalformedInput("object in an unknown scope")
+        dek = run_sync(K.unwrap_dek(self.p, row.dek_wrapped, self.kek(scope)))
+        o = run_sync(open_sealed(self.p, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
+        return Entry(o, scope.name, _supersedes(o), ())
+
+    def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None) -> Listing:
+        """Open every object, one failure never stopping the rest (§2, §8.3)."""
+        scopes_by_id = {s.scope_id: s for s in self.store.scopes().values()}
+        keyring = self.keyring()
+        rows = self.store.objects()
+        entries: list[Entry] = []
+        refused: list[tuple[bytes, str]] = []
+        for i, row in enumerate(rows):
+            try:
+                entries.append(self.open_stored(row, scopes_by_id, keyring, allow_unverified=allow_unverified))
+            except AuthenticationFailed:
+                refused.append((row.object_id, "could not authenticate"))
+            except OwnmemError as e:
+                refused.append((row.object_id, str(e)))
+            if progress is not None:
+                progress(i + 1, len(rows))
+        succ: dict[bytes, list[bytes]] = {}
+        for e in entries:
+            if e.supersedes is not None:
+                succ.setdefault(e.supersedes, []).append(e.id)
+        entries = [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in entries]
+        return Listing(entries, refused)
+
+    def resolve(self, ident: str, listing: Listing | None = None) -> Entry:
+        """A memory by its hex id or a unique prefix of it."""
+        ident = ident.strip().lower()
+        listing = listing or self.open_all(allow_unverified=True)
+        matches = [e for e in listing.entries if e.id.hex().startswith(ident)] if ident else []
+        if not matches:
+            raise NotFound(f"no memory with id {ident!r}")
+        if len(matches) > 1:
+            raise NotFound(f"id prefix {ident!r} is ambiguous ({len(matches)} memories)")
+        return matches[0]
+
+    def edit(self, ident: str, *, content: str | None = None, tags: Iterable[str] | None = None,
+             mem_type: int | None = None, confidence: float | None = None, now: int | None = None) -> bytes:
+        """Seal a new version that supersedes ``ident``; the old one stays until forgotten."""
+        e = self.resolve(ident)
+        o = e.opened
+        if o.trust is Trust.UNVERIFIED:
+            raise VaultError("an unverified memory cannot be edited; forget it or migrate it")
+        old = o.memory
+        exts = dict(old.extensions or {})
+        exts[SUPERSEDES] = o.object_id
+        at = int(time.time()) if now is None else now
+        memory = replace(old, content=old.content if content is None else content,
+                         tags=old.tags if tags is None else tuple(tags),
+                         mem_type=old.mem_type if mem_type is None else mem_type,
+                         confidence=(o.confidence if o.confidence is not None else 0.8)
+                         if confidence is None else confidence,
+                         updated=at, tool=TOOL, extensions=exts, custody=old.custody)
+        return self._seal_into(memory, self.scope(e.scope)).object_id
+
+    def forget(self, ident: str) -> list[bytes]:
+        """Cryptographic erasure of every version of a memory: the sealed objects and the
+        wrapped DEKs are destroyed; the ids are remembered so an import cannot revive them."""
+        listing = self.open_all(allow_unverified=True)
+        start = self.resolve(ident, listing)
+        by_id = {e.id: e for e in listing.entries}
+        chain: set[bytes] = set()
+        stack = [start.id]
+        while stack:
+            cur = stack.pop()
+            if cur in chain:
+                continue
+            chain.add(cur)
+            e = by_id.get(cur)
+            if e is None:
+                continue
+            stack.extend(e.superseded_by)
+            if e.supersedes is not None:
+                stack.append(e.supersedes)
+        gone = sorted(chain & self.store.object_ids())
+        with self.store.transaction():
+            self.store.erase(gone)
+        self.store.checkpoint()
+        return gone
+
+    def search(self, query: str, listing: Listing | None = None) -> list[Entry]:
+        """Client-side search (§15.4: never on a server): every word must appear in content or tags."""
+        words = query.lower().split()
+        listing = listing or self.open_all()
+        out = []
+        for e in listing.heads():
+            hay = (e.opened.content + " " + " ".join(e.opened.tags)).lower()
+            if all(w in hay for w in words):
+                out.append(e)
+        return out
