@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from .aperto.model import MemType, type_name
@@ -29,6 +29,17 @@ EXIT_USAGE = 2
 
 class CliError(OwnmemError):
     code = "usage"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one `ownmem:` line like every other failure."""
+
+    def error(self, message: str) -> NoReturn:
+        head, sep, rest = message.partition("unrecognized arguments: ")
+        if sep:  # name stray options, never echo values: one may be a passphrase typed by mistake
+            opts = [a.split("=", 1)[0] for a in rest.split() if a.startswith("-")]
+            message = head + "unrecognized arguments" + (f": {' '.join(opts)}" if opts else "")
+        self.exit(EXIT_USAGE, f"ownmem: {message} (see `{self.prog} --help`)\n")
 
 
 def _passphrase(confirm: bool = False) -> str:
@@ -123,7 +134,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     folder = _folder(args)
     if Vault(folder).exists():
         raise VaultError(f"a vault already exists at {folder}")
-    if not os.environ.get("OWNMEM_PASSPHRASE"):
+    if not os.environ.get("OWNMEM_PASSPHRASE") and sys.stdin.isatty():  # about to prompt
         print("Choose a strong passphrase: an exported .amem file lets anyone who holds it guess "
               "passphrases offline (ApertoMemory §15.8). Losing it loses the memory.", file=sys.stderr)
     v = Vault.create(folder, _passphrase(confirm=True))
@@ -310,7 +321,7 @@ def cmd_scope(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
+    p = _Parser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
     p.add_argument("--version", action="version", version=f"ownmem {__version__}")
     p.add_argument("--vault", help="vault folder (default: $OWNMEM_VAULT or ~/.ownmem)")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")

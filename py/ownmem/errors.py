@@ -68,3 +68,14 @@ class NotFound(VaultError):
     """No memory, scope or key by that name or id."""
 
     code = "not_found"
+
+
+class SyncError(OwnmemError):
+    """The sync server could not be reached or refused a request.  Retry later or check the URL."""
+
+    code = "sync"
+
+    def __init__(self, message: str, server_code: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.server_code = server_code
+        self.status = status

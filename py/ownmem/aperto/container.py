@@ -124,7 +124,8 @@ def parse_container(data: bytes) -> Container:
         top = cbor.decode(data, max_items=MAX_ITEMS)
     except MalformedInput as e:
         raise MalformedInput(f"corrupt .amem: not readable CBOR ({e})") from None
-    if not isinstance(top, dict) or top.get(1) != EXPORT_VERSION:
+    # type(), not ==: 1.0 and True compare equal to 1 in Python but are not a uint in CBOR
+    if not isinstance(top, dict) or type(top.get(1)) is not int or top[1] != EXPORT_VERSION:
         raise MalformedInput("corrupt .amem: unsupported or malformed export container")
     for k in (2, 3, 4):
         if k not in top:

@@ -65,7 +65,9 @@ def check_memory(m: Memory) -> None:
     if m.custody is not None:
         check_custody(m.custody)
     for k in m.preserved:
-        if type(k) is not int or k < 0 or k in _INTERPRETED:
+        # key 10 that decode_payload could not interpret travels verbatim (§3.1)
+        verbatim_extensions = k == EXTENSIONS_KEY and m.extensions is None
+        if type(k) is not int or k < 0 or (k in _INTERPRETED and not verbatim_extensions):
             raise ProducerRefusal(f"preserved payload key {k!r} collides with a defined field")
 
 

@@ -40,7 +40,8 @@ class Raw:
 
 # ---------------------------------------------------------------- encoding
 
-def _head(major: int, n: int) -> bytes:
+def head(major: int, n: int) -> bytes:
+    """The head of a CBOR item: major type and argument, shortest form (for streaming encoders)."""
     mt = major << 5
     if n < 24:
         return bytes((mt | n,))
@@ -74,22 +75,22 @@ def _float(x: float) -> bytes:
 def _enc(obj: Any, out: list[bytes]) -> None:
     t = type(obj)
     if t is int:
-        out.append(_head(0, obj) if obj >= 0 else _head(1, -1 - obj))
+        out.append(head(0, obj) if obj >= 0 else head(1, -1 - obj))
     elif t is bytes:
-        out.append(_head(2, len(obj)))
+        out.append(head(2, len(obj)))
         out.append(obj)
     elif t is str:
         b = obj.encode("utf-8")
-        out.append(_head(3, len(b)))
+        out.append(head(3, len(b)))
         out.append(b)
     elif t is list or t is tuple:
-        out.append(_head(4, len(obj)))
+        out.append(head(4, len(obj)))
         for item in obj:
             _enc(item, out)
     elif t is dict:
         pairs = sorted((encode(k), v) for k, v in obj.items()) if len(obj) > 1 else (
             [(encode(k), v) for k, v in obj.items()])
-        out.append(_head(5, len(pairs)))
+        out.append(head(5, len(pairs)))
         for ek, v in pairs:
             out.append(ek)
             _enc(v, out)
@@ -102,7 +103,7 @@ def _enc(obj: Any, out: list[bytes]) -> None:
     elif t is float:
         out.append(_float(obj))
     elif t is Tag:
-        out.append(_head(6, obj.number))
+        out.append(head(6, obj.number))
         _enc(obj.value, out)
     elif isinstance(obj, (bytearray, memoryview)):
         _enc(bytes(obj), out)
@@ -181,7 +182,8 @@ class _Decoder:
             m: dict[Any, Any] = {}
             for _ in range(n):
                 k = self.item(depth + 1)
-                if not isinstance(k, (int, str, bytes)):
+                # type(), not isinstance(): True == 1 in Python, but not in CBOR
+                if type(k) not in (int, str, bytes):
                     raise MalformedInput("unsupported CBOR map key type")
                 if k in m:
                     raise MalformedInput("duplicate CBOR map key")
@@ -238,7 +240,7 @@ def decode_map_raw(data: bytes, *, max_items: int = MAX_ITEMS) -> dict[Any, tupl
     try:
         for _ in range(n):
             k = d.item(1)
-            if not isinstance(k, (int, str, bytes)):
+            if type(k) not in (int, str, bytes):
                 raise MalformedInput("unsupported CBOR map key type")
             if k in out:
                 raise MalformedInput("duplicate CBOR map key")

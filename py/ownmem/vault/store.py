@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS objects (object_id BLOB PRIMARY KEY, scope_id BLOB NO
                                     format_version INTEGER NOT NULL, sealed BLOB NOT NULL,
                                     dek_wrapped BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS erased (object_id BLOB PRIMARY KEY, erased_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS revoked_keys (key_id BLOB PRIMARY KEY);
+-- sync: the cell made for each object once pushed or pulled, the outbox of erasures,
+-- and the position in the server's change feed
+CREATE TABLE IF NOT EXISTS cells (object_id BLOB PRIMARY KEY, cell_id BLOB NOT NULL UNIQUE,
+                                  cell BLOB NOT NULL, pushed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS erase_outbox (cell_id BLOB PRIMARY KEY, receipt BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS sync_state (k TEXT PRIMARY KEY, v BLOB NOT NULL);
 """
 
 
@@ -112,7 +119,17 @@ class Store:
         self.db.execute("INSERT OR IGNORE INTO known_keys VALUES (?, ?)", (kid, public))
 
     def remove_known_key(self, kid: bytes) -> bool:
-        return self.db.execute("DELETE FROM known_keys WHERE key_id = ?", (kid,)).rowcount > 0
+        """Revocation is remembered so that sync does not bring the key back from another device."""
+        gone = self.db.execute("DELETE FROM known_keys WHERE key_id = ?", (kid,)).rowcount > 0
+        if gone:
+            self.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+        return gone
+
+    def revoked_keys(self) -> set[bytes]:
+        return {r[0] for r in self.db.execute("SELECT key_id FROM revoked_keys")}
+
+    def unrevoke(self, kid: bytes) -> None:
+        self.db.execute("DELETE FROM revoked_keys WHERE key_id = ?", (kid,))
 
     # ------------------------------------------------------------- objects
     def put_object(self, o: StoredObject) -> bool:
@@ -152,10 +169,60 @@ class Store:
         at = int(time.time()) if now is None else now
         for oid in oids:
             self.db.execute("DELETE FROM objects WHERE object_id = ?", (oid,))
+            self.db.execute("DELETE FROM cells WHERE object_id = ?", (oid,))
             self.db.execute("INSERT OR IGNORE INTO erased VALUES (?, ?)", (oid, at))
+
+    def cell_ids_of(self, oids: Iterable[bytes]) -> dict[bytes, bytes]:
+        out = {}
+        for oid in oids:
+            r = self.db.execute("SELECT cell_id FROM cells WHERE object_id = ?", (oid,)).fetchone()
+            if r:
+                out[oid] = r[0]
+        return out
 
     def erased_ids(self) -> set[bytes]:
         return {r[0] for r in self.db.execute("SELECT object_id FROM erased")}
 
     def checkpoint(self) -> None:
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # ------------------------------------------------------------- sync
+    def sync_get(self, k: str) -> bytes | None:
+        r = self.db.execute("SELECT v FROM sync_state WHERE k = ?", (k,)).fetchone()
+        return bytes(r[0]) if r else None
+
+    def sync_set(self, k: str, v: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO sync_state VALUES (?, ?)", (k, v))
+
+    def unpushed(self, limit: int) -> list[StoredObject]:
+        return [StoredObject(*r) for r in self.db.execute(
+            "SELECT o.object_id, o.scope_id, o.format_version, o.sealed, o.dek_wrapped FROM objects o "
+            "LEFT JOIN cells c ON c.object_id = o.object_id WHERE c.pushed IS NULL OR c.pushed = 0 "
+            "ORDER BY o.object_id LIMIT ?", (limit,))]
+
+    def unpushed_count(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM objects o LEFT JOIN cells c ON c.object_id = o.object_id "
+                                   "WHERE c.pushed IS NULL OR c.pushed = 0").fetchone()[0])
+
+    def cell_of(self, oid: bytes) -> tuple[bytes, bytes] | None:
+        r = self.db.execute("SELECT cell_id, cell FROM cells WHERE object_id = ?", (oid,)).fetchone()
+        return (r[0], r[1]) if r else None
+
+    def put_cell(self, oid: bytes, cell_id: bytes, cell: bytes, pushed: bool) -> None:
+        self.db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?)", (oid, cell_id, cell, int(pushed)))
+
+    def mark_pushed(self, oids: Iterable[bytes]) -> None:
+        self.db.executemany("UPDATE cells SET pushed = 1 WHERE object_id = ?", ((o,) for o in oids))
+
+    def object_of_cell(self, cell_id: bytes) -> bytes | None:
+        r = self.db.execute("SELECT object_id FROM cells WHERE cell_id = ?", (cell_id,)).fetchone()
+        return r[0] if r else None
+
+    def queue_erasure(self, cell_id: bytes, receipt: bytes) -> None:
+        self.db.execute("INSERT OR IGNORE INTO erase_outbox VALUES (?, ?)", (cell_id, receipt))
+
+    def erase_outbox(self) -> list[tuple[bytes, bytes]]:
+        return [(r[0], r[1]) for r in self.db.execute("SELECT cell_id, receipt FROM erase_outbox")]
+
+    def clear_erasures(self, cell_ids: Iterable[bytes]) -> None:
+        self.db.executemany("DELETE FROM erase_outbox WHERE cell_id = ?", ((c,) for c in cell_ids))

@@ -70,6 +70,10 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except OSError as e:
+        try:  # a half-written or orphaned copy is still an offline passphrase oracle (§15.8)
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
         raise VaultError(f"cannot write {target}: {e.strerror or e}") from None
     if progress is not None:
         progress(len(rows), len(rows))

@@ -26,11 +26,14 @@ from ..aperto.seal import open_sealed, parse_sealed, seal
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, provider, random_bytes, run_sync
 from ..errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
+from ..saihm.identity import Holder, holder_from_master
+from ..saihm.receipt import make_receipt
 from .store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
 TOOL = "ownmem/0.1"
+SYNC_INFO = b"ownmem/v1/sync"
 
 Progress = Callable[[int, int], None]
 
@@ -136,10 +139,12 @@ class Vault:
 
 class UnlockedVault:
     def __init__(self, store: Store, ident: K.Identity, crypto: CryptoProvider) -> None:
-        self.store = store
+        self._store = store
         self.ident: K.Identity | None = ident
         self.p = crypto
         self._keks: dict[bytes, bytes] = {}
+        self._holder: Holder | None = None
+        self._sync: K.SigningKey | None = None
 
     # ------------------------------------------------------------- keys
     @property
@@ -148,14 +153,37 @@ class UnlockedVault:
             raise VaultError("the vault is locked")
         return self.ident
 
+    @property
+    def store(self) -> Store:
+        # lock() closes the store: without this check a locked vault answered with
+        # sqlite3.ProgrammingError instead of the clean "locked" error.
+        if self.ident is None:
+            raise VaultError("the vault is locked")
+        return self._store
+
     def lock(self) -> None:
         """Drop every secret this object holds; the provider forgets cached private keys."""
         self.ident = None
         self._keks.clear()
+        self._holder = None
+        self._sync = None
         forget = getattr(self.p, "forget_secrets", None)
         if forget is not None:
             forget()
-        self.store.close()
+        self._store.close()
+
+    def holder(self) -> Holder:
+        """The SAIHM holder identity (ML-DSA-65), derived from the master secret on first use."""
+        if self._holder is None:
+            self._holder = run_sync(holder_from_master(self.p, self.identity.master))
+        return self._holder
+
+    def sync_key(self) -> K.SigningKey:
+        """The Ed25519 key that authenticates this vault's devices to the blind server."""
+        if self._sync is None:
+            seed = run_sync(K.derive_purpose_key(self.p, self.identity.master, SYNC_INFO))
+            self._sync = run_sync(K.signing_key(self.p, seed))
+        return self._sync
 
     def keyring(self) -> Keyring:
         return Keyring(self.identity.sign_pub, self.store.known_keys())
@@ -200,6 +228,7 @@ class UnlockedVault:
         kid = K.key_id(public)
         with self.store.transaction():
             self.store.add_known_key(kid, public)
+            self.store.unrevoke(kid)
         return kid
 
     def trust_remove(self, kid: bytes) -> None:
@@ -306,8 +335,16 @@ class UnlockedVault:
             if e.supersedes is not None:
                 stack.append(e.supersedes)
         gone = sorted(chain & self.store.object_ids())
+        # Objects that reached the server leave a signed FORGET receipt in the outbox, so
+        # the next sync erases them there and, through the feed, on every other device.
+        now = int(time.time())
+        receipts = [(cid, run_sync(make_receipt(self.p, xi=self.holder().xi, holder_id=self.holder().holder_id,
+                                                operation="FORGET", subject_id=cid, timestamp=now)).to_cbor())
+                    for cid in self.store.cell_ids_of(gone).values()]
         with self.store.transaction():
-            self.store.erase(gone)
+            self.store.erase(gone, now)
+            for cid, r in receipts:
+                self.store.queue_erasure(cid, r)
         self.store.checkpoint()
         return gone
 

@@ -1,0 +1,1 @@
+"""SAIHM (custodial profile): holder identity, cells, receipts, contracts."""

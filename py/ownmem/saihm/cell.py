@@ -1,0 +1,106 @@
+"""The SAIHM cell envelope around an ApertoMemory sealed object (SAIHM "Cell shape",
+"Signed messages", "Wire formats"; DESIGN.md "One memory, three views").
+
+    cell      = {1: cellId, 2: holderId, 3: kekVersion, 4: tier, 5: cellNonce,
+                 6: ciphertext, 7: signature, 8: timestamp}
+    cellId    = SHA-256(kekVersion_be32 || cellNonce || ciphertext)
+    signature = ML-DSA-65(holder, context "SAIHM-CELL-v1",
+                          cellId || holderId || kekVersion_be32 || timestamp_be64)
+
+In ownmem, cellNonce is the sealed object's 16-byte id and ciphertext is the whole
+sealed-object bytes (already AEAD-protected under the object's DEK), so a blind
+server can recompute the cellId and verify the holder's signature without any key
+that decrypts.  ``timestamp`` is the time the cell was made, never the memory's
+semantic time, which stays inside the encrypted payload.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ..crypto import CryptoProvider, cbor, sha256
+from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
+
+CELL_CONTEXT = b"SAIHM-CELL-v1"
+MAX_CIPHERTEXT = 1 << 20
+MAX_TIER = 32
+MLDSA65_SIG_LEN = 3309
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    cell_id: bytes
+    holder_id: bytes
+    kek_version: int
+    tier: str
+    cell_nonce: bytes
+    ciphertext: bytes
+    signature: bytes
+    timestamp: int
+
+    def to_cbor(self) -> bytes:
+        return cbor.encode({1: self.cell_id, 2: self.holder_id, 3: self.kek_version, 4: self.tier,
+                            5: self.cell_nonce, 6: self.ciphertext, 7: self.signature, 8: self.timestamp})
+
+
+def compute_cell_id(kek_version: int, cell_nonce: bytes, ciphertext: bytes) -> bytes:
+    return sha256(struct.pack(">I", kek_version) + cell_nonce + ciphertext)
+
+
+def signed_message(cell_id: bytes, holder_id: bytes, kek_version: int, timestamp: int) -> bytes:
+    return cell_id + holder_id + struct.pack(">IQ", kek_version, timestamp)
+
+
+def _check_fields(kek_version: int, tier: str, cell_nonce: bytes, ciphertext: bytes, timestamp: int) -> None:
+    if type(kek_version) is not int or not 0 <= kek_version <= 0xFFFFFFFF:
+        raise MalformedInput("kekVersion must be a 32-bit unsigned integer")
+    if type(timestamp) is not int or not 0 <= timestamp <= 0xFFFFFFFFFFFFFFFF:
+        raise MalformedInput("timestamp must be a 64-bit unsigned integer")
+    if not isinstance(tier, str) or not 0 < len(tier) <= MAX_TIER or not tier.isascii() or not tier.isprintable():
+        raise MalformedInput("tier must be a short printable ASCII string")
+    if not isinstance(cell_nonce, bytes) or len(cell_nonce) != 16:
+        raise MalformedInput("cellNonce must be 16 bytes")
+    if not isinstance(ciphertext, bytes):
+        raise MalformedInput("ciphertext must be bytes")
+    if len(ciphertext) > MAX_CIPHERTEXT:
+        raise LimitExceeded("cell ciphertext too large")
+
+
+async def make_cell(p: CryptoProvider, *, xi: bytes, holder_id: bytes, kek_version: int, tier: str,
+                    cell_nonce: bytes, ciphertext: bytes, timestamp: int,
+                    deterministic: bool = False) -> Cell:
+    _check_fields(kek_version, tier, cell_nonce, ciphertext, timestamp)
+    cid = compute_cell_id(kek_version, cell_nonce, ciphertext)
+    sig = await p.mldsa65_sign(xi, signed_message(cid, holder_id, kek_version, timestamp), CELL_CONTEXT,
+                               deterministic=deterministic)
+    return Cell(cid, holder_id, kek_version, tier, cell_nonce, ciphertext, sig, timestamp)
+
+
+def parse_cell(data: bytes) -> Cell:
+    """Shape only; ``verify_cell`` decides whether to believe it."""
+    if len(data) > MAX_CIPHERTEXT + 8192:
+        raise LimitExceeded("cell too large")
+    m = cbor.decode(data, max_items=64)
+    if not isinstance(m, dict) or set(m) != {1, 2, 3, 4, 5, 6, 7, 8}:
+        raise MalformedInput("a cell is a map with keys 1..8")
+    cid, hid, sig = m[1], m[2], m[7]
+    if not isinstance(cid, bytes) or len(cid) != 32 or not isinstance(hid, bytes) or len(hid) != 32:
+        raise MalformedInput("cellId and holderId must be 32 bytes")
+    if not isinstance(sig, bytes) or len(sig) != MLDSA65_SIG_LEN:
+        raise MalformedInput("the cell signature must be an ML-DSA-65 signature")
+    _check_fields(m[3], m[4], m[5], m[6], m[8])
+    return Cell(cid, hid, m[3], m[4], m[5], m[6], sig, m[8])
+
+
+async def verify_cell(p: CryptoProvider, cell: Cell, holder_public: bytes) -> None:
+    """The checks a blind server and every reader make before believing a cell:
+    1. the cellId is recomputed from (kekVersion, cellNonce, ciphertext);
+    2. holderId is SHA-256 of the public key it is checked against;
+    3. the ML-DSA-65 signature over the cell message verifies with context SAIHM-CELL-v1."""
+    if compute_cell_id(cell.kek_version, cell.cell_nonce, cell.ciphertext) != cell.cell_id:
+        raise AuthenticationFailed("cellId does not match the cell's contents")
+    if sha256(holder_public) != cell.holder_id:
+        raise AuthenticationFailed("cell belongs to another holder")
+    msg = signed_message(cell.cell_id, cell.holder_id, cell.kek_version, cell.timestamp)
+    if not await p.mldsa65_verify(holder_public, msg, cell.signature, CELL_CONTEXT):
+        raise AuthenticationFailed("cell signature does not verify")

@@ -1,0 +1,450 @@
+"""The sync client: one vault, many devices, a server that sees only ciphertext
+(DESIGN.md "Sync").
+
+    login (new device):  GET salt + public keys by vault name -> derive keys from the
+                         passphrase -> owner key must match -> prove the sync key on a
+                         server challenge -> verify the owner-signed metadata -> create
+                         the local vault -> pull
+    login (this device): register the vault under a name (keys, owner-signed
+                         metadata, the holder's KEY receipt)
+    sync:                metadata (compare-and-swap) -> push new cells -> push erasures
+                         (FORGET receipts) -> pull the change feed from the last position
+
+Every step is idempotent and each page of the feed is committed with its position,
+so a sync that dies anywhere resumes where it stopped and stores nothing twice.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .. import syncwire as W
+from ..aperto import keys as K
+from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
+from ..aperto.seal import parse_sealed
+from ..crypto import cbor, run_sync
+from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WrongPassphrase
+from ..saihm.cell import compute_cell_id, make_cell, parse_cell
+from ..saihm.receipt import make_receipt
+from .store import PublicIdentity, Store, StoredObject
+from .vault import UnlockedVault, Vault
+
+TIER = "STANDARD"
+KEK_VERSION = 1
+PUSH_BATCH = 1000
+PULL_PAGE = 5000
+TIMEOUT = 30.0
+
+
+# ---------------------------------------------------------------- the metadata document
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """The owner-signed, versioned vault metadata the server stores (public, not secret)."""
+
+    vault_public: VaultPublic
+    revoked: frozenset[bytes]
+    sync_pub: bytes
+    holder_pub: bytes
+    amem_sig: bytes
+
+    def encode(self) -> bytes:
+        return cbor.encode({"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
+                            "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig})
+
+
+def parse_metadata(data: bytes) -> Metadata:
+    try:
+        m = cbor.decode(data)
+        revoked = m["revoked"]
+        if not isinstance(revoked, list) or not all(isinstance(k, bytes) and len(k) == 8 for k in revoked):
+            raise MalformedInput("bad revoked list")
+        return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
+                        m["amem_sig"])
+    except (KeyError, TypeError):
+        raise MalformedInput("malformed vault metadata") from None
+
+
+def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metadata
+                   ) -> tuple[dict[str, ScopeEntry], dict[bytes, bytes], set[bytes], list[str]]:
+    """Pure merge: scopes are added by name and never overwritten; keys are the union of both
+    keyrings less every revocation either side made (revocation wins: it is the safe side).
+    -> (scopes, known keys, revoked, conflicts)."""
+    scopes = dict(local.scopes)
+    conflicts = []
+    for name, s in remote.vault_public.scopes.items():
+        if name not in scopes:
+            scopes[name] = s
+        elif scopes[name].scope_id != s.scope_id:
+            conflicts.append(name)
+    revoked = set(local_revoked) | set(remote.revoked)
+    keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
+    return scopes, keys, revoked, conflicts
+
+
+# ---------------------------------------------------------------- the server, over HTTP
+
+class Remote:
+    def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise SyncError("the server URL must start with http:// or https://")
+        if not W.valid_vault_name(name):
+            raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
+        self.base = base_url.rstrip("/")
+        self.name = name
+        self.http = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self.token: str | None = None
+
+    def _url(self, path: str) -> str:
+        return f"{self.base}/v1/vaults/{self.name}{path}"
+
+    def _req(self, method: str, url: str, *, auth: bool = False, **kw: Any) -> httpx.Response:
+        headers = kw.pop("headers", {})
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            r = self.http.request(method, url, headers=headers, **kw)
+        except httpx.HTTPError as e:
+            raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+                code, msg = body.get("error"), body.get("message")
+            except ValueError:
+                code, msg = None, r.reason_phrase
+            raise SyncError(f"server refused: {msg or r.status_code}", code, r.status_code)
+        return r
+
+    def lookup(self) -> dict[str, Any] | None:
+        try:
+            return self._req("GET", self._url("")).json()  # type: ignore[no-any-return]
+        except SyncError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def register(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._req("POST", f"{self.base}/v1/vaults", json=body).json()  # type: ignore[no-any-return]
+
+    def login(self, sync_key: K.SigningKey) -> None:
+        from ..crypto import provider
+
+        c = bytes.fromhex(self._req("POST", self._url("/challenge")).json()["challenge"])
+        sig = run_sync(provider().ed25519_sign(sync_key.seed, W.auth_message(self.name, c)))
+        self.token = self._req("POST", self._url("/session"),
+                               json={"challenge": c.hex(), "signature": sig.hex()}).json()["token"]
+
+    def get_metadata(self) -> tuple[int, bytes, bytes]:
+        b = self._req("GET", self._url("/metadata"), auth=True).json()
+        return int(b["version"]), bytes.fromhex(b["metadata"]), bytes.fromhex(b["signature"])
+
+    def put_metadata(self, expected: int, meta: bytes, sig: bytes) -> int:
+        b = self._req("PUT", self._url("/metadata"), auth=True,
+                      json={"expected_version": expected, "metadata": meta.hex(), "signature": sig.hex()}).json()
+        return int(b["version"])
+
+    def push(self, items: list[list[bytes]]) -> dict[str, Any]:
+        return self._req("POST", self._url("/cells"), auth=True, content=cbor.encode(items),  # type: ignore[no-any-return]
+                         headers={"Content-Type": "application/cbor"}).json()
+
+    def changes(self, since: int, limit: int = PULL_PAGE) -> dict[int, Any]:
+        r = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
+        return cbor.decode(r.content)  # type: ignore[no-any-return]
+
+    def erase(self, receipts: list[bytes]) -> dict[str, Any]:
+        return self._req("POST", self._url("/erase"), auth=True,  # type: ignore[no-any-return]
+                         json={"receipts": [r.hex() for r in receipts]}).json()
+
+    def events(self) -> Iterator[int]:
+        """Yields the server's last sequence number whenever it changes (server-sent events)."""
+        try:
+            with self.http.stream("GET", self._url("/events"), headers={"Authorization": f"Bearer {self.token}"},
+                                  timeout=httpx.Timeout(TIMEOUT, read=60.0)) as r:
+                if r.status_code >= 400:
+                    raise SyncError("the server refused the event stream", None, r.status_code)
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        yield int(json.loads(line[6:])["last_seq"])
+        except httpx.HTTPError as e:
+            raise SyncError(f"lost the event stream ({type(e).__name__})") from None
+
+
+# ---------------------------------------------------------------- the client
+
+@dataclass
+class SyncReport:
+    pushed: int = 0
+    pulled: int = 0
+    erased_remote: int = 0
+    erased_here: int = 0
+    metadata_version: int = 0
+    scope_conflicts: list[str] = field(default_factory=list)
+
+
+class Syncer:
+    def __init__(self, v: UnlockedVault, remote: Remote) -> None:
+        self.v, self.remote = v, remote
+        self.store: Store = v.store
+
+    # ----------------------------------------------------------- state
+    @staticmethod
+    def linked(store: Store) -> tuple[str, str] | None:
+        url, name = store.sync_get("server"), store.sync_get("name")
+        return (url.decode(), name.decode()) if url and name else None
+
+    def _seq(self) -> int:
+        raw = self.store.sync_get("pull_seq")
+        return int(raw.decode()) if raw else 0
+
+    def ensure_login(self) -> None:
+        if self.remote.token is None:
+            self.remote.login(self.v.sync_key())
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        """One retry after re-authenticating: credentials are short-lived."""
+        self.ensure_login()
+        try:
+            return fn()
+        except SyncError as e:
+            if e.status != 401:
+                raise
+            self.remote.token = None
+            self.ensure_login()
+            return fn()
+
+    # ----------------------------------------------------------- metadata
+    def metadata_doc(self) -> Metadata:
+        pub = self.v.public()
+        return Metadata(pub, frozenset(self.store.revoked_keys()), self.v.sync_key().public, self.v.holder().public,
+                        run_sync(sign_metadata(self.v.p, self.v.identity, pub)))
+
+    def _signed(self, version: int, doc: bytes) -> bytes:
+        return run_sync(self.v.p.ed25519_sign(self.v.identity.sign.seed,
+                                              W.metadata_message(self.remote.name, version, doc)))
+
+    def sync_metadata(self, report: SyncReport) -> None:
+        for _ in range(8):  # compare-and-swap: retry on a concurrent update
+            version, doc, sig = self._call(self.remote.get_metadata)
+            if not run_sync(self.v.p.ed25519_verify(self.v.identity.sign_pub, sig,
+                                                    W.metadata_message(self.remote.name, version, doc))):
+                raise SyncError("the server's vault metadata is not signed by this vault's owner key")
+            remote = parse_metadata(doc)
+            scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote)
+            report.scope_conflicts = conflicts
+            with self.store.transaction():
+                have = self.store.scopes()
+                for name, s in scopes.items():
+                    if name not in have:
+                        self.store.add_scope(s)
+                for kid in set(self.store.known_keys()) - set(keys):
+                    self.store.remove_known_key(kid)
+                for kid, pub in keys.items():
+                    self.store.add_known_key(kid, pub)
+                for kid in revoked:
+                    self.store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+            mine = self.metadata_doc()
+            if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
+                    and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
+                    and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig):
+                report.metadata_version = version
+                return
+            new = mine.encode()
+            try:
+                report.metadata_version = self._call(
+                    lambda: self.remote.put_metadata(version, new, self._signed(version + 1, new)))
+                return
+            except SyncError as e:
+                if e.status != 409:
+                    raise
+        raise SyncError("the vault metadata keeps changing on the server; try again")
+
+    # ----------------------------------------------------------- push
+    def _cell_for(self, row: StoredObject, now: int) -> tuple[bytes, bytes]:
+        have = self.store.cell_of(row.object_id)
+        if have is not None:
+            return have
+        h = self.v.holder()
+        c = run_sync(make_cell(self.v.p, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
+                               cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
+        return c.cell_id, c.to_cbor()
+
+    def push(self, report: SyncReport, progress: Callable[[int, int], None] | None = None) -> None:
+        total = self.store.unpushed_count()
+        while True:
+            rows = self.store.unpushed(PUSH_BATCH)
+            if not rows:
+                break
+            now = int(time.time())
+            cells = [self._cell_for(r, now) for r in rows]
+            with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
+                for r, (cid, cell) in zip(rows, cells):
+                    self.store.put_cell(r.object_id, cid, cell, pushed=False)
+            items = [[cell, r.dek_wrapped] for r, (_, cell) in zip(rows, cells)]
+            self._call(lambda: self.remote.push(items))
+            with self.store.transaction():
+                self.store.mark_pushed(r.object_id for r in rows)
+            report.pushed += len(rows)
+            if progress is not None:
+                progress(report.pushed, total)
+        outbox = self.store.erase_outbox()
+        for i in range(0, len(outbox), W.MAX_BATCH):
+            chunk = outbox[i:i + W.MAX_BATCH]
+            res = self._call(lambda: self.remote.erase([r for _, r in chunk]))
+            report.erased_remote += len(res["erased"])
+            with self.store.transaction():
+                self.store.clear_erasures(c for c, _ in chunk)
+
+    # ----------------------------------------------------------- pull
+    def pull(self, report: SyncReport, progress: Callable[[int, int], None] | None = None) -> bool:
+        """Apply the change feed from the stored position.  -> whether metadata changed."""
+        meta_changed = False
+        since = self._seq()
+        holder_id = self.v.holder().holder_id
+        while True:
+            page = self._call(lambda: self.remote.changes(since))
+            rows, nxt, last = page[1], page[2], page[3]
+            present = self.store.object_ids()
+            erased = self.store.erased_ids()
+            new_objects: list[StoredObject] = []
+            new_cells: list[tuple[bytes, bytes, bytes]] = []
+            gone: list[bytes] = []
+            for seq, kind, cell_id, cell, wrapped in rows:
+                if kind == "meta":
+                    meta_changed = True
+                elif kind == "erase" and isinstance(cell_id, bytes):
+                    oid = self.store.object_of_cell(cell_id)
+                    if oid is not None:
+                        gone.append(oid)
+                elif kind == "cell" and isinstance(cell, bytes) and isinstance(wrapped, bytes):
+                    try:
+                        c = parse_cell(cell)
+                        # the cheap half of the server's checks, so a lying server cannot
+                        # mislabel a cell; the object itself is authenticated when opened
+                        if c.holder_id != holder_id or compute_cell_id(c.kek_version, c.cell_nonce,
+                                                                       c.ciphertext) != c.cell_id:
+                            continue
+                        so = parse_sealed(c.ciphertext)
+                    except OwnmemError:
+                        continue
+                    if so.object_id != c.cell_nonce or so.object_id in present or so.object_id in erased:
+                        continue
+                    present.add(so.object_id)
+                    new_objects.append(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
+                    new_cells.append((so.object_id, c.cell_id, cell))
+            with self.store.transaction():
+                self.store.put_objects(new_objects)
+                for oid, cid, cell in new_cells:
+                    self.store.put_cell(oid, cid, cell, pushed=True)
+                if gone:
+                    self.store.erase(gone)
+                self.store.sync_set("pull_seq", str(nxt).encode())
+            if gone:
+                self.store.checkpoint()
+            report.pulled += len(new_objects)
+            report.erased_here += len(gone)
+            if progress is not None:
+                progress(nxt, last)
+            since = nxt
+            if not page[4]:
+                return meta_changed
+
+    def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        report = SyncReport()
+        self.sync_metadata(report)
+        self.push(report)
+        if self.pull(report, progress):
+            self.sync_metadata(report)
+        return report
+
+    def watch(self, on_report: Callable[[SyncReport], None], *, stop: Callable[[], bool] = lambda: False) -> None:
+        """Sync, then follow the server's live event stream; local changes are pushed as they appear."""
+        on_report(self.sync_once())
+        while not stop():
+            try:
+                self.ensure_login()
+                for _ in self.remote.events():
+                    on_report(self.sync_once())
+                    if stop():
+                        return
+            except SyncError as e:
+                if e.status == 401:
+                    self.remote.token = None
+                time.sleep(1.0)
+
+
+# ---------------------------------------------------------------- login
+
+def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | None = None) -> Syncer:
+    """Register this device's vault under ``name`` (or re-link it if it is already there)."""
+    remote = Remote(server, name, client=client)
+    s = Syncer(v, remote)
+    info = remote.lookup()
+    ident = v.identity
+    if info is None:
+        h, sync = v.holder(), v.sync_key()
+        pub = v.store.identity()
+        assert pub is not None
+        doc = s.metadata_doc().encode()
+        key_receipt = run_sync(make_receipt(v.p, xi=h.xi, holder_id=h.holder_id, operation="KEY",
+                                            subject_id=h.holder_id, timestamp=int(time.time()), detail=h.public))
+        proof = run_sync(v.p.ed25519_sign(sync.seed, W.register_message(name, pub.salt, ident.sign_pub, sync.public,
+                                                                        ident.ka_pub, h.public)))
+        remote.register({"name": name, "salt": pub.salt.hex(), "owner_pub": ident.sign_pub.hex(),
+                         "sync_pub": sync.public.hex(), "ka_pub": ident.ka_pub.hex(), "holder_pub": h.public.hex(),
+                         "metadata": doc.hex(), "metadata_sig": s._signed(1, doc).hex(),
+                         "key_receipt": key_receipt.to_cbor().hex(), "proof": proof.hex()})
+    elif bytes.fromhex(info["owner_pub"]) != ident.sign_pub:
+        raise SyncError(f"the vault name {name!r} is taken on this server by another identity")
+    with v.store.transaction():
+        v.store.sync_set("server", remote.base.encode())
+        v.store.sync_set("name", name.encode())
+    return s
+
+
+def login_new_device(folder: str | Path, server: str, name: str, passphrase: str, *,
+                     client: httpx.Client | None = None) -> Syncer:
+    """A device with no local vault: derive the keys from the passphrase and the server's
+    salt, prove them, check the owner-signed metadata, create the local vault, pull."""
+    vault = Vault(folder)
+    if vault.exists():
+        raise VaultError(f"a vault already exists at {vault.folder}")
+    remote = Remote(server, name, client=client)
+    info = remote.lookup()
+    if info is None:
+        raise SyncError(f"no vault named {name!r} on {remote.base}")
+    salt, owner_pub = bytes.fromhex(info["salt"]), bytes.fromhex(info["owner_pub"])
+    ident = run_sync(K.identity_from_passphrase(vault.p, passphrase, salt))
+    if ident.sign_pub != owner_pub or ident.ka_pub != bytes.fromhex(info["ka_pub"]):
+        raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
+    store = Store(vault.folder)
+    uv = UnlockedVault(store, ident, vault.p)
+    remote.login(uv.sync_key())
+    version, doc, sig = remote.get_metadata()
+    if not run_sync(vault.p.ed25519_verify(ident.sign_pub, sig, W.metadata_message(name, version, doc))):
+        store.close()
+        raise SyncError("the server's vault metadata is not signed by this vault's owner key")
+    meta = parse_metadata(doc)
+    with store.transaction():
+        store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
+        for s in meta.vault_public.scopes.values():
+            store.add_scope(s)
+        for kid, pub in meta.vault_public.known_keys.items():
+            store.add_known_key(kid, pub)
+        for kid in meta.revoked:
+            store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+        store.sync_set("server", remote.base.encode())
+        store.sync_set("name", name.encode())
+    return Syncer(uv, remote)
+
+
+def syncer_for(v: UnlockedVault, *, client: httpx.Client | None = None) -> Syncer:
+    linked = Syncer.linked(v.store)
+    if linked is None:
+        raise VaultError("this vault is not linked to a server (run `ownmem login --server URL --vault-name NAME`)")
+    return Syncer(v, Remote(linked[0], linked[1], client=client))

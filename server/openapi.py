@@ -1,0 +1,142 @@
+"""The OpenAPI 3.1 description of every route of the blind server (tested against the running server)."""
+from __future__ import annotations
+
+from typing import Any
+
+HEX = {"type": "string", "pattern": "^[0-9a-f]*$"}
+
+
+def _hexn(n: int) -> dict[str, Any]:
+    return {"type": "string", "pattern": f"^[0-9a-f]{{{2 * n}}}$"}
+
+
+ERROR = {"type": "object", "required": ["error", "message"],
+         "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}
+NAME = {"name": "name", "in": "path", "required": True,
+        "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}}
+AUTH = [{"bearer": []}]
+
+
+def _err(*codes: int) -> dict[str, Any]:
+    text = {400: "malformed request", 401: "no or bad credential", 403: "credential of another vault",
+            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited"}
+    return {str(c): {"description": text[c], "content": {"application/json": {"schema": ERROR}}} for c in codes}
+
+
+def _json(schema: dict[str, Any], desc: str = "ok") -> dict[str, Any]:
+    return {"description": desc, "content": {"application/json": {"schema": schema}}}
+
+
+def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": required if required is not None else list(props)}
+
+
+LOG_ENTRY = _obj({"index": {"type": "integer"}, "receipt_id": _hexn(32), "subject_id": _hexn(32),
+                  "operation": {"type": "string"}, "holder_id": _hexn(32), "timestamp": {"type": "integer"},
+                  "receipt": HEX})
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "ownmem blind sync server", "version": "1",
+             "description": "Stores SAIHM cells around ApertoMemory sealed objects, wrapped DEKs, owner-signed "
+                            "metadata, the public receipt log and the erasure list. It cannot decrypt anything."},
+    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "paths": {
+        "/health": {"get": {"operationId": "health", "responses": {
+            "200": _json(_obj({"status": {"type": "string"}, "backend": {"type": "string"}}))}}},
+        "/openapi.json": {"get": {"operationId": "openapi", "responses": {"200": _json({"type": "object"})}}},
+        "/v1/vaults": {"post": {
+            "operationId": "register",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32), "sync_pub": _hexn(32),
+                "ka_pub": _hexn(32), "holder_pub": _hexn(1952), "metadata": HEX, "metadata_sig": _hexn(64),
+                "key_receipt": HEX, "proof": _hexn(64)})}}},
+            "responses": {"201": _json(_obj({"name": {"type": "string"}, "holder_id": _hexn(32),
+                                             "key_receipt_id": _hexn(32)}), "registered"),
+                          **_err(400, 409, 413)}}},
+        "/v1/vaults/{name}": {"get": {
+            "operationId": "lookup", "parameters": [NAME],
+            "responses": {"200": _json(_obj({"name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32),
+                                             "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": HEX,
+                                             "holder_id": _hexn(32)})), **_err(404, 429)}}},
+        "/v1/vaults/{name}/challenge": {"post": {
+            "operationId": "challenge", "parameters": [NAME],
+            "responses": {"200": _json(_obj({"challenge": _hexn(32), "expires_at": {"type": "integer"}})),
+                          **_err(404, 429)}}},
+        "/v1/vaults/{name}/session": {"post": {
+            "operationId": "session", "parameters": [NAME],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "challenge": _hexn(32), "signature": _hexn(64)})}}},
+            "responses": {"200": _json(_obj({"token": {"type": "string"}, "expires_at": {"type": "integer"}})),
+                          **_err(400, 401, 404, 413, 429)}}},
+        "/v1/vaults/{name}/metadata": {
+            "get": {"operationId": "getMetadata", "parameters": [NAME], "security": AUTH,
+                    "responses": {"200": _json(_obj({"version": {"type": "integer"}, "metadata": HEX,
+                                                     "signature": _hexn(64)})), **_err(401, 403, 404, 429)}},
+            "put": {"operationId": "putMetadata", "parameters": [NAME], "security": AUTH,
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                        "expected_version": {"type": "integer", "minimum": 1}, "metadata": HEX,
+                        "signature": _hexn(64)})}}},
+                    "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
+                                  **_err(400, 401, 403, 404, 409, 413, 429)}}},
+        "/v1/vaults/{name}/cells": {"post": {
+            "operationId": "push", "parameters": [NAME], "security": AUTH,
+            "description": "CBOR array of [cell, wrapped DEK]; every cell is verified (cellId, holder signature); "
+                           "idempotent by cellId; all or nothing.",
+            "requestBody": {"required": True, "content": {"application/cbor": {"schema": {"type": "string",
+                                                                                        "format": "binary"}}}},
+            "responses": {"200": _json(_obj({"stored": {"type": "integer"}, "duplicates": {"type": "integer"},
+                                             "erased": {"type": "integer"}, "last_seq": {"type": "integer"}})),
+                          **_err(400, 401, 403, 404, 413, 429)}}},
+        "/v1/vaults/{name}/changes": {"get": {
+            "operationId": "changes", "parameters": [
+                NAME, {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+            "security": AUTH,
+            "description": "CBOR {1: [[seq, kind, cellId, cell, wrappedDek]], 2: next since, 3: last seq, 4: more}",
+            "responses": {"200": {"description": "a page of the change feed",
+                                  "content": {"application/cbor": {"schema": {"type": "string", "format": "binary"}}}},
+                          **_err(400, 401, 403, 404, 429)}}},
+        "/v1/vaults/{name}/events": {"get": {
+            "operationId": "events", "parameters": [NAME], "security": AUTH,
+            "responses": {"200": {"description": "server-sent events: `changes` with the last sequence number",
+                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                          **_err(401, 403, 404, 429)}}},
+        "/v1/vaults/{name}/erase": {"post": {
+            "operationId": "erase", "parameters": [NAME], "security": AUTH,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
+            "responses": {"200": _json(_obj({"erased": {"type": "array", "items": _hexn(32)},
+                                             "already": {"type": "array", "items": _hexn(32)}})),
+                          **_err(400, 401, 403, 404, 413, 429)}}},
+        "/v1/vaults/{name}/export.amem": {"get": {
+            "operationId": "export", "parameters": [NAME], "security": AUTH,
+            "responses": {"200": {"description": "the vault as an ApertoMemory .amem container",
+                                  "content": {"application/amem+cbor": {"schema": {"type": "string",
+                                                                                    "format": "binary"}}}},
+                          **_err(401, 403, 404, 409, 429)}}},
+        "/v1/log": {"get": {
+            "operationId": "logList", "parameters": [
+                {"name": "holder", "in": "query", "schema": _hexn(32)},
+                {"name": "subject", "in": "query", "schema": _hexn(32)},
+                {"name": "operation", "in": "query", "schema": {"type": "string", "enum": [
+                    "KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE"]}},
+                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+            "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400)}}},
+        "/v1/log/{receipt_id}": {"get": {
+            "operationId": "logGet",
+            "parameters": [{"name": "receipt_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json(LOG_ENTRY), "404": {"description": "no such receipt",
+                                                           "content": {"application/json": {"schema": ERROR}}}}}},
+        "/v1/erasures": {"get": {
+            "operationId": "erasures", "parameters": [
+                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+            "responses": {"200": _json(_obj({"entries": {"type": "array", "items": _obj({
+                "index": {"type": "integer"}, "cell_id": _hexn(32), "holder_id": _hexn(32),
+                "at": {"type": "integer"}})}})), **_err(400)}}},
+        "/": {"get": {"operationId": "app", "responses": {"200": {"description": "the web app",
+                                                                   "content": {"text/html": {}}}}}},
+    },
+}

@@ -1,0 +1,26 @@
+"""Storage backends of the blind server: SQLite by default, PostgreSQL at scale."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Storage, StorageConflict
+
+
+def open_storage(url: str | None, data_dir: str | Path = "data") -> Storage:
+    """``url`` from OWNMEM_DATABASE_URL: a postgresql:// URL, or None for SQLite under ``data_dir``."""
+    if url and url.startswith(("postgres://", "postgresql://")):
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(url)
+    if url and url.startswith("sqlite:///"):
+        from .sqlite import SqliteStorage
+
+        return SqliteStorage(url[len("sqlite:///"):])
+    if url:
+        raise ValueError("OWNMEM_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+    from .sqlite import SqliteStorage
+
+    return SqliteStorage(Path(data_dir) / "ownmem.db")
+
+
+__all__ = ["Storage", "StorageConflict", "open_storage"]

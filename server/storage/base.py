@@ -1,0 +1,126 @@
+"""What the blind server stores, and the one interface both backends implement.
+
+Everything here is opaque to the server: cells (SAIHM envelopes around sealed
+objects), wrapped DEKs, owner-signed metadata, public receipts.  The backends keep
+one change feed per vault, numbered by a per-vault sequence that is assigned
+under a row lock, so sequence numbers always commit in order and a reader paging
+by ``since`` can never skip a change that commits later.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class StorageConflict(Exception):
+    """A uniqueness or compare-and-swap precondition failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class VaultRecord:
+    id: int
+    name: str
+    salt: bytes
+    owner_pub: bytes
+    sync_pub: bytes
+    ka_pub: bytes
+    holder_pub: bytes
+    holder_id: bytes
+    last_seq: int
+    meta_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    name: str
+    salt: bytes
+    owner_pub: bytes
+    sync_pub: bytes
+    ka_pub: bytes
+    holder_pub: bytes
+    holder_id: bytes
+    metadata: bytes
+    metadata_sig: bytes
+    key_receipt: "LogEntry"
+
+
+@dataclass(frozen=True, slots=True)
+class PushCell:
+    cell_id: bytes
+    object_id: bytes          # the cellNonce: the sealed object's id
+    cell: bytes               # the whole cell, CBOR
+    wrapped_dek: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PushResult:
+    stored: int
+    duplicates: int
+    erased: int               # refused because the cellId was erased before
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    seq: int
+    kind: str                 # "cell" | "erase" | "meta"
+    cell_id: bytes | None
+    cell: bytes | None
+    wrapped_dek: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    receipt_id: bytes
+    subject_id: bytes
+    operation: str
+    holder_id: bytes
+    timestamp: int
+    receipt: bytes            # the signed receipt, CBOR
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedReceipt:
+    index: int
+    entry: LogEntry
+
+
+class Storage(Protocol):
+    def close(self) -> None: ...
+
+    def register(self, reg: Registration) -> VaultRecord: ...
+
+    def vault(self, name: str) -> VaultRecord | None: ...
+
+    def vault_by_id(self, vault_id: int) -> VaultRecord | None: ...
+
+    def add_challenge(self, vault_id: int, challenge: bytes, expires_at: float) -> None: ...
+
+    def take_challenge(self, vault_id: int, challenge: bytes, now: float) -> bool: ...
+
+    def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None: ...
+
+    def token_vault(self, token_hash: bytes, now: float) -> int | None: ...
+
+    def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]: ...
+
+    def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int: ...
+
+    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult: ...
+
+    def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
+
+    def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]: ...
+
+    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]: ...
+
+    def object_count(self, vault_id: int) -> int: ...
+
+    def log_get(self, receipt_id: bytes) -> LoggedReceipt | None: ...
+
+    def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
+                 after: int, limit: int) -> list[LoggedReceipt]: ...
+
+    def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]: ...
+
+    def last_seq(self, vault_id: int) -> int: ...

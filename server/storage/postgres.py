@@ -1,0 +1,260 @@
+"""PostgreSQL backend (psycopg 3 + a connection pool), for several server processes at scale.
+
+Ordering: a push takes the vault row lock (``UPDATE vaults ... RETURNING last_seq``)
+before it assigns sequence numbers, so within a vault they are handed out and
+committed in order across every process; a reader paging by ``since`` never skips.
+Live updates: each committing transaction sends ``NOTIFY ownmem_changes`` with the
+vault id, which reaches the listeners of every process once the commit is durable.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from .base import (
+    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+)
+
+CHANNEL = "ownmem_changes"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS vaults (
+  id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, salt BYTEA NOT NULL,
+  owner_pub BYTEA NOT NULL, sync_pub BYTEA NOT NULL, ka_pub BYTEA NOT NULL, holder_pub BYTEA NOT NULL,
+  holder_id BYTEA NOT NULL, last_seq BIGINT NOT NULL DEFAULT 0, meta_version BIGINT NOT NULL,
+  metadata BYTEA NOT NULL, metadata_sig BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+  vault_id BIGINT NOT NULL, cell_id BYTEA NOT NULL, object_id BYTEA NOT NULL, seq BIGINT NOT NULL,
+  cell BYTEA NOT NULL, wrapped_dek BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id));
+CREATE INDEX IF NOT EXISTS cells_object ON cells (vault_id, object_id);
+CREATE TABLE IF NOT EXISTS changes (
+  vault_id BIGINT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL, cell_id BYTEA,
+  PRIMARY KEY (vault_id, seq));
+CREATE TABLE IF NOT EXISTS erased (
+  vault_id BIGINT NOT NULL, cell_id BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id));
+CREATE TABLE IF NOT EXISTS erasure_list (
+  idx BIGSERIAL PRIMARY KEY, cell_id BYTEA NOT NULL, holder_id BYTEA NOT NULL, at BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS challenges (
+  vault_id BIGINT NOT NULL, challenge BYTEA NOT NULL PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+  token_hash BYTEA PRIMARY KEY, vault_id BIGINT NOT NULL, expires_at DOUBLE PRECISION NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+  idx BIGSERIAL PRIMARY KEY, receipt_id BYTEA NOT NULL UNIQUE, subject_id BYTEA NOT NULL,
+  operation TEXT NOT NULL, holder_id BYTEA NOT NULL, ts BIGINT NOT NULL, receipt BYTEA NOT NULL);
+CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
+CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
+CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
+"""
+
+_VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
+
+
+def _b(v: object) -> bytes:
+    return bytes(v) if isinstance(v, (memoryview, bytearray)) else v  # type: ignore[return-value]
+
+
+def _vault(r: tuple) -> VaultRecord:
+    return VaultRecord(int(r[0]), r[1], *(_b(x) for x in r[2:8]), int(r[8]), int(r[9]))
+
+
+class PostgresStorage:
+    def __init__(self, url: str, *, max_size: int = 8) -> None:
+        self.url = url
+        self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
+                                   kwargs={"autocommit": False})
+        with self.pool.connection() as c:
+            # Schema creation from several processes at once: serialise it.
+            c.execute("SELECT pg_advisory_xact_lock(7405)")
+            c.execute(SCHEMA)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        with self.pool.connection() as c:   # commits on success, rolls back on error
+            yield c
+
+    # ---------------------------------------------------------------- vaults
+    def register(self, reg: Registration) -> VaultRecord:
+        try:
+            with self._tx() as c:
+                r = c.execute(
+                    "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, meta_version, "
+                    f"metadata, metadata_sig) VALUES (%s,%s,%s,%s,%s,%s,%s,1,%s,%s) RETURNING {_VAULT_COLS}",
+                    (reg.name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, reg.holder_id,
+                     reg.metadata, reg.metadata_sig)).fetchone()
+                self._append_log(c, [reg.key_receipt])
+        except psycopg.errors.UniqueViolation:
+            raise StorageConflict("vault name taken") from None
+        assert r is not None
+        return _vault(r)
+
+    def vault(self, name: str) -> VaultRecord | None:
+        with self._tx() as c:
+            r = c.execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE name = %s", (name,)).fetchone()
+        return _vault(r) if r else None
+
+    def vault_by_id(self, vault_id: int) -> VaultRecord | None:
+        with self._tx() as c:
+            r = c.execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+        return _vault(r) if r else None
+
+    # ---------------------------------------------------------------- auth
+    def add_challenge(self, vault_id: int, challenge: bytes, expires_at: float) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM challenges WHERE expires_at < %s", (expires_at - 3600,))
+            c.execute("INSERT INTO challenges VALUES (%s,%s,%s)", (vault_id, challenge, expires_at))
+
+    def take_challenge(self, vault_id: int, challenge: bytes, now: float) -> bool:
+        with self._tx() as c:
+            n = c.execute("DELETE FROM challenges WHERE challenge = %s AND vault_id = %s AND expires_at >= %s",
+                          (challenge, vault_id, now)).rowcount
+        return n == 1
+
+    def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM tokens WHERE expires_at < %s", (expires_at - 86400,))
+            c.execute("INSERT INTO tokens VALUES (%s,%s,%s)", (token_hash, vault_id, expires_at))
+
+    def token_vault(self, token_hash: bytes, now: float) -> int | None:
+        with self._tx() as c:
+            r = c.execute("SELECT vault_id FROM tokens WHERE token_hash = %s AND expires_at >= %s",
+                          (token_hash, now)).fetchone()
+        return int(r[0]) if r else None
+
+    # ---------------------------------------------------------------- metadata
+    def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
+        with self._tx() as c:
+            r = c.execute("SELECT meta_version, metadata, metadata_sig FROM vaults WHERE id = %s",
+                          (vault_id,)).fetchone()
+        assert r is not None
+        return int(r[0]), _b(r[1]), _b(r[2])
+
+    def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int:
+        with self._tx() as c:
+            r = c.execute("UPDATE vaults SET meta_version = meta_version + 1, metadata = %s, metadata_sig = %s, "
+                          "last_seq = last_seq + 1 WHERE id = %s AND meta_version = %s RETURNING last_seq",
+                          (metadata, sig, vault_id, expected)).fetchone()
+            if r is None:
+                raise StorageConflict("metadata version is stale")
+            c.execute("INSERT INTO changes VALUES (%s,%s,'meta',NULL)", (vault_id, r[0]))
+            c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        return expected + 1
+
+    # ---------------------------------------------------------------- cells
+    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult:
+        with self._tx() as c:
+            # the row lock: every later step of this push runs alone for this vault
+            last = int(c.execute("SELECT last_seq FROM vaults WHERE id = %s FOR UPDATE", (vault_id,)).fetchone()[0])
+            ids = [x.cell_id for x in cells]
+            present = {_b(r[0]) for r in c.execute(
+                "SELECT cell_id FROM cells WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
+            erased = {_b(r[0]) for r in c.execute(
+                "SELECT cell_id FROM erased WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
+            new: list[PushCell] = []
+            seen: set[bytes] = set()
+            for x in cells:
+                if x.cell_id in present or x.cell_id in erased or x.cell_id in seen:
+                    continue
+                seen.add(x.cell_id)
+                new.append(x)
+            if new:
+                with c.cursor() as cur:
+                    with cur.copy("COPY cells (vault_id, cell_id, object_id, seq, cell, wrapped_dek) FROM STDIN") as cp:
+                        for i, x in enumerate(new):
+                            cp.write_row((vault_id, x.cell_id, x.object_id, last + 1 + i, x.cell, x.wrapped_dek))
+                    with cur.copy("COPY changes (vault_id, seq, kind, cell_id) FROM STDIN") as cp:
+                        for i, x in enumerate(new):
+                            cp.write_row((vault_id, last + 1 + i, "cell", x.cell_id))
+                last += len(new)
+                c.execute("UPDATE vaults SET last_seq = %s WHERE id = %s", (last, vault_id))
+                c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        n_erased = sum(1 for x in cells if x.cell_id in erased)
+        return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
+                          last_seq=last)
+
+    def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT ch.seq, ch.kind, ch.cell_id, ce.cell, ce.wrapped_dek FROM changes ch "
+                "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
+                "WHERE ch.vault_id = %s AND ch.seq > %s ORDER BY ch.seq LIMIT %s", (vault_id, since, limit)).fetchall()
+            last = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+        return ([Change(int(r[0]), r[1], _b(r[2]) if r[2] is not None else None,
+                        _b(r[3]) if r[3] is not None else None, _b(r[4]) if r[4] is not None else None)
+                 for r in rows], int(last[0]) if last else 0)
+
+    def last_seq(self, vault_id: int) -> int:
+        with self._tx() as c:
+            r = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+        return int(r[0]) if r else 0
+
+    def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
+        done: list[bytes] = []
+        by_subject = {r.subject_id: r for r in receipts}
+        with self._tx() as c:
+            row = c.execute("SELECT last_seq, holder_id FROM vaults WHERE id = %s FOR UPDATE", (vault_id,)).fetchone()
+            last, holder = int(row[0]), _b(row[1])
+            for cid in cell_ids:
+                if c.execute("SELECT 1 FROM erased WHERE vault_id = %s AND cell_id = %s", (vault_id, cid)).fetchone():
+                    continue
+                c.execute("DELETE FROM cells WHERE vault_id = %s AND cell_id = %s", (vault_id, cid))
+                c.execute("INSERT INTO erased VALUES (%s,%s)", (vault_id, cid))
+                c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (%s,%s,%s)", (cid, holder, now))
+                last += 1
+                c.execute("INSERT INTO changes VALUES (%s,%s,'erase',%s)", (vault_id, last, cid))
+                self._append_log(c, [by_subject[cid]])
+                done.append(cid)
+            c.execute("UPDATE vaults SET last_seq = %s WHERE id = %s", (last, vault_id))
+            if done:
+                c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        return done
+
+    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+        with self._tx() as c:
+            rows = c.execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = %s AND object_id > %s "
+                             "ORDER BY object_id LIMIT %s", (vault_id, after, limit)).fetchall()
+        return [(_b(a), _b(b), _b(d)) for a, b, d in rows]
+
+    def object_count(self, vault_id: int) -> int:
+        with self._tx() as c:
+            return int(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone()[0])
+
+    # ---------------------------------------------------------------- public log
+    @staticmethod
+    def _append_log(c: psycopg.Connection, entries: list[LogEntry]) -> None:
+        for e in entries:
+            c.execute("INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+                      "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING",
+                      (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt))
+
+    def _log_row(self, r: tuple) -> LoggedReceipt:
+        return LoggedReceipt(int(r[0]), LogEntry(_b(r[1]), _b(r[2]), r[3], _b(r[4]), int(r[5]), _b(r[6])))
+
+    def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
+        with self._tx() as c:
+            r = c.execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log "
+                          "WHERE receipt_id = %s", (receipt_id,)).fetchone()
+        return self._log_row(r) if r else None
+
+    def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
+                 after: int, limit: int) -> list[LoggedReceipt]:
+        where, args = ["idx > %s"], [after]
+        for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
+            if val is not None:
+                where.append(f"{col} = %s")
+                args.append(val)  # type: ignore[arg-type]
+        with self._tx() as c:
+            rows = c.execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
+                             + " AND ".join(where) + " ORDER BY idx LIMIT %s", (*args, limit)).fetchall()
+        return [self._log_row(r) for r in rows]
+
+    def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]:
+        with self._tx() as c:
+            rows = c.execute("SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > %s ORDER BY idx LIMIT %s",
+                             (after, limit)).fetchall()
+        return [(int(a), _b(b), _b(h), int(t)) for a, b, h, t in rows]

@@ -1,0 +1,260 @@
+"""SQLite backend: one file (WAL), one connection per thread, every write one transaction.
+
+``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so a push reads the vault's
+last sequence number and writes the next ones without another writer in between;
+several server processes may share the file.  ``synchronous=FULL``: a SIGKILL or a
+power cut loses at most the transaction in flight, never half of one.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .base import (
+    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS vaults (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, salt BLOB NOT NULL,
+  owner_pub BLOB NOT NULL, sync_pub BLOB NOT NULL, ka_pub BLOB NOT NULL, holder_pub BLOB NOT NULL,
+  holder_id BLOB NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0, meta_version INTEGER NOT NULL,
+  metadata BLOB NOT NULL, metadata_sig BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+  vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, object_id BLOB NOT NULL, seq INTEGER NOT NULL,
+  cell BLOB NOT NULL, wrapped_dek BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
+CREATE INDEX IF NOT EXISTS cells_object ON cells (vault_id, object_id);
+CREATE TABLE IF NOT EXISTS changes (
+  vault_id INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, cell_id BLOB,
+  PRIMARY KEY (vault_id, seq));
+CREATE TABLE IF NOT EXISTS erased (
+  vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
+CREATE TABLE IF NOT EXISTS erasure_list (
+  idx INTEGER PRIMARY KEY AUTOINCREMENT, cell_id BLOB NOT NULL, holder_id BLOB NOT NULL, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS challenges (
+  vault_id INTEGER NOT NULL, challenge BLOB NOT NULL PRIMARY KEY, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+  token_hash BLOB PRIMARY KEY, vault_id INTEGER NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+  idx INTEGER PRIMARY KEY AUTOINCREMENT, receipt_id BLOB NOT NULL UNIQUE, subject_id BLOB NOT NULL,
+  operation TEXT NOT NULL, holder_id BLOB NOT NULL, ts INTEGER NOT NULL, receipt BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
+CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
+CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
+"""
+
+_VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
+
+
+class SqliteStorage:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._conn().executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=FULL")
+            c.execute("PRAGMA secure_delete=ON")
+            c.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = c
+            with self._lock:
+                self._all.append(c)
+        return c
+
+    def close(self) -> None:
+        with self._lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        c = self._conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+
+    # ---------------------------------------------------------------- vaults
+    def register(self, reg: Registration) -> VaultRecord:
+        with self._tx() as c:
+            try:
+                cur = c.execute(
+                    "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, "
+                    "meta_version, metadata, metadata_sig) VALUES (?,?,?,?,?,?,?,1,?,?)",
+                    (reg.name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, reg.holder_id,
+                     reg.metadata, reg.metadata_sig))
+            except sqlite3.IntegrityError:
+                raise StorageConflict("vault name taken") from None
+            self._append_log(c, [reg.key_receipt])
+            vid = cur.lastrowid
+        rec = self.vault_by_id(int(vid or 0))
+        assert rec is not None
+        return rec
+
+    def vault(self, name: str) -> VaultRecord | None:
+        r = self._conn().execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE name = ?", (name,)).fetchone()
+        return VaultRecord(*r) if r else None
+
+    def vault_by_id(self, vault_id: int) -> VaultRecord | None:
+        r = self._conn().execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE id = ?", (vault_id,)).fetchone()
+        return VaultRecord(*r) if r else None
+
+    # ---------------------------------------------------------------- auth
+    def add_challenge(self, vault_id: int, challenge: bytes, expires_at: float) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM challenges WHERE expires_at < ?", (expires_at - 3600,))
+            c.execute("INSERT INTO challenges VALUES (?,?,?)", (vault_id, challenge, expires_at))
+
+    def take_challenge(self, vault_id: int, challenge: bytes, now: float) -> bool:
+        with self._tx() as c:
+            n = c.execute("DELETE FROM challenges WHERE challenge = ? AND vault_id = ? AND expires_at >= ?",
+                          (challenge, vault_id, now)).rowcount
+        return n == 1
+
+    def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM tokens WHERE expires_at < ?", (expires_at - 86400,))
+            c.execute("INSERT INTO tokens VALUES (?,?,?)", (token_hash, vault_id, expires_at))
+
+    def token_vault(self, token_hash: bytes, now: float) -> int | None:
+        r = self._conn().execute("SELECT vault_id FROM tokens WHERE token_hash = ? AND expires_at >= ?",
+                                 (token_hash, now)).fetchone()
+        return int(r[0]) if r else None
+
+    # ---------------------------------------------------------------- metadata
+    def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
+        r = self._conn().execute("SELECT meta_version, metadata, metadata_sig FROM vaults WHERE id = ?",
+                                 (vault_id,)).fetchone()
+        return int(r[0]), bytes(r[1]), bytes(r[2])
+
+    def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int:
+        with self._tx() as c:
+            n = c.execute("UPDATE vaults SET meta_version = meta_version + 1, metadata = ?, metadata_sig = ?, "
+                          "last_seq = last_seq + 1 WHERE id = ? AND meta_version = ?",
+                          (metadata, sig, vault_id, expected)).rowcount
+            if n != 1:
+                raise StorageConflict("metadata version is stale")
+            seq = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+            c.execute("INSERT INTO changes VALUES (?,?,?,NULL)", (vault_id, seq, "meta"))
+        return expected + 1
+
+    # ---------------------------------------------------------------- cells
+    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult:
+        with self._tx() as c:
+            ids = [x.cell_id for x in cells]
+            present: set[bytes] = set()
+            erased: set[bytes] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                present |= {r[0] for r in c.execute(
+                    f"SELECT cell_id FROM cells WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
+                erased |= {r[0] for r in c.execute(
+                    f"SELECT cell_id FROM erased WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
+            new: list[PushCell] = []
+            seen: set[bytes] = set()
+            for x in cells:
+                if x.cell_id in present or x.cell_id in erased or x.cell_id in seen:
+                    continue
+                seen.add(x.cell_id)
+                new.append(x)
+            last = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+            if new:
+                c.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?)",
+                              [(vault_id, x.cell_id, x.object_id, last + 1 + i, x.cell, x.wrapped_dek)
+                               for i, x in enumerate(new)])
+                c.executemany("INSERT INTO changes VALUES (?,?,'cell',?)",
+                              [(vault_id, last + 1 + i, x.cell_id) for i, x in enumerate(new)])
+                last += len(new)
+                c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+        n_erased = sum(1 for x in cells if x.cell_id in erased)
+        return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
+                          last_seq=last)
+
+    def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
+        c = self._conn()
+        rows = c.execute(
+            "SELECT ch.seq, ch.kind, ch.cell_id, ce.cell, ce.wrapped_dek FROM changes ch "
+            "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
+            "WHERE ch.vault_id = ? AND ch.seq > ? ORDER BY ch.seq LIMIT ?", (vault_id, since, limit)).fetchall()
+        return [Change(*r) for r in rows], self.last_seq(vault_id)
+
+    def last_seq(self, vault_id: int) -> int:
+        r = self._conn().execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()
+        return int(r[0]) if r else 0
+
+    def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
+        """Withdraw, destroy the wrapped DEK and the cell, list the id, log the FORGET receipt: one transaction."""
+        done: list[bytes] = []
+        with self._tx() as c:
+            holder = c.execute("SELECT holder_id FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+            last = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+            by_subject = {r.subject_id: r for r in receipts}
+            for cid in cell_ids:
+                if c.execute("SELECT 1 FROM erased WHERE vault_id = ? AND cell_id = ?", (vault_id, cid)).fetchone():
+                    continue
+                c.execute("DELETE FROM cells WHERE vault_id = ? AND cell_id = ?", (vault_id, cid))
+                c.execute("INSERT INTO erased VALUES (?,?)", (vault_id, cid))
+                c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (?,?,?)", (cid, holder, now))
+                last += 1
+                c.execute("INSERT INTO changes VALUES (?,?,'erase',?)", (vault_id, last, cid))
+                self._append_log(c, [by_subject[cid]])
+                done.append(cid)
+            c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+        if done:
+            self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return done
+
+    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+        """(object id, cell, wrapped DEK) after ``after`` in ascending object id: the container's order."""
+        rows = self._conn().execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = ? AND object_id > ? "
+                                    "ORDER BY object_id LIMIT ?", (vault_id, after, limit)).fetchall()
+        return [(bytes(a), bytes(b), bytes(d)) for a, b, d in rows]
+
+    def object_count(self, vault_id: int) -> int:
+        return int(self._conn().execute("SELECT count(*) FROM cells WHERE vault_id = ?", (vault_id,)).fetchone()[0])
+
+    # ---------------------------------------------------------------- public log
+    @staticmethod
+    def _append_log(c: sqlite3.Connection, entries: list[LogEntry]) -> None:
+        c.executemany("INSERT OR IGNORE INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+                      "VALUES (?,?,?,?,?,?)",
+                      [(e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt)
+                       for e in entries])
+
+    def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
+        r = self._conn().execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log "
+                                 "WHERE receipt_id = ?", (receipt_id,)).fetchone()
+        return LoggedReceipt(r[0], LogEntry(*r[1:])) if r else None
+
+    def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
+                 after: int, limit: int) -> list[LoggedReceipt]:
+        where, args = ["idx > ?"], [after]
+        for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)  # type: ignore[arg-type]
+        rows = self._conn().execute(
+            "SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
+            + " AND ".join(where) + " ORDER BY idx LIMIT ?", (*args, limit)).fetchall()
+        return [LoggedReceipt(r[0], LogEntry(*r[1:])) for r in rows]
+
+    def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]:
+        return [tuple(r) for r in self._conn().execute(  # type: ignore[misc]
+            "SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > ? ORDER BY idx LIMIT ?",
+            (after, limit))]

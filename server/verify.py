@@ -1,0 +1,101 @@
+"""What the blind server checks without any key that decrypts (SAIHM "Cell shape",
+"Signed messages"; ownmem DESIGN.md "One memory, three views").
+
+For each pushed cell:
+ 1. it parses as a cell (keys 1..8, right lengths);
+ 2. its holderId is the vault's;
+ 3. cellId = SHA-256(kekVersion_be32 || cellNonce || ciphertext), recomputed;
+ 4. the ML-DSA-65 signature (context SAIHM-CELL-v1) verifies under the vault's holder key;
+ 5. its ciphertext is an ApertoMemory sealed-object envelope whose id is the cellNonce.
+Only public-key verification is imported here.
+"""
+from __future__ import annotations
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
+
+from ownmem.crypto import cbor, sha256
+from ownmem.errors import MalformedInput, OwnmemError
+from ownmem.saihm.cell import CELL_CONTEXT, Cell, compute_cell_id, parse_cell, signed_message
+from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
+
+from .storage.base import LogEntry, PushCell
+
+WRAPPED_DEK_LEN = 40
+
+
+class Refused(Exception):
+    """A pushed item failed a check; ``code`` is the stable error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def ed25519_valid(public: bytes, signature: bytes, message: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+        return True
+    except (InvalidSignature, ValueError):
+        return False
+
+
+class HolderKey:
+    """A vault's holder key, parsed once."""
+
+    def __init__(self, public: bytes, holder_id: bytes) -> None:
+        self.key = MLDSA65PublicKey.from_public_bytes(public)
+        self.holder_id = holder_id
+
+    def valid(self, message: bytes, signature: bytes, context: bytes) -> bool:
+        try:
+            self.key.verify(signature, message, context)
+            return True
+        except (InvalidSignature, ValueError):
+            return False
+
+
+def _envelope_id(ciphertext: bytes) -> bytes:
+    try:
+        m = cbor.decode(ciphertext, max_items=64)
+    except OwnmemError:
+        raise Refused("malformed_cell", "cell ciphertext is not a sealed object") from None
+    if (not isinstance(m, dict) or not {1, 2, 3, 4} <= set(m) or not isinstance(m[1], bytes) or len(m[1]) != 16
+            or not isinstance(m[2], bytes) or len(m[2]) != 16 or not isinstance(m[4], bytes)):
+        raise Refused("malformed_cell", "cell ciphertext is not a sealed object")
+    return m[1]
+
+
+def check_cell(raw: bytes, wrapped_dek: bytes, holder: HolderKey) -> PushCell:
+    try:
+        cell: Cell = parse_cell(raw)
+    except (MalformedInput, OwnmemError) as e:
+        raise Refused("malformed_cell", str(e)) from None
+    if cell.holder_id != holder.holder_id:
+        raise Refused("wrong_holder", "cell belongs to another holder")
+    if compute_cell_id(cell.kek_version, cell.cell_nonce, cell.ciphertext) != cell.cell_id:
+        raise Refused("bad_cell_id", "cellId does not match the cell's contents")
+    if not holder.valid(signed_message(cell.cell_id, cell.holder_id, cell.kek_version, cell.timestamp),
+                        cell.signature, CELL_CONTEXT):
+        raise Refused("bad_signature", "cell signature does not verify under the vault's holder key")
+    if _envelope_id(cell.ciphertext) != cell.cell_nonce:
+        raise Refused("malformed_cell", "cellNonce is not the sealed object's id")
+    if not isinstance(wrapped_dek, bytes) or len(wrapped_dek) != WRAPPED_DEK_LEN:
+        raise Refused("malformed_cell", "a wrapped DEK is 40 bytes")
+    return PushCell(cell.cell_id, cell.cell_nonce, raw, wrapped_dek)
+
+
+def check_receipt(raw: bytes, holder: HolderKey, holder_public: bytes, operation: str) -> tuple[Receipt, LogEntry]:
+    try:
+        r = parse_receipt(raw)
+    except OwnmemError as e:
+        raise Refused("malformed_receipt", str(e)) from None
+    if r.operation != operation:
+        raise Refused("malformed_receipt", f"expected a {operation} receipt")
+    if r.holder_id != holder.holder_id:
+        raise Refused("wrong_holder", "receipt belongs to another holder")
+    body = r.body()
+    if sha256(body) != r.receipt_id or not holder.valid(body, r.signature, RECEIPT_CONTEXT):
+        raise Refused("bad_signature", "receipt signature does not verify under the vault's holder key")
+    return r, LogEntry(r.receipt_id, r.subject_id, r.operation, r.holder_id, r.timestamp, raw)
