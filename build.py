@@ -2,6 +2,8 @@
 """ownmem's one build entry point: setup | test | bench.
 
     python3 build.py setup          create .venv and install ownmem with its test dependencies
+    python3 build.py serve          setup, then run the server with the web app on http://127.0.0.1:8000
+                                    (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
     python3 build.py test [ARGS]    setup, then run the whole test suite (ARGS go to pytest)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core) and
                                     write the results to docs/benchmarks.md
@@ -52,6 +54,15 @@ def test(args: list[str]) -> int:
     return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
+def serve(args: list[str]) -> int:
+    setup()
+    print("ownmem server on http://127.0.0.1:8000 (Ctrl-C to stop)", flush=True)
+    try:
+        return subprocess.run([str(PY), "-m", "server", *args], cwd=ROOT).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
 def bench(args: list[str]) -> int:
     setup()
     return subprocess.run([str(PY), "-m", "benchmarks", *args], cwd=ROOT).returncode
@@ -65,11 +76,13 @@ def main(argv: list[str]) -> int:
     if cmd == "setup":
         setup()
         return 0
+    if cmd == "serve":
+        return serve(rest)
     if cmd == "test":
         return test(rest)
     if cmd == "bench":
         return bench(rest)
-    print(f"build.py: unknown command {cmd!r} (setup | test | bench)", file=sys.stderr)
+    print(f"build.py: unknown command {cmd!r} (setup | serve | test | bench)", file=sys.stderr)
     return 2
 
 

@@ -320,6 +320,51 @@ def cmd_scope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_login(args: argparse.Namespace) -> int:
+    from .vault.sync import link, login_new_device
+
+    folder = _folder(args)
+    if Vault(folder).exists():
+        v = Vault(folder).unlock(_passphrase())
+        link(v, args.server, args.vault_name)
+        print(f"vault linked to {args.server} as {args.vault_name!r}; run `ownmem sync`")
+        return 0
+    s = login_new_device(folder, args.server, args.vault_name, _passphrase())
+    r = s.sync_once(progress=_progress("pull"))
+    print(f"new device: vault {args.vault_name!r} created at {folder} with {r.pulled} object(s)")
+    return 0
+
+
+def _report(r: Any) -> str:
+    parts = [f"pushed {r.pushed}", f"pulled {r.pulled}"]
+    if r.erased_remote or r.erased_here:
+        parts.append(f"erased {r.erased_remote} on the server, {r.erased_here} here")
+    line = "synced: " + ", ".join(parts)
+    if r.scope_conflicts:
+        line += f" (scope name conflict: {', '.join(r.scope_conflicts)})"
+    return line
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from .vault.sync import syncer_for
+
+    v = _unlock(args)
+    s = syncer_for(v)
+    if not args.watch:
+        print(_report(s.sync_once(progress=_progress("pull"))))
+        conflicts = v.open_all().conflicts()
+        if conflicts:
+            print(f"{len(conflicts)} conflict(s): see `ownmem conflicts`")
+        return 0
+    print("watching for changes (Ctrl-C to stop)", file=sys.stderr)
+
+    def show(r: Any) -> None:
+        if r.pushed or r.pulled or r.erased_remote or r.erased_here:
+            print(time.strftime("%H:%M:%S ") + _report(r), flush=True)
+    s.watch(show)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
     p.add_argument("--version", action="version", version=f"ownmem {__version__}")
@@ -394,6 +439,15 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("action", choices=["add", "remove", "list"])
     tr.add_argument("key", nargs="?", help="add: Ed25519 public key (hex); remove: key id (hex)")
     tr.set_defaults(fn=cmd_trust)
+
+    lg = sub.add_parser("login", help="link this vault to a sync server, or fetch it onto a new device")
+    lg.add_argument("--server", required=True, help="server URL, e.g. http://127.0.0.1:8000")
+    lg.add_argument("--vault-name", required=True, help="the vault's name on the server")
+    lg.set_defaults(fn=cmd_login)
+
+    sy = sub.add_parser("sync", help="push local changes and pull the other devices' changes")
+    sy.add_argument("--watch", action="store_true", help="keep syncing as changes arrive")
+    sy.set_defaults(fn=cmd_sync)
 
     sc = sub.add_parser("scope", help="manage scopes")
     sc.add_argument("action", choices=["add", "list"])
