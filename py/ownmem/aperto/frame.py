@@ -6,9 +6,9 @@
 The profile inserts the body verbatim, so a body can contain text that looks like a
 closing delimiter and a second header.  The profile's answer is that fragments are
 length- and digest-committed; ownmem makes that concrete: a projection starts with a
-manifest line giving the number of fragments, each fragment's byte length and a
-SHA-256 over all of them, plus how many objects were excluded (§8.3 "Exclusion MUST be
-reported").  ``parse_projection`` splits by those lengths, never by delimiters, so
+manifest line giving the number of fragments, how many objects were excluded (§8.3
+"Exclusion MUST be reported") and each fragment's byte length, then a SHA-256 over
+those fields and all the fragments.  ``parse_projection`` splits by those lengths, never by delimiters, so
 content cannot forge a frame.
 """
 from __future__ import annotations
@@ -62,10 +62,9 @@ def projection(memories: Sequence[OpenedMemory], *, excluded: int) -> bytes:
     """Frame many objects for a context window, with the commitments that make them unforgeable."""
     frags = [frame(o) for o in memories]
     joined = b"".join(frags)
-    manifest = (f"[ApertoMemory-Projection v0 fragments={len(frags)} excluded={excluded} "
-                f"lengths={','.join(str(len(f)) for f in frags)} "
-                f"digest=sha256:{sha256(joined).hex()}]\n")
-    return manifest.encode("ascii") + joined
+    committed = (f"[ApertoMemory-Projection v0 fragments={len(frags)} excluded={excluded} "
+                 f"lengths={','.join(str(len(f)) for f in frags)} ").encode("ascii")
+    return committed + f"digest=sha256:{sha256(committed + joined).hex()}]\n".encode("ascii") + joined
 
 
 def parse_fragment(b: bytes) -> Fragment:
@@ -85,7 +84,8 @@ def parse_projection(data: bytes) -> tuple[list[Fragment], int]:
     n, excluded = int(m[1]), int(m[2])
     lengths = [int(x) for x in m[3].split(b",")] if m[3] else []
     rest = data[m.end():]
-    if len(lengths) != n or sum(lengths) != len(rest) or sha256(rest).hex().encode() != m[4]:
+    committed = data[:m.start(4) - len(b"digest=sha256:")]
+    if len(lengths) != n or sum(lengths) != len(rest) or sha256(committed + rest).hex().encode() != m[4]:
         raise MalformedInput("projection does not match its commitments")
     out, pos = [], 0
     for ln in lengths:

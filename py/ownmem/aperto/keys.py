@@ -14,7 +14,7 @@ is the one door for those.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..crypto import CryptoProvider, random_bytes, sha256
 from ..errors import MalformedInput
@@ -34,10 +34,10 @@ def key_id(sign_pub: bytes) -> bytes:
 class SigningKey:
     seed: bytes
     public: bytes
+    key_id: bytes = field(init=False, default=b"")
 
-    @property
-    def key_id(self) -> bytes:
-        return key_id(self.public)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key_id", key_id(self.public))  # once: every seal names it
 
     def __repr__(self) -> str:  # never print a seed
         return f"SigningKey(key_id={self.key_id.hex()})"

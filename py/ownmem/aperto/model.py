@@ -85,6 +85,7 @@ class Memory:
     extensions: dict[str, Any] | None = None    # payload key 10 (ownmem puts "uomp", "supersedes" here)
     custody: Custody | None = None               # set only by migration / quarantine
     preserved: dict[int, cbor.Raw] = field(default_factory=dict)  # unknown and reserved keys, verbatim
+    extensions_raw: cbor.Raw | None = None       # key 10 as read: re-emitted verbatim while unchanged (§3.1)
 
 
 @dataclass(frozen=True, slots=True)

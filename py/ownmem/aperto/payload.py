@@ -71,28 +71,54 @@ def check_memory(m: Memory) -> None:
             raise ProducerRefusal(f"preserved payload key {k!r} collides with a defined field")
 
 
-def payload_map(m: Memory, author_key_id: bytes) -> dict[int, Any]:
-    prov: dict[int, Any] = {1: m.tool, 2: author_key_id}
-    if m.session is not None:
-        prov[3] = m.session
-    times: dict[int, Any] = {1: m.created}
-    if m.updated is not None:
-        times[2] = m.updated
-    out: dict[int, Any] = {1: int(m.mem_type), 2: m.content, 3: float(m.confidence), 4: prov,
-                           5: WIRE_TRUST_SELF, 7: times}
-    if m.tags:
-        out[6] = list(m.tags)
+def _extensions(m: Memory) -> bytes | None:
+    """Key 10: the bytes as read while the map is unchanged (§3.1 reserved fields are kept verbatim)."""
+    if m.extensions_raw is not None and m.extensions is not None:
+        if cbor.encode(cbor.decode(m.extensions_raw.encoded)) == cbor.encode(m.extensions):
+            return m.extensions_raw.encoded
     if m.extensions:
-        out[EXTENSIONS_KEY] = m.extensions
-    if m.custody is not None:
-        out[CUSTODY_KEY] = m.custody.to_cbor()
-    out.update(m.preserved)
-    return out
+        return cbor.encode(m.extensions)
+    return None
 
 
 def encode_payload(m: Memory, author_key_id: bytes) -> bytes:
+    """Deterministic CBOR of the payload, assembled field by field (it runs once per seal).
+
+    Keys are unsigned integers, whose canonical order is numeric order; each value is
+    encoded by the rules of cbor.encode, so the result equals cbor.encode of the map."""
     check_memory(m)
-    return cbor.encode(payload_map(m, author_key_id))
+    head = cbor.head
+    content = m.content.encode("utf-8")
+    tool = m.tool.encode("utf-8")
+    prov = b"\x01" + head(3, len(tool)) + tool + b"\x02" + head(2, len(author_key_id)) + author_key_id
+    if m.session is not None:
+        sess = m.session.encode("utf-8")
+        prov = b"\xa3" + prov + b"\x03" + head(3, len(sess)) + sess
+    else:
+        prov = b"\xa2" + prov
+    times = b"\x01" + head(0, m.created)
+    times = (b"\xa2" + times + b"\x02" + head(0, m.updated)) if m.updated is not None else b"\xa1" + times
+    fields: list[tuple[int, bytes]] = [
+        (1, head(0, int(m.mem_type))), (2, head(3, len(content)) + content),
+        (3, cbor.encode(float(m.confidence))), (4, prov), (5, b"\x01"), (7, times)]
+    if m.tags:
+        fields.append((6, head(4, len(m.tags)) + b"".join(head(3, len(t)) + t for t in
+                                                          (x.encode("utf-8") for x in m.tags))))
+    ext = _extensions(m)
+    if ext is not None:
+        fields.append((EXTENSIONS_KEY, ext))
+    if m.custody is not None:
+        fields.append((CUSTODY_KEY, cbor.encode(m.custody.to_cbor())))
+    for k, raw in m.preserved.items():
+        if k != EXTENSIONS_KEY or ext is None:
+            fields.append((k, raw.encoded))
+    fields.sort(key=lambda kv: kv[0])
+    return head(5, len(fields)) + b"".join(head(0, k) + v for k, v in fields)
+
+
+def payload_map(m: Memory, author_key_id: bytes) -> dict[int, Any]:
+    """The payload as a map (for tests and tools); ``encode_payload`` is its encoding."""
+    return cbor.decode(encode_payload(m, author_key_id))  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +191,7 @@ def decode_payload(data: bytes) -> DecodedPayload:
 
     ext_v = raw.get(EXTENSIONS_KEY, (None, b""))[0]
     extensions = ext_v if isinstance(ext_v, dict) and all(isinstance(k, str) for k in ext_v) else None
+    extensions_raw = cbor.Raw(raw[EXTENSIONS_KEY][1]) if extensions is not None else None
     preserved = {k: cbor.Raw(r) for k, (_, r) in raw.items() if k not in _INTERPRETED}
     if EXTENSIONS_KEY in raw and extensions is None:
         # not ours to interpret; keep it verbatim
@@ -178,7 +205,7 @@ def decode_payload(data: bytes) -> DecodedPayload:
     memory = Memory(content=content, mem_type=mem_type,
                     confidence=confidence if confidence is not None else 0.0,
                     tags=tags, created=created or 0, updated=updated, tool=tool or "",
-                    session=session, extensions=extensions, custody=custody,
+                    session=session, extensions=extensions, custody=custody, extensions_raw=extensions_raw,
                     preserved={k: v for k, v in preserved.items() if type(k) is int})
     return DecodedPayload(memory=memory, claimed_author=claimed, confidence=confidence,
                           custody_present=custody_present, violations=tuple(violations))

@@ -26,7 +26,36 @@ MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
 
 
 def envelope_aad(version: int, object_id: bytes, scope_id: bytes) -> bytes:
+    if 0 <= version < 24 and len(object_id) == 16 and len(scope_id) == 16:
+        # [version, h'id', h'scope_id'] assembled directly (equal to cbor.encode of it)
+        return bytes((0x83, version, 0x50)) + object_id + b"\x50" + scope_id
     return cbor.encode([version, object_id, scope_id])
+
+
+def _envelope(object_id: bytes, scope_id: bytes, version: int, enc: bytes) -> bytes:
+    if 0 <= version < 24 and len(object_id) == 16 and len(scope_id) == 16:
+        return (b"\xa4\x01\x50" + object_id + b"\x02\x50" + scope_id + bytes((0x03, version, 0x04))
+                + cbor.head(2, len(enc)) + enc)
+    return cbor.encode({1: object_id, 2: scope_id, 3: version, 4: enc})
+
+
+def _fast_envelope(data: bytes) -> SealedObject | None:
+    """a4 01 50 <id 16> 02 50 <scope 16> 03 <version> 04 <bstr>: what every producer writes."""
+    if (len(data) < 42 or data[:3] != b"\xa4\x01\x50" or data[19:21] != b"\x02\x50"
+            or data[37] != 0x03 or data[38] > 23 or data[39] != 0x04):
+        return None
+    ib = data[40]
+    if 0x40 <= ib <= 0x57:
+        start, n = 41, ib - 0x40
+    elif 0x58 <= ib <= 0x5A:
+        start = 41 + (1 << (ib - 0x58))
+        n = int.from_bytes(data[41:start], "big")
+    else:
+        return None
+    if start + n != len(data):
+        return None
+    return SealedObject(object_id=data[3:19], scope_id=data[21:37], format_version=data[38],
+                        encrypt0=data[start:], encoded=data)
 
 
 def parse_sealed(data: bytes) -> SealedObject:
@@ -35,7 +64,11 @@ def parse_sealed(data: bytes) -> SealedObject:
         raise MalformedInput("sealed object must be bytes")
     if len(data) > MAX_SEALED:
         raise LimitExceeded("sealed object too large")
-    m = cbor.decode(bytes(data), max_items=64)
+    data = bytes(data)
+    fast = _fast_envelope(data)
+    if fast is not None:
+        return fast
+    m = cbor.decode(data, max_items=64)
     if not isinstance(m, dict) or not {1, 2, 3, 4} <= m.keys():
         raise MalformedInput("malformed sealed-object: missing envelope keys")
     oid, sid, ver, enc = m[1], m[2], m[3], m[4]
@@ -68,7 +101,7 @@ async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKe
     sig = await p.ed25519_sign(signer.seed, cose.sig_structure(protected, aad, payload))
     signed = cose.encode_sign1(protected, payload, sig)
     enc = await cose.encrypt0(p, dek, nonce, signed, aad)
-    encoded = cbor.encode({1: object_id, 2: scope_id, 3: format_version, 4: enc})
+    encoded = _envelope(object_id, scope_id, format_version, enc)
     return SealedObject(object_id=object_id, scope_id=scope_id, format_version=format_version,
                         encrypt0=enc, encoded=encoded)
 
@@ -84,13 +117,13 @@ async def seal(p: CryptoProvider, memory: Memory, *, signer: SigningKey, scope_i
         raise MalformedInput("scope_id must be 16 bytes")
     if len(dek) != 32:
         raise MalformedInput("DEK must be 32 bytes")
-    oid = object_id if object_id is not None else random_bytes(ID_LEN)
+    fresh = random_bytes(ID_LEN + 12)   # one call for the id and the nonce
+    oid = object_id if object_id is not None else fresh[:ID_LEN]
     if len(oid) != ID_LEN:
         raise MalformedInput("object id must be 16 bytes")
     payload = encode_payload(memory, signer.key_id)
     return await seal_unchecked(p, payload, signer=signer, kid=signer.key_id, object_id=oid,
-                                scope_id=scope_id, dek=dek,
-                                nonce=nonce if nonce is not None else random_bytes(12))
+                                scope_id=scope_id, dek=dek, nonce=nonce if nonce is not None else fresh[ID_LEN:])
 
 
 async def open_sealed(p: CryptoProvider, sealed: SealedObject | bytes, dek: bytes, keyring: Keyring,

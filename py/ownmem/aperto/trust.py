@@ -14,7 +14,7 @@ honoured only when the owner signed the object, and only when its proven author
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .keys import key_id
 from .model import Authorship, Custody, Trust
@@ -26,10 +26,11 @@ class Keyring:
 
     owner_pub: bytes | None
     accepted: Mapping[bytes, bytes]
+    owner_kid: bytes | None = field(init=False, default=None)
 
-    @property
-    def owner_kid(self) -> bytes | None:
-        return key_id(self.owner_pub) if self.owner_pub is not None else None
+    def __post_init__(self) -> None:
+        # computed once: candidates() runs for every object opened
+        object.__setattr__(self, "owner_kid", key_id(self.owner_pub) if self.owner_pub is not None else None)
 
     def candidates(self, claimed_kid: bytes | None) -> list[tuple[bytes, Trust]]:
         """The keys worth trying for a claimed author: the author binding (§5.2) means

@@ -40,13 +40,15 @@ class Raw:
 
 # ---------------------------------------------------------------- encoding
 
+_SMALL_HEADS = [[bytes((m << 5 | n,)) if n < 24 else bytes((m << 5 | 24, n)) for n in range(256)]
+                for m in range(8)]
+
+
 def head(major: int, n: int) -> bytes:
     """The head of a CBOR item: major type and argument, shortest form (for streaming encoders)."""
+    if n < 256:
+        return _SMALL_HEADS[major][n]
     mt = major << 5
-    if n < 24:
-        return bytes((mt | n,))
-    if n < 0x100:
-        return bytes((mt | 24, n))
     if n < 0x10000:
         return bytes((mt | 25,)) + n.to_bytes(2, "big")
     if n < 0x100000000:
@@ -129,69 +131,74 @@ class _Decoder:
         self.max_items = max_items
         self.max_depth = max_depth
 
-    def _arg(self, ai: int) -> int:
-        data, pos = self.data, self.pos
-        if ai < 24:
-            return ai
-        size = {24: 1, 25: 2, 26: 4, 27: 8}.get(ai)
-        if size is None:
-            raise MalformedInput("indefinite or reserved CBOR length")
-        if pos + size > len(data):
-            raise MalformedInput("truncated CBOR")
-        self.pos = pos + size
-        return int.from_bytes(data[pos:pos + size], "big")
-
-    def _take(self, n: int) -> bytes:
-        pos = self.pos
-        if n > len(self.data) - pos:
-            raise MalformedInput("truncated CBOR")
-        self.pos = pos + n
-        return self.data[pos:pos + n]
-
     def item(self, depth: int) -> Any:
+        # One function with the head parsed inline: this runs for every item of every
+        # object opened, so attribute lookups and calls are kept to a minimum.
+        data = self.data
+        pos = self.pos
+        n_data = len(data)
+        if pos >= n_data:
+            raise MalformedInput("truncated CBOR")
         if depth > self.max_depth:
             raise LimitExceeded("CBOR nesting too deep")
         self.items += 1
         if self.items > self.max_items:
             raise LimitExceeded("too many CBOR items")
-        if self.pos >= len(self.data):
-            raise MalformedInput("truncated CBOR")
-        ib = self.data[self.pos]
-        self.pos += 1
-        major, ai = ib >> 5, ib & 0x1F
+        ib = data[pos]
+        pos += 1
+        major = ib >> 5
+        ai = ib & 0x1F
+        if ai < 24:
+            arg = ai
+        elif ai < 28:
+            end = pos + (1 << (ai - 24))
+            if end > n_data:
+                raise MalformedInput("truncated CBOR")
+            arg = int.from_bytes(data[pos:end], "big")
+            pos = end
+        else:
+            raise MalformedInput("indefinite or reserved CBOR length")
+        self.pos = pos
         if major == 0:
-            return self._arg(ai)
-        if major == 1:
-            return -1 - self._arg(ai)
-        if major == 2:
-            return self._take(self._arg(ai))
-        if major == 3:
+            return arg
+        if major == 2 or major == 3:
+            end = pos + arg
+            if end > n_data:
+                raise MalformedInput("truncated CBOR")
+            self.pos = end
+            if major == 2:
+                return data[pos:end]
             try:
-                return self._take(self._arg(ai)).decode("utf-8")
+                return data[pos:end].decode("utf-8")
             except UnicodeDecodeError:
                 raise MalformedInput("invalid UTF-8 in CBOR text") from None
-        if major == 4:
-            n = self._arg(ai)
-            if n > len(self.data) - self.pos:  # each item is at least one byte
-                raise MalformedInput("truncated CBOR")
-            return [self.item(depth + 1) for _ in range(n)]
         if major == 5:
-            n = self._arg(ai)
-            if 2 * n > len(self.data) - self.pos:
+            if 2 * arg > n_data - pos:
                 raise MalformedInput("truncated CBOR")
             m: dict[Any, Any] = {}
-            for _ in range(n):
-                k = self.item(depth + 1)
+            item = self.item
+            d1 = depth + 1
+            for _ in range(arg):
+                k = item(d1)
                 # type(), not isinstance(): True == 1 in Python, but not in CBOR
-                if type(k) not in (int, str, bytes):
+                tk = type(k)
+                if tk is not int and tk is not str and tk is not bytes:
                     raise MalformedInput("unsupported CBOR map key type")
                 if k in m:
                     raise MalformedInput("duplicate CBOR map key")
-                m[k] = self.item(depth + 1)
+                m[k] = item(d1)
             return m
+        if major == 4:
+            if arg > n_data - pos:  # each item is at least one byte
+                raise MalformedInput("truncated CBOR")
+            item = self.item
+            d1 = depth + 1
+            return [item(d1) for _ in range(arg)]
+        if major == 1:
+            return -1 - arg
         if major == 6:
-            return Tag(self._arg(ai), self.item(depth + 1))
-        # major 7
+            return Tag(arg, self.item(depth + 1))
+        # major 7: simple values and floats (the float's bits were read as the argument)
         if ai == 20:
             return False
         if ai == 21:
@@ -199,11 +206,11 @@ class _Decoder:
         if ai == 22:
             return None
         if ai == 25:
-            return struct.unpack(">e", self._take(2))[0]
+            return struct.unpack(">e", data[pos - 2:pos])[0]
         if ai == 26:
-            return struct.unpack(">f", self._take(4))[0]
+            return struct.unpack(">f", data[pos - 4:pos])[0]
         if ai == 27:
-            return struct.unpack(">d", self._take(8))[0]
+            return struct.unpack(">d", data[pos - 8:pos])[0]
         raise MalformedInput("unsupported CBOR simple value")
 
 
@@ -234,8 +241,16 @@ def decode_map_raw(data: bytes, *, max_items: int = MAX_ITEMS) -> dict[Any, tupl
     d = _Decoder(data, max_items, MAX_DEPTH)
     if not data or data[0] >> 5 != 5:
         raise MalformedInput("expected a CBOR map")
-    d.pos = 1
-    n = d._arg(data[0] & 0x1F)
+    ai = data[0] & 0x1F
+    if ai < 24:
+        n, d.pos = ai, 1
+    elif ai < 28:
+        size = 1 << (ai - 24)
+        if len(data) < 1 + size:
+            raise MalformedInput("truncated CBOR")
+        n, d.pos = int.from_bytes(data[1:1 + size], "big"), 1 + size
+    else:
+        raise MalformedInput("indefinite or reserved CBOR length")
     out: dict[Any, tuple[Any, bytes]] = {}
     try:
         for _ in range(n):

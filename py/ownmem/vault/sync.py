@@ -71,10 +71,14 @@ def parse_metadata(data: bytes) -> Metadata:
         raise MalformedInput("malformed vault metadata") from None
 
 
-def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metadata
+def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metadata,
+                   base_revoked: frozenset[bytes] | set[bytes] = frozenset(),
                    ) -> tuple[dict[str, ScopeEntry], dict[bytes, bytes], set[bytes], list[str]]:
     """Pure merge: scopes are added by name and never overwritten; keys are the union of both
     keyrings less every revocation either side made (revocation wins: it is the safe side).
+    The revocation list is merged three-way against ``base_revoked``, the list this device
+    last agreed with the server: a revocation that either side lifted since then (the key
+    was explicitly trusted again) stays lifted; every new revocation is kept.
     -> (scopes, known keys, revoked, conflicts)."""
     scopes = dict(local.scopes)
     conflicts = []
@@ -83,7 +87,8 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
             scopes[name] = s
         elif scopes[name].scope_id != s.scope_id:
             conflicts.append(name)
-    revoked = set(local_revoked) | set(remote.revoked)
+    revoked = {k for k in set(local_revoked) | set(remote.revoked)
+               if k not in base_revoked or (k in local_revoked and k in remote.revoked)}
     keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
     return scopes, keys, revoked, conflicts
 
@@ -228,6 +233,15 @@ class Syncer:
         return run_sync(self.v.p.ed25519_sign(self.v.identity.sign.seed,
                                               W.metadata_message(self.remote.name, version, doc)))
 
+    def _revoked_base(self) -> frozenset[bytes]:
+        """The revocation list this device and the server last agreed on (empty if never)."""
+        raw = self.store.sync_get("revoked_base")
+        return frozenset(cbor.decode(raw)) if raw else frozenset()
+
+    def _set_revoked_base(self, revoked: frozenset[bytes]) -> None:
+        with self.store.transaction():
+            self.store.sync_set("revoked_base", cbor.encode(sorted(revoked)))
+
     def sync_metadata(self, report: SyncReport) -> None:
         for _ in range(8):  # compare-and-swap: retry on a concurrent update
             version, doc, sig = self._call(self.remote.get_metadata)
@@ -235,7 +249,8 @@ class Syncer:
                                                     W.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
             remote = parse_metadata(doc)
-            scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote)
+            scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
+                                                              self._revoked_base())
             report.scope_conflicts = conflicts
             with self.store.transaction():
                 have = self.store.scopes()
@@ -248,16 +263,20 @@ class Syncer:
                     self.store.add_known_key(kid, pub)
                 for kid in revoked:
                     self.store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+                for kid in self.store.revoked_keys() - revoked:
+                    self.store.unrevoke(kid)
             mine = self.metadata_doc()
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
                     and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig):
                 report.metadata_version = version
+                self._set_revoked_base(mine.revoked)
                 return
             new = mine.encode()
             try:
                 report.metadata_version = self._call(
                     lambda: self.remote.put_metadata(version, new, self._signed(version + 1, new)))
+                self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
                 if e.status != 409:
@@ -438,6 +457,7 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
             store.add_known_key(kid, pub)
         for kid in meta.revoked:
             store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+        store.sync_set("revoked_base", cbor.encode(sorted(meta.revoked)))
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
     return Syncer(uv, remote)
