@@ -7,6 +7,7 @@ without paying for an event loop on every object.
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -39,6 +40,15 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return done.value  # type: ignore[no-any-return]
     coro.close()
     raise RuntimeError("operation suspended: this provider needs an event loop")
+
+
+if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser tests
+    # Under Pyodide the provider awaits WebCrypto; JavaScript Promise Integration lets
+    # the same synchronous vault code wait for it without an event loop of its own.
+    from pyodide.ffi import run_sync as _jspi_run_sync
+
+    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # noqa: F811
+        return _jspi_run_sync(coro)  # type: ignore[no-any-return]
 
 
 __all__ = ["CryptoProvider", "provider", "set_provider", "run_sync", "random_bytes", "sha256"]

@@ -112,6 +112,10 @@ class Store:
         self.db.execute("INSERT INTO scopes VALUES (?, ?, ?, ?)",
                         (s.name, s.scope_id, s.wrapped.kek_wrapped, s.wrapped.eph_pub))
 
+    def rename_scope(self, scope_id: bytes, name: str) -> None:
+        """Sync only: settles one name given to two scopes (objects refer to scopes by id)."""
+        self.db.execute("UPDATE scopes SET name = ? WHERE scope_id = ?", (name, scope_id))
+
     def known_keys(self) -> dict[bytes, bytes]:
         return dict(self.db.execute("SELECT key_id, public FROM known_keys ORDER BY key_id"))
 
@@ -127,6 +131,9 @@ class Store:
 
     def revoked_keys(self) -> set[bytes]:
         return {r[0] for r in self.db.execute("SELECT key_id FROM revoked_keys")}
+
+    def add_revoked(self, kid: bytes) -> None:
+        self.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
 
     def unrevoke(self, kid: bytes) -> None:
         self.db.execute("DELETE FROM revoked_keys WHERE key_id = ?", (kid,))

@@ -21,6 +21,7 @@ Import, in an order such that nothing is written until every check has passed:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from ..aperto.container import (
 from ..aperto.model import FORMAT_VERSION, LEGACY_VERSION, Trust
 from ..aperto.seal import open_sealed, parse_sealed
 from ..aperto.trust import Keyring
-from ..crypto import CryptoProvider, cose, run_sync
+from ..crypto import CryptoProvider, cose, provider, run_sync
 from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
 from .store import PublicIdentity, Store, StoredObject
 from .vault import Progress, UnlockedVault, Vault
@@ -105,15 +106,28 @@ def import_file(folder: str | Path, path: str | Path, passphrase: str, *,
                 crypto: CryptoProvider | None = None) -> tuple[ImportReport, UnlockedVault]:
     """Import ``path`` into the vault at ``folder`` (created if absent or empty)."""
     vault = Vault(folder, crypto=crypto)
-    p = vault.p
+    data = _read(path)
+    return import_bytes(lambda: Store(vault.folder), data, passphrase, accept_container_keys=accept_container_keys,
+                        progress=progress, crypto=vault.p)
+
+
+def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, *,
+                 accept_container_keys: bool = False, progress: Progress | None = None,
+                 crypto: CryptoProvider | None = None,
+                 ident: K.Identity | None = None) -> tuple[ImportReport, UnlockedVault]:
+    """The one import implementation (every entry point comes here).  ``open_store`` is
+    called only once the passphrase is proven, so a refused file creates nothing.
+    ``ident`` lets a caller that already derived the identity for this salt skip Argon2id."""
+    p = crypto or provider()
     report = ImportReport()
 
     # 1. parse
-    c: Container = parse_container(_read(path))
+    c: Container = parse_container(data)
     meta = c.meta
 
     # 2. proof of holdership, before anything else happens
-    ident = run_sync(K.identity_from_passphrase(p, passphrase, meta.salt))
+    if ident is None or ident.sign_pub != meta.sign_pub:
+        ident = run_sync(K.identity_from_passphrase(p, passphrase, meta.salt))
     if ident.sign_pub != meta.sign_pub or ident.ka_pub != meta.ka_pub:
         raise WrongPassphrase("wrong passphrase for this .amem file")
 
@@ -125,7 +139,7 @@ def import_file(folder: str | Path, path: str | Path, passphrase: str, *,
     signed = report.metadata_signed
 
     # 4. identity separation
-    store = Store(vault.folder)
+    store = open_store()
     existing = store.identity()
     if existing is not None and existing.sign_pub != meta.sign_pub:
         store.close()
