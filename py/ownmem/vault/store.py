@@ -62,12 +62,14 @@ class StoredObject:
 class Store:
     FILENAME = "vault.db"
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path | None) -> None:
+        """``folder=None`` keeps the store in memory (the browser persists it to IndexedDB)."""
         self.folder = folder
-        self.path = folder / self.FILENAME
+        self.path = folder / self.FILENAME if folder is not None else None
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA secure_delete=ON")
@@ -87,6 +89,10 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
+        self.after_commit()
+
+    def after_commit(self) -> None:
+        """A hook for stores that mirror the database elsewhere (the browser's IndexedDB)."""
 
     # ------------------------------------------------------------- identity
     def identity(self) -> PublicIdentity | None:

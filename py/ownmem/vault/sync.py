@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import httpx
+try:
+    import httpx
+except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
+    httpx = None  # type: ignore[assignment]
 
 from .. import syncwire as W
 from ..aperto import keys as K
@@ -79,14 +82,24 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
     The revocation list is merged three-way against ``base_revoked``, the list this device
     last agreed with the server: a revocation that either side lifted since then (the key
     was explicitly trusted again) stays lifted; every new revocation is kept.
+    One name given to two different scopes (created on two devices while apart) is settled
+    the same way on every device, so sync converges and every memory stays readable: the
+    lower scope id keeps the name, the other becomes ``name~<first 8 hex digits of its id>``.
     -> (scopes, known keys, revoked, conflicts)."""
     scopes = dict(local.scopes)
     conflicts = []
+    have = {s.scope_id for s in scopes.values()}
     for name, s in remote.vault_public.scopes.items():
+        if s.scope_id in have:          # known here, perhaps already under its settled name
+            continue
         if name not in scopes:
             scopes[name] = s
         elif scopes[name].scope_id != s.scope_id:
             conflicts.append(name)
+            keep, other = sorted((scopes[name], s), key=lambda x: x.scope_id)
+            renamed = f"{name}~{other.scope_id.hex()[:8]}"
+            scopes[name] = keep
+            scopes[renamed] = replace(other, name=renamed)
     revoked = {k for k in set(local_revoked) | set(remote.revoked)
                if k not in base_revoked or (k in local_revoked and k in remote.revoked)}
     keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
@@ -103,7 +116,8 @@ class Remote:
             raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
         self.base = base_url.rstrip("/")
         self.name = name
-        self.http = client or httpx.Client(timeout=TIMEOUT, follow_redirects=False)
+        self.http = client if client is not None else (
+            httpx.Client(timeout=TIMEOUT, follow_redirects=False) if httpx is not None else None)
         self.token: str | None = None
 
     def _url(self, path: str) -> str:
@@ -251,18 +265,21 @@ class Syncer:
             remote = parse_metadata(doc)
             scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
                                                               self._revoked_base())
-            report.scope_conflicts = conflicts
+            report.scope_conflicts = sorted(set(report.scope_conflicts) | set(conflicts))
             with self.store.transaction():
-                have = self.store.scopes()
+                have = {s.scope_id: name for name, s in self.store.scopes().items()}
+                for name, s in scopes.items():   # renames first: one may free a name for the scope that keeps it
+                    if have.get(s.scope_id, name) != name:
+                        self.store.rename_scope(s.scope_id, name)
                 for name, s in scopes.items():
-                    if name not in have:
+                    if s.scope_id not in have:
                         self.store.add_scope(s)
                 for kid in set(self.store.known_keys()) - set(keys):
                     self.store.remove_known_key(kid)
                 for kid, pub in keys.items():
                     self.store.add_known_key(kid, pub)
                 for kid in revoked:
-                    self.store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+                    self.store.add_revoked(kid)
                 for kid in self.store.revoked_keys() - revoked:
                     self.store.unrevoke(kid)
             mine = self.metadata_doc()
@@ -456,7 +473,7 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
         for kid, pub in meta.vault_public.known_keys.items():
             store.add_known_key(kid, pub)
         for kid in meta.revoked:
-            store.db.execute("INSERT OR IGNORE INTO revoked_keys VALUES (?)", (kid,))
+            store.add_revoked(kid)
         store.sync_set("revoked_base", cbor.encode(sorted(meta.revoked)))
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())

@@ -153,8 +153,13 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     # keys: the vault's own, plus the container's when they are authenticated or opted in
     keys = dict(store.known_keys())
     new_keys: dict[bytes, bytes] = {}
+    revoked = store.revoked_keys()
     for kid, pub in meta.known_keys.items():
         if kid in keys or pub == ident.sign_pub:
+            continue
+        if kid in revoked:
+            # removed here after the file was made: only `trust add` brings a key back
+            report.keys_held_back.append(kid.hex())
             continue
         if signed or accept_container_keys:
             new_keys[kid] = pub

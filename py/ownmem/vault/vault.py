@@ -114,27 +114,42 @@ class Vault:
             raise VaultError(f"a vault already exists at {v.folder}")
         if not passphrase:
             raise VaultError("the passphrase must not be empty")
-        store = v._store()
-        salt = random_bytes(K.SALT_LEN)
-        ident = run_sync(K.identity_from_passphrase(v.p, passphrase, salt))
-        kek, scope_id = K.new_key(), random_bytes(16)
-        wrapped = run_sync(K.wrap_kek(v.p, kek, ident.ka_pub, scope_id))
-        with store.transaction():
-            store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
-            store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
-        return UnlockedVault(store, ident, v.p)
+        return create_in(v._store(), passphrase, v.p)
 
     def unlock(self, passphrase: str) -> UnlockedVault:
         if not self.exists():
             raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
-        store = self._store()
-        pub = store.identity()
-        assert pub is not None
-        ident = run_sync(K.identity_from_passphrase(self.p, passphrase, pub.salt))
-        if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
-            store.close()
-            raise WrongPassphrase()
-        return UnlockedVault(store, ident, self.p)
+        return unlock_store(self._store(), passphrase, self.p)
+
+
+def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
+              master: bytes | None = None) -> UnlockedVault:
+    """A new identity and its "default" scope in an empty store.  ``salt``/``master`` let a
+    caller that already ran Argon2id for that salt (the browser, in parallel) pass it in."""
+    salt = salt if salt is not None else random_bytes(K.SALT_LEN)
+    if master is None:
+        master = run_sync(K.master_from_passphrase(p, passphrase, salt))
+    ident = run_sync(K.identity_from_master(p, master))
+    kek, scope_id = K.new_key(), random_bytes(16)
+    wrapped = run_sync(K.wrap_kek(p, kek, ident.ka_pub, scope_id))
+    with store.transaction():
+        store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
+        store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
+    return UnlockedVault(store, ident, p)
+
+
+def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: bytes | None = None) -> UnlockedVault:
+    """Argon2id once, then the keys are held by the returned vault until ``lock()``."""
+    pub = store.identity()
+    if pub is None:
+        raise VaultError("there is no vault here yet")
+    if master is None:
+        master = run_sync(K.master_from_passphrase(p, passphrase, pub.salt))
+    ident = run_sync(K.identity_from_master(p, master))
+    if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
+        store.close()
+        raise WrongPassphrase()
+    return UnlockedVault(store, ident, p)
 
 
 class UnlockedVault:
