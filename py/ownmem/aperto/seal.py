@@ -17,9 +17,9 @@ from typing import Any
 
 from ..crypto import CryptoProvider, cbor, cose, random_bytes
 from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
-from .keys import SigningKey
+from .keys import SigningKey, key_id
 from .model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
-from .payload import decode_payload, encode_payload
+from .payload import DecodedPayload, decode_payload, encode_payload
 from .trust import Keyring, derive
 
 MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
@@ -176,19 +176,38 @@ async def open_sealed(p: CryptoProvider, sealed: SealedObject | bytes, dek: byte
         raise AuthenticationFailed("no accepted key verifies this object as its claimed author")
 
     # 7. Derive trust and authorship (§6, §7, Tables 1 and 2).
-    d = derive(verified_as=verified_as, signer_kid=signer_kid, claimed_kid=claimed,
-               custody_present=decoded.custody_present, custody=decoded.memory.custody,
-               keyring=keyring)
+    return _opened(so, decoded, sign1.payload, verified_as, signer_kid, keyring)
+
+
+def _opened(so: SealedObject, decoded: DecodedPayload, payload: bytes, verified_as: Trust | None,
+            signer_kid: bytes | None, keyring: Keyring) -> OpenedMemory:
+    d = derive(verified_as=verified_as, signer_kid=signer_kid, claimed_kid=decoded.claimed_author,
+               custody_present=decoded.custody_present, custody=decoded.memory.custody, keyring=keyring)
     m = decoded.memory
     return OpenedMemory(
-        object_id=so.object_id, scope_id=so.scope_id, format_version=ver, content=m.content,
+        object_id=so.object_id, scope_id=so.scope_id, format_version=so.format_version, content=m.content,
         mem_type=m.mem_type, confidence=decoded.confidence, tags=m.tags,
         created=m.created if m.created else None, updated=m.updated, tool=m.tool or None,
         session=m.session, trust=d.trust, authorship=d.authorship, author_key_id=d.author_key_id,
         signer_key_id=signer_kid, claimed_author_key_id=d.claimed_author_key_id,
         signature_verified=verified_as is not None, custody_present=decoded.custody_present,
         custody=m.custody, extensions=dict(m.extensions or {}),
-        schema_violations=decoded.violations, payload=sign1.payload, memory=m)
+        schema_violations=decoded.violations, payload=payload, memory=m)
+
+
+def reopen_verified(so: SealedObject, payload: bytes, signer_pub: bytes, keyring: Keyring) -> OpenedMemory:
+    """An object this device already decrypted and verified (a local cache of verified
+    plaintext holds ``payload`` and the key that verified it).  The signature is not
+    checked again, but trust is derived again from the keyring in force now (§6): a key
+    revoked since then no longer verifies anything, and the object is refused."""
+    decoded = decode_payload(payload)
+    kid = key_id(signer_pub)
+    if decoded.claimed_author != kid:
+        raise AuthenticationFailed("cached signer is not the payload's author")
+    for pub, level in keyring.candidates(kid):
+        if pub == signer_pub:
+            return _opened(so, decoded, payload, level, kid, keyring)
+    raise AuthenticationFailed("the key that verified this object is no longer accepted")
 
 
 def opened_summary(o: OpenedMemory) -> dict[str, Any]:

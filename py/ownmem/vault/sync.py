@@ -31,12 +31,12 @@ from .. import syncwire as W
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
 from ..aperto.seal import parse_sealed
-from ..crypto import cbor, run_sync
+from ..crypto import CryptoProvider, cbor, run_sync
 from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WrongPassphrase
 from ..saihm.cell import compute_cell_id, make_cell, parse_cell
 from ..saihm.receipt import make_receipt
 from .store import PublicIdentity, Store, StoredObject
-from .vault import UnlockedVault, Vault
+from .vault import SYNC_INFO, UnlockedVault, Vault
 
 TIER = "STANDARD"
 KEK_VERSION = 1
@@ -416,9 +416,10 @@ class Syncer:
 
 # ---------------------------------------------------------------- login
 
-def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | None = None) -> Syncer:
+def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | None = None,
+         remote: Remote | None = None) -> Syncer:
     """Register this device's vault under ``name`` (or re-link it if it is already there)."""
-    remote = Remote(server, name, client=client)
+    remote = remote if remote is not None else Remote(server, name, client=client)
     s = Syncer(v, remote)
     info = remote.lookup()
     ident = v.identity
@@ -446,26 +447,34 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
 def login_new_device(folder: str | Path, server: str, name: str, passphrase: str, *,
                      client: httpx.Client | None = None) -> Syncer:
     """A device with no local vault: derive the keys from the passphrase and the server's
-    salt, prove them, check the owner-signed metadata, create the local vault, pull."""
+    salt, prove them, check the owner-signed metadata, create the local vault."""
     vault = Vault(folder)
     if vault.exists():
         raise VaultError(f"a vault already exists at {vault.folder}")
-    remote = Remote(server, name, client=client)
+    return adopt_from_server(lambda: Store(vault.folder), Remote(server, name, client=client), passphrase, vault.p)
+
+
+def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str, p: CryptoProvider,
+                      *, master: bytes | None = None) -> Syncer:
+    """The new-device flow over any store; the store is touched only once the keys are proven."""
+    name = remote.name
     info = remote.lookup()
     if info is None:
         raise SyncError(f"no vault named {name!r} on {remote.base}")
     salt, owner_pub = bytes.fromhex(info["salt"]), bytes.fromhex(info["owner_pub"])
-    ident = run_sync(K.identity_from_passphrase(vault.p, passphrase, salt))
+    if master is None:
+        master = run_sync(K.master_from_passphrase(p, passphrase, salt))
+    ident = run_sync(K.identity_from_master(p, master))
     if ident.sign_pub != owner_pub or ident.ka_pub != bytes.fromhex(info["ka_pub"]):
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
-    store = Store(vault.folder)
-    uv = UnlockedVault(store, ident, vault.p)
-    remote.login(uv.sync_key())
+    # prove the sync key and read the metadata before creating anything locally
+    sync_seed = run_sync(K.derive_purpose_key(p, master, SYNC_INFO))
+    remote.login(run_sync(K.signing_key(p, sync_seed)))
     version, doc, sig = remote.get_metadata()
-    if not run_sync(vault.p.ed25519_verify(ident.sign_pub, sig, W.metadata_message(name, version, doc))):
-        store.close()
+    if not run_sync(p.ed25519_verify(ident.sign_pub, sig, W.metadata_message(name, version, doc))):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
     meta = parse_metadata(doc)
+    store = open_store() if callable(open_store) else open_store
     with store.transaction():
         store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
         for s in meta.vault_public.scopes.values():
@@ -477,7 +486,7 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
         store.sync_set("revoked_base", cbor.encode(sorted(meta.revoked)))
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
-    return Syncer(uv, remote)
+    return Syncer(UnlockedVault(store, ident, p), remote)
 
 
 def syncer_for(v: UnlockedVault, *, client: httpx.Client | None = None) -> Syncer:

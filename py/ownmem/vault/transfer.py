@@ -54,14 +54,19 @@ class ImportReport:
     metadata_signed: bool = False
 
 
-def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | None = None) -> int:
-    """Write every stored object to ``path`` atomically; returns the number of objects."""
+def export_bytes(v: UnlockedVault, *, progress: Progress | None = None) -> tuple[bytes, int]:
+    """The vault as `.amem` bytes (deterministic) and the number of objects in it."""
     meta = v.public()
     rows = v.store.objects()
     if progress is not None:
         progress(0, len(rows))
     sig = run_sync(sign_metadata(v.p, v.identity, meta))
-    data = build_container(meta, ((r.object_id, r.sealed, r.dek_wrapped) for r in rows), sig)
+    return build_container(meta, ((r.object_id, r.sealed, r.dek_wrapped) for r in rows), sig), len(rows)
+
+
+def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | None = None) -> int:
+    """Write every stored object to ``path`` atomically; returns the number of objects."""
+    data, n = export_bytes(v, progress=progress)
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     try:
@@ -77,8 +82,8 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
             pass
         raise VaultError(f"cannot write {target}: {e.strerror or e}") from None
     if progress is not None:
-        progress(len(rows), len(rows))
-    return len(rows)
+        progress(n, n)
+    return n
 
 
 def _read(path: str | Path) -> bytes:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic
 from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust
-from ..aperto.seal import open_sealed, parse_sealed, seal
+from ..aperto.seal import open_sealed, parse_sealed, reopen_verified, seal
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, provider, random_bytes, run_sync
 from ..errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
@@ -87,6 +88,15 @@ class Listing:
                 out.append(cur)
             stack.extend(by_id[s] for s in cur.superseded_by if s in by_id)
         return sorted(out, key=lambda x: x.id)
+
+
+class VerifiedCache(Protocol):
+    """Verified plaintext kept by a device (encrypted at rest by its owner, e.g. the browser's
+    device-cache), so that a later unlock need not verify every signature again."""
+
+    def get(self, oid: bytes, sealed: bytes) -> tuple[bytes, bytes] | None: ...   # (payload, signer public key)
+
+    def put(self, oid: bytes, sealed: bytes, payload: bytes, signer_pub: bytes) -> None: ...
 
 
 def _supersedes(o: OpenedMemory) -> bytes | None:
@@ -277,7 +287,8 @@ class UnlockedVault:
         o = run_sync(open_sealed(self.p, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
         return Entry(o, scope.name, _supersedes(o), ())
 
-    def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None) -> Listing:
+    def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None,
+                 cache: VerifiedCache | None = None) -> Listing:
         """Open every object, one failure never stopping the rest (§2, §8.3)."""
         scopes_by_id = {s.scope_id: s for s in self.store.scopes().values()}
         keyring = self.keyring()
@@ -286,7 +297,7 @@ class UnlockedVault:
         refused: list[tuple[bytes, str]] = []
         for i, row in enumerate(rows):
             try:
-                entries.append(self.open_stored(row, scopes_by_id, keyring, allow_unverified=allow_unverified))
+                entries.append(self._open_row(row, scopes_by_id, keyring, allow_unverified, cache))
             except AuthenticationFailed:
                 refused.append((row.object_id, "could not authenticate"))
             except OwnmemError as e:
@@ -299,6 +310,25 @@ class UnlockedVault:
                 succ.setdefault(e.supersedes, []).append(e.id)
         entries = [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in entries]
         return Listing(entries, refused)
+
+    def _open_row(self, row: StoredObject, scopes_by_id: dict[bytes, ScopeEntry], keyring: Keyring,
+                  allow_unverified: bool, cache: VerifiedCache | None) -> Entry:
+        hit = cache.get(row.object_id, row.sealed) if cache is not None else None
+        if hit is not None:
+            try:
+                o = reopen_verified(parse_sealed(row.sealed), hit[0], hit[1], keyring)
+                scope = scopes_by_id.get(row.scope_id)
+                if scope is not None:
+                    return Entry(o, scope.name, _supersedes(o), ())
+            except AuthenticationFailed:
+                pass   # its key was revoked since: open it afresh under today's keyring
+        e = self.open_stored(row, scopes_by_id, keyring, allow_unverified=allow_unverified)
+        kid = e.opened.signer_key_id
+        if cache is not None and e.opened.signature_verified and kid is not None:
+            pub = keyring.owner_pub if kid == keyring.owner_kid else keyring.accepted.get(kid)
+            if pub is not None:
+                cache.put(row.object_id, row.sealed, e.opened.payload, pub)
+        return e
 
     def resolve(self, ident: str, listing: Listing | None = None) -> Entry:
         """A memory by its hex id or a unique prefix of it."""
