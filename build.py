@@ -1,22 +1,31 @@
 #!/usr/bin/env python3
-"""ownmem's one build entry point: setup | test | bench.
+"""ownmem's one build entry point: setup | build | serve | test | bench.
 
-    python3 build.py setup          create .venv and install ownmem with its test dependencies
-    python3 build.py serve          setup, then run the server with the web app on http://127.0.0.1:8000
+    python3 build.py setup          create .venv and install ownmem with its test dependencies;
+                                    npm ci (pyodide, hash-wasm, @noble/post-quantum, playwright-core,
+                                    esbuild); Chromium for the browser tests (apt-get, as root)
+    python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
+    python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
-    python3 build.py test [ARGS]    setup, then run the whole test suite (ARGS go to pytest)
+    python3 build.py test [ARGS]    build, then run the whole test suite (ARGS go to pytest)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core) and
                                     write the results to docs/benchmarks.md
 
-Everything the project needs is installed from pyproject.toml into .venv, so the
-same two commands work on a fresh machine.  Only the standard library is used here.
+Everything the project needs is installed from pyproject.toml into .venv and from
+package-lock.json into node_modules, so the same two commands work on a fresh machine.
+Only the standard library is used here.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+import tomllib
 import venv
 from pathlib import Path
 
@@ -24,6 +33,19 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".ownmem-setup"
+NODE_MODULES = ROOT / "node_modules"
+NPM_STAMP = NODE_MODULES / ".ownmem-lock-sha256"
+CHROMIUM = Path("/usr/bin/chromium")
+WEB = ROOT / "web"
+DIST = WEB / "dist"
+# what of web/ goes into the bundle (docs/web.md); anything else there is a source only
+WEB_ENTRIES = ("index.html", "manifest.webmanifest", "sw.js", "icons", "css", "js")
+PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+# the placeholder web/sw.js carries; the build writes the bundle's version over it
+SW_VERSION_MARK = "__OWNMEM_PRECACHE_VERSION__"
+# fixed timestamps inside the wheel, so the same sources give the same bytes (and hash)
+SOURCE_DATE_EPOCH = "315532800"    # 1980-01-01, the earliest a zip can say
+SETUP_REV = b"2"                   # bump when setup() itself installs more
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -31,12 +53,26 @@ def _run(cmd: list[str], **kw) -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, **kw)
 
 
+def _die(message: str) -> None:
+    raise SystemExit(f"build.py: {message}")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _inputs_digest() -> str:
     # Re-install only when what decides the environment changed.
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + SETUP_REV).hexdigest()
 
 
 def setup() -> None:
+    _setup_python()
+    _setup_npm()
+    _setup_chromium()
+
+
+def _setup_python() -> None:
     if not PY.exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
@@ -44,18 +80,154 @@ def setup() -> None:
     if STAMP.exists() and STAMP.read_text() == digest:
         return
     _run([str(PY), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
+    # The build backend too, so `build` can make the wheel without an isolated build
+    # environment (which would go to the package index on every build).
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    _run([str(PY), "-m", "pip", "install", "--quiet", *requires])
     _run([str(PY), "-m", "pip", "install", "--quiet", "-e", ".[test]"])
     STAMP.write_text(digest)
 
 
-def test(args: list[str]) -> int:
+def _setup_npm() -> None:
+    # npm ci installs exactly package-lock.json; run it again only when the lock changed.
+    # --ignore-scripts: no package runs code at install (esbuild works without its postinstall).
+    digest = _sha256(ROOT / "package-lock.json")
+    if NPM_STAMP.exists() and NPM_STAMP.read_text() == digest:
+        return
+    if shutil.which("npm") is None:
+        _die("npm is not installed: install Node.js 20 or later (with npm), then run this again")
+    _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+    NPM_STAMP.write_text(digest)
+
+
+def _setup_chromium() -> None:
+    # The browser tests drive the system Chromium through playwright-core.
+    if CHROMIUM.exists():
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        _die(f"Chromium is missing ({CHROMIUM}) and cannot be installed here (needs root and apt-get): "
+             "install it, e.g. `sudo apt-get install -y chromium`, then run this again")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        _run(["apt-get", "update"], env=env)
+        _run(["apt-get", "install", "-y", "chromium"], env=env)
+    except subprocess.CalledProcessError:
+        _die("installing Chromium with apt-get failed (see above); install it, then run this again")
+    if not CHROMIUM.exists():
+        _die(f"apt-get installed chromium but {CHROMIUM} is still missing")
+
+
+# ------------------------------------------------------------------ the web bundle
+def build() -> None:
+    """web/dist/ exactly as docs/web.md lays it out, from nothing but local inputs.
+
+    Assembled in a fresh directory and swapped in at the end, so a server or a test
+    run reading web/dist never sees a half-written bundle.
+    """
     setup()
+    started = time.monotonic()
+    out = Path(tempfile.mkdtemp(prefix=".dist-", dir=WEB))
+    try:
+        _copy_web(out)
+        _copy_pyodide(out / "pyodide")
+        _bundle_vendor(out / "vendor" / "vendor.js")
+        _build_wheel(out / "wheels")
+        version = _write_precache(out)
+        out.chmod(0o755)   # mkdtemp made it private
+        old = WEB / f".dist-old-{os.getpid()}"
+        if DIST.exists():
+            DIST.rename(old)
+        out.rename(DIST)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"built {DIST.relative_to(ROOT)} (version {version[:12]}) in {time.monotonic() - started:.1f} s",
+          flush=True)
+
+
+def _copy_web(out: Path) -> None:
+    # vendor-entry.js is esbuild's input, not part of the bundle; scripts (the icon
+    # generator) and dotfiles are sources only.
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if n.startswith(".") or n == "__pycache__" or n.endswith(".py")
+                or (Path(folder) == WEB / "js" and n == "vendor-entry.js")}
+    for name in WEB_ENTRIES:
+        src = WEB / name
+        if src.is_dir():
+            shutil.copytree(src, out / name, ignore=ignore)
+        elif src.is_file():
+            shutil.copy2(src, out / name)
+        else:
+            print(f"build.py: warning: web/{name} does not exist yet; the bundle lacks it", flush=True)
+
+
+def _copy_pyodide(out: Path) -> None:
+    out.mkdir(parents=True)
+    for name in PYODIDE_FILES:
+        shutil.copy2(NODE_MODULES / "pyodide" / name, out / name)
+
+
+def _bundle_vendor(out: Path) -> None:
+    _run([str(NODE_MODULES / ".bin" / "esbuild"), str(WEB / "js" / "vendor-entry.js"), "--bundle",
+          "--format=esm", "--platform=browser", "--target=es2022", "--minify",
+          "--legal-comments=eof", "--log-level=warning", f"--outfile={out}"])
+
+
+def _build_wheel(out: Path) -> None:
+    # Built from a copy of the sources: setuptools keeps build/ and *.egg-info next to
+    # the sources, and a stale build/lib would put deleted modules into the wheel.
+    env = dict(os.environ, SOURCE_DATE_EPOCH=SOURCE_DATE_EPOCH)
+    with tempfile.TemporaryDirectory(prefix="ownmem-wheel-") as tmp:
+        src = Path(tmp) / "src"
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        for name in ("py", "server"):
+            shutil.copytree(ROOT / name, src / name, ignore=skip)
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (ROOT / name).exists():
+                shutil.copy2(ROOT / name, src / name)
+        cmd = [str(PY), "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(src)]
+        try:
+            _run([*cmd[:5], "--no-build-isolation", *cmd[5:]], env=env)
+        except subprocess.CalledProcessError:
+            print("build.py: the wheel did not build with the venv's setuptools; "
+                  "trying an isolated build", flush=True)
+            _run(cmd, env=env)
+    wheels = sorted(out.glob("ownmem-*.whl"))
+    if len(wheels) != 1:
+        _die(f"expected one ownmem wheel in {out}, found {[w.name for w in wheels]}")
+
+
+def _write_precache(out: Path) -> str:
+    """precache.json: every file of the bundle with its sha256, and the bundle's version.
+
+    The version is the sha256 over the sorted "path hash" lines.  sw.js enters that list
+    with the hash of its source, and then gets the version written into it: a new
+    bundle is a new sw.js byte for byte, which is what makes browsers install the new
+    service worker (and with it the new cache).  The list carries the final sw.js hash.
+    """
+    files = {"/" + p.relative_to(out).as_posix(): _sha256(p)
+             for p in sorted(out.rglob("*")) if p.is_file() and p.name != "precache.json"}
+    version = hashlib.sha256("".join(f"{k} {v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
+    sw = out / "sw.js"
+    if sw.exists():
+        text = sw.read_text(encoding="utf-8")
+        if SW_VERSION_MARK not in text:
+            _die(f"web/sw.js lacks the version placeholder {SW_VERSION_MARK}")
+        sw.write_text(text.replace(SW_VERSION_MARK, version), encoding="utf-8")
+        files["/sw.js"] = _sha256(sw)
+    doc = {"version": version, "files": dict(sorted(files.items()))}
+    (out / "precache.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return version
+
+
+def test(args: list[str]) -> int:
+    build()     # the browser tests load web/dist
     env = dict(os.environ)
     return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
 def serve(args: list[str]) -> int:
-    setup()
+    build()
     print("ownmem server on http://127.0.0.1:8000 (Ctrl-C to stop)", flush=True)
     try:
         return subprocess.run([str(PY), "-m", "server", *args], cwd=ROOT).returncode
@@ -76,13 +248,16 @@ def main(argv: list[str]) -> int:
     if cmd == "setup":
         setup()
         return 0
+    if cmd == "build":
+        build()
+        return 0
     if cmd == "serve":
         return serve(rest)
     if cmd == "test":
         return test(rest)
     if cmd == "bench":
         return bench(rest)
-    print(f"build.py: unknown command {cmd!r} (setup | serve | test | bench)", file=sys.stderr)
+    print(f"build.py: unknown command {cmd!r} (setup | build | serve | test | bench)", file=sys.stderr)
     return 2
 
 

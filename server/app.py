@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,8 +26,10 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.routing import Match, Mount, Route, get_route_path
+from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
@@ -66,13 +69,18 @@ class Config:
                    rate_burst=int(os.environ.get("OWNMEM_RATE_BURST", "400")))
 
 
+MAX_JSON = 1 << 20          # bytes of a JSON request body; it also bounds every hex field in it
+_HEX = re.compile(r"(?:[0-9a-f]{2})*")
+
+
 def _hex(v: Any, n: int | None, what: str) -> bytes:
-    if not isinstance(v, str) or len(v) > 1 << 16:
+    # Lower-case pairs only, as the OpenAPI document says: bytes.fromhex would also take
+    # whitespace and upper case, giving one value many spellings.  No cap of its own on the
+    # length: the JSON body limit bounds it (a cap of 64 Ki digits here used to refuse any
+    # metadata over 32 KiB as "not hex", under the 1 MiB the routes allow).
+    if not isinstance(v, str) or not _HEX.fullmatch(v):
         raise ApiError(400, "malformed", f"{what} must be a hex string")
-    try:
-        b = bytes.fromhex(v)
-    except ValueError:
-        raise ApiError(400, "malformed", f"{what} must be a hex string") from None
+    b = bytes.fromhex(v)
     if n is not None and len(b) != n:
         raise ApiError(400, "malformed", f"{what} must be {n} bytes")
     return b
@@ -107,10 +115,10 @@ class Server:
         return b"".join(chunks)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
-        raw = await self.body(request, 1 << 20)
+        raw = await self.body(request, MAX_JSON)
         try:
             v = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):   # deep nesting: refused, not a 500
             raise ApiError(400, "malformed", "body must be a JSON object") from None
         if not isinstance(v, dict):
             raise ApiError(400, "malformed", "body must be a JSON object")
@@ -221,6 +229,11 @@ class Server:
         return JSONResponse({"token": token, "expires_at": int(expires)})
 
     # ---------------------------------------------------------------- vault routes
+    async def metadata(self, request: Request) -> Response:
+        # One route for both methods, so a 405 on this path lists all it allows (Allow: GET, HEAD,
+        # PUT); two routes on one path answered OPTIONS with the first route's methods only.
+        return await (self.put_metadata(request) if request.method == "PUT" else self.get_metadata(request))
+
     async def get_metadata(self, request: Request) -> Response:
         v = await self.authed(request)
         version, meta, sig = await self.call(self.storage.metadata, v.id)
@@ -230,7 +243,8 @@ class Server:
         v = await self.authed(request)
         b = await self.json_body(request)
         expected = b.get("expected_version")
-        if type(expected) is not int or expected < 1:
+        # bounded: a version is a 64-bit database integer, and 2**80 used to end in a 500
+        if type(expected) is not int or not 1 <= expected < 1 << 62:
             raise ApiError(400, "malformed", "expected_version must be a positive integer")
         meta, sig = _hex(b.get("metadata"), None, "metadata"), _hex(b.get("signature"), 64, "signature")
         if len(meta) > 1 << 20:
@@ -247,6 +261,10 @@ class Server:
     async def push(self, request: Request) -> Response:
         v = await self.authed(request)
         raw = await self.body(request)
+        # the array's declared length first: a batch of 5000 would otherwise trip the item
+        # cap of the decoder below and be called malformed instead of too large
+        if _cbor_array_len(raw) > W.MAX_BATCH:
+            raise ApiError(413, "batch_too_large", f"at most {W.MAX_BATCH} cells per push")
         try:
             items = cbor.decode(raw, max_items=4 * W.MAX_BATCH + 8)
         except OwnmemError:
@@ -371,7 +389,7 @@ class Server:
     async def index(self, request: Request) -> Response:
         web = self.web_dir()
         if web is not None and (web / "index.html").exists():
-            return FileResponse(web / "index.html", headers=_security_headers())
+            return FileResponse(web / "index.html", headers=_web_headers())
         return Response("<!doctype html><title>ownmem</title><p>ownmem blind sync server. "
                         "The web app is not built: run <code>python3 build.py build</code>.</p>",
                         media_type="text/html", headers=_security_headers())
@@ -393,6 +411,17 @@ def _check_slice(items: list, holder: HolderKey) -> list | tuple[int, Refused]:
     return out
 
 
+def _cbor_array_len(raw: bytes) -> int:
+    """The length a definite-length CBOR array declares in its head; -1 if ``raw`` does not start with one."""
+    if not raw or raw[0] >> 5 != 4 or raw[0] & 0x1F > 27:
+        return -1
+    ai = raw[0] & 0x1F
+    if ai < 24:
+        return ai
+    size = 1 << (ai - 24)
+    return int.from_bytes(raw[1:1 + size], "big") if len(raw) > size else -1
+
+
 def _is_hex64(s: str) -> bool:
     return len(s) == 64 and all(ch in "0123456789abcdef" for ch in s)
 
@@ -401,7 +430,7 @@ def _int_param(request: Request, name: str, default: int) -> int:
     v = request.query_params.get(name)
     if v is None:
         return default
-    if not v.isdigit() or len(v) > 18:
+    if not (v.isascii() and v.isdigit()) or len(v) > 18:   # str.isdigit alone takes "²" and "１"
         raise ApiError(400, "malformed", f"{name} must be a non-negative integer")
     return int(v)
 
@@ -414,10 +443,60 @@ def _log_json(r: Any) -> dict[str, Any]:
 
 
 def _security_headers() -> dict[str, str]:
+    # No remote script, no eval; 'wasm-unsafe-eval' only lets Pyodide and hash-wasm compile
+    # their WebAssembly.  Workers (Pyodide's, the service worker) load from the app's own origin.
     return {"Content-Security-Policy": "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; "
-                                       "connect-src 'self'; img-src 'self' data:; style-src 'self'; "
-                                       "object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+                                       "worker-src 'self'; connect-src 'self'; img-src 'self' data:; "
+                                       "style-src 'self'; manifest-src 'self'; object-src 'none'; "
+                                       "base-uri 'none'; frame-ancestors 'none'",
             "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+def _web_headers() -> dict[str, str]:
+    # no-cache: revalidate every time (ETag, so usually a 304): the service worker keeps the
+    # offline copy, and a stale HTTP-cached file must never mix into a newer bundle.
+    return {**_security_headers(), "Cache-Control": "no-cache"}
+
+
+# The content types the bundle needs, whatever the host's mime.types says: none knows .whl,
+# and WebAssembly streaming compilation refuses anything but application/wasm.
+_WEB_TYPES = {".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript",
+              ".css": "text/css", ".json": "application/json", ".webmanifest": "application/manifest+json",
+              ".wasm": "application/wasm", ".zip": "application/zip", ".whl": "application/zip",
+              ".png": "image/png", ".svg": "image/svg+xml", ".ico": "image/x-icon"}
+
+
+class WebMount(Mount):
+    """The bundle at "/" takes GET and HEAD outside /v1/ only.  A Mount at "/" matches every
+    path fully, and Starlette prefers a full match to a route's partial (wrong-method) one, so
+    with a built bundle `TRACE /health` or `GET /v1/vaults/x/cells` answered 404 instead of the
+    API's 405 with Allow; they now reach the API routes as they do without a bundle."""
+
+    def matches(self, scope: Any) -> tuple[Match, Any]:
+        if scope.get("method") not in ("GET", "HEAD") or get_route_path(scope).startswith("/v1/"):
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
+class WebFiles(StaticFiles):
+    """The built PWA (web/dist).  Every file carries the security headers, not only the
+    page: a worker's CSP is the one its own script was served with."""
+
+    async def get_response(self, path: str, scope: Any) -> Response:
+        # Only the app's files live here.  A request no API route took (another method, a
+        # /v1/ path) is not found, as it is without a bundle, rather than "405: use GET".
+        if scope["method"] not in ("GET", "HEAD") or Path(path).parts[:1] == ("v1",):
+            raise HTTPException(status_code=404)
+        return await super().get_response(path, scope)
+
+    def file_response(self, full_path: Any, stat_result: os.stat_result, scope: Any,
+                      status_code: int = 200) -> Response:
+        media_type = _WEB_TYPES.get(Path(full_path).suffix.lower())
+        response = FileResponse(full_path, status_code=status_code, stat_result=stat_result,
+                                media_type=media_type, headers=_web_headers())
+        if self.is_not_modified(response.headers, Headers(scope=scope)):
+            return NotModifiedResponse(response.headers)
+        return response
 
 
 async def _amem_stream(srv: Server, vault_id: int, vault_public: dict, amem_sig: bytes, n: int) -> AsyncIterator[bytes]:
@@ -459,8 +538,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}", wrap(srv.lookup)),
         Route("/v1/vaults/{name}/challenge", wrap(srv.challenge), methods=["POST"]),
         Route("/v1/vaults/{name}/session", wrap(srv.session), methods=["POST"]),
-        Route("/v1/vaults/{name}/metadata", wrap(srv.get_metadata), methods=["GET"]),
-        Route("/v1/vaults/{name}/metadata", wrap(srv.put_metadata), methods=["PUT"]),
+        Route("/v1/vaults/{name}/metadata", wrap(srv.metadata), methods=["GET", "PUT"]),
         Route("/v1/vaults/{name}/cells", wrap(srv.push), methods=["POST"]),
         Route("/v1/vaults/{name}/changes", wrap(srv.changes)),
         Route("/v1/vaults/{name}/events", wrap(srv.events)),
@@ -473,7 +551,7 @@ def create_app(config: Config | None = None) -> Starlette:
     ]
     web = srv.web_dir()
     if web is not None:
-        routes.append(Mount("/", app=StaticFiles(directory=str(web)), name="web"))
+        routes.append(WebMount("/", app=WebFiles(directory=str(web)), name="web"))
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await srv.live.start()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..crypto import CryptoProvider, cbor, cose, random_bytes
-from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
+from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput, OwnmemError
 from .keys import SigningKey, key_id
 from .model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
 from .payload import DecodedPayload, decode_payload, encode_payload
@@ -133,50 +133,122 @@ async def open_sealed(p: CryptoProvider, sealed: SealedObject | bytes, dek: byte
     Raises AuthenticationFailed (refusal) or MalformedInput; never returns content
     that failed authentication unless ``allow_unverified`` (and then labels it so).
     """
+    so, aad, enc = _prepare(sealed)
+    # 2. Decrypt under the single-use DEK.
+    signed = await cose.decrypt0(p, dek, enc, aad)
+    sign1, decoded, candidates, tbs = _inspect(so, aad, signed)
+    verified_as: Trust | None = None
+    for pub, level in keyring.candidates(candidates):
+        if await p.ed25519_verify(pub, sign1.signature, tbs):
+            verified_as = level
+            break
+    return _conclude(so, sign1, decoded, verified_as, keyring, allow_unverified)
+
+
+def _prepare(sealed: SealedObject | bytes) -> tuple[SealedObject, bytes, cose.Encrypt0]:
     # 0. Parse the cleartext envelope.
     so = sealed if isinstance(sealed, SealedObject) else parse_sealed(sealed)
     ver = so.format_version
     if ver not in (LEGACY_VERSION, FORMAT_VERSION):
         raise MalformedInput(f"unsupported format_version {ver}")
-
     # 1. Envelope binding (§5.1): rebuild the AAD from the cleartext envelope.  A
     #    rewritten id/scope_id/version (vectors 005, 006) fails the AEAD tag in step 2.
     aad = envelope_aad(ver, so.object_id, so.scope_id) if ver >= 2 else b""
+    return so, aad, cose.parse_encrypt0(so.encrypt0)
 
-    # 2. Decrypt under the single-use DEK.
-    enc = cose.parse_encrypt0(so.encrypt0)
-    signed = await cose.decrypt0(p, dek, enc, aad)
 
+def _inspect(so: SealedObject, aad: bytes, signed: bytes) -> tuple[cose.Sign1, DecodedPayload, bytes | None, bytes]:
+    """Steps 3-5 up to the signature check -> (sign1, payload, claimed author to try, bytes signed).
+    The claimed author is None when no key may be tried (format_version 1)."""
     # 3. Parse the COSE_Sign1 and the payload it carries.
     sign1 = cose.parse_sign1(signed)
     if sign1.alg != cose.ALG_EDDSA:
         raise AuthenticationFailed("signature algorithm is not EdDSA")
     decoded = decode_payload(sign1.payload)
     claimed = decoded.claimed_author
+    if so.format_version < 2:
+        return sign1, decoded, None, b""
+    # 4. kid consistency (§5.2, vector 010): both fields are signed, so a
+    #    disagreement is self-inconsistent and refused, not resolved.
+    if sign1.kid is not None and sign1.kid != claimed:
+        raise AuthenticationFailed("header kid != payload author_key_id")
+    # 5. Author binding (§5.2, vector 004): only a key whose key_id equals the claimed
+    #    author is tried (Keyring.candidates), so a signer cannot claim another identity.
+    return sign1, decoded, claimed, cose.sig_structure(sign1.protected, aad, sign1.payload)
 
-    verified_as: Trust | None = None
-    signer_kid: bytes | None = None
-    if ver >= 2:
-        # 4. kid consistency (§5.2, vector 010): both fields are signed, so a
-        #    disagreement is self-inconsistent and refused, not resolved.
-        if sign1.kid is not None and sign1.kid != claimed:
-            raise AuthenticationFailed("header kid != payload author_key_id")
-        # 5. Author binding (§5.2, vector 004): only a key whose key_id equals the
-        #    claimed author is tried, so a signer cannot claim another identity.
-        tbs = cose.sig_structure(sign1.protected, aad, sign1.payload)
-        for pub, level in keyring.candidates(claimed):
-            if await p.ed25519_verify(pub, sign1.signature, tbs):
-                verified_as, signer_kid = level, claimed
-                break
+
+def _conclude(so: SealedObject, sign1: cose.Sign1, decoded: DecodedPayload, verified_as: Trust | None,
+              keyring: Keyring, allow_unverified: bool) -> OpenedMemory:
     # 6. Fail closed (§6, §12): v1 objects and unauthenticated v2 objects are
     #    refused unless the caller explicitly opts in.
     if verified_as is None and not allow_unverified:
-        if ver < 2:
+        if so.format_version < 2:
             raise AuthenticationFailed("format_version 1 cannot be authenticated")
         raise AuthenticationFailed("no accepted key verifies this object as its claimed author")
-
     # 7. Derive trust and authorship (§6, §7, Tables 1 and 2).
+    signer_kid = decoded.claimed_author if verified_as is not None else None
     return _opened(so, decoded, sign1.payload, verified_as, signer_kid, keyring)
+
+
+async def open_many(p: CryptoProvider, items: list[tuple[SealedObject | bytes, bytes]], keyring: Keyring,
+                    *, allow_unverified: bool = False) -> list[OpenedMemory | OwnmemError]:
+    """``open_sealed`` for many objects, each in isolation (a failure is its result, §2),
+    with one provider call per step where the provider batches (the browser: each
+    WebCrypto call costs far more than the operation)."""
+    out: list[OpenedMemory | OwnmemError] = [OwnmemError("not opened")] * len(items)
+    prepared: list[tuple[int, SealedObject, bytes, cose.Encrypt0, bytes]] = []
+    for i, (sealed, dek) in enumerate(items):
+        try:
+            so, aad, enc = _prepare(sealed)
+            prepared.append((i, so, aad, enc, dek))
+        except OwnmemError as e:
+            out[i] = e
+    decrypt_many = getattr(p, "aes_gcm_decrypt_many", None)
+    if decrypt_many is not None and prepared:
+        plains = await decrypt_many([d for *_, d in prepared], [e.iv for *_, e, _ in prepared],
+                                    [e.ciphertext for *_, e, _ in prepared],
+                                    [cose.enc_structure(e.protected, a) for _, _, a, e, _ in prepared])
+    else:
+        plains = []
+        for _, _, aad, enc, dek in prepared:
+            try:
+                plains.append(await cose.decrypt0(p, dek, enc, aad))
+            except AuthenticationFailed:
+                plains.append(None)
+    inspected = []
+    for (i, so, aad, _, _), signed in zip(prepared, plains):
+        if signed is None:
+            out[i] = AuthenticationFailed("AEAD tag mismatch")
+            continue
+        try:
+            sign1, decoded, claimed, tbs = _inspect(so, aad, signed)
+            inspected.append((i, so, sign1, decoded, keyring.candidates(claimed), tbs))
+        except OwnmemError as e:
+            out[i] = e
+    # one batch for every object's first candidate key (there is almost always one)
+    firsts = [(c[0][0], s1.signature, tbs) for _, _, s1, _, c, tbs in inspected if c]
+    verify_many = getattr(p, "ed25519_verify_many", None)
+    if verify_many is not None and firsts:
+        oks = list(await verify_many([f[0] for f in firsts], [f[1] for f in firsts], [f[2] for f in firsts]))
+    else:
+        oks = [await p.ed25519_verify(*f) for f in firsts]
+    k = 0
+    for i, so, sign1, decoded, cands, tbs in inspected:
+        verified_as: Trust | None = None
+        if cands:
+            if oks[k]:
+                verified_as = cands[0][1]
+            else:
+                for pub, level in cands[1:]:
+                    if await p.ed25519_verify(pub, sign1.signature, tbs):
+                        verified_as = level
+                        break
+            k += 1
+        try:
+            out[i] = _conclude(so, sign1, decoded, verified_as, keyring, allow_unverified)
+        except OwnmemError as e:
+            out[i] = e
+    return out
 
 
 def _opened(so: SealedObject, decoded: DecodedPayload, payload: bytes, verified_as: Trust | None,

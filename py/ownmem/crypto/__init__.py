@@ -43,12 +43,16 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser tests
-    # Under Pyodide the provider awaits WebCrypto; JavaScript Promise Integration lets
-    # the same synchronous vault code wait for it without an event loop of its own.
+    # Under Pyodide the browser provider blocks on each WebCrypto promise itself (JSPI),
+    # so its coroutines never suspend and the plain driver above serves them; a bare
+    # JavaScript promise (fetch, IndexedDB) is waited for through JSPI here.
+    import inspect
+
     from pyodide.ffi import run_sync as _jspi_run_sync
 
-    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # noqa: F811
+    _drive = run_sync
+
+    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]  # noqa: F811
+        if inspect.iscoroutine(coro):
+            return _drive(coro)
         return _jspi_run_sync(coro)  # type: ignore[no-any-return]
-
-
-__all__ = ["CryptoProvider", "provider", "set_provider", "run_sync", "random_bytes", "sha256"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic
 from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust
-from ..aperto.seal import open_sealed, parse_sealed, reopen_verified, seal
+from ..aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, provider, random_bytes, run_sync
 from ..errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
@@ -35,6 +35,7 @@ DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
 TOOL = "ownmem/0.1"
 SYNC_INFO = b"ownmem/v1/sync"
+OPEN_BATCH = 512
 
 Progress = Callable[[int, int], None]
 
@@ -289,21 +290,46 @@ class UnlockedVault:
 
     def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None,
                  cache: VerifiedCache | None = None) -> Listing:
-        """Open every object, one failure never stopping the rest (§2, §8.3)."""
+        """Open every object, one failure never stopping the rest (§2, §8.3).
+
+        Objects the ``cache`` vouches for are not verified again (trust is still derived
+        from today's keyring); the rest are opened in batches of OPEN_BATCH."""
         scopes_by_id = {s.scope_id: s for s in self.store.scopes().values()}
         keyring = self.keyring()
         rows = self.store.objects()
         entries: list[Entry] = []
         refused: list[tuple[bytes, str]] = []
-        for i, row in enumerate(rows):
-            try:
-                entries.append(self._open_row(row, scopes_by_id, keyring, allow_unverified, cache))
-            except AuthenticationFailed:
-                refused.append((row.object_id, "could not authenticate"))
-            except OwnmemError as e:
-                refused.append((row.object_id, str(e)))
+        pending: list[StoredObject] = []
+        for row in rows:
+            scope = scopes_by_id.get(row.scope_id)
+            hit = cache.get(row.object_id, row.sealed) if cache is not None and scope is not None else None
+            if hit is not None and scope is not None:
+                try:
+                    o = reopen_verified(parse_sealed(row.sealed), hit[0], hit[1], keyring)
+                    entries.append(Entry(o, scope.name, _supersedes(o), ()))
+                    continue
+                except OwnmemError:
+                    pass   # its key was revoked since: open it afresh under today's keyring
+            pending.append(row)
+        done = len(rows) - len(pending)
+        for start in range(0, len(pending), OPEN_BATCH):
+            chunk = pending[start:start + OPEN_BATCH]
+            deks = self._unwrap_deks(chunk, scopes_by_id)
+            ready = [(r, d) for r, d in zip(chunk, deks) if isinstance(d, bytes)]
+            refused.extend((r.object_id, d) for r, d in zip(chunk, deks) if isinstance(d, str))
+            results = run_sync(open_many(self.p, [(r.sealed, d) for r, d in ready], keyring,
+                                         allow_unverified=allow_unverified))
+            for (row, _), res in zip(ready, results):
+                if isinstance(res, AuthenticationFailed):
+                    refused.append((row.object_id, "could not authenticate"))
+                elif isinstance(res, OwnmemError):
+                    refused.append((row.object_id, str(res)))
+                else:
+                    entries.append(Entry(res, scopes_by_id[row.scope_id].name, _supersedes(res), ()))
+                    self._remember(cache, row, res, keyring)
+            done += len(chunk)
             if progress is not None:
-                progress(i + 1, len(rows))
+                progress(done, len(rows))
         succ: dict[bytes, list[bytes]] = {}
         for e in entries:
             if e.supersedes is not None:
@@ -311,24 +337,42 @@ class UnlockedVault:
         entries = [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in entries]
         return Listing(entries, refused)
 
-    def _open_row(self, row: StoredObject, scopes_by_id: dict[bytes, ScopeEntry], keyring: Keyring,
-                  allow_unverified: bool, cache: VerifiedCache | None) -> Entry:
-        hit = cache.get(row.object_id, row.sealed) if cache is not None else None
-        if hit is not None:
+    def _unwrap_deks(self, rows: list[StoredObject], scopes_by_id: dict[bytes, ScopeEntry]) -> list[bytes | str]:
+        """Each row's DEK, or why it has none; one provider call per scope where it batches."""
+        out: list[bytes | str] = ["object in an unknown scope"] * len(rows)
+        unwrap_many = getattr(self.p, "aes_kw_unwrap_many", None)
+        by_scope: dict[bytes, list[int]] = {}
+        for i, r in enumerate(rows):
+            if r.scope_id in scopes_by_id:
+                by_scope.setdefault(r.scope_id, []).append(i)
+        for sid, idx in by_scope.items():
             try:
-                o = reopen_verified(parse_sealed(row.sealed), hit[0], hit[1], keyring)
-                scope = scopes_by_id.get(row.scope_id)
-                if scope is not None:
-                    return Entry(o, scope.name, _supersedes(o), ())
+                kek = self.kek(scopes_by_id[sid])
             except AuthenticationFailed:
-                pass   # its key was revoked since: open it afresh under today's keyring
-        e = self.open_stored(row, scopes_by_id, keyring, allow_unverified=allow_unverified)
-        kid = e.opened.signer_key_id
-        if cache is not None and e.opened.signature_verified and kid is not None:
-            pub = keyring.owner_pub if kid == keyring.owner_kid else keyring.accepted.get(kid)
-            if pub is not None:
-                cache.put(row.object_id, row.sealed, e.opened.payload, pub)
-        return e
+                for i in idx:
+                    out[i] = "its scope key does not unwrap"
+                continue
+            deks: list[bytes | None] = []
+            if unwrap_many is not None:
+                deks = list(run_sync(unwrap_many(kek, [rows[i].dek_wrapped for i in idx])))
+            else:
+                for i in idx:
+                    try:
+                        deks.append(run_sync(K.unwrap_dek(self.p, rows[i].dek_wrapped, kek)))
+                    except AuthenticationFailed:
+                        deks.append(None)
+            for i, d in zip(idx, deks):
+                out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
+        return out
+
+    @staticmethod
+    def _remember(cache: VerifiedCache | None, row: StoredObject, o: OpenedMemory, keyring: Keyring) -> None:
+        kid = o.signer_key_id
+        if cache is None or not o.signature_verified or kid is None:
+            return
+        pub = keyring.owner_pub if kid == keyring.owner_kid else keyring.accepted.get(kid)
+        if pub is not None:
+            cache.put(row.object_id, row.sealed, o.payload, pub)
 
     def resolve(self, ident: str, listing: Listing | None = None) -> Entry:
         """A memory by its hex id or a unique prefix of it."""

@@ -118,8 +118,7 @@ class App:
         return {"vault": None if ident is None else {
                     "count": self.store.count(), "server": linked[0] if linked else None,
                     "name": linked[1] if linked else None, "salt": ident.salt.hex()},
-                "provider": getattr(self.js, "features", lambda: {})().to_py()
-                if hasattr(self.js, "features") else {}}
+                "provider": run_sync(self.js.features()).to_py() if hasattr(self.js, "features") else {}}
 
     def op_create(self, passphrase: str, master: Any = None, salt: Any = None) -> dict[str, Any]:
         if self.store.identity() is not None:

@@ -1,0 +1,430 @@
+// ownmem crypto glue: the functions Python's BrowserProvider (py/ownmem/web/provider.py) awaits.
+//
+// The worker registers this module with pyodide.registerJsModule('ownmem_js', glue).
+// Every function takes and returns Uint8Array (byte strings); nothing here holds a
+// passphrase.  Errors that Python must tell apart carry a name:
+//   'AuthenticationFailed'  AEAD tag or key-unwrap failure, bad X25519 peer (low order)
+//   'MalformedInput'        a seed or context of the wrong size
+//   'NotSupportedError'     the browser lacks the primitive (and there is no fallback)
+// Verification answers false instead of throwing.
+//
+//   Argon2id     hash-wasm (../vendor/vendor.js)
+//   HKDF, AES-256-GCM, AES-KW, Ed25519, X25519      WebCrypto
+//   ML-DSA-65    WebCrypto where the browser has it (keygen from seed, hedged sign, verify);
+//                @noble/post-quantum otherwise, and always for deterministic signing
+//                (WebCrypto's ML-DSA signs hedged only).
+//
+// Each call from Python costs ~0.16 ms, so the hot paths of opening a vault have
+// batch forms (aes_kw_unwrap_many, aes_gcm_decrypt_many, ed25519_verify_many).
+
+import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65 } from '../vendor/vendor.js';
+
+const subtle = globalThis.crypto.subtle;
+
+const ED25519_PKCS8 = hex('302e020100300506032b657004220420');
+const X25519_PKCS8 = hex('302e020100300506032b656e04220420');
+const EMPTY = new Uint8Array(0);
+const CACHE_LIMIT = 4096;
+const MLDSA65_PUBLIC = 1952;
+const MLDSA65_SIGNATURE = 3309;
+
+// ------------------------------------------------------------------ helpers
+
+function hex(s) {
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.substr(2 * i, 2), 16);
+  return out;
+}
+
+function named(name, message) {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+const authFailed = (why) => named('AuthenticationFailed', why);
+const malformed = (why) => named('MalformedInput', why);
+
+function bytes(x) {
+  if (x instanceof Uint8Array) return x;
+  if (x === null || x === undefined) return EMPTY;
+  if (ArrayBuffer.isView(x)) return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  if (x instanceof ArrayBuffer) return new Uint8Array(x);
+  throw new TypeError('expected bytes');
+}
+
+function concat(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+function b64urlDecode(s) {
+  const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4));
+  const out = new Uint8Array(b.length);
+  for (let i = 0; i < b.length; i++) out[i] = b.charCodeAt(i);
+  return out;
+}
+
+function option(opts, name, fallback) {
+  if (opts === null || opts === undefined) return fallback;
+  const v = opts instanceof Map ? opts.get(name) : opts[name];
+  return v === undefined || v === null ? fallback : v;
+}
+
+// A Map of imported keys by their bytes.  Values are promises, so two concurrent
+// callers import a key once; a failed import is not remembered.
+class KeyCache {
+  constructor(secret) {
+    this.secret = secret;
+    this.map = new Map();
+  }
+
+  get(keyBytes, make) {
+    const k = String.fromCharCode.apply(null, keyBytes);
+    let p = this.map.get(k);
+    if (p === undefined) {
+      if (this.map.size >= CACHE_LIMIT) this.map.clear();
+      p = make();
+      this.map.set(k, p);
+      p.catch(() => {
+        if (this.map.get(k) === p) this.map.delete(k);
+      });
+    }
+    return p;
+  }
+
+  clear() {
+    this.map.clear();
+  }
+}
+
+const gcmKeys = new KeyCache(true);
+const kwKeys = new KeyCache(true);
+const edPrivate = new KeyCache(true);      // seed -> {key, pub}
+const xPrivate = new KeyCache(true);       // seed -> {key, pub}
+const mldsaPrivate = new KeyCache(true);   // seed -> {key, pub} (WebCrypto)
+const noblePrivate = new KeyCache(true);   // seed -> {secretKey, publicKey} (noble)
+const edPublic = new KeyCache(false);
+const mldsaPublic = new KeyCache(false);
+const CACHES = [gcmKeys, kwKeys, edPrivate, xPrivate, mldsaPrivate, noblePrivate, edPublic, mldsaPublic];
+
+/** Drop every cached private or symmetric key (the vault calls this on lock). */
+export function forgetSecrets() {
+  for (const c of CACHES) if (c.secret) c.clear();
+}
+
+// ------------------------------------------------------------------ feature detection
+
+let detected = null;
+
+async function probe(f) {
+  try {
+    return (await f()) === true;
+  } catch {
+    return false;
+  }
+}
+
+function detect() {
+  detected ??= (async () => {
+    const seed = new Uint8Array(32).fill(7);
+    const msg = new Uint8Array([1, 2, 3]);
+    const [ed, x, mldsa] = await Promise.all([
+      probe(async () => {
+        const k = await subtle.importKey('pkcs8', concat(ED25519_PKCS8, seed), { name: 'Ed25519' }, true, ['sign']);
+        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).x);
+        const sig = await subtle.sign({ name: 'Ed25519' }, k, msg);
+        const pk = await subtle.importKey('raw', pub, { name: 'Ed25519' }, false, ['verify']);
+        return subtle.verify({ name: 'Ed25519' }, pk, sig, msg);
+      }),
+      probe(async () => {
+        const k = await subtle.importKey('pkcs8', concat(X25519_PKCS8, seed), { name: 'X25519' }, true, ['deriveBits']);
+        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).x);
+        const pk = await subtle.importKey('raw', pub, { name: 'X25519' }, false, []);
+        return (await subtle.deriveBits({ name: 'X25519', public: pk }, k, 256)).byteLength === 32;
+      }),
+      probe(async () => {
+        const alg = { name: 'ML-DSA-65', context: msg };
+        const k = await subtle.importKey('raw-seed', seed, { name: 'ML-DSA-65' }, true, ['sign']);
+        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).pub);
+        const sig = await subtle.sign(alg, k, msg);
+        const pk = await subtle.importKey('raw-public', pub, { name: 'ML-DSA-65' }, false, ['verify']);
+        return pub.length === MLDSA65_PUBLIC && (await subtle.verify(alg, pk, sig, msg));
+      }),
+    ]);
+    return { webcrypto_ed25519: ed, webcrypto_x25519: x, webcrypto_mldsa: mldsa };
+  })();
+  return detected;
+}
+
+/** What this browser provides: {webcrypto_ed25519, webcrypto_x25519, webcrypto_mldsa, argon2, mldsa}. */
+export async function features() {
+  const f = await detect();
+  return { ...f, argon2: 'hash-wasm', mldsa: f.webcrypto_mldsa ? 'webcrypto' : 'noble' };
+}
+
+async function need(flag, what) {
+  if (!(await detect())[flag]) throw named('NotSupportedError', `this browser has no WebCrypto ${what}`);
+}
+
+// ------------------------------------------------------------------ Argon2id, HKDF
+
+/** Argon2id (RFC 9106) via hash-wasm; opts = {memory_kib, iterations, parallelism, length}. */
+export async function argon2id(password, salt, opts) {
+  return hashWasmArgon2id({
+    password: bytes(password),
+    salt: bytes(salt),
+    memorySize: option(opts, 'memory_kib', 64 * 1024),
+    iterations: option(opts, 'iterations', 3),
+    parallelism: option(opts, 'parallelism', 4),
+    hashLength: option(opts, 'length', 32),
+    outputType: 'binary',
+  });
+}
+
+/** HKDF-SHA256 (RFC 5869); a null salt is HashLen zero bytes, the same as an empty one. */
+export async function hkdf_sha256(ikm, info, length = 32, salt = null) {
+  const key = await subtle.importKey('raw', bytes(ikm), 'HKDF', false, ['deriveBits']);
+  const bits = await subtle.deriveBits(
+    { name: 'HKDF', hash: 'SHA-256', salt: bytes(salt), info: bytes(info) }, key, length * 8);
+  return new Uint8Array(bits);
+}
+
+// ------------------------------------------------------------------ AES-256-GCM
+
+function gcmKey(key) {
+  return gcmKeys.get(key, () => subtle.importKey('raw', key, 'AES-GCM', false, ['encrypt', 'decrypt']));
+}
+
+/** AES-GCM encryption; returns ciphertext || 16-byte tag. */
+export async function aes_gcm_encrypt(key, nonce, data, aad) {
+  const k = await gcmKey(bytes(key));
+  const alg = { name: 'AES-GCM', iv: bytes(nonce), additionalData: bytes(aad), tagLength: 128 };
+  return new Uint8Array(await subtle.encrypt(alg, k, bytes(data)));
+}
+
+async function gcmOpen(k, nonce, ct, aad) {
+  return new Uint8Array(await subtle.decrypt(
+    { name: 'AES-GCM', iv: nonce, additionalData: aad, tagLength: 128 }, k, ct));
+}
+
+/** AES-256-GCM decryption; any failure (tag, sizes) throws AuthenticationFailed. */
+export async function aes_gcm_decrypt(key, nonce, data, aad) {
+  key = bytes(key);
+  nonce = bytes(nonce);
+  data = bytes(data);
+  if (key.length !== 32 || nonce.length !== 12 || data.length < 16) {
+    throw authFailed('bad AES-GCM key, nonce or ciphertext length');
+  }
+  try {
+    return await gcmOpen(await gcmKey(key), nonce, data, bytes(aad));
+  } catch {
+    throw authFailed('AEAD tag mismatch');
+  }
+}
+
+/** Many AES-256-GCM decryptions at once; each result is the plaintext or null.
+ *  Keys here are single-use DEKs, so they are imported without being cached. */
+export async function aes_gcm_decrypt_many(keys, nonces, datas, aads) {
+  return Promise.all(Array.from(keys, async (key, i) => {
+    key = bytes(key);
+    const nonce = bytes(nonces[i]);
+    const data = bytes(datas[i]);
+    if (key.length !== 32 || nonce.length !== 12 || data.length < 16) return null;
+    try {
+      const k = await subtle.importKey('raw', key, 'AES-GCM', false, ['decrypt']);
+      return await gcmOpen(k, nonce, data, bytes(aads[i]));
+    } catch {
+      return null;
+    }
+  }));
+}
+
+// ------------------------------------------------------------------ AES-KW (RFC 3394)
+
+// The wrapped bytes travel as an HMAC key: WebCrypto wraps CryptoKeys, and HMAC
+// takes raw key material of any length.
+const WRAPPED_ALG = { name: 'HMAC', hash: 'SHA-256' };
+
+function kwKey(kek) {
+  return kwKeys.get(kek, () => subtle.importKey('raw', kek, 'AES-KW', false, ['wrapKey', 'unwrapKey']));
+}
+
+/** RFC 3394 key wrap of `key` (a multiple of 8 bytes, at least 16) under `kek`. */
+export async function aes_kw_wrap(kek, key) {
+  key = bytes(key);
+  if (key.length < 16 || key.length % 8 !== 0) throw malformed('AES-KW wraps a multiple of 8 bytes, at least 16');
+  const k = await kwKey(bytes(kek));
+  const inner = await subtle.importKey('raw', key, WRAPPED_ALG, true, ['sign']);
+  return new Uint8Array(await subtle.wrapKey('raw', inner, k, 'AES-KW'));
+}
+
+async function kwOpen(k, wrapped) {
+  if (wrapped.length < 24 || wrapped.length % 8 !== 0) throw authFailed('bad wrapped key length');
+  const inner = await subtle.unwrapKey('raw', wrapped, k, 'AES-KW', WRAPPED_ALG, true, ['sign']);
+  return new Uint8Array(await subtle.exportKey('raw', inner));
+}
+
+/** RFC 3394 key unwrap; an integrity failure or a malformed wrap throws AuthenticationFailed. */
+export async function aes_kw_unwrap(kek, wrapped) {
+  try {
+    return await kwOpen(await kwKey(bytes(kek)), bytes(wrapped));
+  } catch {
+    throw authFailed('key unwrap failed');
+  }
+}
+
+/** Many unwraps under one KEK; each result is the key or null. */
+export async function aes_kw_unwrap_many(kek, wrappedList) {
+  let k;
+  try {
+    k = await kwKey(bytes(kek));
+  } catch {
+    return Array.from(wrappedList, () => null);
+  }
+  return Promise.all(Array.from(wrappedList, async (w) => {
+    try {
+      return await kwOpen(k, bytes(w));
+    } catch {
+      return null;
+    }
+  }));
+}
+
+// ------------------------------------------------------------------ Ed25519 (RFC 8032)
+
+async function edPair(seed) {
+  seed = bytes(seed);
+  if (seed.length !== 32) throw malformed('Ed25519 seed must be 32 bytes');
+  await need('webcrypto_ed25519', 'Ed25519');
+  return edPrivate.get(seed, async () => {
+    const key = await subtle.importKey('pkcs8', concat(ED25519_PKCS8, seed), { name: 'Ed25519' }, true, ['sign']);
+    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).x) };
+  });
+}
+
+export async function ed25519_public(seed) {
+  return (await edPair(seed)).pub.slice();
+}
+
+export async function ed25519_sign(seed, msg) {
+  const { key } = await edPair(seed);
+  return new Uint8Array(await subtle.sign({ name: 'Ed25519' }, key, bytes(msg)));
+}
+
+async function edVerify(pub, sig, msg) {
+  pub = bytes(pub);
+  sig = bytes(sig);
+  if (pub.length !== 32 || sig.length !== 64) return false;
+  try {
+    const k = await edPublic.get(pub, () => subtle.importKey('raw', pub, { name: 'Ed25519' }, false, ['verify']));
+    return await subtle.verify({ name: 'Ed25519' }, k, sig, bytes(msg));
+  } catch {
+    return false;
+  }
+}
+
+export async function ed25519_verify(pub, sig, msg) {
+  await need('webcrypto_ed25519', 'Ed25519');
+  return edVerify(pub, sig, msg);
+}
+
+/** Many verifications at once; one boolean each. */
+export async function ed25519_verify_many(pubs, sigs, msgs) {
+  await need('webcrypto_ed25519', 'Ed25519');
+  return Promise.all(Array.from(pubs, (pub, i) => edVerify(pub, sigs[i], msgs[i])));
+}
+
+// ------------------------------------------------------------------ X25519 (RFC 7748)
+
+async function xPair(seed) {
+  seed = bytes(seed);
+  if (seed.length !== 32) throw malformed('X25519 seed must be 32 bytes');
+  await need('webcrypto_x25519', 'X25519');
+  return xPrivate.get(seed, async () => {
+    const key = await subtle.importKey('pkcs8', concat(X25519_PKCS8, seed), { name: 'X25519' }, true, ['deriveBits']);
+    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).x) };
+  });
+}
+
+export async function x25519_public(seed) {
+  return (await xPair(seed)).pub.slice();
+}
+
+/** X25519 shared secret; a malformed or low-order peer (all-zero result) throws AuthenticationFailed. */
+export async function x25519_shared(seed, peerPub) {
+  const { key } = await xPair(seed);
+  peerPub = bytes(peerPub);
+  if (peerPub.length !== 32) throw authFailed('bad X25519 public key');
+  let shared;
+  try {
+    const peer = await subtle.importKey('raw', peerPub, { name: 'X25519' }, false, []);
+    shared = new Uint8Array(await subtle.deriveBits({ name: 'X25519', public: peer }, key, 256));
+  } catch {
+    throw authFailed('bad X25519 public key');
+  }
+  if (shared.every((b) => b === 0)) throw authFailed('bad X25519 public key');
+  return shared;
+}
+
+// ------------------------------------------------------------------ ML-DSA-65 (FIPS 204)
+
+function checkMldsaSeed(seed) {
+  seed = bytes(seed);
+  if (seed.length !== 32) throw malformed('ML-DSA seed must be 32 bytes');
+  return seed;
+}
+
+function nobleKeys(seed) {
+  return noblePrivate.get(seed, async () => nobleMlDsa65.keygen(seed));
+}
+
+function webcryptoKeys(seed) {
+  return mldsaPrivate.get(seed, async () => {
+    const key = await subtle.importKey('raw-seed', seed, { name: 'ML-DSA-65' }, true, ['sign']);
+    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).pub) };
+  });
+}
+
+/** The ML-DSA-65 public key (1952 bytes) from the 32-byte seed xi (KeyGen_internal). */
+export async function mldsa65_public(seed) {
+  seed = checkMldsaSeed(seed);
+  if ((await detect()).webcrypto_mldsa) return (await webcryptoKeys(seed)).pub.slice();
+  return (await nobleKeys(seed)).publicKey.slice();
+}
+
+/** ML-DSA-65 signature with a context (at most 255 bytes).  deterministic: rnd = 0^32
+ *  (FIPS 204 deterministic variant, via noble); otherwise hedged (fresh randomness). */
+export async function mldsa65_sign(seed, msg, ctx, deterministic = false) {
+  seed = checkMldsaSeed(seed);
+  msg = bytes(msg);
+  ctx = bytes(ctx);
+  if (ctx.length > 255) throw malformed('ML-DSA context longer than 255 bytes');
+  if (!deterministic && (await detect()).webcrypto_mldsa) {
+    const { key } = await webcryptoKeys(seed);
+    return new Uint8Array(await subtle.sign({ name: 'ML-DSA-65', context: ctx }, key, msg));
+  }
+  const { secretKey } = await nobleKeys(seed);
+  const opts = deterministic ? { context: ctx, extraEntropy: false } : { context: ctx };
+  return nobleMlDsa65.sign(msg, secretKey, opts);
+}
+
+/** ML-DSA-65 verification; false on any mismatch or malformed input. */
+export async function mldsa65_verify(pub, msg, sig, ctx) {
+  pub = bytes(pub);
+  sig = bytes(sig);
+  ctx = bytes(ctx);
+  msg = bytes(msg);
+  if (pub.length !== MLDSA65_PUBLIC || sig.length !== MLDSA65_SIGNATURE || ctx.length > 255) return false;
+  try {
+    if ((await detect()).webcrypto_mldsa) {
+      const k = await mldsaPublic.get(pub, () => subtle.importKey('raw-public', pub, { name: 'ML-DSA-65' }, false, ['verify']));
+      return await subtle.verify({ name: 'ML-DSA-65', context: ctx }, k, sig, msg);
+    }
+    return nobleMlDsa65.verify(sig, msg, pub, { context: ctx });
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,82 @@
+// ownmem service worker: the whole bundle (app, Pyodide, wheel, vendor JS) is precached,
+// so the app opens and works offline; the sync API always goes to the network.
+//
+// precache.json (written by `python3 build.py build`) lists every file of the bundle with
+// its sha256 and the bundle's version.  Install fetches each file, checks its hash and
+// stores it in the cache named after that version; a file that does not match fails the
+// install, so a half-updated server never becomes the offline copy.  Nothing is ever
+// fetched from, or allowed to, any origin but the app's own.
+"use strict";
+
+// build.py writes the bundle's version over this placeholder in web/dist/sw.js: every
+// new bundle is then a new service worker script, which is what makes browsers update.
+const VERSION = "__OWNMEM_PRECACHE_VERSION__";
+const PREFIX = "ownmem-";
+const CACHE = PREFIX + VERSION;
+
+self.addEventListener("install", (event) => {
+  event.waitUntil(precache().then(() => self.skipWaiting()));
+});
+
+self.addEventListener("activate", (event) => {
+  event.waitUntil((async () => {
+    for (const name of await caches.keys()) {
+      if (name.startsWith(PREFIX) && name !== CACHE) await caches.delete(name);
+    }
+    await self.clients.claim();
+  })());
+});
+
+self.addEventListener("fetch", (event) => {
+  const request = event.request;
+  const url = new URL(request.url);
+  if (url.origin !== self.location.origin) {
+    // The CSP already forbids this; refuse here too rather than pass it on.
+    event.respondWith(Response.error());
+    return;
+  }
+  if (request.method !== "GET" || isApi(url.pathname)) return;   // the sync server: network, never cached
+  event.respondWith(cacheFirst(request, url));
+});
+
+function isApi(path) {
+  return path.startsWith("/v1/") || path === "/v1" || path === "/health";
+}
+
+async function cacheFirst(request, url) {
+  const path = url.pathname === "/" ? "/index.html" : url.pathname;
+  // caches.match with cacheName does not create the cache, unlike caches.open
+  const hit = await caches.match(path, { cacheName: CACHE });
+  return hit || fetch(request);
+}
+
+async function precache() {
+  try {
+    const res = await fetch("/precache.json", { cache: "no-store" });
+    if (!res.ok) throw new Error(`precache.json: HTTP ${res.status}`);
+    const list = await res.json();
+    // A server updated between this script and its list: fail now; the browser fetches
+    // the newer sw.js at its next update check.
+    if (list.version !== VERSION) throw new Error("precache.json belongs to another build");
+    const cache = await caches.open(CACHE);
+    await Promise.all(Object.entries(list.files).map(([path, sha256]) => store(cache, path, sha256)));
+  } catch (err) {
+    await caches.delete(CACHE);   // nothing half-filled stays behind
+    throw err;
+  }
+}
+
+async function store(cache, path, sha256) {
+  const res = await fetch(path, { cache: "no-store", redirect: "error" });
+  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+  const body = await res.arrayBuffer();
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
+  const got = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  if (got !== sha256) throw new Error(`${path}: content does not match precache.json`);
+  // Keep the server's headers (Content-Type for WASM streaming, the CSP for pages and
+  // workers) but not the transfer ones, which described the encoded body.
+  const headers = new Headers(res.headers);
+  headers.delete("content-encoding");
+  headers.delete("content-length");
+  await cache.put(path, new Response(body, { status: 200, statusText: "OK", headers }));
+}
