@@ -221,9 +221,19 @@ def _write_precache(out: Path) -> str:
 
 
 def test(args: list[str]) -> int:
+    """The whole suite: pytest (CPython, server on SQLite and PostgreSQL), then the browser
+    tests (node's test runner + playwright-core in headless Chromium).  With ARGS, only
+    pytest runs, with those arguments."""
     build()     # the browser tests load web/dist
     env = dict(os.environ)
-    return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+    py_rc = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
+    if args:
+        return py_rc
+    browser = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "browser").glob("*.test.mjs"))
+    env["OWNMEM_PYTHON"] = str(PY)
+    node_rc = subprocess.run(["node", "--test", "--test-concurrency=1", *browser], cwd=ROOT, env=env).returncode
+    print(f"build.py test: pytest exit {py_rc}, browser tests exit {node_rc}", flush=True)
+    return py_rc or node_rc
 
 
 def serve(args: list[str]) -> int:
