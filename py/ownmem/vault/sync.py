@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 try:
     import httpx
@@ -38,9 +38,16 @@ from ..saihm.receipt import make_receipt
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
 
+T = TypeVar("T")
+
 TIER = "STANDARD"
 KEK_VERSION = 1
 PUSH_BATCH = 1000
+# Requests are bounded by size as well as count: a sealed object may be up to 1 MiB, so 1000
+# cells can be far over the server's 32 MiB body limit, and 2000 hex FORGET receipts (~7 KB
+# each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
+PUSH_BYTES = W.MAX_BODY // 2
+ERASE_BYTES = 1 << 19
 PULL_PAGE = 5000
 TIMEOUT = 30.0
 
@@ -196,6 +203,22 @@ class Remote:
 
 # ---------------------------------------------------------------- the client
 
+def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = W.MAX_BATCH) -> Iterator[list[T]]:
+    """Consecutive runs of ``items``, each at most ``cap`` items and ``budget`` bytes by ``size``
+    (an item over the budget alone still goes, as a run of one)."""
+    run: list[T] = []
+    used = 0
+    for it in items:
+        n = size(it)
+        if run and (len(run) >= cap or used + n > budget):
+            yield run
+            run, used = [], 0
+        run.append(it)
+        used += n
+    if run:
+        yield run
+
+
 @dataclass
 class SyncReport:
     pushed: int = 0
@@ -322,16 +345,16 @@ class Syncer:
                 for r, (cid, cell) in zip(rows, cells):
                     self.store.put_cell(r.object_id, cid, cell, pushed=False)
             items = [[cell, r.dek_wrapped] for r, (_, cell) in zip(rows, cells)]
-            self._call(lambda: self.remote.push(items))
+            for part in _runs(items, lambda it: len(it[0]) + len(it[1]) + 16, PUSH_BYTES):
+                self._call(lambda part=part: self.remote.push(part))
             with self.store.transaction():
                 self.store.mark_pushed(r.object_id for r in rows)
             report.pushed += len(rows)
             if progress is not None:
                 progress(report.pushed, total)
         outbox = self.store.erase_outbox()
-        for i in range(0, len(outbox), W.MAX_BATCH):
-            chunk = outbox[i:i + W.MAX_BATCH]
-            res = self._call(lambda: self.remote.erase([r for _, r in chunk]))
+        for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
+            res = self._call(lambda chunk=chunk: self.remote.erase([r for _, r in chunk]))
             report.erased_remote += len(res["erased"])
             with self.store.transaction():
                 self.store.clear_erasures(c for c, _ in chunk)
