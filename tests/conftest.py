@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-VECTORS = SHARED / "vectors"
+from ownmem_testpaths import ROOT, SHARED, VECTORS  # noqa: F401 - re-exported for fixtures
 
 
 def load_v2_vectors() -> dict:

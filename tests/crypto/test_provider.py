@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SHARED
+from ownmem_testpaths import SHARED
 from dilithium_py.ml_dsa import ML_DSA_65
 
 from ownmem.crypto import provider, run_sync, sha256

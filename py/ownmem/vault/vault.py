@@ -113,7 +113,13 @@ class Vault:
         self.p = crypto or provider()
 
     def exists(self) -> bool:
-        return (self.folder / Store.FILENAME).exists() and self._store().identity() is not None
+        if not (self.folder / Store.FILENAME).exists():
+            return False
+        store = self._store()
+        try:
+            return store.identity() is not None
+        finally:
+            store.close()
 
     def _store(self) -> Store:
         return Store(self.folder)
@@ -392,6 +398,11 @@ class UnlockedVault:
         o = e.opened
         if o.trust is Trust.UNVERIFIED:
             raise VaultError("an unverified memory cannot be edited; forget it or migrate it")
+        if o.trust is not Trust.SELF:
+            # Re-sealing another author's text under the owner key would make it read as the
+            # owner's own (ApertoMemory §8: no conversion may raise trust it cannot prove).
+            raise VaultError("this memory was written by another key; editing would re-sign it as yours. "
+                             "Add your own version instead")
         old = o.memory
         exts = dict(old.extensions or {})
         exts[SUPERSEDES] = o.object_id
