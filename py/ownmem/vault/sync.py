@@ -115,6 +115,18 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
 
 # ---------------------------------------------------------------- the server, over HTTP
 
+def check_status(status: int, body: bytes, reason: str) -> None:
+    """A 4xx/5xx answer as one SyncError carrying the server's stable error code."""
+    if status < 400:
+        return
+    try:
+        b = json.loads(body)
+        code, msg = b.get("error"), b.get("message")
+    except (ValueError, AttributeError):
+        code, msg = None, reason
+    raise SyncError(f"server refused: {msg or status}", code, status)
+
+
 class Remote:
     def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
         if not base_url.startswith(("http://", "https://")):
@@ -138,13 +150,7 @@ class Remote:
             r = self.http.request(method, url, headers=headers, **kw)
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
-        if r.status_code >= 400:
-            try:
-                body = r.json()
-                code, msg = body.get("error"), body.get("message")
-            except ValueError:
-                code, msg = None, r.reason_phrase
-            raise SyncError(f"server refused: {msg or r.status_code}", code, r.status_code)
+        check_status(r.status_code, r.content, r.reason_phrase)
         return r
 
     def lookup(self) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..crypto import run_sync
 from ..errors import SyncError
-from ..vault.sync import Remote
+from ..vault.sync import Remote, check_status
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +50,5 @@ class FetchRemote(Remote):
         except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS
             raise SyncError(f"cannot reach the server at {self.base}") from None
         r = FetchResponse(int(resp.status), data, str(resp.statusText))
-        if r.status_code >= 400:
-            try:
-                b = r.json()
-                code, msg = b.get("error"), b.get("message")
-            except ValueError:
-                code, msg = None, r.reason_phrase
-            raise SyncError(f"server refused: {msg or r.status_code}", code, r.status_code)
+        check_status(r.status_code, r.content, r.reason_phrase)
         return r
