@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HEX = {"type": "string", "pattern": "^[0-9a-f]*$"}
+HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
 
 def _hexn(n: int) -> dict[str, Any]:
@@ -15,6 +15,10 @@ ERROR = {"type": "object", "required": ["error", "message"],
 NAME = {"name": "name", "in": "path", "required": True,
         "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}}
 AUTH = [{"bearer": []}]
+COUNTER = {"type": "integer", "minimum": 0, "maximum": 10 ** 18 - 1}     # at most 18 digits
+# page sizes are clamped by the server (to 1..5000 for changes, 1..1000 for the log, 1..10000 for erasures)
+LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to the server's range",
+         "schema": COUNTER}
 
 
 def _err(*codes: int) -> dict[str, Any]:
@@ -48,7 +52,7 @@ OPENAPI: dict[str, Any] = {
         "/v1/vaults": {"post": {
             "operationId": "register",
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                "name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32), "sync_pub": _hexn(32),
+                "name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32), "sync_pub": _hexn(32),
                 "ka_pub": _hexn(32), "holder_pub": _hexn(1952), "metadata": HEX, "metadata_sig": _hexn(64),
                 "key_receipt": HEX, "proof": _hexn(64)})}}},
             "responses": {"201": _json(_obj({"name": {"type": "string"}, "holder_id": _hexn(32),
@@ -75,7 +79,7 @@ OPENAPI: dict[str, Any] = {
                                                      "signature": _hexn(64)})), **_err(401, 403, 404, 429)}},
             "put": {"operationId": "putMetadata", "parameters": [NAME], "security": AUTH,
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                        "expected_version": {"type": "integer", "minimum": 1}, "metadata": HEX,
+                        "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1}, "metadata": HEX,
                         "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
                                   **_err(400, 401, 403, 404, 409, 413, 429)}}},
@@ -90,8 +94,8 @@ OPENAPI: dict[str, Any] = {
                           **_err(400, 401, 403, 404, 413, 429)}}},
         "/v1/vaults/{name}/changes": {"get": {
             "operationId": "changes", "parameters": [
-                NAME, {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+                NAME, {"name": "since", "in": "query", "schema": COUNTER},
+                LIMIT],
             "security": AUTH,
             "description": "CBOR {1: [[seq, kind, cellId, cell, wrappedDek]], 2: next since, 3: last seq, 4: more}",
             "responses": {"200": {"description": "a page of the change feed",
@@ -121,8 +125,8 @@ OPENAPI: dict[str, Any] = {
                 {"name": "subject", "in": "query", "schema": _hexn(32)},
                 {"name": "operation", "in": "query", "schema": {"type": "string", "enum": [
                     "KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE"]}},
-                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+                {"name": "after", "in": "query", "schema": COUNTER},
+                LIMIT],
             "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400)}}},
         "/v1/log/{receipt_id}": {"get": {
             "operationId": "logGet",
@@ -131,8 +135,8 @@ OPENAPI: dict[str, Any] = {
                                                            "content": {"application/json": {"schema": ERROR}}}}}},
         "/v1/erasures": {"get": {
             "operationId": "erasures", "parameters": [
-                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1}}],
+                {"name": "after", "in": "query", "schema": COUNTER},
+                LIMIT],
             "responses": {"200": _json(_obj({"entries": {"type": "array", "items": _obj({
                 "index": {"type": "integer"}, "cell_id": _hexn(32), "holder_id": _hexn(32),
                 "at": {"type": "integer"}})}})), **_err(400)}}},
