@@ -177,6 +177,7 @@ class Server:
         holder_pub = _hex(b.get("holder_pub"), 1952, "holder_pub")
         metadata, metadata_sig = _hex(b.get("metadata"), None, "metadata"), _hex(b.get("metadata_sig"), 64, "metadata_sig")
         proof, key_receipt = _hex(b.get("proof"), 64, "proof"), _hex(b.get("key_receipt"), None, "key_receipt")
+        holder_proof = _hex(b.get("holder_proof"), 3309, "holder_proof")
         if len(metadata) > 1 << 20:
             raise ApiError(413, "too_large", "metadata over 1 MiB")
         if not ed25519_valid(sync, proof, W.register_message(name, salt, owner, sync, ka, holder_pub)):
@@ -193,6 +194,11 @@ class Server:
             raise ApiError(400, "malformed", "holder_pub is not an ML-DSA-65 public key") from None
         if r.subject_id != holder_id or r.detail != holder_pub:
             raise ApiError(400, "malformed_receipt", "a KEY receipt names the holder and carries its public key")
+        # The KEY receipt is public (it is in the log), so it proves nothing about who
+        # registers; the holder's own signature over this registration does.
+        if not hk.valid(W.register_message(name, salt, owner, sync, ka, holder_pub), holder_proof,
+                        W.REGISTER_HOLDER_CONTEXT):
+            raise ApiError(400, "bad_signature", "the registration is not signed by its holder key")
         reg = Registration(name, salt, owner, sync, ka, holder_pub, holder_id, metadata, metadata_sig, entry)
         try:
             await self.call(self.storage.register, reg)
@@ -299,6 +305,14 @@ class Server:
         since, limit = _int_param(request, "since", 0), _int_param(request, "limit", 1000)
         limit = max(1, min(limit, W.MAX_PAGE))
         rows, last = await self.call(self.storage.changes, v.id, since, limit)
+        # bounded in bytes as well as in count: one response never grows past MAX_PAGE_BYTES
+        size, keep = 0, 0
+        for c in rows:
+            size += len(c.cell or b"") + 64
+            if keep and size > W.MAX_PAGE_BYTES:
+                break
+            keep += 1
+        rows = rows[:keep]
         out = [[c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek] for c in rows]
         nxt = rows[-1].seq if rows else since
         return Response(cbor.encode({1: out, 2: nxt, 3: last, 4: nxt < last}), media_type=CBOR)

@@ -54,7 +54,7 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32), "sync_pub": _hexn(32),
                 "ka_pub": _hexn(32), "holder_pub": _hexn(1952), "metadata": HEX, "metadata_sig": _hexn(64),
-                "key_receipt": HEX, "proof": _hexn(64)})}}},
+                "key_receipt": HEX, "proof": _hexn(64), "holder_proof": _hexn(3309)})}}},
             "responses": {"201": _json(_obj({"name": {"type": "string"}, "holder_id": _hexn(32),
                                              "key_receipt_id": _hexn(32)}), "registered"),
                           **_err(400, 409, 413)}}},

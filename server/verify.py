@@ -93,6 +93,9 @@ def check_receipt(raw: bytes, holder: HolderKey, holder_public: bytes, operation
         raise Refused("malformed_receipt", str(e)) from None
     if r.operation != operation:
         raise Refused("malformed_receipt", f"expected a {operation} receipt")
+    if r.to_cbor() != raw:
+        # one receipt, one byte form in the public log
+        raise Refused("malformed_receipt", "receipts are deterministic CBOR")
     if r.holder_id != holder.holder_id:
         raise Refused("wrong_holder", "receipt belongs to another holder")
     body = r.body()

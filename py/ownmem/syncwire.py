@@ -11,6 +11,7 @@ import re
 from .crypto import cbor
 
 REGISTER_CONTEXT = "ownmem/v1/register"
+REGISTER_HOLDER_CONTEXT = b"ownmem-register-v1"   # ML-DSA-65 context of the holder's registration proof
 AUTH_CONTEXT = "ownmem/v1/sync-auth"
 METADATA_CONTEXT = "ownmem/v1/vault-metadata"
 
@@ -18,6 +19,7 @@ VAULT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 MAX_BATCH = 2000            # cells per push
 MAX_BODY = 32 << 20         # bytes per request body
 MAX_PAGE = 5000             # changes per pull page
+MAX_PAGE_BYTES = 24 << 20   # bytes of cells per pull page
 TOKEN_TTL = 900             # seconds a session credential lives
 CHALLENGE_TTL = 60          # seconds a login challenge lives
 

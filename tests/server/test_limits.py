@@ -135,7 +135,7 @@ def test_malformed_json_refused(body, linked_vault, http):
 def _registration_fields() -> dict[str, str]:
     return {"name": "fields", "salt": "00" * 16, "owner_pub": "00" * 32, "sync_pub": "00" * 32,
             "ka_pub": "00" * 32, "holder_pub": "00" * 1952, "metadata": "a0", "metadata_sig": "00" * 64,
-            "key_receipt": "a0", "proof": "00" * 64}
+            "key_receipt": "a0", "proof": "00" * 64, "holder_proof": "00" * 3309}
 
 
 # non-canonical spellings too ("AB", "0 0"): the OpenAPI document says lower-case pairs only
@@ -144,7 +144,7 @@ NOT_HEX: list[Any] = ["zz", "0x00", "abc", " 00", "00 ", "0 0", "AB", "Ab", 12, 
 
 
 @pytest.mark.parametrize("field", ["salt", "owner_pub", "sync_pub", "ka_pub", "holder_pub", "metadata",
-                                   "metadata_sig", "key_receipt", "proof"])
+                                   "metadata_sig", "key_receipt", "proof", "holder_proof"])
 def test_registration_non_hex_refused(field, backend, http):
     for bad in NOT_HEX:
         r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), field: bad})

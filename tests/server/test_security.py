@@ -365,6 +365,9 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
         "not a receipt": (cbor.encode({1: cid}).hex(), "malformed_receipt"),
         "not CBOR": ("ff00", "malformed_receipt"),
         "not hex": ("zz" * 40, "malformed"),
+        # the same signed receipt in another byte form (keys out of order): one receipt, one form
+        "non-canonical encoding": ((b"\xa7" + b"".join(cbor.encode(k) + cbor.encode(g[k])
+                                                      for k in sorted(g, reverse=True))).hex(), "malformed_receipt"),
     }
     before = victim.snapshot()
     for what, (hx, code) in forgeries.items():
@@ -452,9 +455,13 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
     proof = override.pop("proof", None) or sign_ed25519(
         sync.seed, W.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public))
     meta_sig = override.pop("metadata_sig", None) or sign_ed25519(ident.sign.seed, W.metadata_message(name, 1, doc))
+    holder_proof = override.pop("holder_proof", None) or run_sync(p.mldsa65_sign(
+        h.xi, W.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public),
+        W.REGISTER_HOLDER_CONTEXT))
     body = {"name": name, "salt": salt.hex(), "owner_pub": ident.sign_pub.hex(), "sync_pub": sync.public.hex(),
             "ka_pub": ident.ka_pub.hex(), "holder_pub": h.public.hex(), "metadata": doc.hex(),
-            "metadata_sig": meta_sig.hex(), "key_receipt": key_receipt.hex(), "proof": proof.hex()}
+            "metadata_sig": meta_sig.hex(), "key_receipt": key_receipt.hex(), "proof": proof.hex(),
+            "holder_proof": holder_proof.hex()}
     body.update({k: (x.hex() if isinstance(x, bytes) else x) for k, x in override.items()})
     return body
 
@@ -546,3 +553,29 @@ def test_registration_forgery(linked_vault, http):
     r = http.post(f"{victim.base}/v1/vaults", json=registration(v, name))
     assert r.status_code == 201, r.text
     assert r.json()["holder_id"] == vh.holder_id.hex()
+
+
+def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault, http):
+    """The KEY receipt is public; without the holder's own signature over the registration,
+    an attacker who replays it (with keys of their own) is refused."""
+    victim = linked_vault(0, key="a")
+    attacker = linked_vault(0, key="b")
+    p = provider()
+    vh = victim.v.holder()
+    log = http.get(f"{victim.base}/v1/log", params={"holder": vh.holder_id.hex(), "operation": "KEY"}).json()
+    replayed = bytes.fromhex(log["entries"][0]["receipt"])
+    a = attacker.v
+    name = "squatter"
+    salt = a.store.identity().salt
+    reg = W.register_message(name, salt, a.identity.sign_pub, a.sync_key().public, a.identity.ka_pub, vh.public)
+    doc = _doc(a)
+    body = {"name": name, "salt": salt.hex(), "owner_pub": a.identity.sign_pub.hex(),
+            "sync_pub": a.sync_key().public.hex(), "ka_pub": a.identity.ka_pub.hex(), "holder_pub": vh.public.hex(),
+            "metadata": doc.hex(),
+            "metadata_sig": sign_ed25519(a.identity.sign.seed, W.metadata_message(name, 1, doc)).hex(),
+            "key_receipt": replayed.hex(), "proof": sign_ed25519(a.sync_key().seed, reg).hex(),
+            # the attacker signs with their own holder key: it does not verify under the victim's
+            "holder_proof": run_sync(p.mldsa65_sign(a.holder().xi, reg, W.REGISTER_HOLDER_CONTEXT)).hex()}
+    r = http.post(f"{victim.base}/v1/vaults", json=body)
+    assert r.status_code == 400 and r.json()["error"] == "bad_signature", r.text
+    assert http.get(f"{victim.base}/v1/vaults/{name}").status_code == 404

@@ -459,12 +459,14 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         doc = s.metadata_doc().encode()
         key_receipt = run_sync(make_receipt(v.p, xi=h.xi, holder_id=h.holder_id, operation="KEY",
                                             subject_id=h.holder_id, timestamp=int(time.time()), detail=h.public))
-        proof = run_sync(v.p.ed25519_sign(sync.seed, W.register_message(name, pub.salt, ident.sign_pub, sync.public,
-                                                                        ident.ka_pub, h.public)))
+        reg = W.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
+        proof = run_sync(v.p.ed25519_sign(sync.seed, reg))
+        holder_proof = run_sync(v.p.mldsa65_sign(h.xi, reg, W.REGISTER_HOLDER_CONTEXT))
         remote.register({"name": name, "salt": pub.salt.hex(), "owner_pub": ident.sign_pub.hex(),
                          "sync_pub": sync.public.hex(), "ka_pub": ident.ka_pub.hex(), "holder_pub": h.public.hex(),
                          "metadata": doc.hex(), "metadata_sig": s._signed(1, doc).hex(),
-                         "key_receipt": key_receipt.to_cbor().hex(), "proof": proof.hex()})
+                         "key_receipt": key_receipt.to_cbor().hex(), "proof": proof.hex(),
+                         "holder_proof": holder_proof.hex()})
     elif bytes.fromhex(info["owner_pub"]) != ident.sign_pub:
         raise SyncError(f"the vault name {name!r} is taken on this server by another identity")
     with v.store.transaction():
