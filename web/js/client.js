@@ -1,0 +1,107 @@
+// The page's side of the vault worker (docs/web.md "Worker operations").
+//
+//   const vault = new VaultClient();
+//   vault.on('synced', (e) => ...);          // worker events: ready, failed, synced, online
+//   const { entries } = await vault.call('list', { include_unverified: true });
+//
+// One promise per request id.  Requests are sent one at a time, in order: the vault code
+// in the worker is not written for two operations interleaving at its await points
+// (add while list is half-way through IndexedDB), so the page never asks for that.
+// Nothing here logs, stores or keeps the arguments: a passphrase passes through
+// postMessage once and is forgotten with the request.
+
+export class VaultError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = 'VaultError';
+    this.code = code;
+  }
+}
+
+export class VaultClient {
+  constructor() {
+    this.next = 1;
+    this.pending = new Map();
+    this.listeners = new Map();
+    this.queue = Promise.resolve();
+    this.#start();
+  }
+
+  #start() {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    this.worker = worker;
+    worker.addEventListener('message', (e) => { if (this.worker === worker) this.#receive(e.data); });
+    worker.addEventListener('error', (e) => {
+      // A worker that fails to load (a missing file, a CSP refusal) never answers.
+      e.preventDefault();
+      if (this.worker !== worker) return;
+      const message = e.message || 'the vault worker could not start';
+      this.#fail(new VaultError('worker', message));
+      this.#emit('failed', { message });
+    });
+  }
+
+  /** A fresh worker (and with it a fresh Pyodide): everything the old one held is gone. */
+  restart() {
+    this.worker.terminate();
+    this.#fail(new VaultError('restarted', 'the vault worker was restarted'));
+    this.#start();
+  }
+
+  /** Subscribe to worker events; returns the unsubscribe function. */
+  on(event, fn) {
+    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
+    this.listeners.get(event).add(fn);
+    return () => this.listeners.get(event)?.delete(fn);
+  }
+
+  /** One operation; resolves with its result or rejects with a VaultError {code, message}. */
+  call(op, args = {}) {
+    const run = () => this.#send(op, args);
+    const p = this.queue.then(run, run);
+    this.queue = p.catch(() => {});
+    return p;
+  }
+
+  #send(op, args) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      try {
+        this.worker.postMessage({ id, op, args });
+      } catch (err) {
+        this.pending.delete(id);
+        reject(new VaultError('bad_request', 'the request could not be sent to the vault worker'));
+      }
+    });
+  }
+
+  #receive(msg) {
+    if (!msg || typeof msg !== 'object') return;
+    if (msg.event) {
+      this.#emit(msg.event, msg);
+      return;
+    }
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    this.pending.delete(msg.id);
+    if (msg.ok) p.resolve(msg.result);
+    else p.reject(new VaultError(msg.error?.code || 'error', msg.error?.message || 'the operation failed'));
+  }
+
+  #emit(event, data) {
+    for (const fn of this.listeners.get(event) || []) {
+      try {
+        fn(data);
+      } catch (err) {
+        // a listener's bug must not stop the others; report without any payload
+        reportError(err);
+      }
+    }
+  }
+
+  #fail(err) {
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+  }
+}
