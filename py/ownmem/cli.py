@@ -242,6 +242,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_conflicts(args: argparse.Namespace) -> int:
     v = _unlock(args)
+    if args.keep:
+        new = v.resolve_conflict(args.keep)
+        print(f"kept that version as {new.hex()}; the other versions are superseded (forget them to erase)")
+        return 0
     groups = v.open_all().conflicts()
     if not groups:
         print("no conflicts")
@@ -418,7 +422,9 @@ def parser() -> argparse.ArgumentParser:
     fg.add_argument("id")
     fg.set_defaults(fn=cmd_forget)
 
-    sub.add_parser("conflicts", help="show memories edited concurrently").set_defaults(fn=cmd_conflicts)
+    cf = sub.add_parser("conflicts", help="show memories edited concurrently, or settle one with --keep")
+    cf.add_argument("--keep", metavar="ID", help="keep this version: it supersedes the other heads")
+    cf.set_defaults(fn=cmd_conflicts)
 
     ex = sub.add_parser("export", help="write every memory to a portable .amem file")
     ex.add_argument("file")

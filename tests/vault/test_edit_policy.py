@@ -34,3 +34,21 @@ def test_editing_a_trusted_authors_memory_cannot_launder_it_into_self(tmp_path: 
     assert v.store.count() == before
     assert all(e.opened.trust is not Trust.SELF or e.opened.content != "the friend's note"
                for e in v.open_all().entries)
+
+
+def test_resolving_a_conflict_leaves_one_head_and_loses_no_version(tmp_path: Path) -> None:
+    v = Vault.create(tmp_path / "v", "pw")
+    root = v.add("original")
+    a = v.edit(root.hex(), content="version A")
+    b = v.edit(root.hex(), content="version B")
+    (group,) = v.open_all().conflicts()
+    assert {e.id for e in group} == {a, b}
+    kept = v.resolve_conflict(b.hex())
+    listing = v.open_all()
+    assert listing.conflicts() == []
+    heads = listing.heads()
+    assert [h.opened.content for h in heads] == ["version B"] and heads[0].id == kept
+    assert {e.id for e in listing.entries} == {root, a, b, kept}
+    with pytest.raises(VaultError):
+        v.resolve_conflict(kept.hex())
+    assert len(v.forget(kept.hex())) == 4      # forget still reaches every version

@@ -1134,12 +1134,9 @@ keepDialog.querySelector('form').addEventListener('submit', async (ev) => {
   const session = state.session;
   setBusy(form, true);
   try {
-    // There is no multi-parent edit: the chosen text is sealed as a new memory, then the
-    // whole old chain (every version, both heads) is forgotten.  Add first: nothing is lost
-    // if the forget fails.
-    const type = TYPE_LABELS[e.type] ? e.type : 'semantic';
-    await client.call('add', { content: e.content, tags: e.tags, type, confidence: e.confidence ?? 0.8, scope: e.scope });
-    await client.call('forget', { id: e.id });
+    // One new version, signed by you, supersedes every concurrent head: one head remains,
+    // and the history stays until it is forgotten.
+    await client.call('resolve', { id: e.id });
     if (session !== state.session) return;
     keepTarget = null;
     keepDialog.close('kept');

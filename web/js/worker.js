@@ -37,7 +37,16 @@ async function master(passphrase, salt) {
   return glue.argon2id(new TextEncoder().encode(passphrase), salt, ARGON2);
 }
 
-async function call(op, args) {
+// One Python operation at a time: the page's requests and background syncs share one vault.
+let queue = Promise.resolve();
+
+function call(op, args) {
+  const run = queue.then(() => callNow(op, args));
+  queue = run.catch(() => {});
+  return run;
+}
+
+async function callNow(op, args) {
   const handle = await ready;
   const out = await handle.callPromising(op, args);
   const res = out instanceof Map ? Object.fromEntries(out) : out;

@@ -44,6 +44,7 @@ MAX_FILE = 1 << 30
 @dataclass
 class ImportReport:
     imported: int = 0
+    imported_ids: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)    # (id hex, why)
     refused: list[tuple[str, str]] = field(default_factory=list)    # (id hex or '#index', why)
     scopes_added: list[str] = field(default_factory=list)
@@ -264,6 +265,7 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
             store.add_known_key(kid, pub)
         store.put_objects(plan.objects)
     report.imported = len(plan.objects)
+    report.imported_ids = [o.object_id.hex() for o in plan.objects]
     report.scopes_added = [s.name for s in plan.scopes]
     report.keys_added = [k.hex() for k in plan.keys]
     return report, uv

@@ -33,6 +33,7 @@ from .store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
+MERGES = "merges"
 TOOL = "ownmem/0.1"
 SYNC_INFO = b"ownmem/v1/sync"
 OPEN_BATCH = 512
@@ -48,6 +49,7 @@ class Entry:
     scope: str
     supersedes: bytes | None
     superseded_by: tuple[bytes, ...]
+    merges: tuple[bytes, ...] = ()       # other heads this version settled (a resolved conflict)
 
     @property
     def id(self) -> bytes:
@@ -105,6 +107,12 @@ def _supersedes(o: OpenedMemory) -> bytes | None:
     return v if isinstance(v, bytes) and len(v) == 16 else None
 
 
+def _entry(o: OpenedMemory, scope: str) -> Entry:
+    m = o.extensions.get(MERGES)
+    merges = tuple(x for x in m if isinstance(x, bytes) and len(x) == 16) if isinstance(m, list) else ()
+    return Entry(o, scope, _supersedes(o), (), merges)
+
+
 class Vault:
     """A vault folder, locked."""
 
@@ -136,7 +144,12 @@ class Vault:
     def unlock(self, passphrase: str) -> UnlockedVault:
         if not self.exists():
             raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
-        return unlock_store(self._store(), passphrase, self.p)
+        store = self._store()
+        try:
+            return unlock_store(store, passphrase, self.p)
+        except OwnmemError:
+            store.close()
+            raise
 
 
 def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
@@ -164,7 +177,6 @@ def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: by
         master = run_sync(K.master_from_passphrase(p, passphrase, pub.salt))
     ident = run_sync(K.identity_from_master(p, master))
     if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
-        store.close()
         raise WrongPassphrase()
     return UnlockedVault(store, ident, p)
 
@@ -292,7 +304,7 @@ class UnlockedVault:
             raise MalformedInput("object in an unknown scope")
         dek = run_sync(K.unwrap_dek(self.p, row.dek_wrapped, self.kek(scope)))
         o = run_sync(open_sealed(self.p, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
-        return Entry(o, scope.name, _supersedes(o), ())
+        return _entry(o, scope.name)
 
     def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None,
                  cache: VerifiedCache | None = None) -> Listing:
@@ -312,7 +324,7 @@ class UnlockedVault:
             if hit is not None and scope is not None:
                 try:
                     o = reopen_verified(parse_sealed(row.sealed), hit[0], hit[1], keyring)
-                    entries.append(Entry(o, scope.name, _supersedes(o), ()))
+                    entries.append(_entry(o, scope.name))
                     continue
                 except OwnmemError:
                     pass   # its key was revoked since: open it afresh under today's keyring
@@ -331,15 +343,15 @@ class UnlockedVault:
                 elif isinstance(res, OwnmemError):
                     refused.append((row.object_id, str(res)))
                 else:
-                    entries.append(Entry(res, scopes_by_id[row.scope_id].name, _supersedes(res), ()))
+                    entries.append(_entry(res, scopes_by_id[row.scope_id].name))
                     self._remember(cache, row, res, keyring)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
         succ: dict[bytes, list[bytes]] = {}
         for e in entries:
-            if e.supersedes is not None:
-                succ.setdefault(e.supersedes, []).append(e.id)
+            for parent in ((e.supersedes,) if e.supersedes is not None else ()) + e.merges:
+                succ.setdefault(parent, []).append(e.id)
         entries = [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in entries]
         return Listing(entries, refused)
 
@@ -392,8 +404,10 @@ class UnlockedVault:
         return matches[0]
 
     def edit(self, ident: str, *, content: str | None = None, tags: Iterable[str] | None = None,
-             mem_type: int | None = None, confidence: float | None = None, now: int | None = None) -> bytes:
-        """Seal a new version that supersedes ``ident``; the old one stays until forgotten."""
+             mem_type: int | None = None, confidence: float | None = None, now: int | None = None,
+             merges: Iterable[bytes] = ()) -> bytes:
+        """Seal a new version that supersedes ``ident`` (and, settling a conflict, ``merges``:
+        the other heads); the old ones stay until forgotten."""
         e = self.resolve(ident)
         o = e.opened
         if o.trust is Trust.UNVERIFIED:
@@ -406,6 +420,9 @@ class UnlockedVault:
         old = o.memory
         exts = dict(old.extensions or {})
         exts[SUPERSEDES] = o.object_id
+        exts.pop(MERGES, None)
+        if merges:
+            exts[MERGES] = sorted(set(merges) - {o.object_id})
         at = int(time.time()) if now is None else now
         memory = replace(old, content=old.content if content is None else content,
                          tags=old.tags if tags is None else tuple(tags),
@@ -414,6 +431,16 @@ class UnlockedVault:
                          if confidence is None else confidence,
                          updated=at, tool=TOOL, extensions=exts, custody=old.custody)
         return self._seal_into(memory, self.scope(e.scope)).object_id
+
+    def resolve_conflict(self, keep: str) -> bytes:
+        """Settle a conflict: a new version with the content of ``keep`` supersedes every head
+        of its chain, so one head remains; no version is lost (history stays until forgotten)."""
+        listing = self.open_all(allow_unverified=True)
+        chosen = self.resolve(keep, listing)
+        for group in listing.conflicts():
+            if any(h.id == chosen.id for h in group):
+                return self.edit(chosen.id.hex(), merges=[h.id for h in group if h.id != chosen.id])
+        raise VaultError("that version is not part of a conflict")
 
     def forget(self, ident: str) -> list[bytes]:
         """Cryptographic erasure of every version of a memory: the sealed objects and the
@@ -434,6 +461,7 @@ class UnlockedVault:
             stack.extend(e.superseded_by)
             if e.supersedes is not None:
                 stack.append(e.supersedes)
+            stack.extend(e.merges)
         gone = sorted(chain & self.store.object_ids())
         # Objects that reached the server leave a signed FORGET receipt in the outbox, so
         # the next sync erases them there and, through the feed, on every other device.

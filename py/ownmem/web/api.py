@@ -166,6 +166,9 @@ class App:
                           confidence=float(confidence) if confidence is not None else None)
         return {"id": new.hex()}
 
+    def op_resolve(self, id: str) -> dict[str, Any]:
+        return {"id": self.v.resolve_conflict(id).hex()}
+
     def op_forget(self, id: str) -> dict[str, Any]:
         return {"erased": len(self.v.forget(id))}
 
@@ -176,7 +179,7 @@ class App:
                                   crypto=provider(), ident=ident)
         if self.vault is None:
             self.vault = uv
-        return {"imported": report.imported, "skipped": report.skipped, "refused": report.refused,
+        return {"imported": report.imported, "imported_ids": report.imported_ids, "skipped": report.skipped, "refused": report.refused,
                 "scopes_added": report.scopes_added, "scopes_refused": report.scopes_refused,
                 "keys_added": report.keys_added, "keys_held_back": report.keys_held_back,
                 "identity_adopted": report.identity_adopted, "metadata_signed": report.metadata_signed}
