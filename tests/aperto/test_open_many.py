@@ -91,3 +91,30 @@ def test_vault_listing_with_a_cache_skips_verification_but_not_revocation(tmp_pa
     v.trust_remove(friend.key_id)
     after = v.open_all(cache=cache)
     assert len(after.entries) == 5 and len(after.refused) == 1
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from ownmem.aperto.payload import decode_payload, decode_payload_generic, encode_payload  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.text(min_size=1, max_size=300), tags=st.lists(st.text(max_size=30), max_size=25),
+       conf=st.floats(min_value=0.0, max_value=1.0), mem_type=st.sampled_from([1, 2, 3]),
+       created=st.integers(min_value=0, max_value=2**64 - 1), tool=st.text(max_size=40),
+       cut=st.integers(min_value=0, max_value=400))
+def test_fast_payload_path_equals_the_generic_decoder(content: str, tags: list[str], conf: float, mem_type: int,
+                                                      created: int, tool: str, cut: int) -> None:
+    try:
+        data = encode_payload(Memory(content=content, tags=tuple(tags), confidence=conf, mem_type=mem_type,
+                                     created=created, tool=tool), bytes(range(8)))
+    except OwnmemError:
+        return   # e.g. lone surrogates: nothing to decode
+    for blob in (data, data[:cut], data[:-1] + b"\x00"):
+        try:
+            generic = decode_payload_generic(blob)
+        except OwnmemError as e:
+            with pytest.raises(type(e)):
+                decode_payload(blob)
+            continue
+        assert decode_payload(blob) == generic

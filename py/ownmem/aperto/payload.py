@@ -13,6 +13,7 @@ Keys it does not interpret (8, 9, unknown integers) are kept as raw bytes.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ CUSTODY_KEY = 20
 EXTENSIONS_KEY = 10
 _INTERPRETED = {1, 2, 3, 4, 5, 6, 7, EXTENSIONS_KEY, CUSTODY_KEY}
 MAX_PAYLOAD = 1 << 20
+_MEM_TYPES = frozenset(int(t) for t in MemType)
 
 
 def valid_confidence(c: Any) -> bool:
@@ -50,7 +52,7 @@ def check_memory(m: Memory) -> None:
         m.content.encode("utf-8")
     except UnicodeEncodeError:
         raise ProducerRefusal("content is not valid UTF-8 (lone surrogate)") from None
-    if type(m.mem_type) is bool or m.mem_type not in tuple(MemType):
+    if type(m.mem_type) is bool or m.mem_type not in _MEM_TYPES:
         raise ProducerRefusal(f"memory type {m.mem_type!r} is outside the enumeration")
     if not valid_confidence(m.confidence) or type(m.confidence) is bool:
         raise ProducerRefusal(f"confidence must be a number in [0.0, 1.0], got {m.confidence!r}")
@@ -147,8 +149,111 @@ def _custody(v: Any) -> Custody | None:
                    proven_author=proven)
 
 
+def _uint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """A shortest-form unsigned integer at ``pos`` -> (value, next position); -1 if it is not one."""
+    ib = data[pos]
+    if ib < 24:
+        return ib, pos + 1
+    if ib == 24 and data[pos + 1] >= 24:
+        return data[pos + 1], pos + 2
+    if ib in (25, 26, 27):
+        size = 1 << (ib - 24)
+        v = int.from_bytes(data[pos + 1:pos + 1 + size], "big")
+        if v >= 1 << (4 * size) and pos + 1 + size <= len(data):
+            return v, pos + 1 + size
+    return -1, pos
+
+
+def _text_at(data: bytes, pos: int) -> tuple[str | None, int]:
+    ib = data[pos]
+    if 0x60 <= ib < 0x78:
+        start, n = pos + 1, ib - 0x60
+    elif ib == 0x78 and data[pos + 1] >= 24:
+        start, n = pos + 2, data[pos + 1]
+    elif ib == 0x79 and int.from_bytes(data[pos + 1:pos + 3], "big") >= 0x100:
+        start, n = pos + 3, int.from_bytes(data[pos + 1:pos + 3], "big")
+    else:
+        return None, pos
+    end = start + n
+    if end > len(data):
+        return None, pos
+    try:
+        return data[start:end].decode("utf-8"), end
+    except UnicodeDecodeError:
+        return None, pos
+
+
+def _fast_payload(data: bytes) -> DecodedPayload | None:
+    """The layout every plain memory has ({1 type, 2 content, 3 confidence, 4 {1 tool, 2 kid},
+    5 trust, ?6 [tags], 7 {1 created}}, canonical), read in one pass.  None means "not that
+    layout": the generic decoder then decides, so the result is always the same."""
+    n0 = data[0]
+    if n0 not in (0xA6, 0xA7) or data[1] != 1:
+        return None
+    mem_type, pos = _uint_at(data, 2)
+    if mem_type < 0 or data[pos] != 2:
+        return None
+    content, pos = _text_at(data, pos + 1)
+    if content is None or data[pos] != 3:
+        return None
+    fb = data[pos + 1]
+    if fb == 0xFB:
+        conf, pos = struct.unpack(">d", data[pos + 2:pos + 10])[0], pos + 10
+    elif fb == 0xFA:
+        conf, pos = struct.unpack(">f", data[pos + 2:pos + 6])[0], pos + 6
+    elif fb == 0xF9:
+        conf, pos = struct.unpack(">e", data[pos + 2:pos + 4])[0], pos + 4
+    else:
+        return None
+    if data[pos:pos + 3] != b"\x04\xa2\x01":
+        return None
+    tool, pos = _text_at(data, pos + 3)
+    if tool is None or data[pos:pos + 2] != b"\x02\x48":
+        return None
+    claimed, pos = data[pos + 2:pos + 10], pos + 10
+    if data[pos] != 5:
+        return None
+    trust, pos = _uint_at(data, pos + 1)
+    if trust < 0:
+        return None
+    tags: list[str] = []
+    if n0 == 0xA7:
+        if data[pos] != 6 or not 0x80 <= data[pos + 1] < 0x98:
+            return None
+        count, pos = data[pos + 1] - 0x80, pos + 2
+        for _ in range(count):
+            tag, pos = _text_at(data, pos)
+            if tag is None:
+                return None
+            tags.append(tag)
+    if data[pos:pos + 3] != b"\x07\xa1\x01":
+        return None
+    created, pos = _uint_at(data, pos + 3)
+    if created < 0 or pos != len(data) or len(claimed) != 8:
+        return None
+    ok = valid_confidence(conf)
+    memory = Memory(content=content, mem_type=mem_type, confidence=float(conf) if ok else 0.0, tags=tuple(tags),
+                    created=created, updated=None, tool=tool, session=None, extensions=None, custody=None,
+                    preserved={})
+    return DecodedPayload(memory=memory, claimed_author=claimed, confidence=float(conf) if ok else None,
+                          custody_present=False, violations=() if ok else ("confidence out of range",))
+
+
 def decode_payload(data: bytes) -> DecodedPayload:
     """Parse a signed payload.  Raises MalformedInput only when there is no memory to report."""
+    if len(data) > MAX_PAYLOAD:
+        raise MalformedInput("payload too large")
+    try:
+        fast = _fast_payload(data)
+    except (IndexError, struct.error):   # truncated: the generic decoder says how
+        fast = None
+    if fast is not None:
+        return fast
+    return decode_payload_generic(data)
+
+
+def decode_payload_generic(data: bytes) -> DecodedPayload:
+    """Any payload: each field checked and reported on, unknown keys kept verbatim."""
     if len(data) > MAX_PAYLOAD:
         raise MalformedInput("payload too large")
     raw = cbor.decode_map_raw(data, max_items=100_000)
