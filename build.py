@@ -8,8 +8,9 @@
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
     python3 build.py test [ARGS]    build, then run the whole test suite (ARGS go to pytest)
-    python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core) and
-                                    write the results to docs/benchmarks.md
+    python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
+                                    and write the results to docs/benchmarks.md (an area not run
+                                    keeps its section from the previous report)
 
 Everything the project needs is installed from pyproject.toml into .venv and from
 package-lock.json into node_modules, so the same two commands work on a fresh machine.
@@ -132,6 +133,7 @@ def build() -> None:
         _copy_pyodide(out / "pyodide")
         _bundle_vendor(out / "vendor" / "vendor.js")
         _build_wheel(out / "wheels")
+        _compile_python(out)
         version = _write_precache(out)
         out.chmod(0o755)   # mkdtemp made it private
         old = WEB / f".dist-old-{os.getpid()}"
@@ -195,6 +197,35 @@ def _build_wheel(out: Path) -> None:
     wheels = sorted(out.glob("ownmem-*.whl"))
     if len(wheels) != 1:
         _die(f"expected one ownmem wheel in {out}, found {[w.name for w in wheels]}")
+
+
+def _compile_python(out: Path) -> None:
+    """Replace the bundle's python_stdlib.zip and ownmem wheel by bytecode-compiled copies
+    (web/pycompile.mjs: Pyodide's interpreter under node), so the browser does not compile
+    Python source at every start.  Results are cached by input in node_modules/.cache."""
+    script = WEB / "pycompile.mjs"
+    pyodide = NODE_MODULES / "pyodide"
+    salt = script.read_bytes() + (pyodide / "package.json").read_bytes()
+    cache = NODE_MODULES / ".cache" / "ownmem-pycompile"
+    jobs, hits = [], []
+    for kind, path in (("stdlib", out / "pyodide" / "python_stdlib.zip"),
+                       ("wheel", next((out / "wheels").glob("ownmem-*.whl")))):
+        cached = cache / f"{hashlib.sha256(salt + path.read_bytes()).hexdigest()}{path.suffix}"
+        if cached.exists():
+            hits.append((cached, path))
+        else:
+            jobs.append((kind, path, cached))
+    if jobs:
+        if shutil.which("node") is None:
+            _die("node is not installed: install Node.js 20 or later, then run this again")
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = [c.with_name(f".{c.name}.{os.getpid()}") for _, _, c in jobs]
+        _run(["node", str(script), str(pyodide), *(f"{k}:{p}:{t}" for (k, p, _), t in zip(jobs, tmp))])
+        for (_, _, cached), t in zip(jobs, tmp):
+            t.replace(cached)   # complete files only: a cache entry is never half-written
+        hits += [(c, p) for _, p, c in jobs]
+    for cached, path in hits:
+        shutil.copyfile(cached, path)
 
 
 def _write_precache(out: Path) -> str:

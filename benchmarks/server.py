@@ -45,11 +45,14 @@ from pathlib import Path
 
 import httpx
 
+from ownmem import syncwire as W
 from ownmem.aperto import keys as K
 from ownmem.crypto import run_sync
 from ownmem.saihm.cell import make_cell
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.sync import KEK_VERSION, PULL_PAGE, TIER, Remote, link
+
+from server.verifypool import MIN_BATCH, default_processes
 
 from .corpus import CREATED, memories
 from .report import FAIL, PASS, AreaResult, Check
@@ -75,16 +78,17 @@ ANCHOR = 10_000.0           # items/s: Vaultwarden answers a 3,000-item sync in 
 class Sizes:
     cells: int = 10_000         # memories in the vault, cells per timed push, feed length per pull
     batch: int = 1_000          # cells per push request (the client's PUSH_BATCH)
-    push_reps: int = 3
-    pull_reps: int = 5
-    cli_reps: int = 3
+    push_reps: int = 5
+    pull_reps: int = 9
+    cli_reps: int = 5
     clients: int = 32
     load_seconds: float = 60.0
     load_max_requests: int = 20_000   # per client: the load loop is bounded in count as well as time
     seed_cells: int = 500       # cells in each load client's vault before the load starts
     small_push: int = 10        # cells per push during the load
     pull_back: int = 100        # a load pull starts up to this many changes behind the client's last seq
-    workers: int = 2            # server processes per backend (uvicorn --workers)
+    workers: int = 1            # server processes per backend for push, pull and the CLI (the default)
+    load_workers: int = 2       # server processes per backend for the concurrency test (uvicorn --workers)
 
 
 FULL = Sizes()
@@ -146,6 +150,12 @@ class ServerProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def restart(self, workers: int) -> ServerProcess:
+        """Stop, then start again on the same store and port with ``workers`` processes."""
+        self.stop()
+        self.workers = workers
+        return self.start()
 
     def start(self, timeout: float = 60.0) -> ServerProcess:
         with open(self.log, "ab") as out:
@@ -269,6 +279,38 @@ def _push_all(b: Backend, src: Source, name: str, items: list[list[bytes]], batc
     return dt
 
 
+def _cpu_busy(window: float) -> float | None:
+    """The share of all CPUs busy over ``window`` seconds (Linux /proc/stat), or None elsewhere."""
+    def sample() -> tuple[int, int] | None:
+        try:
+            f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        return sum(f), f[3] + f[4]          # total, idle + iowait
+    a = sample()
+    time.sleep(window)
+    b = sample()
+    if a is None or b is None or b[0] == a[0]:
+        return None
+    return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
+
+
+SETTLE = {"waits": 0, "timed_out": 0}
+
+
+def _settle(max_wait: float = 5.0, quiet: float = 0.25) -> None:
+    """Wait (at most ``max_wait`` s) until the machine is quiet, so background work a previous run
+    left behind (PostgreSQL's autovacuum after 40 MB of inserts, a SQLite checkpoint) does not land
+    on the next timed run, whichever backend that is."""
+    SETTLE["waits"] += 1
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline:
+        busy = _cpu_busy(0.25)
+        if busy is None or busy < quiet:
+            return
+    SETTLE["timed_out"] += 1
+
+
 def measure_push(s: Sizes, backends: list[Backend], src: Source) -> Runs:
     _say(f"push: warm-up of {2 * s.batch:,} cells per backend ...")
     for b in backends:
@@ -276,10 +318,83 @@ def measure_push(s: Sizes, backends: list[Backend], src: Source) -> Runs:
     runs = Runs()
     for rep in range(s.push_reps):
         for b in backends:
+            _settle()
             t = _push_all(b, src, f"push-{rep}", src.items, s.batch)
             _say(f"push rep {rep} {b.label}: {s.cells:,} cells in {t:.3f} s = {_rate(s.cells, t):,.0f} cells/s")
             runs.add(b.kind, t)
     return runs
+
+
+@dataclass
+class Breakdown:
+    """Where a push's time goes, per cell (µs), each piece timed on its own, outside the server."""
+
+    decode: float
+    verify_thread: float
+    verify_pool: float
+    processes: int
+    storage: dict[str, float]
+
+
+def _median_time(fn: Callable[[], object], reps: int = 3) -> float:
+    times = []
+    for _ in range(reps):
+        gc.collect()
+        t0 = clock()
+        fn()
+        times.append(clock() - t0)
+    return statistics.median(times)
+
+
+def push_breakdown(s: Sizes, src: Source, pg_url: str, tmp: Path) -> Breakdown:
+    """The server's own pieces, called directly on one batch of the same cells: CBOR decode of the
+    body, verification (in one thread, and in the process pool the server uses), and the storage
+    transaction on each backend (into fresh vaults of scratch stores)."""
+    import asyncio
+
+    from ownmem.crypto import cbor
+    from server.storage.base import LogEntry, Registration
+    from server.storage.postgres import PostgresStorage
+    from server.storage.sqlite import SqliteStorage
+    from server.verify import HolderKey
+    from server.verifypool import VerifyPool, check_items, default_processes
+
+    _say("push: timing the server's pieces one by one ...")
+    batch = src.items[:s.batch]
+    n = len(batch)
+    raw = cbor.encode(batch)
+    decode = _median_time(lambda: cbor.decode(raw, max_items=4 * W.MAX_BATCH + 8))
+    h = src.vault.holder()
+    holder = HolderKey(h.public, h.holder_id)
+    cells = check_items(batch, holder)
+    if isinstance(cells, tuple):
+        raise RuntimeError(f"a pre-made cell does not verify: item {cells[0]}: {cells[1]}")
+    thread = _median_time(lambda: check_items(batch, holder))
+    procs = default_processes()
+    pool = VerifyPool(procs)
+    try:
+        pool.start()
+        asyncio.run(pool.check(batch, holder, h.public))          # warm: the workers are up
+        in_pool = _median_time(lambda: asyncio.run(pool.check(batch, holder, h.public)))
+    finally:
+        pool.close()
+    storage: dict[str, float] = {}
+    for kind, open_store in (("sqlite", lambda: SqliteStorage(tmp / "scratch-store" / "ownmem.db")),
+                             ("postgres", lambda: PostgresStorage(pg_url))):
+        st = open_store()
+        try:
+            vids = []
+            for i in range(4):
+                entry = LogEntry(os.urandom(32), h.holder_id, "KEY", h.holder_id, 0, b"scratch")
+                reg = Registration(f"scratch-{i}", os.urandom(16), bytes(32), bytes(32), bytes(32), h.public,
+                                   h.holder_id, b"", bytes(64), entry)
+                vids.append(st.register(reg).id)
+            st.push(vids[0], cells)                                  # warm-up
+            it = iter(vids[1:])
+            storage[kind] = _median_time(lambda: st.push(next(it), cells)) / n * 1e6
+        finally:
+            st.close()
+    return Breakdown(decode / n * 1e6, thread / n * 1e6, in_pool / n * 1e6, procs, storage)
 
 
 # ---------------------------------------------------------------- pull
@@ -306,10 +421,12 @@ def _pull_all(b: Backend, src: Source, name: str, expect: int) -> float:
 def measure_pull(s: Sizes, backends: list[Backend], src: Source) -> Runs:
     _say(f"pull: warm-up, then {s.pull_reps} x {s.cells:,} cells per backend ...")
     for b in backends:
-        _pull_all(b, src, "push-0", s.cells)
+        for _ in range(2):
+            _pull_all(b, src, "push-0", s.cells)
     runs = Runs()
     for rep in range(s.pull_reps):
         for b in backends:
+            _settle()
             t = _pull_all(b, src, "push-0", s.cells)
             runs.add(b.kind, t)
         _say(f"pull rep {rep}: " + ", ".join(f"{b.label} {_rate(s.cells, runs.seconds[b.kind][-1]):,.0f} cells/s"
@@ -357,6 +474,7 @@ def measure_cli(s: Sizes, backends: list[Backend], tmp: Path) -> tuple[Runs, dic
         for b in backends:
             folder = tmp / f"cli-{b.kind}-{rep}" / "vault"
             folder.parent.mkdir(parents=True)
+            _settle()
             t = _cli_login(b, "push-0", folder, tmp, s.cells)
             runs.add(b.kind, t)
             _say(f"cli rep {rep} {b.label}: {t:.3f} s")
@@ -534,9 +652,14 @@ def _env_rows(s: Sizes, pg_version: str) -> tuple[tuple[str, str], ...]:
         except importlib_metadata.PackageNotFoundError:
             return "not installed"
     fast = [n for n in ("uvloop", "httptools") if v(n) != "not installed"]
+    loop = "with " + " and ".join(fast) if fast else "asyncio loop and h11 (no uvloop/httptools installed)"
     return (
-        ("server", f"`python -m server --workers {s.workers}` (uvicorn {v('uvicorn')}, starlette "
-                   f"{v('starlette')}; {'with ' + ' and '.join(fast) if fast else 'asyncio loop and h11 (no uvloop/httptools installed)'})"),
+        ("server", f"`python -m server` (uvicorn {v('uvicorn')}, starlette {v('starlette')}; {loop}); "
+                   f"each worker verifies pushes of {MIN_BATCH}+ cells in a pool of {default_processes()} processes "
+                   f"(OWNMEM_VERIFY_PROCESSES unset: one per usable CPU)"),
+        ("worker processes", f"push, pull and the CLI device: {s.workers} (the default; it measured faster for one "
+                             f"client than 2 on this machine); the {s.clients}-client test: `--workers "
+                             f"{s.load_workers}`, restarted on the same store"),
         ("SQLite", f"{sqlite3.sqlite_version}, WAL, synchronous=FULL, one file shared by the worker processes"),
         ("PostgreSQL", f"{pg_version} on 127.0.0.1:5432, fresh database for the run (dropped after); "
                        f"psycopg {v('psycopg')}, pool of up to 8 connections per worker"),
@@ -558,7 +681,36 @@ INTRO = (
     "sealed-object id).")
 
 
-def _push_check(s: Sizes, runs: Runs, src: Source, labels: dict[str, str]) -> Check:
+def _breakdown_notes(s: Sizes, runs: Runs, b: Breakdown) -> tuple[str, ...]:
+    out = [f"Where the time goes, per cell, each piece of the server timed on its own on one batch of "
+           f"{s.batch:,} of the same cells (median of 3): CBOR decode of the body {b.decode:.1f} µs; "
+           f"full verification {b.verify_thread:.0f} µs in one thread, {b.verify_pool:.0f} µs (wall) in the "
+           f"pool of {b.processes} processes the server uses; the storage transaction (duplicate and erasure "
+           f"checks, cell and change-feed inserts, commit) {b.storage['sqlite']:.0f} µs on SQLite, "
+           f"{b.storage['postgres']:.0f} µs on PostgreSQL."]
+    for kind, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
+        total = runs.median(kind) / s.cells * 1e6
+        rest = total - b.decode - b.verify_pool - b.storage[kind]
+        out.append(f"{label}: of the {total:.0f} µs per cell measured over HTTP, roughly (the pieces were timed "
+                   f"apart, so under a changing load they need not add up): verification "
+                   f"{b.verify_pool / total:.0%}, storage {b.storage[kind] / total:.0%}, decode "
+                   f"{b.decode / total:.0%}; the remaining ~{max(rest, 0.0):.0f} µs are the HTTP exchange (client "
+                   f"encode, transport, the server's body read through h11, authentication, the answer) and "
+                   f"the machine's other load.")
+    floor = b.verify_thread / b.processes + b.decode + b.storage["sqlite"]
+    threads = b.verify_thread + b.decode + b.storage["sqlite"]
+    out.append(f"Without the pool, verification in threads is serialised by the GIL (the server used to split a "
+               f"batch over two threads, to no effect): the same pieces then cap a push at about "
+               f"{1e6 / threads:,.0f} cells/s on SQLite before any HTTP cost, against about {1e6 / floor:,.0f} "
+               f"with the pool.")
+    out.append(f"What bounds it: ML-DSA-65 verification, {b.verify_thread:.0f} µs per cell in OpenSSL (through "
+               f"`cryptography`, which holds the GIL while it verifies, hence the server's process pool).  More "
+               f"cores (the pool takes one process per usable CPU) or a faster ML-DSA-65 verifier raise the "
+               f"ceiling; the storage commit (an fsync: synchronous=FULL) comes next.")
+    return tuple(out)
+
+
+def _push_check(s: Sizes, runs: Runs, src: Source, b: Breakdown) -> Check:
     sq, pg = _rate(s.cells, runs.median("sqlite")), _rate(s.cells, runs.median("postgres"))
     mb = src.cell_bytes / 1e6
     return Check(
@@ -567,8 +719,9 @@ def _push_check(s: Sizes, runs: Runs, src: Source, labels: dict[str, str]) -> Ch
          f"batches of {s.batch:,} ({s.cells // s.batch} requests, {mb:,.1f} MB in all, one keep-alive "
          f"connection), into a vault name registered just before (outside the clock) so every cell is stored.  "
          f"The figure includes client-side CBOR encoding, transport, the server's body read, CBOR decode, full "
-         f"verification of every cell (two threads), and the storage transaction (duplicate and erasure checks, "
-         f"inserts of the cells and the change feed, commit).  Median of {s.push_reps} runs per backend after a "
+         f"verification of every cell (in the server's pool of verification processes, `server/verifypool.py`), "
+         f"and the storage transaction (duplicate and erasure checks, inserts of the cells and the change feed, "
+         f"commit).  Median of {s.push_reps} runs per backend after a "
          f"warm-up of {2 * s.batch:,} cells, alternating."),
         (("SQLite, median", f"{sq:,.0f} cells/s ({runs.median('sqlite'):.3f} s)"),
          ("PostgreSQL, median", f"{pg:,.0f} cells/s ({runs.median('postgres'):.3f} s)"),
@@ -576,6 +729,7 @@ def _push_check(s: Sizes, runs: Runs, src: Source, labels: dict[str, str]) -> Ch
          ("PostgreSQL runs, cells/s", _runs_txt(runs.seconds["postgres"], lambda t: f"{_rate(s.cells, t):,.0f}")),
          ("target (SQLite)", f"≥ {PUSH_TARGET:,.0f} cells/s"),
          ("PostgreSQL also ≥ the target", "yes" if pg >= PUSH_TARGET else "no")),
+        _breakdown_notes(s, runs, b),
         figure=f"SQLite {sq:,.0f} cells/s; PostgreSQL {pg:,.0f}", target=f"≥ {PUSH_TARGET:,.0f} cells/s (SQLite)")
 
 
@@ -584,9 +738,10 @@ def _pull_check(s: Sizes, runs: Runs) -> Check:
     return Check(
         f"change-feed pull, {s.cells:,} cells", _verdict(sq >= PULL_TARGET),
         (f"Time of `Remote.changes(since)` paging through the whole feed of a {s.cells:,}-cell vault from "
-         f"position 0, pages of {PULL_PAGE:,} (the client's page size, the server's maximum), every page decoded "
+         f"position 0, pages of up to {PULL_PAGE:,} changes (the client's page size; the server also caps a page "
+         f"at {W.MAX_PAGE_BYTES >> 20} MiB of cells, and streams it in slices), every page decoded "
          f"(CBOR) by the client, as a new device's pull does before it stores anything.  Login is outside the "
-         f"clock.  Median of {s.pull_reps} runs per backend after a warm-up, alternating."),
+         f"clock.  Median of {s.pull_reps} runs per backend after two warm-up runs, alternating."),
         (("SQLite, median", f"{sq:,.0f} cells/s ({runs.median('sqlite'):.3f} s)"),
          ("PostgreSQL, median", f"{pg:,.0f} cells/s ({runs.median('postgres'):.3f} s)"),
          ("SQLite runs, cells/s", _runs_txt(runs.seconds["sqlite"], lambda t: f"{_rate(s.cells, t):,.0f}")),
@@ -649,7 +804,7 @@ def _load_check(s: Sizes, loads: dict[str, LoadStats], labels: dict[str, str]) -
          f"{s.load_max_requests:,} requests each), each request picked at random: 50% pull (`GET changes` from up "
          f"to {s.pull_back} changes behind the client's last known position, so 0-{s.pull_back} cells), 30% "
          f"`GET metadata`, 20% push of {s.small_push} new pre-made cells (fully verified, stored).  Every "
-         f"exception and every non-2xx answer is an error.  The server runs with {s.workers} worker processes; "
+         f"exception and every non-2xx answer is an error.  The server runs with {s.load_workers} worker processes; "
          f"the rate limit is set high (see configuration) so it is not what is measured.  The {s.clients} "
          f"client threads share one Python process (one GIL) on the same {os.cpu_count()}-CPU machine as the "
          f"server, so req/s is a floor for the server, not its capacity.  Latency is per request, from the "
@@ -698,22 +853,30 @@ def _anchor_check(s: Sizes, pull: Runs, cli: Runs) -> Check:
         figure=f"{sq / ANCHOR:.1f}× (SQLite), {pg / ANCHOR:.1f}× (PostgreSQL)", target="> 1× 10,000 items/s")
 
 
-def _config_check(s: Sizes, src: Source, pg_version: str) -> Check:
+def _intro(s: Sizes, src: Source, pg_version: str) -> str:
     rows = _env_rows(s, pg_version) + (
         ("source vault", f"{s.cells:,} memories by `UnlockedVault.add` in {src.add_seconds:.1f} s; cells made in "
                          f"{src.cell_seconds:.1f} s ({src.cell_seconds / s.cells * 1e3:.2f} ms each, outside "
-                         f"every clock); {src.cell_bytes / s.cells:,.0f} bytes per [cell, wrapped DEK] on average"),)
-    return Check("configuration", PASS, "What the server area ran on, besides the machine above.", rows,
-                 figure="both backends measured", target="(informational)")
+                         f"every clock); {src.cell_bytes / s.cells:,.0f} bytes per [cell, wrapped DEK] on average"),
+        ("between timed runs", f"before each timed push, pull and CLI run the benchmark waited (at most 5 s) for "
+                               f"the CPUs to fall under 25% busy, so background work one run leaves behind "
+                               f"(PostgreSQL's autovacuum after 40 MB of inserts, a SQLite checkpoint) does not "
+                               f"land on the next; {SETTLE['timed_out']} of {SETTLE['waits']} waits ran out "
+                               f"(other work on the machine)"),)
+    table = "\n".join(["Configuration, besides the machine above:", "", "| | |", "|---|---|"]
+                      + [f"| {k} | {v} |" for k, v in rows])
+    return f"{INTRO}\n\n{table}"
 
 
 # ---------------------------------------------------------------- the area
 
 def run(quick: bool = False) -> AreaResult:
     s = QUICK if quick else FULL
+    SETTLE.update(waits=0, timed_out=0)
     result = AreaResult("server", INTRO)
     tmp = Path(tempfile.mkdtemp(prefix="ownmem-bench-server-"))
     servers: list[ServerProcess] = []
+    src: Source | None = None
     try:
         pg_version = _pg_version()
         src = make_source(s, tmp)
@@ -722,13 +885,17 @@ def run(quick: bool = False) -> AreaResult:
             sq = ServerProcess("sqlite", tmp, {"OWNMEM_DATA_DIR": str(tmp / "server-sqlite")}, s.workers)
             pg = ServerProcess("postgres", tmp, {"OWNMEM_DATABASE_URL": PG_URL.format(db=db)}, s.workers)
             servers += [sq, pg]
-            _say(f"starting the servers ({s.workers} workers each) ...")
+            _say(f"starting the servers ({s.workers} worker(s) each) ...")
             backends = [Backend("sqlite", sq.start(), "SQLite"), Backend("postgres", pg.start(), "PostgreSQL")]
             labels = {b.kind: b.label for b in backends}
             try:
                 push = measure_push(s, backends, src)
+                parts = push_breakdown(s, src, PG_URL.format(db=db), tmp)
                 pull = measure_pull(s, backends, src)
                 cli, checked = measure_cli(s, backends, tmp)
+                _say(f"restarting the servers with {s.load_workers} workers each ...")
+                for b in backends:
+                    b.server.restart(s.load_workers)
                 loads = {b.kind: measure_load(s, b, src) for b in backends}
             except BaseException:
                 for srv in servers:
@@ -741,12 +908,15 @@ def run(quick: bool = False) -> AreaResult:
             if n != s.cells or own != s.cells:
                 raise RuntimeError(f"{labels[k]}: the new CLI device lists {n} memories ({own} as the owner's own), "
                                    f"expected {s.cells}")
-        result.checks += [_push_check(s, push, src, labels), _pull_check(s, pull), _cli_check(s, cli, checked, argon),
+        result.intro = _intro(s, src, pg_version)
+        result.checks += [_push_check(s, push, src, parts), _pull_check(s, pull), _cli_check(s, cli, checked, argon),
                           _load_check(s, loads, labels), _pg_check(s, push, pull, cli, loads),
-                          _anchor_check(s, pull, cli), _config_check(s, src, pg_version)]
+                          _anchor_check(s, pull, cli)]
     finally:
         for srv in servers:
             srv.stop()
+        if src is not None:
+            src.vault.lock()
         shutil.rmtree(tmp, ignore_errors=True)
     return result
 

@@ -8,7 +8,6 @@ Everything else needs a bearer credential for that very vault.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import base64
 import hashlib
@@ -39,8 +38,9 @@ from .live import Live
 from .openapi import OPENAPI
 from .ratelimit import RateLimiter
 from .storage import Storage, StorageConflict, open_storage
-from .storage.base import Registration, VaultRecord
-from .verify import HolderKey, Refused, check_cell, check_receipt, ed25519_valid
+from .storage.base import Change, Registration, VaultRecord
+from .verify import HolderKey, Refused, check_receipt, ed25519_valid
+from .verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"
@@ -59,6 +59,7 @@ class Config:
     web_dir: str | None = None
     rate_per_second: float = 200.0
     rate_burst: int = 400
+    verify_processes: int = 0       # processes that verify large pushes; 0 or 1: in a thread (verifypool.py)
 
     @classmethod
     def from_env(cls) -> Config:
@@ -66,7 +67,8 @@ class Config:
                    data_dir=os.environ.get("OWNMEM_DATA_DIR", "data"),
                    web_dir=os.environ.get("OWNMEM_WEB_DIR") or None,
                    rate_per_second=float(os.environ.get("OWNMEM_RATE_PER_SECOND", "200")),
-                   rate_burst=int(os.environ.get("OWNMEM_RATE_BURST", "400")))
+                   rate_burst=int(os.environ.get("OWNMEM_RATE_BURST", "400")),
+                   verify_processes=int(os.environ.get("OWNMEM_VERIFY_PROCESSES") or default_processes()))
 
 
 MAX_JSON = 1 << 20          # bytes of a JSON request body; it also bounds every hex field in it
@@ -92,6 +94,7 @@ class Server:
         self.storage: Storage = open_storage(config.database_url, config.data_dir)
         self.limiter = RateLimiter(config.rate_per_second, config.rate_burst)
         self.live = Live(self.storage, config.database_url)
+        self.verifier = VerifyPool(config.verify_processes)
         self._holders: dict[int, HolderKey] = {}
 
     # ---------------------------------------------------------------- plumbing
@@ -282,19 +285,13 @@ class Server:
         for it in items:
             if not (isinstance(it, list) and len(it) == 2 and isinstance(it[0], bytes) and isinstance(it[1], bytes)):
                 raise ApiError(400, "malformed", "each item is [cell bytes, wrapped DEK bytes]")
-        holder = self.holder(v)
-
-        # Verification is most of the cost; it runs in two threads (OpenSSL releases the GIL).
-        half = (len(items) + 1) // 2
-        parts = await asyncio.gather(run_in_threadpool(_check_slice, items[:half], holder),
-                                     run_in_threadpool(_check_slice, items[half:], holder))
-        cells = []
-        for offset, part in ((0, parts[0]), (half, parts[1])):
-            if isinstance(part, tuple):
-                i, e = part
-                raise ApiError(400, e.code, f"item {offset + i}: {e}")
-            cells.extend(part)
-        res = await self.call(self.storage.push, v.id, cells)
+        # Verification is most of the cost, and ML-DSA-65 verification holds the GIL: a large
+        # batch is verified in worker processes, one part per core (verifypool.py).
+        checked = await self.verifier.check(items, self.holder(v), v.holder_pub)
+        if isinstance(checked, tuple):
+            i, e = checked
+            raise ApiError(400, e.code, f"item {i}: {e}")
+        res = await self.call(self.storage.push, v.id, checked)
         if res.stored:
             self.live.notify(v.id)
         return JSONResponse({"stored": res.stored, "duplicates": res.duplicates, "erased": res.erased,
@@ -313,9 +310,10 @@ class Server:
                 break
             keep += 1
         rows = rows[:keep]
-        out = [[c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek] for c in rows]
         nxt = rows[-1].seq if rows else since
-        return Response(cbor.encode({1: out, 2: nxt, 3: last, 4: nxt < last}), media_type=CBOR)
+        # Streamed in slices rather than built whole: a page runs to ~20 MB, and the device
+        # starts reading while the rest is encoded (docs/benchmarks.md, area `server`).
+        return StreamingResponse(_page_chunks(rows, nxt, last), media_type=CBOR)
 
     async def events(self, request: Request) -> Response:
         v = await self.authed(request)
@@ -415,14 +413,16 @@ class Server:
         return built if built.exists() else None
 
 
-def _check_slice(items: list, holder: HolderKey) -> list | tuple[int, Refused]:
-    out = []
-    for i, (c, d) in enumerate(items):
-        try:
-            out.append(check_cell(c, d, holder))
-        except Refused as e:
-            return (i, e)
-    return out
+PAGE_SLICE = 256   # changes per streamed slice of a pull page (~1 MB of cells)
+
+
+async def _page_chunks(rows: list[Change], nxt: int, last: int) -> AsyncIterator[bytes]:
+    """``cbor.encode({1: [[seq, kind, cell_id, cell, wrapped_dek], ...], 2: nxt, 3: last, 4: nxt < last})``
+    byte for byte, in slices: the deterministic encoding of a map with keys 1..4 is those keys in order."""
+    yield b"\xa4\x01" + cbor.head(4, len(rows))
+    for i in range(0, len(rows), PAGE_SLICE):
+        yield b"".join(cbor.encode([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek]) for c in rows[i:i + PAGE_SLICE])
+    yield b"\x02" + cbor.encode(nxt) + b"\x03" + cbor.encode(last) + b"\x04" + cbor.encode(nxt < last)
 
 
 def _cbor_array_len(raw: bytes) -> int:
@@ -569,10 +569,12 @@ def create_app(config: Config | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await srv.live.start()
+        srv.verifier.start()
         try:
             yield
         finally:
             await srv.live.stop()
+            srv.verifier.close()
             srv.storage.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)

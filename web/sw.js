@@ -60,6 +60,9 @@ async function precache() {
     if (list.version !== VERSION) throw new Error("precache.json belongs to another build");
     const cache = await caches.open(CACHE);
     await Promise.all(Object.entries(list.files).map(([path, sha256]) => store(cache, path, sha256)));
+    // The list itself too: offline, the worker finds this build's wheel through it.
+    await cache.put("/precache.json", new Response(JSON.stringify(list),
+      { headers: { "Content-Type": "application/json" } }));
   } catch (err) {
     await caches.delete(CACHE);   // nothing half-filled stays behind
     throw err;

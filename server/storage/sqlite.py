@@ -62,6 +62,10 @@ class SqliteStorage:
         c = getattr(self._local, "conn", None)
         if c is None:
             c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            # New files only (a no-op once the file has tables): 16 KiB pages hold a ~4 KB cell
+            # inline, where 4 KiB pages chained it through overflow pages, which doubled the
+            # bytes written per push (docs/benchmarks.md, area `server`).
+            c.execute("PRAGMA page_size=16384")
             c.execute("PRAGMA journal_mode=WAL")
             c.execute("PRAGMA synchronous=FULL")
             c.execute("PRAGMA secure_delete=ON")

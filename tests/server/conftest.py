@@ -177,7 +177,9 @@ def _backend_env(kind: str, tmp: Path, request: pytest.FixtureRequest) -> dict[s
 def _session_server(kind: str, request: pytest.FixtureRequest,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     tmp = tmp_path_factory.mktemp(f"{kind}-server")
-    env = _backend_env(kind, tmp / "data", request)
+    # two verification processes whatever the machine's CPU count, so large pushes always take
+    # the process-pool path (server/verifypool.py) that production servers take on multi-core hosts
+    env = {**_backend_env(kind, tmp / "data", request), "OWNMEM_VERIFY_PROCESSES": "2"}
     srv = ServerProcess(env, tmp / "server.log")
     try:
         yield Backend(kind, srv.url, env)

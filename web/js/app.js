@@ -166,18 +166,27 @@ function notice(text) {
   if (text) noticeTimer = setTimeout(() => { n.hidden = true; n.textContent = ''; }, 5000);
 }
 
+// One formatter each: making an Intl.DateTimeFormat costs far more than formatting with it,
+// and every card formats two dates.
+const formats = new Map();
+function formatter(options) {
+  const key = JSON.stringify(options);
+  let f = formats.get(key);
+  if (!f) formats.set(key, f = new Intl.DateTimeFormat(undefined, options));
+  return f;
+}
+
 function dateTime(seconds) {
   if (!seconds) return '';
   const d = new Date(seconds * 1000);
-  return new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' }).format(d);
+  return formatter({ dateStyle: 'medium', timeStyle: 'short' }).format(d);
 }
 
 function clockTime(seconds) {
   const d = new Date(seconds * 1000);
   const today = new Date();
   const sameDay = d.toDateString() === today.toDateString();
-  return new Intl.DateTimeFormat(undefined, sameDay ? { timeStyle: 'short' } : { dateStyle: 'short', timeStyle: 'short' })
-    .format(d);
+  return formatter(sameDay ? { timeStyle: 'short' } : { dateStyle: 'short', timeStyle: 'short' }).format(d);
 }
 
 function isoDate(d = new Date()) {
@@ -363,6 +372,20 @@ async function start() {
   client.on('failed', (e) => { if (!state.boot) bootFailed(e.message); });
   client.on('synced', onSynced);
   client.on('online', onOnline);
+  // A vault in this browser: its unlock form shows at once, while the vault engine is still
+  // booting, and the passphrase's Argon2id runs alongside the boot (worker.js).  The rest of
+  // what `boot` tells is fetched once the vault is open.
+  let stored = false;
+  try {
+    stored = (await client.call('probe')).vault === true;
+  } catch {
+    stored = false;
+  }
+  if (stored) {
+    done();
+    showUnlock();
+    return;
+  }
   try {
     state.boot = await client.call('boot');
   } catch (err) {
@@ -602,7 +625,11 @@ async function enterVault() {
   topbar.hidden = false;
   renderHeader();
   showMemories();
-  await Promise.all([refreshStatus(), refreshList()]);
+  await Promise.all([refreshList(), refreshStatus()]);
+  if (!state.boot) {
+    // the unlock form came before the vault engine's boot (start): what it tells, now
+    client.call('boot').then((b) => { state.boot = b; }, () => {});
+  }
   // a touch screen would pop up its keyboard: focus the first field only with a mouse
   if (state.unlocked && matchMedia('(pointer: fine)').matches) q(main, '#add-content')?.focus();
 }
@@ -690,12 +717,13 @@ async function addMemory(form) {
   const session = state.session;
   setBusy(form, true);
   try {
-    await client.call('add', args);
+    const r = await client.call('add', args);
     if (session !== state.session) return;
     form.elements.content.value = '';
     form.elements.tags.value = '';
     notice('Memory added.');
-    await refreshList();
+    if (r && r.entry && state.loaded) showAdded(r.entry);
+    else await refreshList();
     scheduleSync();
     refreshStatus();
   } catch (ex) {
@@ -705,6 +733,22 @@ async function addMemory(form) {
       setBusy(form, false);
       form.elements.content.focus();
     }
+  }
+}
+
+// The list's order, as the vault sends it: newest first, then by id.
+function listOrder(a, b) {
+  return (b.created || 0) - (a.created || 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+// The vault answers an add with the new memory: show it without reading the whole vault again.
+function showAdded(e) {
+  const at = state.entries.findIndex((x) => listOrder(e, x) < 0);
+  state.entries.splice(at < 0 ? state.entries.length : at, 0, e);
+  state.byId.set(e.id, e);
+  if (state.view === 'memories') {
+    fillOptions();
+    renderList();
   }
 }
 
@@ -804,7 +848,17 @@ function renderList() {
   const all = state.entries.length;
   const shown = visibleEntries();
   const page = shown.slice(0, state.limit);
-  list.replaceChildren(...page.map(card));
+  // Cards already in the list stay where they are: only new ones are built and inserted.
+  let at = list.firstElementChild;
+  for (const node of page.map(cardFor)) {
+    if (node === at) at = at.nextElementSibling;
+    else list.insertBefore(node, at);
+  }
+  while (at) {
+    const next = at.nextElementSibling;
+    at.remove();
+    at = next;
+  }
   list.setAttribute('aria-busy', String(!state.loaded));
 
   const active = ['tag', 'type', 'trust', 'scope'].filter((k) => state.filters[k]).length;
@@ -856,6 +910,19 @@ function trustBadge(node, e) {
   node.className = `badge badge-${e.trust in TRUST_TEXT ? e.trust : 'unverified'}`;
   node.title = TRUST_TITLE[e.trust] || '';
   node.dataset.trust = e.trust;
+}
+
+// Each entry's card is built once and kept while the entry (a new object after every list)
+// and its editing and conflict state stay the same.
+let cards = new WeakMap();   // entry -> {node, editing, conflict}
+function cardFor(e) {
+  const editing = state.editing === e.id;
+  const conflict = state.inConflict.has(e.id);
+  const c = cards.get(e);
+  if (c && c.editing === editing && c.conflict === conflict) return c.node;
+  const node = card(e);
+  cards.set(e, { node, editing, conflict });
+  return node;
 }
 
 function card(e) {
@@ -957,7 +1024,10 @@ function startEdit(id) {
 function rerenderCard(id) {
   const li = q(main, `li[data-id="${id}"]`);
   const e = state.byId.get(id);
-  if (li && e) li.replaceWith(card(e));
+  if (li && e) {
+    cards.delete(e);
+    li.replaceWith(cardFor(e));
+  }
 }
 
 function stopEdit(id, focusId = id) {
@@ -1452,7 +1522,11 @@ document.getElementById('sync-button').addEventListener('click', async () => {
   }
 });
 
-window.addEventListener('online', renderSync);
+// Back online: send what was written meanwhile now, not at the next change or event.
+window.addEventListener('online', () => {
+  renderSync();
+  if (state.unlocked) scheduleSync();
+});
 window.addEventListener('offline', renderSync);
 
 // ------------------------------------------------------------------ lock, auto-lock
@@ -1470,6 +1544,7 @@ async function lock(reason) {
   state.editing = null;
   state.filters = { q: '', tag: '', type: '', trust: '', scope: '' };
   haystack = new WeakMap();
+  cards = new WeakMap();
   forgetTarget = null;
   keepTarget = null;
   if (forgetDialog.open) forgetDialog.close('locked');

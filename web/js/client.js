@@ -18,6 +18,33 @@ export class VaultError extends Error {
   }
 }
 
+// An unlock's Argon2id, on a thread of its own started the moment the passphrase is submitted
+// (web/js/argon2-worker.js): the vault worker's thread may still be booting Pyodide, and would
+// only start it then.  -> args with `master`, or args as they were if that fails (the vault
+// worker then derives it itself).  The master secret is transferred on to the vault worker,
+// so the page keeps no copy.
+function withMaster(args) {
+  return new Promise((resolve) => {
+    let helper;
+    const done = (master) => {
+      helper?.terminate();
+      resolve(master instanceof Uint8Array ? { ...args, master } : args);
+    };
+    try {
+      helper = new Worker(new URL('./argon2-worker.js', import.meta.url), { type: 'module' });
+    } catch {
+      done(null);
+      return;
+    }
+    helper.addEventListener('message', (e) => done(e.data?.master));
+    helper.addEventListener('error', (e) => {
+      e.preventDefault();
+      done(null);
+    });
+    helper.postMessage({ passphrase: args.passphrase });
+  });
+}
+
 export class VaultClient {
   constructor() {
     this.next = 1;
@@ -63,12 +90,13 @@ export class VaultClient {
     return p;
   }
 
-  #send(op, args) {
+  async #send(op, args) {
+    if (op === 'unlock' && typeof args.passphrase === 'string' && !args.master) args = await withMaster(args);
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       try {
-        this.worker.postMessage({ id, op, args });
+        this.worker.postMessage({ id, op, args }, args.master instanceof Uint8Array ? [args.master.buffer] : []);
       } catch (err) {
         this.pending.delete(id);
         reject(new VaultError('bad_request', 'the request could not be sent to the vault worker'));

@@ -41,17 +41,56 @@ function request(req) {
   });
 }
 
-// -> {table: [[key, Uint8Array], ...]} for every table of the vault store
+// The whole vault store, read ahead: the worker asks for it as it starts (worker.js), so
+// IndexedDB reads while Pyodide boots, and the first idb_load_all (the store's load, before
+// anything is written) takes it.
+let early = null;
+let taken = false;
+export function idb_prefetch() {
+  if (taken) return;   // the store was loaded already: a copy read now would only be held
+  early ??= loadAll();
+  early.catch(() => {});
+}
+
+// -> {table: Uint8Array} for every table of the vault store: its records (each one CBOR item,
+// the row) as one CBOR array, so Python receives and decodes one buffer per table, not one
+// object per row.
 export async function idb_load_all() {
+  const ahead = early;
+  early = null;
+  taken = true;
+  if (ahead) {
+    try {
+      return await ahead;
+    } catch {
+      // read it again below
+    }
+  }
+  return loadAll();
+}
+
+async function loadAll() {
   const d = await db();
   const tables = STORES.filter((s) => s !== "cache");
   const tx = d.transaction(tables, "readonly");
   const out = {};
   await Promise.all(tables.map(async (t) => {
-    const store = tx.objectStore(t);
-    const [keys, values] = await Promise.all([request(store.getAllKeys()), request(store.getAll())]);
-    out[t] = keys.map((k, i) => [k, values[i]]);
+    out[t] = cborArray(await request(tx.objectStore(t).getAll()));
   }));
+  return out;
+}
+
+function cborArray(items) {
+  const n = items.length;
+  const head = n < 24 ? [0x80 | n] : n < 0x100 ? [0x98, n] : n < 0x10000 ? [0x99, n >> 8, n & 0xff]
+    : [0x9a, (n >>> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff];
+  const out = new Uint8Array(items.reduce((sum, v) => sum + v.length, head.length));
+  out.set(head);
+  let at = head.length;
+  for (const v of items) {
+    out.set(v, at);
+    at += v.length;
+  }
   return out;
 }
 
@@ -66,6 +105,14 @@ export async function idb_apply(tables, keys, values) {
     else store.put(values[i], keys[i]);
   }
   await done(tx);
+}
+
+// The vault's salt (public), straight from the "salt" row of the meta table, CBOR
+// {"k": "salt", "v": h'<16 bytes>'}; null when there is no vault here.
+export async function idb_salt() {
+  const row = await idb_get("meta", "salt");
+  if (!row || row.length < 17 || row[row.length - 17] !== 0x50) return null;
+  return row.slice(row.length - 16);
 }
 
 export async function idb_get(table, key) {

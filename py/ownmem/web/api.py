@@ -9,14 +9,16 @@ only the store (IndexedDB), the crypto provider (WebCrypto) and HTTP (fetch) dif
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..aperto import keys as K
+from ..aperto.container import parse_container
 from ..aperto.model import MemType, type_name
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ..errors import AuthenticationFailed, OwnmemError, VaultError
+from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError
 from ..vault.transfer import export_bytes, import_bytes
 from ..vault.vault import DEFAULT_SCOPE, Entry, UnlockedVault, create_in, unlock_store
 from .store import IdbStore
@@ -82,9 +84,11 @@ class App:
         return run_sync(K.derive_purpose_key(self.v.p, self.v.identity.master, CACHE_INFO))
 
     def _load_cache(self) -> None:
+        from pyodide.ffi import jsnull
+
         blob = run_sync(self.js.idb_get("cache", CACHE_KEY))
         self.cache = DeviceCache()
-        if blob is None:
+        if blob is None or blob is jsnull:   # no record yet: JS null arrives as jsnull, not None
             return
         raw = bytes(blob.to_bytes())
         try:
@@ -158,7 +162,15 @@ class App:
                confidence: float = 0.8, scope: str = DEFAULT_SCOPE) -> dict[str, Any]:
         oid = self.v.add(content, tags=tags or [], mem_type=MemType.parse(type), confidence=float(confidence),
                          scope=scope)
-        return {"id": oid.hex()}
+        # The new memory, opened from what was stored (and so verified), for the page to show
+        # at once instead of listing the whole vault again; the device cache learns it too.
+        row = self.store.get_object(oid)
+        if row is None:
+            raise VaultError("the new memory was not stored")
+        keyring = self.v.keyring()
+        entry = self.v.open_stored(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
+        UnlockedVault._remember(self.cache, row, entry.opened, keyring)  # noqa: SLF001
+        return {"id": oid.hex(), "entry": entry_json(entry)}
 
     def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
                 type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
@@ -175,6 +187,10 @@ class App:
     def op_import(self, data: Any, accept_container_keys: bool = False, passphrase: str = "") -> dict[str, Any]:
         raw = bytes(data)
         ident = self.vault.identity if self.vault is not None else None
+        if ident is not None and parse_container(raw).meta.sign_pub != ident.sign_pub:
+            # The page imports into an unlocked vault without a passphrase: refuse a file of
+            # another identity as import_bytes does, not with Argon2id failing on "".
+            raise ImportRefused("this file belongs to a different identity; ownmem imports your own memory only")
         report, uv = import_bytes(lambda: self.store, raw, passphrase, accept_container_keys=accept_container_keys,
                                   crypto=provider(), ident=ident)
         if self.vault is None:
@@ -248,7 +264,8 @@ _app: App | None = None
 
 
 def handle(op: str, args: Any) -> Any:
-    """Entry point for the worker: one operation, one JS object back."""
+    """Entry point for the worker: one operation, one JSON string (or JS object, when the result
+    holds bytes) back."""
     global _app
     from pyodide.ffi import to_js
     import js
@@ -274,4 +291,10 @@ def handle(op: str, args: Any) -> Any:
         out = {"ok": False, "error": {"code": e.code, "message": str(e)}}
     except (ValueError, TypeError) as e:
         out = {"ok": False, "error": {"code": "bad_request", "message": str(e).splitlines()[0][:200]}}
-    return to_js(out, dict_converter=js.Object.fromEntries)
+    # A result without bytes crosses as one JSON string (the worker parses it): converting a
+    # list of 10,000 entries value by value through the FFI costs several times more.  ASCII
+    # (\u escapes): with any non-ASCII text in it, ensure_ascii=False is ~8x slower here.
+    try:
+        return json.dumps(out, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return to_js(out, dict_converter=js.Object.fromEntries)

@@ -6,6 +6,8 @@ journal table; after each commit the journal is sent to IndexedDB in one
 transaction (``ownmem_js.idb_apply``) and cleared.  IndexedDB thus holds one record
 per row (cells, wrapped DEKs, metadata), each the row's values as CBOR; on the next
 visit ``load`` puts them back.  The vault code above it is the CPython vault's own.
+One difference: a cell the server has accepted (``pushed``) is kept without its bytes,
+which nothing reads again; an unpushed cell is kept whole, to be sent again as it was.
 """
 from __future__ import annotations
 
@@ -46,14 +48,17 @@ class IdbStore(Store):
 
     def load(self) -> int:
         """Fill the in-memory database from IndexedDB (before the triggers exist)."""
-        records = run_sync(self.idb.idb_load_all()).to_py()
+        records = run_sync(self.idb.idb_load_all()).to_py()   # {table: one CBOR array of its rows}
         n = 0
-        for t, rows in records.items():
-            if t not in TABLES or not rows:
+        for t, blob in records.items():
+            if t not in TABLES:
+                continue
+            raw = bytes(blob)
+            values = cbor.decode(raw, max_items=len(raw) + 1)   # an item is at least one byte
+            if not values:
                 continue
             cols = self._columns(t)
             marks = ",".join("?" * len(cols))
-            values = [cbor.decode(bytes(v)) for _, v in rows]
             self.db.executemany(f"INSERT OR REPLACE INTO {t} ({','.join(cols)}) VALUES ({marks})",
                                 [[row[c] for c in cols] for row in values])
             n += len(values)
@@ -72,9 +77,15 @@ class IdbStore(Store):
         for t, pk in entries:
             cols = self._columns(t)
             row = self.db.execute(f"SELECT {','.join(cols)} FROM {t} WHERE {TABLES[t]} = ?", (pk,)).fetchone()
+            record = dict(zip(cols, row)) if row is not None else None
+            if t == "cells" and record is not None and record["pushed"]:
+                # The server has this cell: its bytes (mostly an ML-DSA-65 signature) are never
+                # read here again (only unpushed cells are sent; erasure needs only the id), and
+                # they were most of what every start read back from IndexedDB.
+                record["cell"] = b""
             tables.append(t)
             keys.append(_key(pk))
-            values.append(cbor.encode(dict(zip(cols, row))) if row is not None else None)
+            values.append(cbor.encode(record) if record is not None else None)
         from pyodide.ffi import to_js
 
         run_sync(self.idb.idb_apply(to_js(tables), to_js(keys), to_js(values)))

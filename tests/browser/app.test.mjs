@@ -1,0 +1,931 @@
+// The web app (PWA) end to end: the real server (python -m server) serving web/dist and
+// the sync API, headless Chromium driven through playwright-core.
+//
+//   python3 build.py build && node --test tests/browser/app.test.mjs
+//
+// One server per run of this file (a fresh data dir, a free port on 127.0.0.1, a private copy
+// of web/dist, which must be built first); every test opens its own browser contexts (fresh
+// IndexedDB, service worker and caches).  Tests run one after the other: Pyodide boots in
+// every new context, which takes seconds on a small machine, so a test reuses its contexts
+// rather than open more.  Every request and console line of every context is recorded, and
+// test 9 (run last) checks them all.
+//
+// Environment: CHROMIUM (default /usr/bin/chromium); OWNMEM_PYTHON (default .venv/bin/python),
+// the interpreter with the reference `apertomemory` package; screenshots go to
+// test-output/screenshots/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+const DIST = path.join(ROOT, 'web', 'dist');
+const PY = process.env.OWNMEM_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
+const VENV_PY = path.join(ROOT, '.venv', 'bin', 'python');
+const OWNMEM_CLI = path.join(ROOT, '.venv', 'bin', 'ownmem');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = path.join(ROOT, 'test-output', 'screenshots');
+const require = createRequire(path.join(ROOT, 'package.json'));
+
+const PASS = 'correct horse battery staple 42';
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const BOOT_MS = 120_000;     // Pyodide + the wheel in a fresh context, on a loaded 2-core machine
+const LIVE_MS = 15_000;      // a change on one device shows on the other without a reload
+const SYNC_MS = 45_000;
+
+let browser, tmp, dataDir, webDir, port, origin, serverProc, serverLog = '';
+const contexts = new Set();
+const requests = [];          // every request of every context (pages, workers, service workers)
+const consoleLines = [];      // every console message and page error: {label, text}
+const timings = {};
+
+// ------------------------------------------------------------------ server
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+async function startServer() {
+  const proc = spawn(VENV_PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
+    cwd: ROOT, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  proc.stdout.on('data', (d) => { serverLog += d; });
+  proc.stderr.on('data', (d) => { serverLog += d; });
+  let exited = false;
+  proc.on('exit', () => { exited = true; });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited) throw new Error(`the server exited at start:\n${serverLog.slice(-3000)}`);
+    try {
+      const r = await fetch(`${origin}/health`);
+      if (r.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`the server did not answer /health in 30 s:\n${serverLog.slice(-3000)}`);
+    await sleep(150);
+  }
+  serverProc = proc;
+  return proc;
+}
+
+async function stopServer() {
+  const proc = serverProc;
+  serverProc = null;
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+  const gone = new Promise((resolve) => proc.once('exit', resolve));
+  proc.kill('SIGTERM');
+  const t = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+  await gone;
+  clearTimeout(t);
+}
+
+// ------------------------------------------------------------------ helpers
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function uniq(prefix) {
+  return `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
+}
+
+const CHROMIUM_ARGS = ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+/** A fresh context of the shared browser (incognito-like: its own storage, service worker, caches). */
+async function newContext(label, opts = {}) {
+  return watch(await browser.newContext({ viewport: DESKTOP, acceptDownloads: true, ...opts }), label);
+}
+
+/** A fresh context with a profile on disk (a browser of its own): Chromium installs no app from incognito. */
+async function newProfileContext(label) {
+  const { chromium } = require('playwright-core');
+  const dir = fs.mkdtempSync(path.join(tmp, `profile-${label}-`));
+  const ctx = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, args: CHROMIUM_ARGS, viewport: DESKTOP, acceptDownloads: true,
+  });
+  return watch(ctx, label);
+}
+
+function watch(ctx, label) {
+  contexts.add(ctx);
+  ctx.on('request', (r) => {
+    let body = null;
+    try {
+      body = r.postDataBuffer();
+    } catch {
+      body = null;
+    }
+    requests.push({ url: r.url(), method: r.method(), label, body, sw: Boolean(r.serviceWorker()) });
+  });
+  ctx.on('console', (m) => consoleLines.push({ label, text: m.text() }));
+  ctx.on('weberror', (e) => consoleLines.push({ label, text: String(e.error()?.stack || e.error()) }));
+  ctx.on('page', (p) => {
+    p.on('pageerror', (e) => {
+      consoleLines.push({ label, text: String(e.stack || e) });
+      console.error(`[${label} page error]`, e.message);
+    });
+  });
+  return ctx;
+}
+
+async function closeContexts(...ctxs) {
+  for (const c of ctxs) {
+    if (!c) continue;
+    contexts.delete(c);
+    await c.close().catch(() => {});
+  }
+}
+
+/** Open the app in a new page of `ctx` and wait for the vault engine to boot. */
+async function openApp(ctx) {
+  const page = await ctx.newPage();
+  const t0 = Date.now();
+  const resp = await page.goto(origin + '/');
+  await waitBooted(page);
+  (timings.boot_ms ??= []).push(Date.now() - t0);
+  return { page, resp };
+}
+
+async function waitBooted(page) {
+  await page.waitForSelector('[data-testid="tab-create"], [data-testid="unlock-form"]', { timeout: BOOT_MS });
+}
+
+async function waitVault(page, timeout = 90_000) {
+  await page.waitForSelector('[data-testid="add-form"]', { timeout });
+  // the list has been read once
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-role="summary"]');
+    return s && s.textContent && !s.textContent.startsWith('Opening');
+  }, null, { timeout });
+}
+
+async function createVault(page, name, { link = true } = {}) {
+  await page.click('[data-testid="tab-create"]');
+  const form = page.locator('[data-testid="create-form"]');
+  await form.locator('[data-testid="vault-name"]').fill(name);
+  await form.locator('[data-testid="passphrase"]').fill(PASS);
+  await form.locator('[data-testid="passphrase2"]').fill(PASS);
+  await form.locator('[data-testid="create-link"]').setChecked(link);
+  await form.locator('[data-testid="create-submit"]').click();
+  await waitVault(page);
+  if (link) await waitLinked(page);
+}
+
+async function waitLinked(page, timeout = SYNC_MS) {
+  await page.waitForFunction(() => {
+    const s = document.querySelector('[data-testid="sync-status"]');
+    return s && ['online', 'syncing', 'connecting', 'offline'].includes(s.dataset.state);
+  }, null, { timeout });
+}
+
+async function login(page, name) {
+  await page.click('[data-testid="tab-login"]');
+  const form = page.locator('[data-testid="login-form"]');
+  await form.locator('[data-testid="server-url"]').fill(origin);
+  await form.locator('[data-testid="vault-name"]').fill(name);
+  await form.locator('[data-testid="passphrase"]').fill(PASS);
+  await form.locator('[data-testid="login-submit"]').click();
+  await waitVault(page);
+}
+
+async function unlock(page) {
+  await page.waitForSelector('[data-testid="unlock-form"]', { timeout: BOOT_MS });
+  await page.fill('[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
+  await page.click('[data-testid="unlock-submit"]');
+  await waitVault(page);
+}
+
+async function addMemory(page, content, tags = '') {
+  await page.fill('[data-testid="add-content"]', content);
+  await page.fill('[data-testid="add-tags"]', tags);
+  await page.click('[data-testid="add-submit"]');
+  await waitCard(page, content, 30_000);
+}
+
+/** The cards of the memory list: [{id, content, trust, badge}]. */
+function cards(page) {
+  return page.$$eval('[data-testid="memory-card"]', (els) => els.map((li) => ({
+    id: li.dataset.id,
+    content: li.querySelector('[data-role="content"]')?.textContent ?? '',
+    trust: li.dataset.trust,
+    badge: li.querySelector('[data-testid="trust-badge"]')?.textContent ?? '',
+  })));
+}
+
+function waitCard(page, content, timeout = SYNC_MS) {
+  return page.waitForFunction((c) => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+    .some((n) => n.textContent === c), content, { timeout });
+}
+
+function waitNoCard(page, content, timeout = SYNC_MS) {
+  return page.waitForFunction((c) => ![...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+    .some((n) => n.textContent === c), content, { timeout });
+}
+
+function pending(page) {
+  return page.$eval('[data-testid="sync-status"]', (s) => Number(s.dataset.pending || 0));
+}
+
+async function waitPending(page, pred, timeout = SYNC_MS) {
+  const t0 = Date.now();
+  for (;;) {
+    const n = await pending(page);
+    if (pred(n)) return n;
+    if (Date.now() - t0 > timeout) throw new Error(`pending count stayed ${n}`);
+    await sleep(250);
+  }
+}
+
+async function clickSync(page) {
+  await page.waitForSelector('[data-testid="sync-button"]:not([disabled])', { timeout: SYNC_MS });
+  await page.click('[data-testid="sync-button"]');
+  await page.waitForSelector('[data-testid="sync-button"]:not([disabled])', { timeout: SYNC_MS });
+}
+
+/** Desktop (1280x800) and phone (390x844, the whole page unless a modal is open) screenshots. */
+async function shot(page, name, { fullPage = true } = {}) {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const size = page.viewportSize() || DESKTOP;
+  await page.setViewportSize(DESKTOP);
+  await page.screenshot({ path: path.join(SHOTS, `${name}-desktop.png`) });
+  await page.setViewportSize(PHONE);
+  await sleep(100);
+  await page.screenshot({ path: path.join(SHOTS, `${name}-phone.png`), fullPage });
+  await page.setViewportSize(size);
+}
+
+async function openSettings(page) {
+  await page.click('[data-testid="settings-button"]');
+  await page.waitForSelector('[data-testid="settings-view"]');
+}
+
+async function backToMemories(page) {
+  await page.click('[data-testid="settings-view"] [data-role="back"]');
+  await waitVault(page);
+}
+
+async function exportFile(page, dest) {
+  await openSettings(page);
+  const [download] = await Promise.all([
+    page.waitForEvent('download', { timeout: 60_000 }),
+    page.click('[data-testid="export-button"]'),
+  ]);
+  assert.match(download.suggestedFilename(), /\.amem$/);
+  await download.saveAs(dest);
+  return dest;
+}
+
+/** Keys of one IndexedDB object store of the app's database. */
+function idbKeys(page, store) {
+  return page.evaluate((s) => new Promise((resolve, reject) => {
+    const req = indexedDB.open('ownmem');
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const r = db.transaction([s], 'readonly').objectStore(s).getAllKeys();
+      r.onsuccess = () => { db.close(); resolve(r.result.map(String)); };
+      r.onerror = () => reject(r.error);
+    };
+  }), store);
+}
+
+function runPy(code, args = [], env = {}) {
+  const r = spawnSync(PY, ['-c', code, ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  assert.equal(r.status, 0, `python failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+function cli(vault, args) {
+  const r = spawnSync(OWNMEM_CLI, ['--vault', vault, ...args], {
+    cwd: ROOT, encoding: 'utf8', env: { ...process.env, OWNMEM_PASSPHRASE: PASS }, timeout: 120_000,
+  });
+  return r;
+}
+
+// ------------------------------------------------------------------ setup
+
+function sourcesNewerThan(ms) {
+  const out = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (e.name !== 'dist' && !e.name.startsWith('.') && e.name !== '__pycache__') walk(p);
+      } else if (/\.(js|mjs|html|css|py|webmanifest|png)$/.test(e.name) && fs.statSync(p).mtimeMs > ms) {
+        out.push(path.relative(ROOT, p));
+      }
+    }
+  };
+  walk(path.join(ROOT, 'web'));
+  walk(path.join(ROOT, 'py', 'ownmem'));
+  return out;
+}
+
+before(async () => {
+  if (!fs.existsSync(path.join(DIST, 'index.html')) || !fs.existsSync(path.join(DIST, 'precache.json'))) {
+    throw new Error(`the web app is not built (${DIST} is missing): run \`python3 build.py build\` first`);
+  }
+  const built = fs.statSync(path.join(DIST, 'precache.json')).mtimeMs;
+  const newer = sourcesNewerThan(built);
+  if (newer.length) console.warn(`# web/dist is older than ${newer.slice(0, 3).join(', ')}: run \`python3 build.py build\``);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ownmem-app-'));
+  dataDir = path.join(tmp, 'data');
+  fs.mkdirSync(dataDir);
+  // the server serves a private copy: a rebuild of web/dist during the run changes nothing here
+  webDir = path.join(tmp, 'web');
+  fs.cpSync(DIST, webDir, { recursive: true });
+  port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  await startServer();
+  const { chromium } = require('playwright-core');
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: CHROMIUM_ARGS,
+  });
+}, { timeout: 60_000 });
+
+after(async () => {
+  for (const c of [...contexts]) await c.close().catch(() => {});
+  await browser?.close();
+  await stopServer();
+  if (serverLog.includes('Traceback')) console.log(`# server log (tail):\n${serverLog.slice(-4000)}`);
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (Object.keys(timings).length) console.log('# timings', JSON.stringify(timings));
+});
+
+// ------------------------------------------------------------------ tests
+
+test('1. create a vault, add memories, reload, unlock: they list as self', { timeout: 180_000 }, async () => {
+  const ctx = await newContext('t1');
+  try {
+    const { page } = await openApp(ctx);
+    await shot(page, '01-welcome-create');
+    await page.click('[data-testid="tab-login"]');
+    await shot(page, '02-welcome-login');
+    const name = uniq('t1');
+    await createVault(page, name);
+    await addMemory(page, 'I prefer tea over coffee', 'food, drinks');
+    await addMemory(page, 'My cat is called Miso', 'pets');
+    await shot(page, '03-memories');
+
+    await page.reload();
+    await page.waitForSelector('[data-testid="unlock-form"]', { timeout: BOOT_MS });
+    assert.equal(await page.textContent('[data-role="unlock-name"]'), name);
+    await shot(page, '04-unlock');
+    await unlock(page);
+    await waitCard(page, 'My cat is called Miso');
+    const list = await cards(page);
+    assert.deepEqual(list.map((c) => c.content).sort(), ['I prefer tea over coffee', 'My cat is called Miso']);
+    for (const c of list) {
+      assert.equal(c.trust, 'self');
+      assert.equal(c.badge, 'self');
+    }
+    await openSettings(page);
+    await shot(page, '05-settings');
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+test('2. a second context opens the vault from the server and sees changes live', { timeout: 180_000 }, async () => {
+  const ca = await newContext('t2-A');
+  const cb = await newContext('t2-B');
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const name = uniq('t2');
+    await createVault(a, name);
+    await addMemory(a, 'The dentist is on Tuesday', 'health');
+    await addMemory(a, 'Use metric units', 'prefs');
+    await waitPending(a, (n) => n === 0);
+
+    await login(b, name);
+    await waitCard(b, 'The dentist is on Tuesday');
+    await waitCard(b, 'Use metric units');
+    for (const c of await cards(b)) assert.equal(c.trust, 'self');
+    await shot(b, '06-second-device');
+
+    // live: no reload in B (a marker on its window survives only without one)
+    await b.evaluate(() => { window.__noReload = 42; });
+    const t0 = Date.now();
+    await addMemory(a, 'Live: the meeting moved to 3 pm', 'work');
+    await waitCard(b, 'Live: the meeting moved to 3 pm', LIVE_MS);
+    timings.live_ms = Date.now() - t0;
+    assert.equal(await b.evaluate(() => window.__noReload), 42, 'B was reloaded');
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
+test('3. offline add: shows as pending, syncs to the other context once back online', { timeout: 180_000 }, async () => {
+  const ca = await newContext('t3-A');
+  const cb = await newContext('t3-B');
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const name = uniq('t3');
+    await createVault(a, name);
+    await addMemory(a, 'Online before the cut');
+    await waitPending(a, (n) => n === 0);
+    await login(b, name);
+    await waitCard(b, 'Online before the cut');
+
+    await ca.setOffline(true);
+    await addMemory(a, 'Written while offline');
+    const n = await waitPending(a, (x) => x > 0, 10_000);
+    assert.ok(n > 0);
+    await a.waitForFunction(() => document.querySelector('[data-testid="sync-status"]').textContent.includes('pending'));
+    await shot(a, '07-offline-pending');
+    // nothing reached B meanwhile
+    await sleep(1500);
+    assert.ok(!(await cards(b)).some((c) => c.content === 'Written while offline'));
+
+    assert.equal(await a.$eval('[data-testid="sync-status"]', (x) => x.dataset.state), 'offline');
+    await ca.setOffline(false);
+    const t0 = Date.now();
+    await waitCard(b, 'Written while offline', SYNC_MS);
+    timings.reconnect_ms = Date.now() - t0;
+    await waitPending(a, (x) => x === 0);
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
+test('4. concurrent edits on two contexts show a conflict; keeping one version resolves it', { timeout: 240_000 }, async () => {
+  const ca = await newContext('t4-A');
+  const cb = await newContext('t4-B');
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const name = uniq('t4');
+    await createVault(a, name);
+    await addMemory(a, 'The wifi password is on the fridge');
+    await addMemory(a, 'An unrelated memory');
+    await waitPending(a, (n) => n === 0);
+    await login(b, name);
+    await waitCard(b, 'The wifi password is on the fridge');
+
+    await ca.setOffline(true);
+    await cb.setOffline(true);
+    const edit = async (page, text) => {
+      const card = page.locator('[data-testid="memory-card"]', { hasText: 'The wifi password is on the fridge' });
+      await card.locator('[data-testid="edit-button"]').click();
+      const form = page.locator('[data-testid="edit-form"]');
+      await form.locator('[data-testid="edit-content"]').fill(text);
+      await form.locator('[data-testid="edit-save"]').click();
+      await waitCard(page, text, 30_000);
+    };
+    await edit(a, 'The wifi password is in the drawer (A)');
+    await edit(b, 'The wifi password changed to hunter2 (B)');
+    await ca.setOffline(false);
+    await cb.setOffline(false);
+    await clickSync(a);
+    await clickSync(b);
+    await clickSync(a);
+
+    for (const page of [a, b]) {
+      await page.waitForSelector('[data-testid="conflicts-banner"]:not([hidden])', { timeout: SYNC_MS });
+    }
+    await shot(a, '08-conflict-banner');
+    await a.click('[data-testid="conflicts-banner"] [data-role="open-conflicts"]');
+    await a.waitForSelector('[data-testid="conflicts-view"]');
+    const versions = a.locator('[data-testid="conflict-version"]');
+    assert.equal(await versions.count(), 2);
+    const texts = (await versions.allTextContents()).join('\n');
+    assert.ok(texts.includes('(A)') && texts.includes('(B)'), texts);
+    await shot(a, '09-conflicts');
+    await versions.filter({ hasText: '(B)' }).locator('[data-testid="keep-button"]').click();
+    await a.waitForSelector('[data-testid="keep-dialog"][open]');
+    await a.click('[data-testid="keep-confirm"]');
+    await a.waitForFunction(() => !document.querySelector('[data-testid="keep-dialog"]').open, null, { timeout: 30_000 });
+
+    // one version left, on both devices
+    const settled = async (page) => {
+      await page.waitForFunction(() => {
+        const banner = document.querySelector('[data-testid="conflicts-banner"]');
+        const texts = [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')].map((n) => n.textContent);
+        return banner && banner.hidden && texts.filter((t) => t.includes('wifi password')).length === 1;
+      }, null, { timeout: SYNC_MS });
+      const wifi = (await cards(page)).filter((c) => c.content.includes('wifi password'));
+      assert.deepEqual(wifi.map((c) => c.content), ['The wifi password changed to hunter2 (B)']);
+      assert.equal(wifi[0].trust, 'self');
+    };
+    if (await a.$('[data-testid="conflicts-view"]')) await a.click('[data-testid="conflicts-view"] [data-role="back"]');
+    await settled(a);
+    await waitPending(a, (n) => n === 0);
+    await settled(b);
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
+test('5. export downloads a .amem that the CLI imports and the reference opens as self', { timeout: 180_000 }, async () => {
+  const ctx = await newContext('t5');
+  try {
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t5'), { link: false });
+    const contents = ['Export one: the boiler code is 1234', 'Export two: favourite colour green', 'Export three: ünïcødé ✓'];
+    for (const c of contents) await addMemory(page, c, 'export');
+    const file = await exportFile(page, path.join(tmp, 't5-export.amem'));
+    await page.waitForSelector('[data-role="export-progress"].done');
+    assert.match(await page.textContent('[data-role="export-progress"]'), /Exported 3 objects/);
+    await shot(page, '10-export');
+    assert.ok(fs.statSync(file).size > 1000);
+
+    // the CPython CLI imports it into an empty vault (adopting the identity) and lists it
+    const vault = path.join(tmp, 't5-cli-vault');
+    const imp = cli(vault, ['import', file]);
+    assert.equal(imp.status, 0, `ownmem import failed:\n${imp.stdout}\n${imp.stderr}`);
+    const ls = cli(vault, ['list', '--json']);
+    assert.equal(ls.status, 0, ls.stderr);
+    const listed = JSON.parse(ls.stdout);
+    assert.deepEqual(listed.map((e) => e.content).sort(), [...contents].sort());
+    for (const e of listed) {
+      assert.equal(e.trust, 'self');
+      assert.deepEqual(e.tags, ['export']);
+    }
+
+    // the reference implementation (apertomemory 0.2.3) opens every object as self
+    const out = runPy(`
+import json, os, sys
+from importlib.metadata import version
+from amem.vault import Vault
+v = Vault.import_file(sys.argv[1], sys.argv[2], os.environ["PW"])
+ok, bad = v.open_all(os.environ["PW"])
+print(json.dumps({"version": version("apertomemory"), "bad": bad,
+                  "ok": [{"content": o["content"], "trust": o["trust"], "tags": o["tags"]} for o in ok]}))
+`, [file, path.join(tmp, 't5-ref-vault')], { PW: PASS });
+    const ref = JSON.parse(out);
+    assert.equal(ref.version, '0.2.3');
+    assert.deepEqual(ref.bad, []);
+    assert.deepEqual(ref.ok.map((o) => o.content).sort(), [...contents].sort());
+    for (const o of ref.ok) assert.equal(o.trust, 'self');
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+// The reference implementation writes .amem files in a Python subprocess.
+const REF_MAKE = `
+import json, os, sys
+from amem.vault import Vault
+from amem.objects import MemoryObject
+mode, dest, out = sys.argv[1], sys.argv[2], sys.argv[3]
+pw = os.environ["PW"]
+if mode == "new":          # a new identity: Vault.init + the default scope
+    v = Vault.init(dest, pw)
+    v.add_scope("default", pw)
+else:                      # the browser's own identity: adopt it from the browser's export
+    v = Vault.import_file(mode, dest, pw)
+    v.add_scope("reference", pw)
+items = json.loads(os.environ["ITEMS"])
+ids = [v.seal_object(MemoryObject(content=c, tags=t, mem_type=m, confidence=0.9), s, pw) for c, t, m, s in items]
+n = v.export(out)
+print(json.dumps({"ids": ids, "exported": n}))
+`;
+
+test('6. .amem files made by the reference import in the browser and list as self', { timeout: 240_000 }, async () => {
+  const ca = await newContext('t6-A');
+  const cc = await newContext('t6-C');
+  try {
+    const [{ page: a }, { page: c }] = await Promise.all([openApp(ca), openApp(cc)]);
+
+    // (1) into an unlocked browser vault.  Import never mixes identities, so the reference
+    // vault adopts this browser vault's identity from its export (the reference's own
+    // new-device import), seals objects with it and exports them.
+    await createVault(a, uniq('t6'), { link: false });
+    await addMemory(a, 'Browser original before the reference');
+    const mine = await exportFile(a, path.join(tmp, 't6-browser.amem'));
+    const items = [['Reference: I live in Lisbon', ['home'], 'semantic', 'default'],
+      ['Reference: the standup is at 9:30', ['work'], 'episodic', 'default'],
+      ['Reference: to deploy, run make release', ['howto'], 'procedural', 'default'],
+      ['Reference: a memory in its own scope', ['scoped'], 'semantic', 'reference']];
+    const made = JSON.parse(runPy(REF_MAKE, [mine, path.join(tmp, 't6-ref-same'), path.join(tmp, 't6-ref-same.amem')],
+      { PW: PASS, ITEMS: JSON.stringify(items) }));
+    assert.equal(made.exported, 5);    // the browser's object, carried along, and four new ones
+    await a.setInputFiles('[data-testid="import-input"]', path.join(tmp, 't6-ref-same.amem'));
+    await a.waitForSelector('[data-testid="import-report"]:not([hidden])', { timeout: 60_000 });
+    const summary = await a.textContent('[data-testid="import-report"] [data-role="report-summary"]');
+    assert.match(summary, /4 imported, 1 skipped, 0 refused/);
+    assert.match(await a.textContent('[data-testid="import-report"]'), /scope added\s*reference/);
+    await shot(a, '11-import-report');
+
+    // a file of another identity is refused, and says why
+    const foreign = JSON.parse(runPy(REF_MAKE, ['new', path.join(tmp, 't6-ref-new'), path.join(tmp, 't6-ref-new.amem')],
+      { PW: PASS, ITEMS: JSON.stringify([['Foreign: made by Vault.init', ['ref'], 'semantic', 'default'],
+        ['Foreign: a second one', [], 'semantic', 'default']]) }));
+    assert.equal(foreign.exported, 2);
+    await a.setInputFiles('[data-testid="import-input"]', path.join(tmp, 't6-ref-new.amem'));
+    await a.waitForSelector('[data-role="import-error"]:not([hidden])', { timeout: 60_000 });
+    assert.match(await a.textContent('[data-role="import-error"]'), /different identity/);
+
+    await backToMemories(a);
+    for (const [content] of items) await waitCard(a, content, 10_000);
+    const listed = await cards(a);
+    assert.equal(listed.length, 5);
+    for (const e of listed) assert.equal(e.trust, 'self', JSON.stringify(e));
+    assert.ok(!listed.some((e) => e.content.startsWith('Foreign')));
+
+    // (2) into a browser with no vault: the import adopts the file's identity (new device
+    // from a file).  The welcome screen offers no such import (only "Create a vault" and
+    // "Use my vault from a server"), so this drives the worker's `import` operation the
+    // way the page would, then opens the app, which finds the vault and unlocks it.
+    await c.goto(origin + '/manifest.webmanifest');
+    const data = [...fs.readFileSync(path.join(tmp, 't6-ref-new.amem'))];
+    const r = await c.evaluate(async ([bytes, pass]) => {
+      const w = new Worker('/js/worker.js', { type: 'module' });
+      let n = 0;
+      const call = (op, args) => new Promise((resolve, reject) => {
+        const id = ++n;
+        const on = (e) => {
+          if (e.data.id !== id) return;
+          w.removeEventListener('message', on);
+          if (e.data.ok) resolve(e.data.result);
+          else reject(new Error(`${e.data.error.code}: ${e.data.error.message}`));
+        };
+        w.addEventListener('message', on);
+        w.postMessage({ id, op, args });
+      });
+      try {
+        const boot = await call('boot', {});
+        const imp = await call('import', { data: new Uint8Array(bytes), passphrase: pass, accept_container_keys: false });
+        const list = await call('list', { include_unverified: true });
+        return { boot, imp, list };
+      } finally {
+        w.terminate();
+      }
+    }, [data, PASS]);
+    assert.ok(r.boot.vault == null, 'this browser has no vault yet');
+    assert.equal(r.imp.imported, 2);
+    assert.equal(r.imp.identity_adopted, true);
+    assert.deepEqual(r.imp.refused, []);
+    assert.deepEqual(r.list.entries.map((e) => e.trust), ['self', 'self']);
+    await c.goto(origin + '/');
+    await unlock(c);
+    await waitCard(c, 'Foreign: made by Vault.init');
+    await waitCard(c, 'Foreign: a second one');
+    for (const e of await cards(c)) assert.equal(e.trust, 'self');
+  } finally {
+    await closeContexts(ca, cc);
+  }
+});
+
+test('7. forget on one context erases the memory on the other, IndexedDB included', { timeout: 180_000 }, async () => {
+  const ca = await newContext('t7-A');
+  const cb = await newContext('t7-B');
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const name = uniq('t7');
+    await createVault(a, name);
+    await addMemory(a, 'Forget me: an old address');
+    await addMemory(a, 'Keep me: the current address');
+    await waitPending(a, (n) => n === 0);
+    await login(b, name);
+    await waitCard(b, 'Forget me: an old address');
+    await waitCard(b, 'Keep me: the current address');
+    const id = (await cards(b)).find((e) => e.content === 'Forget me: an old address').id;
+    assert.match(id, /^[0-9a-f]{32}$/);
+    assert.ok((await idbKeys(b, 'objects')).includes(id), 'B holds the object before');
+    assert.ok((await idbKeys(b, 'cells')).includes(id), 'B holds the cell before');
+
+    const card = a.locator('[data-testid="memory-card"]', { hasText: 'Forget me: an old address' });
+    await card.locator('[data-testid="forget-button"]').click();
+    await a.waitForSelector('[data-testid="forget-dialog"][open]');
+    await shot(a, '12-forget-dialog', { fullPage: false });
+    await a.click('[data-testid="forget-confirm"]');
+    await waitNoCard(a, 'Forget me: an old address', 30_000);
+
+    await waitNoCard(b, 'Forget me: an old address', SYNC_MS);
+    await waitCard(b, 'Keep me: the current address', 1000);
+    // B's store no longer holds it (its wrapped key and its sealed copy are deleted)
+    const t0 = Date.now();
+    while ((await idbKeys(b, 'objects')).includes(id) && Date.now() - t0 < 10_000) await sleep(250);
+    assert.ok(!(await idbKeys(b, 'objects')).includes(id), 'the object is still in B\'s IndexedDB');
+    assert.ok(!(await idbKeys(b, 'cells')).includes(id), 'the cell is still in B\'s IndexedDB');
+    assert.ok((await idbKeys(b, 'erased')).includes(id), 'B records the erasure');
+    // after a reload and unlock it stays gone
+    await b.reload();
+    await unlock(b);
+    await waitCard(b, 'Keep me: the current address');
+    assert.ok(!(await cards(b)).some((e) => e.id === id));
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
+test('8. installable PWA: no installability errors, a valid manifest, an active service worker', { timeout: 180_000 }, async () => {
+  const ctx = await newProfileContext('t8');
+  try {
+    const { page } = await openApp(ctx);
+    await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+    await page.waitForFunction(async () => {
+      const names = await caches.keys();
+      return names.some((n) => n.startsWith('ownmem-'));
+    }, null, { timeout: 60_000 });
+    await page.reload();
+    await waitBooted(page);
+    const sw = await page.evaluate(async () => {
+      const reg = await navigator.serviceWorker.getRegistration();
+      return { controller: navigator.serviceWorker.controller?.scriptURL ?? null,
+        state: reg?.active?.state ?? null, caches: await caches.keys() };
+    });
+    assert.equal(sw.controller, origin + '/sw.js');
+    assert.equal(sw.state, 'activated');
+    const version = JSON.parse(fs.readFileSync(path.join(webDir, 'precache.json'), 'utf8')).version;
+    assert.deepEqual(sw.caches, [`ownmem-${version}`]);
+
+    const cdp = await ctx.newCDPSession(page);
+    const inst = await cdp.send('Page.getInstallabilityErrors');
+    assert.deepEqual(inst.installabilityErrors, []);
+    const man = await cdp.send('Page.getAppManifest');
+    assert.equal(man.url, origin + '/manifest.webmanifest');
+    assert.deepEqual(man.errors, []);
+    assert.equal(JSON.parse(man.data).display, 'standalone');
+    await cdp.detach();
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+test('10. secrets stay put: passphrase and plaintext in no storage, log or request; CSP set', { timeout: 180_000 }, async () => {
+  const ctx = await newContext('t10');
+  const CANARY = `canary-${Math.random().toString(36).slice(2)}-plaintext`;
+  const from = requests.length;
+  const consoleFrom = consoleLines.length;
+  try {
+    const { page, resp } = await openApp(ctx);
+    const name = uniq('t10');
+    await createVault(page, name);
+    await addMemory(page, `The secret note: ${CANARY}`, 'secret');
+    await waitPending(page, (n) => n === 0);
+    await page.reload();
+    await unlock(page);
+    await waitCard(page, `The secret note: ${CANARY}`);
+    await addMemory(page, 'A second note after unlock');
+    await waitPending(page, (n) => n === 0);
+
+    // CSP: the page's own header (its first load came from the network), the meta tag,
+    // and what the server sends for "/" now
+    const csp = (await resp.allHeaders())['content-security-policy'];
+    assert.ok(csp && csp.includes("script-src 'self'"), `CSP header of /: ${csp}`);
+    const scriptSrc = csp.split(';').map((d) => d.trim().split(/\s+/)).find((d) => d[0] === 'script-src').slice(1);
+    assert.deepEqual(scriptSrc.filter((t) => t !== "'self'" && t !== "'wasm-unsafe-eval'"), [], `script-src allows more: ${csp}`);
+    const fresh = await fetch(origin + '/');
+    assert.match(fresh.headers.get('content-security-policy'), /script-src 'self'/);
+    const meta = await page.getAttribute('meta[http-equiv="Content-Security-Policy"]', 'content');
+    assert.match(meta, /script-src 'self'/);
+
+    const enc = new TextEncoder();
+    const needles = { passphrase: [...enc.encode(PASS)], canary: [...enc.encode(CANARY)], name: [...enc.encode(name)] };
+    // every record of every store of the app's database (and localStorage, sessionStorage,
+    // cookies), scanned in the page for the needles' UTF-8 bytes
+    const scan = await page.evaluate(async (nd) => {
+      const find = (hay, needle) => {
+        outer: for (let i = 0; i + needle.length <= hay.length; i++) {
+          for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
+          return true;
+        }
+        return false;
+      };
+      const enc = new TextEncoder();
+      const bytesOf = (v) => {
+        if (v instanceof Uint8Array) return [v];
+        if (v instanceof ArrayBuffer) return [new Uint8Array(v)];
+        if (ArrayBuffer.isView(v)) return [new Uint8Array(v.buffer, v.byteOffset, v.byteLength)];
+        if (typeof v === 'string') return [enc.encode(v)];
+        if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return [];
+        if (Array.isArray(v)) return v.flatMap(bytesOf);
+        if (typeof v === 'object') return Object.entries(v).flatMap(([k, x]) => [enc.encode(k), ...bytesOf(x)]);
+        return [enc.encode(String(v))];
+      };
+      const hits = [];
+      const records = {};
+      const check = (where, v) => {
+        for (const b of bytesOf(v)) for (const [what, n] of Object.entries(nd)) if (find(b, n)) hits.push({ where, what });
+      };
+      const db = await new Promise((res, rej) => {
+        const r = indexedDB.open('ownmem');
+        r.onsuccess = () => res(r.result);
+        r.onerror = () => rej(r.error);
+      });
+      for (const s of db.objectStoreNames) {
+        const store = db.transaction([s], 'readonly').objectStore(s);
+        const [keys, values] = await Promise.all([store.getAllKeys(), store.getAll()].map((req) => new Promise((res, rej) => {
+          req.onsuccess = () => res(req.result);
+          req.onerror = () => rej(req.error);
+        })));
+        records[s] = keys.length;
+        keys.forEach((k, i) => {
+          check(`${s}/${k} (key)`, k);
+          check(`${s}/${k}`, values[i]);
+        });
+      }
+      db.close();
+      const dbs = (await indexedDB.databases()).map((d) => d.name);
+      for (let i = 0; i < localStorage.length; i++) {
+        const k = localStorage.key(i);
+        check(`localStorage/${k}`, k);
+        check(`localStorage/${k}`, localStorage.getItem(k));
+      }
+      for (let i = 0; i < sessionStorage.length; i++) check(`sessionStorage/${i}`, sessionStorage.getItem(sessionStorage.key(i)));
+      check('cookie', document.cookie);
+      return { hits, records, dbs, localStorage: Object.keys(localStorage) };
+    }, needles);
+    assert.deepEqual(scan.dbs, ['ownmem']);
+    assert.equal(scan.records.cache, 1, 'the verified-plaintext cache is one record');
+    assert.ok(scan.records.objects >= 2 && scan.records.cells >= 2, JSON.stringify(scan.records));
+    // the scan does find what is stored in the clear (the vault name, with the server link)
+    assert.ok(scan.hits.some((h) => h.what === 'name'), `the scan found nothing at all: ${JSON.stringify(scan)}`);
+    const leaks = scan.hits.filter((h) => h.what !== 'name');
+    assert.deepEqual(leaks, [], 'passphrase or plaintext in browser storage (the cache record must be ciphertext)');
+
+    // console messages of every page and worker of this context
+    for (const l of consoleLines.slice(consoleFrom)) {
+      assert.ok(!l.text.includes(PASS), `the passphrase was logged: ${l.text}`);
+      assert.ok(!l.text.includes(CANARY), `plaintext was logged: ${l.text}`);
+    }
+    // every request this context sent: URL and body
+    const mine = requests.slice(from).filter((r) => r.label === 't10');
+    const posts = mine.filter((r) => r.body && r.body.length);
+    assert.ok(posts.some((r) => r.url.includes('/v1/')), 'no request body to the sync API was seen');
+    const passBuf = Buffer.from(PASS);
+    const canaryBuf = Buffer.from(CANARY);
+    for (const r of mine) {
+      assert.ok(!r.url.includes(encodeURIComponent(PASS)) && !r.url.includes(PASS), r.url);
+      if (!r.body) continue;
+      assert.equal(r.body.indexOf(passBuf), -1, `the passphrase was sent to ${r.url}`);
+      assert.equal(r.body.indexOf(canaryBuf), -1, `plaintext was sent to ${r.url}`);
+    }
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+test('11. works offline: the server stops, the app still opens, unlocks, lists and adds; it syncs on return', { timeout: 240_000 }, async () => {
+  const ctx = await newContext('t11');
+  let restarted = false;
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t11');
+    await createVault(page, name);
+    await addMemory(page, 'Before the outage');
+    await waitPending(page, (n) => n === 0);
+    await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+    await page.waitForFunction(() => navigator.serviceWorker.controller !== null, null, { timeout: 30_000 });
+
+    await stopServer();
+    await assert.rejects(fetch(origin + '/health'));
+    await page.reload();
+    await unlock(page);
+    await waitCard(page, 'Before the outage');
+    await addMemory(page, 'Added during the outage');
+    await waitPending(page, (n) => n > 0, 10_000);
+    await page.waitForFunction(() => document.querySelector('[data-testid="sync-status"]').dataset.state === 'offline',
+      null, { timeout: 30_000 });
+    await shot(page, '13-offline');
+
+    await startServer();
+    restarted = true;
+    const t0 = Date.now();
+    await waitPending(page, (n) => n === 0, 60_000);
+    timings.resync_after_restart_ms = Date.now() - t0;
+
+    // the server really has it: the CPython CLI fetches the vault as a new device
+    const vault = path.join(tmp, 't11-cli');
+    const lg = cli(vault, ['login', '--server', origin, '--vault-name', name]);
+    assert.equal(lg.status, 0, `${lg.stdout}\n${lg.stderr}`);
+    const ls = cli(vault, ['list', '--json']);
+    assert.equal(ls.status, 0, ls.stderr);
+    assert.deepEqual(JSON.parse(ls.stdout).map((e) => e.content).sort(), ['Added during the outage', 'Before the outage']);
+  } finally {
+    if (!restarted && !serverProc) await startServer();
+    await closeContexts(ctx);
+  }
+});
+
+test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
+  assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
+  const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));
+  // the recorder sees the vault worker's traffic too: Pyodide, the wheel and the sync API
+  assert.ok(paths.has('/pyodide/pyodide.asm.wasm'), 'Pyodide\'s fetches were not recorded');
+  assert.ok([...paths].some((p) => p.startsWith('/wheels/')), 'the wheel fetch was not recorded');
+  assert.ok([...paths].some((p) => p.startsWith('/v1/vaults/')), 'the sync API requests were not recorded');
+  assert.ok(requests.some((r) => r.sw && r.url === origin + '/precache.json'), 'the service worker\'s own fetches were not recorded');
+  const foreign = requests.filter((r) => !r.url.startsWith(origin + '/') && !/^(data|blob):/.test(r.url));
+  assert.deepEqual(foreign.map((r) => `${r.label} ${r.method} ${r.url}`), []);
+  // and the passphrase, typed in every test, was never sent nor logged
+  const pass = Buffer.from(PASS);
+  assert.deepEqual(requests.filter((r) => r.url.includes(PASS) || (r.body && r.body.indexOf(pass) >= 0)).map((r) => r.url), []);
+  assert.deepEqual(consoleLines.filter((l) => l.text.includes(PASS)), []);
+});

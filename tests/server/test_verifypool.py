@@ -1,0 +1,99 @@
+"""Cell verification in worker processes (server/verifypool.py) decides exactly what one thread does:
+the same cells accepted, the same first refused item named, and it falls back to a thread when the
+batch is small, the pool is off, or a worker died."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ownmem.crypto import run_sync
+from ownmem.saihm.cell import make_cell
+from ownmem.vault import UnlockedVault, Vault
+from server.verify import HolderKey, Refused
+from server.verifypool import MIN_BATCH, VerifyPool, check_items
+
+N = 40
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[list[bytes]], bytes, HolderKey]]:
+    v: UnlockedVault = Vault.create(tmp_path_factory.mktemp("verifypool") / "vault",
+                                    "verify pool tests: quiet river stones")
+    try:
+        for i in range(N):
+            v.add(f"memory {i}", tags=("pool",))
+        h, now = v.holder(), int(time.time())
+        items = []
+        for row in v.store.unpushed(N):
+            c = run_sync(make_cell(v.p, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
+                                   cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
+            items.append([c.to_cbor(), row.dek_wrapped])
+        yield items, h.public, HolderKey(h.public, h.holder_id)
+    finally:
+        v.lock()
+
+
+@pytest.fixture
+def pool() -> Iterator[VerifyPool]:
+    p = VerifyPool(2)
+    p.start()
+    yield p
+    p.close()
+
+
+def _tampered(item: list[bytes]) -> list[bytes]:
+    cell = bytearray(item[0])
+    cell[-80] ^= 1   # inside the signature or the timestamp: still a cell, no longer a valid one
+    return [bytes(cell), item[1]]
+
+
+def test_pool_accepts_what_one_thread_accepts(batch, pool):
+    items, pub, holder = batch
+    got = asyncio.run(pool.check(items, holder, pub))
+    assert got == check_items(items, holder)
+    assert len(got) == N and pool._pool is not None, "a batch this large goes to the worker processes"
+
+
+@pytest.mark.parametrize("bad", [[0], [N // 2 + 3], [N - 1], [27, 6, 33]])
+def test_pool_names_the_first_refused_item(batch, pool, bad):
+    items, pub, holder = batch
+    forged = [(_tampered(it) if i in bad else it) for i, it in enumerate(items)]
+    got = asyncio.run(pool.check(forged, holder, pub))
+    want = check_items(forged, holder)
+    assert isinstance(got, tuple) and isinstance(want, tuple)
+    assert got[0] == want[0] == min(bad)
+    assert isinstance(got[1], Refused) and (got[1].code, str(got[1])) == (want[1].code, str(want[1]))
+
+
+def test_small_batches_and_a_disabled_pool_check_in_a_thread(batch):
+    items, pub, holder = batch
+    p = VerifyPool(2)
+    try:
+        assert asyncio.run(p.check(items[:MIN_BATCH - 1], holder, pub)) == check_items(items[:MIN_BATCH - 1], holder)
+        assert p._pool is None, "a small push must not start the worker processes"
+    finally:
+        p.close()
+    off = VerifyPool(0)
+    assert asyncio.run(off.check(items, holder, pub)) == check_items(items, holder)
+    assert off._pool is None
+
+
+def test_a_dead_worker_costs_a_fallback_not_a_refusal(batch, pool):
+    items, pub, holder = batch
+    assert asyncio.run(pool.check(items, holder, pub)) == check_items(items, holder)
+    first = pool._pool
+    assert first is not None
+    for pid in list(first._processes):     # the worker processes die (killed, out of memory, ...)
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not first._broken:
+        time.sleep(0.05)
+    assert asyncio.run(pool.check(items, holder, pub)) == check_items(items, holder)
+    # and a new pool serves the next push
+    assert asyncio.run(pool.check(items, holder, pub)) == check_items(items, holder)
+    assert pool._pool is not None and pool._pool is not first
