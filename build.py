@@ -7,7 +7,8 @@
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
-    python3 build.py test [ARGS]    build, then run the whole test suite (ARGS go to pytest)
+    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, pytest, browser
+                                    tests (with ARGS, only pytest, with those arguments)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
                                     and write the results to docs/benchmarks.md (an area not run
                                     keeps its section from the previous report)
@@ -252,11 +253,17 @@ def _write_precache(out: Path) -> str:
 
 
 def test(args: list[str]) -> int:
-    """The whole suite: pytest (CPython, server on SQLite and PostgreSQL), then the browser
-    tests (node's test runner + playwright-core in headless Chromium).  With ARGS, only
-    pytest runs, with those arguments."""
+    """The whole suite: the type checker (mypy --strict over py/ownmem and server, as
+    configured in pyproject.toml), pytest (CPython, server on SQLite and PostgreSQL), then
+    the browser tests (node's test runner + playwright-core in headless Chromium).  With
+    ARGS, only pytest runs, with those arguments.  A type error stops the run."""
     build()     # the browser tests load web/dist
     env = dict(os.environ)
+    if not args:
+        print("+ mypy (strict, pyproject.toml [tool.mypy])", flush=True)
+        if subprocess.run([str(PY), "-m", "mypy"], cwd=ROOT, env=env).returncode != 0:
+            print("build.py test: the type checker failed; fix the errors above", flush=True)
+            return 1
     py_rc = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
     if args:
         return py_rc

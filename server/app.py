@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
-from starlette.routing import Match, Mount, Route, get_route_path
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 
 from ownmem import syncwire as W
@@ -44,6 +44,8 @@ from .verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class ApiError(Exception):
@@ -98,7 +100,7 @@ class Server:
         self._holders: dict[int, HolderKey] = {}
 
     # ---------------------------------------------------------------- plumbing
-    async def call(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    async def call(self, fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
         return await run_in_threadpool(fn, *args, **kw)
 
     async def body(self, request: Request, limit: int = W.MAX_BODY) -> bytes:
@@ -487,7 +489,8 @@ class WebMount(Mount):
     API's 405 with Allow; they now reach the API routes as they do without a bundle."""
 
     def matches(self, scope: Any) -> tuple[Match, Any]:
-        if scope.get("method") not in ("GET", "HEAD") or get_route_path(scope).startswith("/v1/"):
+        path = scope["path"][len(scope.get("root_path", "")):]
+        if scope.get("method") not in ("GET", "HEAD") or path.startswith("/v1/"):
             return Match.NONE, {}
         return super().matches(scope)
 
@@ -513,7 +516,7 @@ class WebFiles(StaticFiles):
         return response
 
 
-async def _amem_stream(srv: Server, vault_id: int, vault_public: dict, amem_sig: bytes, n: int) -> AsyncIterator[bytes]:
+async def _amem_stream(srv: Server, vault_id: int, vault_public: dict[Any, Any], amem_sig: bytes, n: int) -> AsyncIterator[bytes]:
     """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig}, in deterministic order.
 
     Objects stream page by page; only the 56-byte (id, wrapped DEK) pairs are held for key 4."""
@@ -545,7 +548,7 @@ def create_app(config: Config | None = None) -> Starlette:
                 return JSONResponse({"error": e.code, "message": e.message}, status_code=e.status, headers=e.headers)
         return handler
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/health", wrap(srv.health)),
         Route("/openapi.json", wrap(srv.openapi)),
         Route("/v1/vaults", wrap(srv.register), methods=["POST"]),

@@ -25,7 +25,7 @@ class Live:
         self.pg_url = database_url if database_url and database_url.startswith(("postgres", "postgresql")) else None
         self._waiters: dict[int, set[asyncio.Event]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

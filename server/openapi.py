@@ -14,7 +14,7 @@ ERROR = {"type": "object", "required": ["error", "message"],
          "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}
 NAME = {"name": "name", "in": "path", "required": True,
         "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}}
-AUTH = [{"bearer": []}]
+AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 COUNTER = {"type": "integer", "minimum": 0, "maximum": 10 ** 18 - 1}     # at most 18 digits
 # page sizes are clamped by the server (to 1..5000 for changes, 1..1000 for the log, 1..10000 for erasures)
 LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to the server's range",

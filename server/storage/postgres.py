@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -53,11 +54,21 @@ _VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_i
 
 
 def _b(v: object) -> bytes:
-    return bytes(v) if isinstance(v, (memoryview, bytearray)) else v  # type: ignore[return-value]
+    if isinstance(v, (bytes, memoryview, bytearray)):
+        return bytes(v)
+    raise TypeError(f"expected a bytea column, got {type(v).__name__}")
 
 
-def _vault(r: tuple) -> VaultRecord:
-    return VaultRecord(int(r[0]), r[1], *(_b(x) for x in r[2:8]), int(r[8]), int(r[9]))
+def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row a query that always answers one row gave (an aggregate, a locked vault row)."""
+    if row is None:
+        raise RuntimeError("the database returned no row where one is certain")
+    return row
+
+
+def _vault(r: tuple[Any, ...]) -> VaultRecord:
+    return VaultRecord(int(r[0]), str(r[1]), _b(r[2]), _b(r[3]), _b(r[4]), _b(r[5]), _b(r[6]), _b(r[7]),
+                       int(r[8]), int(r[9]))
 
 
 class PostgresStorage:
@@ -149,7 +160,8 @@ class PostgresStorage:
     def push(self, vault_id: int, cells: list[PushCell]) -> PushResult:
         with self._tx() as c:
             # the row lock: every later step of this push runs alone for this vault
-            last = int(c.execute("SELECT last_seq FROM vaults WHERE id = %s FOR UPDATE", (vault_id,)).fetchone()[0])
+            last = int(_one(c.execute("SELECT last_seq FROM vaults WHERE id = %s FOR UPDATE",
+                                      (vault_id,)).fetchone())[0])
             ids = [x.cell_id for x in cells]
             present = {_b(r[0]) for r in c.execute(
                 "SELECT cell_id FROM cells WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
@@ -203,7 +215,8 @@ class PostgresStorage:
         done: list[bytes] = []
         by_subject = {r.subject_id: r for r in receipts}
         with self._tx() as c:
-            row = c.execute("SELECT last_seq, holder_id FROM vaults WHERE id = %s FOR UPDATE", (vault_id,)).fetchone()
+            row = _one(c.execute("SELECT last_seq, holder_id FROM vaults WHERE id = %s FOR UPDATE",
+                                 (vault_id,)).fetchone())
             last, holder = int(row[0]), _b(row[1])
             for cid in cell_ids:
                 if c.execute("SELECT 1 FROM erased WHERE vault_id = %s AND cell_id = %s", (vault_id, cid)).fetchone():
@@ -228,7 +241,7 @@ class PostgresStorage:
 
     def object_count(self, vault_id: int) -> int:
         with self._tx() as c:
-            return int(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone()[0])
+            return int(_one(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone())[0])
 
     # ---------------------------------------------------------------- public log
     @staticmethod
@@ -238,7 +251,7 @@ class PostgresStorage:
                       "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING",
                       (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt))
 
-    def _log_row(self, r: tuple) -> LoggedReceipt:
+    def _log_row(self, r: tuple[Any, ...]) -> LoggedReceipt:
         return LoggedReceipt(int(r[0]), LogEntry(_b(r[1]), _b(r[2]), r[3], _b(r[4]), int(r[5]), _b(r[6])))
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
@@ -249,11 +262,12 @@ class PostgresStorage:
 
     def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
                  after: int, limit: int) -> list[LoggedReceipt]:
-        where, args = ["idx > %s"], [after]
+        where: list[str] = ["idx > %s"]
+        args: list[object] = [after]
         for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
             if val is not None:
                 where.append(f"{col} = %s")
-                args.append(val)  # type: ignore[arg-type]
+                args.append(val)
         with self._tx() as c:
             rows = c.execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
                              + " AND ".join(where) + " ORDER BY idx LIMIT %s", (*args, limit)).fetchall()

@@ -248,17 +248,18 @@ class SqliteStorage:
 
     def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
                  after: int, limit: int) -> list[LoggedReceipt]:
-        where, args = ["idx > ?"], [after]
+        where: list[str] = ["idx > ?"]
+        args: list[object] = [after]
         for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
             if val is not None:
                 where.append(f"{col} = ?")
-                args.append(val)  # type: ignore[arg-type]
+                args.append(val)
         rows = self._conn().execute(
             "SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
             + " AND ".join(where) + " ORDER BY idx LIMIT ?", (*args, limit)).fetchall()
         return [LoggedReceipt(r[0], LogEntry(*r[1:])) for r in rows]
 
     def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]:
-        return [tuple(r) for r in self._conn().execute(  # type: ignore[misc]
+        return [(int(r[0]), bytes(r[1]), bytes(r[2]), int(r[3])) for r in self._conn().execute(
             "SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > ? ORDER BY idx LIMIT ?",
             (after, limit))]

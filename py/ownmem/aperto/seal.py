@@ -203,18 +203,9 @@ async def open_many(p: CryptoProvider, items: list[tuple[SealedObject | bytes, b
             prepared.append((i, so, aad, enc, dek))
         except OwnmemError as e:
             out[i] = e
-    decrypt_many = getattr(p, "aes_gcm_decrypt_many", None)
-    if decrypt_many is not None and prepared:
-        plains = await decrypt_many([d for *_, d in prepared], [e.iv for *_, e, _ in prepared],
-                                    [e.ciphertext for *_, e, _ in prepared],
-                                    [cose.enc_structure(e.protected, a) for _, _, a, e, _ in prepared])
-    else:
-        plains = []
-        for _, _, aad, enc, dek in prepared:
-            try:
-                plains.append(await cose.decrypt0(p, dek, enc, aad))
-            except AuthenticationFailed:
-                plains.append(None)
+    plains = await p.aes_gcm_decrypt_many([d for *_, d in prepared], [e.iv for *_, e, _ in prepared],
+                                          [e.ciphertext for *_, e, _ in prepared],
+                                          [cose.enc_structure(e.protected, a) for _, _, a, e, _ in prepared])
     inspected = []
     for (i, so, aad, _, _), signed in zip(prepared, plains):
         if signed is None:
@@ -227,11 +218,7 @@ async def open_many(p: CryptoProvider, items: list[tuple[SealedObject | bytes, b
             out[i] = e
     # one batch for every object's first candidate key (there is almost always one)
     firsts = [(c[0][0], s1.signature, tbs) for _, _, s1, _, c, tbs in inspected if c]
-    verify_many = getattr(p, "ed25519_verify_many", None)
-    if verify_many is not None and firsts:
-        oks = list(await verify_many([f[0] for f in firsts], [f[1] for f in firsts], [f[2] for f in firsts]))
-    else:
-        oks = [await p.ed25519_verify(*f) for f in firsts]
+    oks = await p.ed25519_verify_many([f[0] for f in firsts], [f[1] for f in firsts], [f[2] for f in firsts])
     k = 0
     for i, so, sign1, decoded, cands, tbs in inspected:
         verified_as: Trust | None = None
@@ -282,15 +269,18 @@ def reopen_verified(so: SealedObject, payload: bytes, signer_pub: bytes, keyring
     raise AuthenticationFailed("the key that verified this object is no longer accepted")
 
 
+def _hex_or_none(b: bytes | None) -> str | None:
+    return b.hex() if b is not None else None
+
+
 def opened_summary(o: OpenedMemory) -> dict[str, Any]:
     """A JSON-ready view (hex for bytes) for CLIs and tests; never holds key material."""
-    hx = (lambda b: b.hex() if b is not None else None)
     return {
         "id": o.object_id.hex(), "scope_id": o.scope_id.hex(), "format_version": o.format_version,
         "content": o.content, "type": o.type_name, "confidence": o.confidence,
         "tags": list(o.tags), "created": o.created, "updated": o.updated, "trust": o.trust.value,
-        "authorship": o.authorship.value, "author_key_id": hx(o.author_key_id),
-        "signer_key_id": hx(o.signer_key_id), "claimed_author_key_id": hx(o.claimed_author_key_id),
+        "authorship": o.authorship.value, "author_key_id": _hex_or_none(o.author_key_id),
+        "signer_key_id": _hex_or_none(o.signer_key_id), "claimed_author_key_id": _hex_or_none(o.claimed_author_key_id),
         "signature_verified": o.signature_verified, "custody_present": o.custody_present,
         "schema_violations": list(o.schema_violations),
     }

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from .provider import CryptoProvider, random_bytes, sha256
 
+__all__ = ["CryptoProvider", "provider", "random_bytes", "run_sync", "set_provider", "sha256"]
+
 T = TypeVar("T")
 
 _provider: CryptoProvider | None = None
@@ -37,7 +39,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        result: T = done.value
+        return result
     coro.close()
     raise RuntimeError("operation suspended: this provider needs an event loop")
 

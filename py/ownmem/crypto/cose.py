@@ -67,7 +67,7 @@ def encode_sign1(protected: bytes, payload: bytes, signature: bytes) -> bytes:
     return b"\xd2\x84" + _bstr(protected) + b"\xa0" + _bstr(payload) + _bstr(signature)
 
 
-def _header_map(raw: bytes) -> dict:
+def _header_map(raw: bytes) -> dict[object, object]:
     if raw == b"":
         return {}
     h = cbor.decode(raw, max_items=64)

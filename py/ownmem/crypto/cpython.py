@@ -11,6 +11,8 @@ path like opening 10,000 objects.  The private-key cache holds secrets, so
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from argon2.low_level import Type, hash_secret_raw
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, keywrap
@@ -67,6 +69,30 @@ class CPythonProvider:
             return keywrap.aes_key_unwrap(kek, wrapped)
         except (keywrap.InvalidUnwrap, ValueError):
             raise AuthenticationFailed("key unwrap failed") from None
+
+    async def aes_gcm_decrypt_many(self, keys: Sequence[bytes], nonces: Sequence[bytes],
+                                   ciphertexts: Sequence[bytes], aads: Sequence[bytes]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for key, nonce, ct, aad in zip(keys, nonces, ciphertexts, aads, strict=True):
+            try:
+                out.append(await self.aes_gcm_decrypt(key, nonce, ct, aad))
+            except AuthenticationFailed:
+                out.append(None)
+        return out
+
+    async def aes_kw_unwrap_many(self, kek: bytes, wrapped: Sequence[bytes]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for w in wrapped:
+            try:
+                out.append(await self.aes_kw_unwrap(kek, w))
+            except AuthenticationFailed:
+                out.append(None)
+        return out
+
+    async def ed25519_verify_many(self, publics: Sequence[bytes], signatures: Sequence[bytes],
+                                  messages: Sequence[bytes]) -> list[bool]:
+        return [await self.ed25519_verify(pub, sig, msg) for pub, sig, msg in zip(publics, signatures, messages,
+                                                                                   strict=True)]
 
     def _ed_private(self, seed: bytes) -> tuple[bytes, bytes]:
         """(public key, libsodium's 64-byte secret key) for a seed."""
@@ -127,7 +153,7 @@ class CPythonProvider:
         from dilithium_py.ml_dsa import ML_DSA_65
 
         _, sk = ML_DSA_65.key_derive(seed)
-        return ML_DSA_65.sign(sk, message, ctx=context, deterministic=True)
+        return bytes(ML_DSA_65.sign(sk, message, ctx=context, deterministic=True))
 
     async def mldsa65_verify(self, public: bytes, message: bytes, signature: bytes,
                              context: bytes) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from typing import Protocol
 
 ARGON2_MEMORY_KIB = 64 * 1024
@@ -55,6 +56,22 @@ class CryptoProvider(Protocol):
 
     async def mldsa65_verify(self, public: bytes, message: bytes, signature: bytes,
                              context: bytes) -> bool: ...
+
+    # Batches: one call for many objects.  In the browser each call crosses into
+    # JavaScript and costs far more than the operation, so opening a vault makes one
+    # call per step instead of one per object; CPython loops.  A failure is that
+    # item's ``None`` / ``False``, never an exception for the whole batch.
+
+    async def aes_gcm_decrypt_many(self, keys: Sequence[bytes], nonces: Sequence[bytes],
+                                   ciphertexts: Sequence[bytes], aads: Sequence[bytes]) -> list[bytes | None]: ...
+
+    async def aes_kw_unwrap_many(self, kek: bytes, wrapped: Sequence[bytes]) -> list[bytes | None]: ...
+
+    async def ed25519_verify_many(self, publics: Sequence[bytes], signatures: Sequence[bytes],
+                                  messages: Sequence[bytes]) -> list[bool]: ...
+
+    def forget_secrets(self) -> None:
+        """Drop every cached private key (the vault calls it on lock)."""
 
 
 def sha256(data: bytes) -> bytes:

@@ -15,6 +15,7 @@ so a sync that dies anywhere resumes where it stopped and stores nothing twice.
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -352,7 +353,7 @@ class Syncer:
                     self.store.put_cell(r.object_id, cid, cell, pushed=False)
             items = [[cell, r.dek_wrapped] for r, (_, cell) in zip(rows, cells)]
             for part in _runs(items, lambda it: len(it[0]) + len(it[1]) + 16, PUSH_BYTES):
-                self._call(lambda part=part: self.remote.push(part))
+                self._call(functools.partial(self.remote.push, part))
             with self.store.transaction():
                 self.store.mark_pushed(r.object_id for r in rows)
             report.pushed += len(rows)
@@ -360,7 +361,7 @@ class Syncer:
                 progress(report.pushed, total)
         outbox = self.store.erase_outbox()
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
-            res = self._call(lambda chunk=chunk: self.remote.erase([r for _, r in chunk]))
+            res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
             report.erased_remote += len(res["erased"])
             with self.store.transaction():
                 self.store.clear_erasures(c for c, _ in chunk)

@@ -211,9 +211,7 @@ class UnlockedVault:
         self._keks.clear()
         self._holder = None
         self._sync = None
-        forget = getattr(self.p, "forget_secrets", None)
-        if forget is not None:
-            forget()
+        self.p.forget_secrets()
         self._store.close()
 
     def holder(self) -> Holder:
@@ -292,7 +290,7 @@ class UnlockedVault:
         return so
 
     def add(self, content: str, *, tags: Iterable[str] = (), mem_type: int = 2, confidence: float = 0.8,
-            scope: str = DEFAULT_SCOPE, now: int | None = None, extensions: dict | None = None) -> bytes:
+            scope: str = DEFAULT_SCOPE, now: int | None = None, extensions: dict[str, object] | None = None) -> bytes:
         memory = Memory(content=content, mem_type=mem_type, confidence=confidence, tags=tuple(tags),
                         created=int(time.time()) if now is None else now, tool=TOOL, extensions=extensions)
         return self._seal_into(memory, self.scope(scope)).object_id
@@ -358,7 +356,6 @@ class UnlockedVault:
     def _unwrap_deks(self, rows: list[StoredObject], scopes_by_id: dict[bytes, ScopeEntry]) -> list[bytes | str]:
         """Each row's DEK, or why it has none; one provider call per scope where it batches."""
         out: list[bytes | str] = ["object in an unknown scope"] * len(rows)
-        unwrap_many = getattr(self.p, "aes_kw_unwrap_many", None)
         by_scope: dict[bytes, list[int]] = {}
         for i, r in enumerate(rows):
             if r.scope_id in scopes_by_id:
@@ -370,15 +367,7 @@ class UnlockedVault:
                 for i in idx:
                     out[i] = "its scope key does not unwrap"
                 continue
-            deks: list[bytes | None] = []
-            if unwrap_many is not None:
-                deks = list(run_sync(unwrap_many(kek, [rows[i].dek_wrapped for i in idx])))
-            else:
-                for i in idx:
-                    try:
-                        deks.append(run_sync(K.unwrap_dek(self.p, rows[i].dek_wrapped, kek)))
-                    except AuthenticationFailed:
-                        deks.append(None)
+            deks = run_sync(self.p.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx]))
             for i, d in zip(idx, deks):
                 out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
         return out

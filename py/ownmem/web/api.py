@@ -142,9 +142,7 @@ class App:
         if self.vault is not None:
             self.vault.ident = None
             self.vault._keks.clear()  # noqa: SLF001 - dropping keys is the point of locking
-            forget = getattr(provider(), "forget_secrets", None)
-            if forget is not None:
-                forget()
+            provider().forget_secrets()
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
@@ -257,7 +255,7 @@ class App:
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run
 
-        return run(vectors)  # type: ignore[no-any-return]
+        return run(vectors)
 
 
 _app: App | None = None

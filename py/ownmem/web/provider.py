@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pyodide.ffi import JsException, jsnull, run_sync, to_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, jsnull, run_sync, to_js
 
 from ..crypto.provider import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
 from ..errors import AuthenticationFailed, MalformedInput
@@ -60,7 +60,7 @@ def _call(fn: Any, *args: Any) -> Any:
 
 
 def _bytes(fn: Any, *args: Any) -> bytes:
-    return _call(fn, *args).to_bytes()  # type: ignore[no-any-return]
+    return bytes(_call(fn, *args).to_bytes())
 
 
 class BrowserProvider:
@@ -70,14 +70,17 @@ class BrowserProvider:
 
     def __init__(self, glue: Any = None) -> None:
         if glue is None:
-            import ownmem_js as glue  # type: ignore[import-not-found]  # the worker's registerJsModule
+            import ownmem_js  # the worker's registerJsModule
+
+            glue = ownmem_js
         self._js = glue
 
     def forget_secrets(self) -> None:
         self._js.forgetSecrets()
 
     async def features(self) -> dict[str, Any]:
-        return _call(self._js.features).to_py()  # type: ignore[no-any-return]
+        features: dict[str, Any] = _call(self._js.features).to_py()
+        return features
 
     async def argon2id(self, secret: bytes, salt: bytes, *, memory_kib: int = ARGON2_MEMORY_KIB,
                        iterations: int = ARGON2_ITERATIONS, parallelism: int = ARGON2_PARALLELISM,
