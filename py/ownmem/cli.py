@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from . import __version__
 from .aperto.model import MemType, type_name
-from .errors import OwnmemError, VaultError
+from .errors import NotFound, OwnmemError, VaultError
 from .vault import (
     DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
@@ -153,10 +153,13 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _listing(v: UnlockedVault, args: argparse.Namespace) -> Any:
-    listing = v.open_all(allow_unverified=getattr(args, "include_unverified", False))
+    listing = v.open_all(allow_unverified=args.include_unverified)
     if listing.refused:
         print(f"note: {len(listing.refused)} object(s) excluded: they could not be authenticated "
               f"(see `ownmem list --refused`)", file=sys.stderr)
+    for new, old, why in listing.ignored_links:
+        print(f"note: {new.hex()[:12]} claims to replace {old.hex()[:12]}, not honoured ({why}); "
+              "both are listed", file=sys.stderr)
     return listing
 
 
@@ -202,7 +205,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     v = _unlock(args)
-    e = v.resolve(args.id, v.open_all(allow_unverified=True))
+    try:
+        e = v.resolve(args.id, v.open_all(allow_unverified=args.include_unverified))
+    except NotFound as err:
+        if args.include_unverified:
+            raise
+        raise NotFound(f"{err} (an object that cannot be authenticated shows only with --include-unverified)") from None
     o = e.opened
     if args.json:
         print(json.dumps(_entry_json(e), ensure_ascii=False, indent=1))
@@ -408,6 +416,8 @@ def parser() -> argparse.ArgumentParser:
     sh = sub.add_parser("show", help="show one memory")
     sh.add_argument("id", help="id or unique prefix")
     sh.add_argument("--json", action="store_true")
+    sh.add_argument("--include-unverified", action="store_true",
+                    help="also find an object that cannot be authenticated (labelled unverified)")
     sh.set_defaults(fn=cmd_show)
 
     ed = sub.add_parser("edit", help="seal a new version of a memory")

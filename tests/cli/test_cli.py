@@ -422,6 +422,24 @@ def test_trust_add_list_remove(tmp_path: Path) -> None:
     assert "no accepted key" in fail("trust", "remove", kid, env=env)
 
 
+def test_show_and_search_hide_unverified_objects_unless_asked(tmp_path: Path) -> None:
+    # ApertoMemory "Opening a sealed object": unverified content is shown only on an explicit opt-in
+    env = make_env(tmp_path)
+    v = api_vault(tmp_path / "vault")
+    so = v._seal_into(Memory(content="planted by a stranger", created=int(time.time())), v.scope("default"),
+                      signer=_third_party_key())
+    v.lock()
+    oid = so.object_id.hex()
+    assert "--include-unverified" in fail("show", oid, env=env)
+    assert ok("search", "planted", "--json", env=env).strip() == "[]"
+    shown = json.loads(ok("show", oid, "--json", "--include-unverified", env=env))
+    assert (shown["content"], shown["trust"]) == ("planted by a stranger", "unverified")
+    [found] = json.loads(ok("search", "planted", "--json", "--include-unverified", env=env))
+    assert found["trust"] == "unverified"
+    text = ok("show", oid, "--include-unverified", env=env)
+    assert "unverified" in text and "not your own" in text
+
+
 def test_scope_add_list(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     api_vault(tmp_path / "vault").lock()

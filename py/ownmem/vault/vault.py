@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..aperto import keys as K
@@ -64,6 +64,9 @@ class Entry:
 class Listing:
     entries: list[Entry]
     refused: list[tuple[bytes, str]]     # objects that did not open, and why (never silent, §8.3)
+    # (successor, the version it names, why) for edit links not honoured: the object still
+    # lists as a memory of its own, but hides and erases nothing of another author's
+    ignored_links: list[tuple[bytes, bytes, str]] = field(default_factory=list)
 
     def heads(self) -> list[Entry]:
         return [e for e in self.entries if e.is_head]
@@ -105,6 +108,44 @@ class VerifiedCache(Protocol):
 def _supersedes(o: OpenedMemory) -> bytes | None:
     v = o.extensions.get(SUPERSEDES)
     return v if isinstance(v, bytes) and len(v) == 16 else None
+
+
+def link_honoured(successor: OpenedMemory, parent: OpenedMemory) -> str | None:
+    """Whether an edit link (``supersedes`` / ``merges``) from ``successor`` to ``parent``
+    counts, or why not.  A link hides the parent from the list and makes ``forget`` of
+    the successor erase it, so only the parent's own author, or the vault owner, may
+    make one: any key the keyring accepts could otherwise hide and destroy the owner's
+    memories (ApertoMemory "Trust Derivation": authorship is derived, never claimed)."""
+    if not successor.signature_verified or successor.signer_key_id is None:
+        return "the newer version's signature is not verified"
+    if successor.trust is Trust.SELF:
+        return None
+    if parent.signature_verified and parent.signer_key_id == successor.signer_key_id:
+        return None
+    return "signed by another author than the version it claims to replace"
+
+
+def honour_links(entries: list[Entry]) -> tuple[list[Entry], list[tuple[bytes, bytes, str]]]:
+    """Drop the edit links that ``link_honoured`` refuses and derive ``superseded_by`` from
+    the rest.  A link to a version not (yet) present is kept: it hides nothing, and it is
+    judged again at every listing once that version arrives."""
+    by_id = {e.id: e for e in entries}
+    ignored: list[tuple[bytes, bytes, str]] = []
+    kept: list[Entry] = []
+    for e in entries:
+        def counts(parent: bytes, e: Entry = e) -> bool:
+            p = by_id.get(parent)
+            why = None if p is None else link_honoured(e.opened, p.opened)
+            if why is not None:
+                ignored.append((e.id, parent, why))
+            return why is None
+        sup = e.supersedes if e.supersedes is not None and counts(e.supersedes) else None
+        kept.append(replace(e, supersedes=sup, merges=tuple(m for m in e.merges if counts(m))))
+    succ: dict[bytes, list[bytes]] = {}
+    for e in kept:
+        for parent in ((e.supersedes,) if e.supersedes is not None else ()) + e.merges:
+            succ.setdefault(parent, []).append(e.id)
+    return [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in kept], ignored
 
 
 def _entry(o: OpenedMemory, scope: str) -> Entry:
@@ -346,12 +387,8 @@ class UnlockedVault:
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
-        succ: dict[bytes, list[bytes]] = {}
-        for e in entries:
-            for parent in ((e.supersedes,) if e.supersedes is not None else ()) + e.merges:
-                succ.setdefault(parent, []).append(e.id)
-        entries = [replace(e, superseded_by=tuple(sorted(succ.get(e.id, ())))) for e in entries]
-        return Listing(entries, refused)
+        entries, ignored = honour_links(entries)
+        return Listing(entries, refused, ignored)
 
     def _unwrap_deks(self, rows: list[StoredObject], scopes_by_id: dict[bytes, ScopeEntry]) -> list[bytes | str]:
         """Each row's DEK, or why it has none; one provider call per scope where it batches."""
