@@ -254,6 +254,22 @@ def test_unknown_payload_keys_survive_migration_byte_for_byte(owner: K.Identity,
     assert cbor.decode_map_raw(o.payload)[42][1] == b"\x19\x00\x07"
 
 
+@pytest.mark.parametrize("signer_name", ["owner", "friend"])
+@pytest.mark.parametrize("bad_custody", [b"\x64junk", b"\xa1\x01\x00", b"\x80"])
+def test_a_malformed_custody_record_is_not_laundered_into_self(
+        owner: K.Identity, friend: K.SigningKey, keyring: Keyring, signer_name: str, bad_custody: bytes) -> None:
+    """Payload key 20 that does not decode degrades trust (§7); migration must not drop it
+    and re-seal the text as the owner's own (nor invent a record it cannot read)."""
+    signer = owner.sign if signer_name == "owner" else friend
+    fields = {k: cbor.Raw(v[1]) for k, v in cbor.decode_map_raw(encode_payload(MEMORY, signer.key_id)).items()}
+    fields[20] = cbor.Raw(bad_custody)
+    so = run_sync(seal_unchecked(P, cbor.encode(fields), signer=signer, kid=signer.key_id,
+                                 object_id=random_bytes(16), scope_id=SCOPE, dek=(dek := K.new_key()),
+                                 nonce=random_bytes(12), format_version=1))
+    outcome, new, _ = migrate(parse_sealed(so.encoded), dek, owner, keyring, quarantine=True)
+    assert (outcome, new) == (Outcome.REFUSE, None)
+
+
 def test_migrating_a_v2_object_is_refused(owner: K.Identity, keyring: Keyring) -> None:
     dek = K.new_key()
     so = run_sync(seal(P, MEMORY, signer=owner.sign, scope_id=SCOPE, dek=dek))

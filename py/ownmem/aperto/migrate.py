@@ -78,6 +78,12 @@ async def migrate_object(p: CryptoProvider, so: SealedObject, dek: bytes, *, ide
         return Migrated(outcome, None)
     decoded = decode_payload(payload)
     memory = decoded.memory
+    if decoded.custody_present and memory.custody is None:
+        # A custody record that does not decode still says "not the signer's own words"
+        # (§7: it degrades trust).  Re-sealing without it would turn that object into
+        # the owner's own (self); with a fresh record it would name a claim it cannot
+        # read.  Neither is faithful, so the object stays as it is, refused and reported.
+        return Migrated(Outcome.REFUSE, None)
     if outcome is not Outcome.MIGRATE:
         claimed = decoded.claimed_author or b""
         if len(claimed) != 8:
