@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from . import __version__
 from .aperto.model import MemType, type_name
 from .errors import NotFound, OwnmemError, VaultError
+from .passphrase import strength
 from .vault import (
     DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
@@ -137,7 +138,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not os.environ.get("OWNMEM_PASSPHRASE") and sys.stdin.isatty():  # about to prompt
         print("Choose a strong passphrase: an exported .amem file lets anyone who holds it guess "
               "passphrases offline (ApertoMemory §15.8). Losing it loses the memory.", file=sys.stderr)
-    v = Vault.create(folder, _passphrase(confirm=True))
+    pw = _passphrase(confirm=True)
+    judged = strength(pw, ("ownmem", os.path.basename(folder.rstrip("/"))))
+    if not judged.acceptable and not args.weak_passphrase:
+        why = f" ({judged.warning.rstrip('.')})" if judged.warning else ""
+        raise CliError(f"that passphrase is too easy to guess{why}: use four or more random words, "
+                       "or give --weak-passphrase to accept the risk")
+    v = Vault.create(folder, pw)
     print(f"vault created at {folder} (owner key {v.identity.key_id.hex()})")
     v.lock()
     return 0
@@ -383,7 +390,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--vault", help="vault folder (default: $OWNMEM_VAULT or ~/.ownmem)")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    sub.add_parser("init", help="create a new vault").set_defaults(fn=cmd_init)
+    ini = sub.add_parser("init", help="create a new vault")
+    ini.add_argument("--weak-passphrase", action="store_true",
+                     help="accept a passphrase below the strength floor (anyone holding a copy can guess it offline)")
+    ini.set_defaults(fn=cmd_init)
 
     a = sub.add_parser("add", help="seal a new memory")
     a.add_argument("content", help="the memory text ('-' reads stdin)")
@@ -473,6 +483,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Everything the CLI writes (vault.db and its WAL, exports) holds ciphertext an attacker
+    # could take offline to guess the passphrase: readable by this user only.
+    os.umask(0o077)
     p = parser()
     args = p.parse_args(argv)
     try:

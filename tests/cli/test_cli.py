@@ -263,6 +263,53 @@ def test_no_passphrase_without_a_terminal_is_one_clear_line(base: Base, tmp_path
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.parametrize("weak", ["password123", "qwertyuiop", "iloveyou2", "Summer2024!", "abcabcabc"])
+def test_init_refuses_a_guessable_passphrase_unless_told(tmp_path: Path, weak: str) -> None:
+    env = make_env(tmp_path, passphrase=weak)
+    line = fail("init", env=env)
+    assert "too easy to guess" in line and "--weak-passphrase" in line and weak not in line
+    assert not (tmp_path / "vault" / "vault.db").exists()          # nothing created
+    assert "vault created" in ok("init", "--weak-passphrase", env=env)
+
+
+def test_init_refuses_the_one_letter_passphrase(tmp_path: Path) -> None:
+    # "a" occurs in every message, so this one is checked without ownmem()'s leak scan
+    env = make_env(tmp_path, passphrase="a")
+    r = subprocess.run(CMD + ["init"], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       timeout=120)
+    assert r.returncode != 0 and r.stdout == "" and "too easy to guess" in r.stderr
+    assert not (tmp_path / "vault" / "vault.db").exists()
+
+
+def test_vault_files_and_exports_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    # a copy of vault.db or of an export lets anyone guess the passphrase offline (§15.8)
+    env = make_env(tmp_path)
+    old = os.umask(0o022)          # a permissive caller: the CLI must not inherit it
+    try:
+        init(env)
+        add(env, "a secret worth guarding")
+        ok("export", str(tmp_path / "out.amem"), env=env)
+    finally:
+        os.umask(old)
+    mode = lambda p: p.stat().st_mode & 0o777          # noqa: E731
+    vault = tmp_path / "vault"
+    assert mode(vault) == 0o700
+    files = [f for f in vault.iterdir() if f.name.startswith("vault.db")]
+    assert {f.name for f in files} >= {"vault.db"}
+    assert all(mode(f) == 0o600 for f in files), {f.name: oct(mode(f)) for f in files}
+    assert mode(tmp_path / "out.amem") == 0o600
+
+
+def test_an_existing_world_readable_vault_is_tightened_on_open(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    api_vault(tmp_path / "vault").lock()
+    os.chmod(tmp_path / "vault", 0o755)
+    os.chmod(tmp_path / "vault" / "vault.db", 0o644)
+    ok("list", env=env)
+    assert (tmp_path / "vault").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "vault" / "vault.db").stat().st_mode & 0o777 == 0o600
+
+
 def test_no_option_takes_a_passphrase(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     for cmd in ("--help", "init --help", "import --help"):

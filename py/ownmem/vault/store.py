@@ -12,6 +12,7 @@ DEK does not linger in free pages.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -68,7 +69,14 @@ class Store:
         self.path = folder / self.FILENAME if folder is not None else None
         try:
             if folder is not None:
-                folder.mkdir(parents=True, exist_ok=True)
+                # Owner-only, whatever the umask of the process that opens it: the store is
+                # an offline passphrase oracle for whoever can copy it.  SQLite gives the
+                # -wal and -shm files the main file's mode.
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(folder, 0o700)
+                assert self.path is not None
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+                os.chmod(self.path, 0o600)
             self.db = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")

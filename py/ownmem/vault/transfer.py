@@ -71,7 +71,9 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     try:
-        with open(tmp, "wb") as f:
+        # owner-only: an export is an offline passphrase oracle (§15.8)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
