@@ -217,3 +217,21 @@ def test_authentication_failure_is_opaque_in_the_report(vault: UnlockedVault, le
     ((_, why),) = report.failed
     assert "could not authenticate" in why
     assert "tag" not in why.lower() and "aead" not in why.lower()     # which check failed stays private
+
+
+def test_a_migrated_object_gets_a_new_cell_and_its_pushed_v1_cell_is_erased(vault: UnlockedVault) -> None:
+    """The v1 cell on the server no longer matches the object: migration must not leave it
+    marked as pushed (the v2 object would never sync) nor leave its ciphertext there."""
+    from ownmem.saihm.receipt import parse_receipt
+
+    v = vault
+    oid = put_v1(v, v.identity.sign, v.identity.key_id, "synced before migration")
+    with v.store.transaction():                       # as a sync leaves it: the v1 cell pushed
+        v.store.put_cell(oid, b"\x11" * 32, b"v1 cell bytes", pushed=True)
+    assert v.store.unpushed_count() == 0
+    migrate_vault(v, now=NOW)
+    assert [r.object_id for r in v.store.unpushed(10)] == [oid]
+    [(cid, receipt)] = v.store.erase_outbox()
+    r = parse_receipt(receipt)
+    assert (cid, r.operation, r.subject_id, r.holder_id) == (b"\x11" * 32, "FORGET", b"\x11" * 32,
+                                                              v.holder().holder_id)

@@ -60,6 +60,12 @@ def migrate_vault(v: UnlockedVault, *, quarantine: bool = False, now: int | None
             with v.store.transaction():
                 v.store.replace_object(StoredObject(row.object_id, row.scope_id, res.sealed.format_version,
                                                     res.sealed.encoded, wrapped))
+                # The v1 cell no longer matches the object: the next sync pushes a cell of the
+                # v2 object (same cellNonce, new cellId) and erases the old one, v1 ciphertext
+                # and DEK wrap included, so every device converges on the v2 object.
+                old = v.store.drop_cell(row.object_id)
+                if old is not None and old[1]:
+                    v.store.queue_erasure(old[0], v.forget_receipt(old[0], at))
             {Outcome.MIGRATE: report.migrated, Outcome.ATTRIBUTE: report.attributed,
              Outcome.QUARANTINE: report.quarantined}[res.outcome].append(oid)
         except AuthenticationFailed:

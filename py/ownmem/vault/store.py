@@ -232,6 +232,12 @@ class Store:
     def put_cell(self, oid: bytes, cell_id: bytes, cell: bytes, pushed: bool) -> None:
         self.db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?)", (oid, cell_id, cell, int(pushed)))
 
+    def drop_cell(self, oid: bytes) -> tuple[bytes, bool] | None:
+        """Forget the cell made for ``oid`` (its object was re-sealed in place, so it needs a
+        new one) -> (the old cell id, whether it had reached the server), if there was one."""
+        r = self.db.execute("DELETE FROM cells WHERE object_id = ? RETURNING cell_id, pushed", (oid,)).fetchone()
+        return (bytes(r[0]), bool(r[1])) if r else None
+
     def mark_pushed(self, oids: Iterable[bytes]) -> None:
         self.db.executemany("UPDATE cells SET pushed = 1 WHERE object_id = ?", ((o,) for o in oids))
 

@@ -492,15 +492,20 @@ class UnlockedVault:
         # Objects that reached the server leave a signed FORGET receipt in the outbox, so
         # the next sync erases them there and, through the feed, on every other device.
         now = int(time.time())
-        receipts = [(cid, run_sync(make_receipt(self.p, xi=self.holder().xi, holder_id=self.holder().holder_id,
-                                                operation="FORGET", subject_id=cid, timestamp=now)).to_cbor())
-                    for cid in self.store.cell_ids_of(gone).values()]
+        receipts = [(cid, self.forget_receipt(cid, now)) for cid in self.store.cell_ids_of(gone).values()]
         with self.store.transaction():
             self.store.erase(gone, now)
             for cid, r in receipts:
                 self.store.queue_erasure(cid, r)
         self.store.checkpoint()
         return gone
+
+    def forget_receipt(self, cell_id: bytes, now: int) -> bytes:
+        """The holder-signed SAIHM FORGET receipt that lets the server, and through it every
+        other device, erase the cell ``cell_id``."""
+        h = self.holder()
+        return run_sync(make_receipt(self.p, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
+                                     subject_id=cell_id, timestamp=now)).to_cbor()
 
     def search(self, query: str, listing: Listing | None = None) -> list[Entry]:
         """Client-side search (§15.4: never on a server): every word must appear in content or tags."""
