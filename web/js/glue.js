@@ -298,15 +298,19 @@ export async function aes_kw_unwrap_many(kek, wrappedList) {
 
 // ------------------------------------------------------------------ Ed25519 (RFC 8032)
 
-async function edPair(seed) {
+// A key pair from its 32-byte seed (Ed25519 or X25519): WebCrypto imports a bare seed only
+// inside PKCS#8, and tells the public key only through JWK.
+async function seededPair(alg, pkcs8Prefix, usage, cache, seed) {
   seed = bytes(seed);
-  if (seed.length !== 32) throw malformed('Ed25519 seed must be 32 bytes');
-  await need('webcrypto_ed25519', 'Ed25519');
-  return edPrivate.get(seed, async () => {
-    const key = await subtle.importKey('pkcs8', concat(ED25519_PKCS8, seed), { name: 'Ed25519' }, true, ['sign']);
+  if (seed.length !== 32) throw malformed(`${alg} seed must be 32 bytes`);
+  await need(`webcrypto_${alg.toLowerCase()}`, alg);
+  return cache.get(seed, async () => {
+    const key = await subtle.importKey('pkcs8', concat(pkcs8Prefix, seed), { name: alg }, true, [usage]);
     return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).x) };
   });
 }
+
+const edPair = (seed) => seededPair('Ed25519', ED25519_PKCS8, 'sign', edPrivate, seed);
 
 export async function ed25519_public(seed) {
   return (await edPair(seed)).pub.slice();
@@ -342,15 +346,7 @@ export async function ed25519_verify_many(pubs, sigs, msgs) {
 
 // ------------------------------------------------------------------ X25519 (RFC 7748)
 
-async function xPair(seed) {
-  seed = bytes(seed);
-  if (seed.length !== 32) throw malformed('X25519 seed must be 32 bytes');
-  await need('webcrypto_x25519', 'X25519');
-  return xPrivate.get(seed, async () => {
-    const key = await subtle.importKey('pkcs8', concat(X25519_PKCS8, seed), { name: 'X25519' }, true, ['deriveBits']);
-    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).x) };
-  });
-}
+const xPair = (seed) => seededPair('X25519', X25519_PKCS8, 'deriveBits', xPrivate, seed);
 
 export async function x25519_public(seed) {
   return (await xPair(seed)).pub.slice();

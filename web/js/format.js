@@ -1,0 +1,92 @@
+// How a memory's values read on screen: types, trust, confidence, dates, ids, tags.
+
+const TYPE_LABELS = { semantic: 'Fact', episodic: 'Event', procedural: 'How-to' };
+const TRUST_TEXT = {
+  self: 'self',
+  trusted: 'trusted',
+  unverified: 'unverified — treat as data, not instructions',
+};
+const TRUST_TITLE = {
+  self: 'Signed with this vault\'s own key',
+  trusted: 'Signed by a key this vault trusts',
+  unverified: 'No trusted signature: an agent or file may have written this. Treat it as data, not as instructions.',
+};
+
+export function typeLabel(t) {
+  return TYPE_LABELS[t] || String(t);
+}
+
+export function trustBadge(node, e) {
+  node.textContent = TRUST_TEXT[e.trust] || e.trust;
+  node.className = `badge badge-${e.trust in TRUST_TEXT ? e.trust : 'unverified'}`;
+  node.title = TRUST_TITLE[e.trust] || '';
+  node.dataset.trust = e.trust;
+}
+
+export function percent(c) {
+  return c === null || c === undefined ? '' : `${Math.round(Number(c) * 100)}%`;
+}
+
+export function shortId(hex) {
+  return hex ? hex.slice(0, 12) : '';
+}
+
+/** A memory's text cut for a dialog's quote or a button's label. */
+export function excerpt(text, max) {
+  return text.length > max ? text.slice(0, max) + '…' : text;
+}
+
+/** "1 object", "3 objects". */
+export function plural(n, word) {
+  return `${n} ${word}${n === 1 ? '' : 's'}`;
+}
+
+export function parseTags(text) {
+  const out = [];
+  for (const t of String(text || '').split(',')) {
+    const tag = t.trim();
+    if (tag && !out.includes(tag)) out.push(tag);
+  }
+  return out;
+}
+
+// One formatter each: making an Intl.DateTimeFormat costs far more than formatting with it,
+// and every card formats two dates.
+const formats = new Map();
+function formatter(options) {
+  const key = JSON.stringify(options);
+  let f = formats.get(key);
+  if (!f) formats.set(key, f = new Intl.DateTimeFormat(undefined, options));
+  return f;
+}
+
+export function dateTime(seconds) {
+  if (!seconds) return '';
+  const d = new Date(seconds * 1000);
+  return formatter({ dateStyle: 'medium', timeStyle: 'short' }).format(d);
+}
+
+export function clockTime(seconds) {
+  const d = new Date(seconds * 1000);
+  const today = new Date();
+  const sameDay = d.toDateString() === today.toDateString();
+  return formatter(sameDay ? { timeStyle: 'short' } : { dateStyle: 'short', timeStyle: 'short' }).format(d);
+}
+
+export function isoDate(d = new Date()) {
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+}
+
+/** An http(s) server address without trailing slashes, or null. */
+export function serverUrl(text) {
+  const server = String(text).trim().replace(/\/+$/, '');
+  try {
+    const u = new URL(server);
+    return u.protocol === 'https:' || u.protocol === 'http:' ? server : null;
+  } catch {
+    return null;
+  }
+}
+
+export const NAME_RE = /^[A-Za-z0-9._-]{1,64}$/;

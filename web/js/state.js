@@ -1,0 +1,217 @@
+// The page's state, behind named accessors, so that who reads and who changes what can be
+// found by name, and one place (endSession) drops every decrypted byte the page holds.
+//
+//   settings     idle minutes and the last vault name, in localStorage (never a secret)
+//   session      unlocked or not, and a counter bumped by every unlock and lock: an answer
+//                that arrives for an older session is dropped (isCurrent)
+//   boot         what the worker's `boot` told (the vault, the crypto provider)
+//   listing      the memories as the last `list` returned them (decrypted text: the only
+//                copy the page keeps), their conflicts, how many were refused, the scopes
+//   status       the worker's `status`: pending changes, last sync, server and name
+//   connection   online or offline as the live sync last saw it, and a sync under way
+//   view         the screen shown; editing: the memory whose card is an edit form
+//
+// Events (on/emit), so that this module and the loaders of vault.js need no view:
+//   'open', 'lock'    a session begins or ends (views drop their caches on 'lock')
+//   'view', 'status'  another screen, a new status (the top bar renders again)
+//   'listing'         a whole new list; 'added': one new memory (the views render again)
+
+// ------------------------------------------------------------------ settings (never secrets)
+
+const SETTINGS_KEY = 'ownmem.settings';
+const DEFAULT_IDLE_MINUTES = 10;
+
+function loadSettings() {
+  let s = {};
+  try {
+    s = JSON.parse(localStorage.getItem(SETTINGS_KEY) || '{}') || {};
+  } catch {
+    s = {};
+  }
+  const idle = Number(s.idleMinutes);
+  return {
+    idleMinutes: Number.isFinite(idle) && idle >= 1 ? Math.min(Math.round(idle), 1440) : DEFAULT_IDLE_MINUTES,
+    vaultName: typeof s.vaultName === 'string' ? s.vaultName.slice(0, 64) : '',
+  };
+}
+
+const settings = loadSettings();
+
+function saveSettings() {
+  const { idleMinutes, vaultName } = settings;
+  try {
+    localStorage.setItem(SETTINGS_KEY, JSON.stringify({ idleMinutes, vaultName }));
+  } catch {
+    // storage disabled: the settings last for this page only
+  }
+}
+
+export const idleMinutes = () => settings.idleMinutes;
+export const rememberedName = () => settings.vaultName;
+
+export function setIdleMinutes(minutes) {
+  settings.idleMinutes = minutes;
+  saveSettings();
+}
+
+export function rememberName(name) {
+  settings.vaultName = name;
+  saveSettings();
+}
+
+// ------------------------------------------------------------------ events
+
+const listeners = new Map();
+
+export function on(event, fn) {
+  if (!listeners.has(event)) listeners.set(event, []);
+  listeners.get(event).push(fn);
+}
+
+// Synchronous, and a listener's exception reaches the caller: a render that fails inside a
+// refresh is reported by that refresh, as when it was called directly.
+export function emit(event, detail) {
+  for (const fn of listeners.get(event) || []) fn(detail);
+}
+
+// ------------------------------------------------------------------ session
+
+let unlocked = false;
+let session = 0;
+let view = 'memories';
+let editing = null;
+let boot = null;
+
+export const isUnlocked = () => unlocked;
+export const currentSession = () => session;
+export const isCurrent = (s) => s === session;
+
+export const bootInfo = () => boot;
+export function setBootInfo(b) {
+  boot = b;
+}
+
+export const currentView = () => view;
+export function setView(v) {
+  view = v;
+  editing = null;
+}
+
+export const editingId = () => editing;
+export function setEditing(id) {
+  editing = id;
+}
+
+// ------------------------------------------------------------------ listing
+
+let listing = {
+  entries: [],
+  byId: new Map(),
+  conflicts: [],
+  inConflict: new Set(),
+  refused: 0,
+  scopes: ['default'],
+  loaded: false,
+};
+
+export const entries = () => listing.entries;
+export const entryById = (id) => listing.byId.get(id);
+export const conflictGroups = () => listing.conflicts;
+export const isInConflict = (id) => listing.inConflict.has(id);
+export const refusedCount = () => listing.refused;
+export const scopeNames = () => listing.scopes;
+export const isLoaded = () => listing.loaded;
+
+/** A `list` result: the whole listing is replaced. */
+export function setListing(r) {
+  const all = r.entries || [];
+  const conflicts = (r.conflicts || []).filter((g) => g.length > 1);
+  listing = {
+    entries: all,
+    byId: new Map(all.map((e) => [e.id, e])),
+    conflicts,
+    inConflict: new Set(conflicts.flat()),
+    refused: r.refused || 0,
+    scopes: r.scopes && r.scopes.length ? r.scopes : ['default'],
+    loaded: true,
+  };
+  emit('listing');
+}
+
+// The list's order, as the vault sends it: newest first, then by id.
+function listOrder(a, b) {
+  return (b.created || 0) - (a.created || 0) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** The vault answers an add with the new memory: it joins the list in its place. */
+export function insertEntry(e) {
+  const all = listing.entries;
+  const at = all.findIndex((x) => listOrder(e, x) < 0);
+  all.splice(at < 0 ? all.length : at, 0, e);
+  listing.byId.set(e.id, e);
+  emit('added', e);
+}
+
+// ------------------------------------------------------------------ status, connection
+
+let status = { pending: 0, last_sync: null, server: null, name: null };
+const connection = { online: null, offlineReason: '', syncing: false };   // online null: not known yet
+
+export const syncStatus = () => status;
+export const isLinked = () => Boolean(status.server && status.name);
+export const vaultName = () => status.name || boot?.vault?.name || settings.vaultName || 'My vault';
+
+/** The worker's `status` answer. */
+export function setSyncStatus(s) {
+  status = { pending: s.pending || 0, last_sync: s.last_sync || null, server: s.server || null, name: s.name || null };
+  emit('status');
+}
+
+/** Where the vault syncs, as `boot` tells before the first `status`. */
+export function setLink(server, name) {
+  status.server = server;
+  status.name = name;
+}
+
+/** A sync just ended well (the live loop's event): `pending` as it reported, if it did. */
+export function noteSynced(pending) {
+  if (typeof pending === 'number') status.pending = pending;
+  status.last_sync = Math.floor(Date.now() / 1000);
+}
+
+export const isOnline = () => connection.online;
+export const offlineReason = () => connection.offlineReason;
+export const isSyncing = () => connection.syncing;
+
+export function setOnline(online, reason = '') {
+  connection.online = online;
+  connection.offlineReason = reason;
+}
+
+export function setSyncing(busy) {
+  connection.syncing = busy;
+}
+
+// ------------------------------------------------------------------ begin and end
+
+/** The vault is open: a new session, on the memories screen, its list not read yet. */
+export function beginSession() {
+  unlocked = true;
+  session++;
+  view = 'memories';
+  listing.loaded = false;
+  connection.online = null;
+  emit('open');
+}
+
+// Drop every decrypted byte the page holds (the views drop theirs, and their DOM, on
+// 'lock'); the worker is asked to drop its keys after this.
+export function endSession() {
+  if (!unlocked) return false;
+  unlocked = false;
+  session++;
+  listing = { ...listing, entries: [], byId: new Map(), conflicts: [], inConflict: new Set() };
+  editing = null;
+  emit('lock');
+  return true;
+}

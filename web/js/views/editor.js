@@ -1,0 +1,81 @@
+// Editing a memory in place: the form that replaces a card's actions (views/card.js).
+// Saving sends only the fields that changed; the vault seals a new version that
+// supersedes this one, and the list is read again to show it.
+
+import { el, enterSubmits, errorText, main, q, role, setBusy, showError, showsPercent, tpl } from '../dom.js';
+import { parseTags } from '../format.js';
+import { currentSession, isCurrent, setEditing } from '../state.js';
+import { call } from '../vault.js';
+import { saved } from './syncstatus.js';
+
+const FIELDS = [['content', 'label-content'], ['tags', 'label-tags'], ['type', 'label-type'],
+  ['confidence', 'label-confidence']];
+
+let editSeq = 0;
+
+/** The edit form for entry `e`; `close()` ends the edit without saving. */
+export function editForm(e, close) {
+  const form = tpl('tpl-edit');
+  const n = ++editSeq;
+  for (const [name, lab] of FIELDS) {
+    const id = `edit-${n}-${name}`;
+    form.elements[name].id = id;
+    role(form, lab).setAttribute('for', id);
+  }
+  form.elements.content.value = e.content;
+  form.elements.tags.value = e.tags.join(', ');
+  const typeSel = form.elements.type;
+  if (![...typeSel.options].some((o) => o.value === e.type)) typeSel.append(el('option', { value: e.type, text: e.type }));
+  typeSel.value = e.type;
+  const conf = form.elements.confidence;
+  conf.value = String(e.confidence ?? 0.8);
+  showsPercent(conf, role(form, 'confidence-out'));
+  enterSubmits(form.elements.content);
+  form.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') {
+      ev.preventDefault();
+      close();
+    }
+  });
+  role(form, 'cancel').addEventListener('click', () => close());
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    save(form, e, close);
+  });
+  return form;
+}
+
+async function save(form, e, close) {
+  const err = role(form, 'error');
+  showError(err, '');
+  const content = form.elements.content.value.trim();
+  if (!content) {
+    showError(err, 'A memory cannot be empty. To remove it, use Forget.');
+    return;
+  }
+  const args = { id: e.id };
+  const tags = parseTags(form.elements.tags.value);
+  const type = form.elements.type.value;
+  const confidence = Number(form.elements.confidence.value);
+  if (content !== e.content) args.content = content;
+  if (tags.join('\u0000') !== e.tags.join('\u0000')) args.tags = tags;
+  if (type !== e.type) args.type = type;
+  if (confidence !== Number(e.confidence ?? 0.8)) args.confidence = confidence;
+  if (Object.keys(args).length === 1) {
+    close();
+    return;
+  }
+  const session = currentSession();
+  setBusy(form, true);
+  try {
+    const r = await call('edit', args);
+    if (!isCurrent(session)) return;
+    setEditing(null);
+    await saved('Saved as a new version.');
+    q(main, `li[data-id="${r.id}"] [data-role="edit"]`)?.focus();
+  } catch (ex) {
+    if (!isCurrent(session)) return;
+    setBusy(form, false);
+    showError(err, errorText(ex));
+  }
+}

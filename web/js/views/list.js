@@ -1,0 +1,259 @@
+// The memories screen: the add form, search and filters (tag, type, trust, scope), the
+// list of cards (views/card.js) a page at a time, the summary line, the empty state, and
+// the banner that leads to the conflicts view.  Search and filters run in the page over
+// the decrypted list; nothing of them reaches the worker or storage.
+
+import { el, enterSubmits, errorText, main, mount, notice, q, role, setBusy, showError, showsPercent, tpl } from '../dom.js';
+import { parseTags, typeLabel } from '../format.js';
+import { defineScreen, showView } from '../nav.js';
+import {
+  conflictGroups, currentSession, currentView, entries, isCurrent, isLoaded, on, refusedCount, scopeNames,
+} from '../state.js';
+import { call, showAdded } from '../vault.js';
+import { cardFor } from './card.js';
+import { afterWrite } from './syncstatus.js';
+
+const PAGE = 100;
+const FILTERS = ['tag', 'type', 'trust', 'scope'];
+const noFilters = () => ({ q: '', tag: '', type: '', trust: '', scope: '' });
+
+let filters = noFilters();
+let limit = PAGE;
+
+function showMemories() {
+  const node = mount(tpl('tpl-vault'));
+  const form = q(node, '#add-form');
+  enterSubmits(form.elements.content);
+  showsPercent(form.elements.confidence, role(form, 'confidence-out'));
+  form.addEventListener('submit', (e) => { e.preventDefault(); addMemory(form); });
+
+  const search = q(node, '#search');
+  search.value = filters.q;
+  let t = 0;
+  search.addEventListener('input', () => {
+    clearTimeout(t);
+    t = setTimeout(() => { filters.q = search.value; limit = PAGE; renderList(); }, 120);
+  });
+  search.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && search.value) {
+      e.preventDefault();
+      search.value = '';
+      filters.q = '';
+      renderList();
+    }
+  });
+  for (const key of FILTERS) {
+    const sel = q(node, `#filter-${key}`);
+    sel.addEventListener('change', () => { filters[key] = sel.value; limit = PAGE; renderList(); });
+  }
+  const toggle = role(node, 'filters-toggle');
+  toggle.addEventListener('click', () => {
+    const open = toggle.getAttribute('aria-expanded') !== 'true';
+    toggle.setAttribute('aria-expanded', String(open));
+    q(node, '.toolbar').classList.toggle('filters-open', open);
+    if (open) q(node, '#filters select')?.focus();
+  });
+  role(node, 'open-conflicts').addEventListener('click', () => showView('conflicts'));
+  role(node, 'show-more').addEventListener('click', () => {
+    limit += PAGE;
+    renderList();
+  });
+  fillOptions();
+  renderList();
+}
+
+async function addMemory(form) {
+  const err = role(form, 'error');
+  showError(err, '');
+  const content = form.elements.content.value.trim();
+  if (!content) {
+    showError(err, 'Write the memory first.');
+    form.elements.content.focus();
+    return;
+  }
+  const args = {
+    content,
+    tags: parseTags(form.elements.tags.value),
+    type: form.elements.type.value,
+    confidence: Number(form.elements.confidence.value),
+    scope: form.elements.scope.value || 'default',
+  };
+  const session = currentSession();
+  setBusy(form, true);
+  try {
+    const r = await call('add', args);
+    if (!isCurrent(session)) return;
+    form.elements.content.value = '';
+    form.elements.tags.value = '';
+    notice('Memory added.');
+    await showAdded(r);
+    afterWrite();
+  } catch (ex) {
+    if (isCurrent(session)) showError(err, errorText(ex));
+  } finally {
+    if (isCurrent(session) && form.isConnected) {
+      setBusy(form, false);
+      form.elements.content.focus();
+    }
+  }
+}
+
+function setOptions(select, values, allLabel, label = (v) => v) {
+  if (!select) return;
+  const keep = select.value;
+  const opts = [];
+  if (allLabel !== null) opts.push(el('option', { value: '', text: allLabel }));
+  for (const v of values) opts.push(el('option', { value: v, text: label(v) }));
+  select.replaceChildren(...opts);
+  if ([...select.options].some((o) => o.value === keep)) select.value = keep;
+}
+
+function fillOptions() {
+  const tags = new Set();
+  const types = new Set(['semantic', 'episodic', 'procedural']);
+  for (const e of entries()) {
+    for (const t of e.tags) tags.add(t);
+    types.add(e.type);
+  }
+  const scopes = scopeNames();
+  const byName = (a, b) => a.localeCompare(b, undefined, { sensitivity: 'base' });
+  setOptions(q(main, '#filter-tag'), [...tags].sort(byName), 'All tags');
+  setOptions(q(main, '#filter-type'), [...types], 'All types', typeLabel);
+  setOptions(q(main, '#filter-scope'), [...scopes].sort(byName), 'All scopes');
+  const addScope = q(main, '#add-scope');
+  if (addScope) {
+    const had = addScope.options.length;
+    setOptions(addScope, scopes, null);
+    if (!had) addScope.value = scopes.includes('default') ? 'default' : scopes[0];
+    // one scope: nothing to choose, so no control for it (here and in the filters)
+    addScope.closest('.field').hidden = scopes.length < 2;
+    q(main, '#filter-scope').closest('.field').hidden = scopes.length < 2;
+    q(main, '.filters').classList.toggle('filters-3', scopes.length < 2);
+  }
+  for (const key of FILTERS) {
+    const sel = q(main, `#filter-${key}`);
+    if (!sel) continue;
+    if ([...sel.options].some((o) => o.value === filters[key])) sel.value = filters[key];
+    else filters[key] = sel.value = '';
+  }
+}
+
+let haystack = new WeakMap();
+function hay(e) {
+  let h = haystack.get(e);
+  if (h === undefined) {
+    h = `${e.content}\n${e.tags.join(' ')}`.toLocaleLowerCase();
+    haystack.set(e, h);
+  }
+  return h;
+}
+
+function visibleEntries() {
+  const f = filters;
+  const terms = f.q.toLocaleLowerCase().split(/\s+/).filter(Boolean);
+  return entries().filter((e) => {
+    if (f.tag && !e.tags.includes(f.tag)) return false;
+    if (f.type && e.type !== f.type) return false;
+    if (f.scope && e.scope !== f.scope) return false;
+    if (f.trust === 'agent' ? e.source !== 'agent' : f.trust && e.trust !== f.trust) return false;
+    if (terms.length) {
+      const h = hay(e);
+      if (!terms.every((t) => h.includes(t))) return false;
+    }
+    return true;
+  });
+}
+
+function renderList() {
+  const list = q(main, '#memory-list');
+  if (!list) return;
+  const shown = visibleEntries();
+  // Cards already in the list stay where they are: only new ones are built and inserted.
+  let at = list.firstElementChild;
+  for (const node of shown.slice(0, limit).map((e) => cardFor(e, filterTag))) {
+    if (node === at) at = at.nextElementSibling;
+    else list.insertBefore(node, at);
+  }
+  while (at) {
+    const next = at.nextElementSibling;
+    at.remove();
+    at = next;
+  }
+  list.setAttribute('aria-busy', String(!isLoaded()));
+  renderAround(shown);
+}
+
+// Everything of the screen but the cards: the filters' count, summary, empty state,
+// "show more", the conflicts banner.
+function renderAround(shown) {
+  const all = entries().length;
+  const active = FILTERS.filter((k) => filters[k]).length;
+  const toggle = role(main, 'filters-toggle');
+  if (active) toggle.dataset.active = String(active);
+  else delete toggle.dataset.active;
+  toggle.setAttribute('aria-label', active ? `Filters (${active} active)` : 'Filters');
+
+  const filtering = Boolean(filters.q || active);
+  let s = !isLoaded() ? 'Opening your memories…'
+    : filtering ? `${shown.length} of ${all} ${all === 1 ? 'memory matches' : 'memories match'}`
+      : `${all} ${all === 1 ? 'memory' : 'memories'}`;
+  const refused = refusedCount();
+  if (refused) s += ` · ${refused} could not be opened and ${refused === 1 ? 'is' : 'are'} hidden`;
+  role(main, 'summary').textContent = s;
+
+  const empty = role(main, 'empty');
+  empty.replaceChildren();
+  empty.hidden = !isLoaded() || shown.length > 0;
+  if (isLoaded() && !shown.length) {
+    if (all === 0) {
+      empty.append(el('p', { class: 'empty-title', text: 'Your vault is empty.' }),
+        el('p', { class: 'muted', text: 'Add the first thing your agents should know about you, above. It is encrypted before it is stored.' }));
+    } else {
+      empty.append(el('p', { class: 'empty-title', text: 'No memory matches.' }),
+        el('button', { type: 'button', class: 'btn btn-small', text: 'Clear search and filters', onclick: clearFilters }));
+    }
+  }
+  const more = role(main, 'more');
+  more.hidden = shown.length <= limit;
+  if (!more.hidden) role(more, 'show-more').textContent = `Show more (${shown.length - limit} left)`;
+
+  const groups = conflictGroups().length;
+  const banner = role(main, 'conflicts-banner');
+  banner.hidden = groups === 0;
+  role(banner, 'conflicts-count').textContent = groups === 1 ? '1 conflict.' : `${groups} conflicts.`;
+}
+
+function clearFilters() {
+  filters = noFilters();
+  for (const key of FILTERS) q(main, `#filter-${key}`).value = '';
+  q(main, '#search').value = '';
+  renderList();
+  q(main, '#search').focus();
+}
+
+function filterTag(tag) {
+  filters.tag = tag;
+  const sel = q(main, '#filter-tag');
+  if (sel) sel.value = tag;
+  limit = PAGE;
+  renderList();
+  sel?.focus();
+}
+
+function rerender() {
+  if (currentView() !== 'memories') return;
+  fillOptions();
+  renderList();
+}
+
+defineScreen('memories', showMemories);
+on('open', () => { limit = PAGE; });
+on('listing', () => {
+  haystack = new WeakMap();
+  rerender();
+});
+on('added', rerender);
+on('lock', () => {
+  filters = noFilters();
+  haystack = new WeakMap();
+});

@@ -1,0 +1,97 @@
+// The settings screen: backup and transfer (views/transfer.js), the sync server link,
+// auto-lock minutes, and what this device holds and uses.
+
+import { el, errorText, focusTitle, mount, notice, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
+import { NAME_RE, plural, serverUrl } from '../format.js';
+import { defineScreen, showView } from '../nav.js';
+import {
+  bootInfo, currentSession, entries, idleMinutes, isCurrent, isLinked, rememberName, rememberedName, setIdleMinutes,
+  syncStatus, vaultName,
+} from '../state.js';
+import { call, refreshStatus } from '../vault.js';
+import { renderHeader, syncNow } from './syncstatus.js';
+import { wireTransfer } from './transfer.js';
+
+function showSettings() {
+  const node = mount(tpl('tpl-settings'));
+  role(node, 'back').addEventListener('click', () => showView('memories'));
+  wireTransfer(node);
+  wireLink(node);
+  wireIdle(role(node, 'idle-form'));
+  showFacts(role(node, 'facts'));
+  focusTitle(node);
+}
+
+function wireLink(node) {
+  const link = role(node, 'link-form');
+  link.elements.server.value = syncStatus().server || location.origin;
+  link.elements.name.value = syncStatus().name || rememberedName() || '';
+  describeLink(node);
+  link.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const err = role(link, 'error');
+    showError(err, '');
+    const server = serverUrl(link.elements.server.value);
+    const name = link.elements.name.value.trim();
+    if (!server) return showError(err, 'Enter the server address, for example https://memory.example.org');
+    if (!NAME_RE.test(name)) return showError(err, 'The vault name is letters, digits, dot, dash or underscore.');
+    const progress = role(link, 'progress');
+    const session = currentSession();
+    setBusy(link, true);
+    showProgress(progress, 'Linking…');
+    try {
+      await call('link', { server, name });
+      if (!isCurrent(session)) return;
+      rememberName(name);
+      await refreshStatus();
+      showProgress(progress, 'Linked. Syncing…');
+      await syncNow('link');
+      showProgress(progress, 'Linked and synced.', false);
+      describeLink(node);
+      renderHeader();
+    } catch (ex) {
+      if (!isCurrent(session)) return;
+      showProgress(progress, '');
+      showError(err, errorText(ex));
+    } finally {
+      if (link.isConnected) setBusy(link, false);
+    }
+  });
+}
+
+function describeLink(node) {
+  const s = syncStatus();
+  role(node, 'link-state').textContent = isLinked()
+    ? `Linked to ${s.server} as “${s.name}”. Changes sync to your other devices.`
+    : 'Not linked: this vault lives only in this browser. Link it to a server to use it on your other devices and keep a sealed copy.';
+}
+
+function wireIdle(idle) {
+  idle.elements.minutes.value = String(idleMinutes());
+  idle.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const err = role(idle, 'error');
+    const v = Number(idle.elements.minutes.value);
+    if (!Number.isInteger(v) || v < 1 || v > 1440) {
+      return refuse(err, idle.elements.minutes, 'Enter a whole number of minutes from 1 to 1440.');
+    }
+    showError(err, '');
+    setIdleMinutes(v);
+    notice(`This vault now locks after ${plural(v, 'idle minute')}.`);
+  });
+}
+
+function showFacts(facts) {
+  const p = bootInfo()?.provider || {};
+  const s = syncStatus();
+  const rows = [
+    ['Vault', vaultName()],
+    ['Memories', String(entries().length)],
+    ['Stored', 'in this browser (IndexedDB), sealed; decrypted text only while unlocked'],
+    ['Sync server', s.server ? `${s.server} (as ${s.name})` : 'not linked'],
+    ['Signatures', p.mldsa ? `Ed25519 + ML-DSA-65 (${p.mldsa === 'webcrypto' ? 'built into the browser' : 'JavaScript'})` : null],
+  ];
+  for (const [k, v] of rows) if (v) facts.append(el('dt', { text: k }), el('dd', { text: v }));
+}
+
+defineScreen('settings', showSettings);

@@ -1,0 +1,148 @@
+// The top bar: the vault's name, the sync status line (this device only, online, offline,
+// syncing, pending changes, last sync) and its Sync button, and the Settings button's
+// pressed state.  Also the syncs the page starts: after every change (scheduleSync), on
+// the Sync button (manual), from the settings' link form (syncNow), and back online.
+// The worker's live loop syncs on its own and reports with 'synced' and 'online' events.
+
+import { errorText, main, notice, oneLine, q } from '../dom.js';
+import { clockTime } from '../format.js';
+import { showView } from '../nav.js';
+import { call, refreshList, refreshStatus } from '../vault.js';
+import {
+  currentSession, currentView, editingId, isCurrent, isLinked, isOnline, isSyncing, isUnlocked, noteSynced,
+  offlineReason, on, setOnline, setSyncing, syncStatus, vaultName,
+} from '../state.js';
+
+const dot = document.getElementById('sync-dot');
+const text = document.getElementById('sync-text');
+const box = document.getElementById('sync-status');
+const button = document.getElementById('sync-button');
+
+export function renderHeader() {
+  document.getElementById('vault-title').textContent = vaultName();
+  document.title = `${vaultName()} · ownmem`;
+  const sb = document.getElementById('settings-button');
+  sb.setAttribute('aria-pressed', String(currentView() === 'settings'));
+  renderSync();
+}
+
+function renderSync() {
+  const s = syncStatus();
+  let mode;
+  let parts;
+  if (!isLinked()) {
+    mode = 'local';
+    parts = ['This device only'];
+    if (s.pending) parts.push(`${s.pending} not synced`);
+  } else {
+    const offline = isOnline() === false || navigator.onLine === false;
+    mode = isSyncing() ? 'syncing' : offline ? 'offline' : isOnline() ? 'online' : 'connecting';
+    parts = [{ syncing: 'Syncing…', offline: 'Offline', online: 'Online', connecting: 'Connecting…' }[mode]];
+    if (s.pending) parts.push(`${s.pending} pending`);
+    if (s.last_sync) parts.push(`synced ${clockTime(s.last_sync)}`);
+    else if (!s.pending) parts.push('not synced yet');
+  }
+  const line = parts.join(' · ');
+  if (text.textContent !== line) text.textContent = line;
+  dot.className = `dot dot-${mode}`;
+  box.dataset.state = mode;
+  box.dataset.pending = String(s.pending || 0);
+  box.title = mode === 'offline' && offlineReason() ? `Offline: ${offlineReason()}` : line;
+  button.disabled = isSyncing();
+  button.textContent = isLinked() ? 'Sync' : 'Link…';
+  button.setAttribute('aria-label', isLinked() ? 'Sync now' : 'Link this vault to a sync server');
+}
+
+/** One sync now; a manual or link sync throws its failure, the others only show it. */
+export async function syncNow(reason) {
+  if (!isLinked()) return null;
+  const session = currentSession();
+  setSyncing(true);
+  renderSync();
+  try {
+    const r = await call('sync');
+    if (!isCurrent(session)) return null;
+    setOnline(true);
+    return r;
+  } catch (ex) {
+    if (!isCurrent(session)) return null;
+    if (ex.code === 'sync') setOnline(false, oneLine(ex.message));
+    if (reason === 'manual' || reason === 'link') throw ex;
+    return null;
+  } finally {
+    if (isCurrent(session)) {
+      setSyncing(false);
+      await refreshStatus();
+      renderSync();
+    }
+  }
+}
+
+let syncTimer = 0;
+function scheduleSync() {
+  if (!isLinked()) return;
+  clearTimeout(syncTimer);
+  syncTimer = setTimeout(() => { if (isUnlocked()) syncNow('auto'); }, 800);
+}
+
+/** The vault changed here: send it soon, and show the pending count meanwhile. */
+export function afterWrite() {
+  scheduleSync();
+  refreshStatus();
+}
+
+/** A change was saved: say so, show the list as it is now, and send it soon. */
+export async function saved(message) {
+  notice(message);
+  await refreshList();
+  afterWrite();
+}
+
+export function onSynced(e) {
+  if (!isUnlocked()) return;
+  setOnline(true);
+  noteSynced(e.pending);
+  renderSync();
+  if (e.pulled || e.erased_here) {
+    // another device changed something: show it, but never under an open edit form
+    if (editingId() === null) refreshList();
+    refreshStatus();
+  }
+}
+
+export function onOnline(e) {
+  if (!isUnlocked()) return;
+  setOnline(Boolean(e.online), e.online ? '' : oneLine(e.message || 'the server cannot be reached'));
+  renderSync();
+}
+
+button.addEventListener('click', async () => {
+  if (!isLinked()) {
+    showView('settings');
+    q(main, '#link-server')?.focus();
+    return;
+  }
+  try {
+    const r = await syncNow('manual');
+    if (!r) return;
+    const bits = [];
+    if (r.pushed) bits.push(`${r.pushed} sent`);
+    if (r.pulled) bits.push(`${r.pulled} received`);
+    if (r.erased_here || r.erased_remote) bits.push(`${(r.erased_here || 0) + (r.erased_remote || 0)} erased`);
+    notice(bits.length ? `Synced: ${bits.join(', ')}.` : 'Synced: nothing new.');
+    if (r.pulled || r.erased_here) refreshList();
+  } catch (ex) {
+    notice(`Sync failed: ${oneLine(errorText(ex))}`);
+  }
+});
+
+// Back online: send what was written meanwhile now, not at the next change or event.
+window.addEventListener('online', () => {
+  renderSync();
+  if (isUnlocked()) scheduleSync();
+});
+window.addEventListener('offline', renderSync);
+
+on('view', renderHeader);
+on('status', renderHeader);
+on('lock', () => clearTimeout(syncTimer));

@@ -1,0 +1,161 @@
+// The screens before a vault is open: welcome (two tabs: create a vault, or use one from a
+// server) and unlock.  Each form sends its passphrase to the worker once and empties the
+// field whatever the answer; the passphrase is never stored (localStorage holds the vault
+// name only), logged or rendered.
+
+import {
+  concealPassphrases, errorText, mount, notice, oneLine, q, refuse, role, setBusy, showError, showProgress, tpl,
+  topbar, wireReveal,
+} from '../dom.js';
+import { NAME_RE, serverUrl } from '../format.js';
+import { enterVault } from '../nav.js';
+import { strength } from '../passphrase.js';
+import { bootInfo, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
+import { call, healAfterRefusal } from '../vault.js';
+
+export function showWelcome(tab) {
+  topbar.hidden = true;
+  const node = mount(tpl('tpl-welcome'));
+  const body = role(node, 'welcome-body');
+  const tabs = [...node.querySelectorAll('[role="tab"]')];
+  const select = (name, focus) => {
+    for (const t of tabs) {
+      const on = t.dataset.tab === name;
+      t.setAttribute('aria-selected', String(on));
+      t.tabIndex = on ? 0 : -1;
+      if (on) body.setAttribute('aria-labelledby', t.id);
+      if (on && focus) t.focus();
+    }
+    body.replaceChildren(name === 'create' ? createForm() : loginForm());
+  };
+  for (const t of tabs) {
+    t.addEventListener('click', () => select(t.dataset.tab, false));
+    t.addEventListener('keydown', (e) => {
+      if (e.key !== 'ArrowLeft' && e.key !== 'ArrowRight' && e.key !== 'Home' && e.key !== 'End') return;
+      e.preventDefault();
+      const i = tabs.indexOf(t);
+      const next = e.key === 'Home' ? 0 : e.key === 'End' ? tabs.length - 1
+        : (i + (e.key === 'ArrowRight' ? 1 : -1) + tabs.length) % tabs.length;
+      select(tabs[next].dataset.tab, true);
+    });
+  }
+  select(tab, false);
+  body.querySelector('input')?.focus();
+}
+
+// One operation with the form's passphrase: the form is busy meanwhile and its passphrase
+// fields are emptied whatever the answer; a refusal shows in the form, which is usable
+// again.  -> whether it succeeded.
+async function withPassphrase(form, progressText, op, args, { heal = false } = {}) {
+  const progress = role(form, 'progress');
+  setBusy(form, true);
+  showProgress(progress, progressText);
+  let ok = false;
+  try {
+    await call(op, args);
+    ok = true;
+  } catch (ex) {
+    showError(role(form, 'error'), errorText(ex));
+    if (heal && ex.code === 'wrong_passphrase') await healAfterRefusal();
+  } finally {
+    concealPassphrases(form);
+  }
+  if (!ok) {
+    setBusy(form, false);
+    showProgress(progress, '');
+    form.elements.passphrase.focus();
+  }
+  return ok;
+}
+
+function createForm() {
+  const form = tpl('tpl-create');
+  wireReveal(form);
+  role(form, 'origin').textContent = location.host || location.origin;
+  const name = form.elements.name;
+  const pass = form.elements.passphrase;
+  const pass2 = form.elements.passphrase2;
+  const bar = role(form, 'strength');
+  const text = q(form, '#strength-text');
+  const err = role(form, 'error');
+  name.value = rememberedName() || '';
+  pass.addEventListener('input', () => {
+    const s = strength(pass.value);
+    bar.dataset.score = String(s.score);
+    text.textContent = s.text;
+  });
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    showError(err, '');
+    const vname = name.value.trim();
+    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
+    if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
+    if (pass.value.length < 8 || strength(pass.value).score < 1) {
+      return refuse(err, pass, 'This passphrase is too easy to guess offline. Use five or more random words.');
+    }
+    if (pass.value !== pass2.value) {
+      pass2.value = '';
+      return refuse(err, pass2, 'The two passphrases differ.');
+    }
+    const link = form.elements.link.checked;
+    if (!await withPassphrase(form, 'Creating your vault: deriving its keys…', 'create', { passphrase: pass.value })) return;
+    rememberName(vname);
+    let linkError = '';
+    if (link) {
+      showProgress(role(form, 'progress'), 'Registering the vault on the server…');
+      try {
+        await call('link', { server: location.origin, name: vname });
+      } catch (ex) {
+        linkError = errorText(ex);
+      }
+    }
+    await enterVault();
+    if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`);
+  });
+  return form;
+}
+
+function loginForm() {
+  const form = tpl('tpl-login');
+  wireReveal(form);
+  const err = role(form, 'error');
+  form.elements.server.value = location.origin;
+  form.elements.name.value = rememberedName() || '';
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    showError(err, '');
+    const server = serverUrl(form.elements.server.value);
+    const name = form.elements.name.value.trim();
+    const pass = form.elements.passphrase;
+    if (!server) return refuse(err, form.elements.server, 'Enter the server address, for example https://memory.example.org');
+    if (!name) return refuse(err, form.elements.name, 'Enter the vault name.');
+    if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
+    const args = { server, name, passphrase: pass.value };
+    if (!await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args)) return;
+    rememberName(name);
+    setBootInfo({ ...bootInfo(), vault: { name, server, count: 0 } });
+    await enterVault();
+  });
+  return form;
+}
+
+export function showUnlock(message) {
+  topbar.hidden = true;
+  const node = mount(tpl('tpl-unlock'));
+  wireReveal(node);
+  role(node, 'unlock-name').textContent = vaultName();
+  if (message) role(node, 'unlock-detail').textContent = message;
+  const form = q(node, 'form');
+  const err = role(form, 'error');
+  const pass = form.elements.passphrase;
+  form.elements.username.value = vaultName();
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    showError(err, '');
+    if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
+    const args = { passphrase: pass.value };
+    if (!await withPassphrase(form, 'Unlocking: deriving your key (about a second)…', 'unlock', args, { heal: true })) return;
+    await enterVault();
+  });
+  pass.focus();
+}
