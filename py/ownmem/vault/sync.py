@@ -234,6 +234,9 @@ class SyncReport:
     erased_here: int = 0
     metadata_version: int = 0
     scope_conflicts: list[str] = field(default_factory=list)
+    # what the server sent that this device did not apply, one sentence each, for the person
+    # (an erasure the owner did not sign, a cell that is not what it claims): never silent
+    refusals: list[str] = field(default_factory=list)
 
 
 class Syncer:
