@@ -238,7 +238,7 @@ class App:
         r = self._syncer().sync_once()
         self.last_sync = int(time.time())
         return {"pushed": r.pushed, "pulled": r.pulled, "erased_remote": r.erased_remote,
-                "erased_here": r.erased_here, "pending": self.store.unpushed_count()}
+                "erased_here": r.erased_here, "pending": self.store.unpushed_count(), "refusals": list(r.refusals)}
 
     def op_token(self) -> dict[str, Any]:
         s = self._syncer()
