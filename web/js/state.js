@@ -7,6 +7,9 @@
 //   boot         what the worker's `boot` told (the vault, the crypto provider)
 //   listing      the memories as the last `list` returned them (decrypted text: the only
 //                copy the page keeps), their conflicts, how many were refused, the scopes
+//   unverified   whether the person asked to see memories that cannot be authenticated
+//                (ApertoMemory "Opening a sealed object": only on an explicit opt-in); for
+//                this unlocked session only, so every unlock starts with them hidden
 //   status       the worker's `status`: pending changes, last sync, server and name
 //   connection   online or offline as the live sync last saw it, and a sync under way
 //   view         the screen shown; editing: the memory whose card is an edit form
@@ -122,6 +125,12 @@ export const refusedCount = () => listing.refused;
 export const scopeNames = () => listing.scopes;
 export const isLoaded = () => listing.loaded;
 
+let unverified = false;
+export const showsUnverified = () => unverified;
+export function setShowUnverified(on) {
+  unverified = Boolean(on);
+}
+
 /** A `list` result: the whole listing is replaced. */
 export function setListing(r) {
   const all = r.entries || [];
@@ -200,6 +209,7 @@ export function beginSession() {
   session++;
   view = 'memories';
   listing.loaded = false;
+  unverified = false;
   connection.online = null;
   emit('open');
 }
@@ -212,6 +222,7 @@ export function endSession() {
   session++;
   listing = { ...listing, entries: [], byId: new Map(), conflicts: [], inConflict: new Set() };
   editing = null;
+  unverified = false;
   emit('lock');
   return true;
 }
