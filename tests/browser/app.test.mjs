@@ -1029,6 +1029,64 @@ test('12. unverified memories are hidden unless asked for: the toggle shows them
   }
 });
 
+test('13. the passphrase meter (zxcvbn) refuses password123 unless the risk is accepted; a strong one passes', { timeout: 180_000 }, async () => {
+  const ctx = await newContext('t13');
+  const WEAK = 'password123';
+  try {
+    const { page } = await openApp(ctx);
+    await page.click('[data-testid="tab-create"]');
+    const form = page.locator('[data-testid="create-form"]');
+    const strength = (re) => page.waitForFunction((src) => new RegExp(src).test(
+      document.querySelector('[data-testid="strength"]').textContent), re.source, { timeout: 60_000 });
+    const score = () => form.locator('[data-role="strength"]').getAttribute('data-score');
+    const accept = form.locator('[data-role="weak-accept"]');
+    await form.locator('[data-testid="vault-name"]').fill(uniq('t13'));
+    await form.locator('[data-testid="create-link"]').setChecked(false);
+
+    await form.locator('[data-testid="passphrase"]').fill(PASS);
+    await strength(/^Strength: very strong\.$/);
+    assert.equal(await score(), '4');
+    assert.equal(await accept.isHidden(), true, 'no override offered for a strong passphrase');
+
+    await form.locator('[data-testid="passphrase"]').fill(WEAK);
+    await strength(/^Strength: very weak\. Too easy to guess offline\. This is a commonly used password\./);
+    assert.equal(await score(), '0');
+    assert.equal(await accept.isVisible(), true);
+    assert.equal(await form.locator('[data-testid="weak-accept"]').isChecked(), false);
+    await form.locator('[data-testid="passphrase2"]').fill(WEAK);
+    await shot(page, '16-create-weak');
+
+    // refused: the form says why and stays
+    await form.locator('[data-testid="create-submit"]').click();
+    await page.waitForSelector('[data-testid="create-form"] [data-role="error"]:not([hidden])');
+    assert.match(await form.locator('[data-role="error"]').textContent(),
+      /too easy to guess \(this is a commonly used password\): use four or more random words, or tick “I accept that this passphrase is easy to guess”/);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'create-pass');
+    await sleep(1000);
+    assert.equal(await page.$('[data-testid="add-form"]'), null, 'a vault was created with the weak passphrase');
+    await shot(page, '17-create-weak-refused');
+
+    // the override, by keyboard: Tab from the passphrase (past its Show button), Space
+    await page.focus('#create-pass');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), 'weak-accept');
+    await page.keyboard.press('Space');
+    assert.equal(await form.locator('[data-testid="weak-accept"]').isChecked(), true);
+    await form.locator('[data-testid="create-submit"]').click();
+    await waitVault(page);
+
+    // the vault really has that passphrase: lock, unlock with it
+    await page.click('[data-testid="lock-button"]');
+    await page.waitForSelector('[data-testid="unlock-form"]');
+    await page.fill('[data-testid="unlock-form"] [data-testid="passphrase"]', WEAK);
+    await page.click('[data-testid="unlock-submit"]');
+    await waitVault(page);
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
 test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
   assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
   const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));

@@ -9,7 +9,7 @@ import {
 } from '../dom.js';
 import { NAME_RE, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
-import { strength } from '../passphrase.js';
+import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
 import { bootInfo, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
 import { call, healAfterRefusal } from '../vault.js';
 
@@ -75,30 +75,26 @@ function createForm() {
   const name = form.elements.name;
   const pass = form.elements.passphrase;
   const pass2 = form.elements.passphrase2;
-  const bar = role(form, 'strength');
-  const text = q(form, '#strength-text');
   const err = role(form, 'error');
   name.value = rememberedName() || '';
-  pass.addEventListener('input', () => {
-    const s = strength(pass.value);
-    bar.dataset.score = String(s.score);
-    text.textContent = s.text;
-  });
+  const meter = strengthMeter(form);
+  pass.addEventListener('input', () => meter.changed(true));
+  name.addEventListener('input', () => meter.changed(false));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     showError(err, '');
     const vname = name.value.trim();
     if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
     if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
-    if (pass.value.length < 8 || strength(pass.value).score < 1) {
-      return refuse(err, pass, 'This passphrase is too easy to guess offline. Use five or more random words.');
-    }
+    const verdict = await meter.now();
+    if (!(verdict.score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
     if (pass.value !== pass2.value) {
       pass2.value = '';
       return refuse(err, pass2, 'The two passphrases differ.');
     }
     const link = form.elements.link.checked;
     if (!await withPassphrase(form, 'Creating your vault: deriving its keys…', 'create', { passphrase: pass.value })) return;
+    release();
     rememberName(vname);
     let linkError = '';
     if (link) {
@@ -113,6 +109,45 @@ function createForm() {
     if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`);
   });
   return form;
+}
+
+// The create form's meter: the bars, the line under them and the "I accept" box, following
+// zxcvbn's verdict on what is typed (the latest question wins; a slower answer to an older
+// one is dropped).  The box shows only below the floor, and unticked again after every
+// change of the passphrase: accepting the risk is for the passphrase in the field.
+function strengthMeter(form) {
+  const { name, passphrase: pass, weak } = form.elements;
+  const bar = role(form, 'strength');
+  const text = q(form, '#strength-text');
+  const accept = role(form, 'weak-accept');
+  let asked = 0;
+  let timer = 0;
+  prepare();
+  const show = (verdict) => {
+    bar.dataset.score = String(verdict && !(verdict instanceof Error) ? verdict.score : -1);
+    text.textContent = describe(verdict);
+    accept.hidden = verdict === null || verdict.score >= MIN_SCORE;
+  };
+  const now = async () => {
+    const n = ++asked;
+    clearTimeout(timer);
+    const verdict = await judge(pass.value, name.value.trim()).catch((ex) => ex);
+    if (n === asked && form.isConnected) show(pass.value ? verdict : null);
+    return verdict;
+  };
+  return {
+    now,
+    changed(passphraseChanged) {
+      if (passphraseChanged) weak.checked = false;
+      clearTimeout(timer);
+      if (!pass.value) {
+        asked++;
+        show(null);
+        return;
+      }
+      timer = setTimeout(now, 120);
+    },
+  };
 }
 
 function loginForm() {
