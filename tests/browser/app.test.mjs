@@ -1087,6 +1087,106 @@ test('13. the passphrase meter (zxcvbn) refuses password123 unless the risk is a
   }
 });
 
+// A hostile server, as a route of the browser context over the real server's answers: the
+// change feed's pages pass through CPython (ownmem's own CBOR) to learn the cells' ids, and,
+// when armed, to gain an erase row that no receipt of the owner signs.
+const FEED = `
+import sys
+from ownmem.crypto import cbor
+page = cbor.decode(sys.stdin.buffer.read())
+if sys.argv[1] == "cells":
+    print(" ".join(r[2].hex() for r in page[1] if r[1] == "cell"))
+else:
+    page[1].append([0, "erase", bytes.fromhex(sys.argv[1]), None, None])
+    sys.stdout.buffer.write(cbor.encode(page))
+`;
+
+function feedFilter(body, arg) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(VENV_PY, ['-c', FEED, arg], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = [];
+    let err = '';
+    p.stdout.on('data', (d) => out.push(d));
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`feed filter: ${err}`))));
+    p.stdin.end(body);
+  });
+}
+
+async function hostileFeed(ctx) {
+  const h = { cells: [], armed: false, injected: 0 };
+  await ctx.route(/\/v1\/vaults\/[^/]+\/changes/, async (route) => {
+    const resp = await route.fetch();
+    let body = await resp.body();
+    if (resp.ok() && h.armed && h.cells.length) {
+      body = await feedFilter(body, h.cells[0]);
+      h.armed = false;
+      h.injected++;
+    } else if (resp.ok()) {
+      h.cells.push(...String(await feedFilter(body, 'cells')).split(/\s+/).filter(Boolean));
+    }
+    await route.fulfill({ response: resp, body });
+  });
+  return h;
+}
+
+// SyncReport.refusals is filled by the sync client (issue 8, not in this branch's base yet):
+// until it is, a server's unsigned erasure is applied, not refused, and there is nothing to show.
+const CLIENT_REFUSES = /refusals\.(append|extend)\(|refusals\s*\+=/.test(
+  fs.readFileSync(path.join(ROOT, 'py', 'ownmem', 'vault', 'sync.py'), 'utf8'));
+
+test('14. what a sync did not apply is shown until dismissed or a clean sync', {
+  timeout: 180_000, skip: !CLIENT_REFUSES && 'the sync client does not fill SyncReport.refusals yet',
+}, async () => {
+  const ctx = await newContext('t14', { serviceWorkers: 'block' });
+  const KEEP = 'Keep me: the server may not erase this';
+  try {
+    const feed = await hostileFeed(ctx);
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t14'));
+    await addMemory(page, KEEP);
+    await waitPending(page, (n) => n === 0);
+    await clickSync(page);
+    assert.ok(feed.cells.length, 'the feed carried no cell of this vault');
+    const warning = page.locator('[data-testid="sync-refusals"]');
+    assert.equal(await warning.isHidden(), true);
+
+    const refuse = async () => {
+      feed.armed = true;
+      const before = feed.injected;
+      await clickSync(page);
+      assert.equal(feed.injected, before + 1, 'the hostile page was not served');
+      await page.waitForSelector('[data-testid="sync-refusals"]:not([hidden])', { timeout: SYNC_MS });
+    };
+    await refuse();
+    assert.equal(await page.textContent('#sync-warning-line'), 'The server sent 1 change this device did not apply.');
+    await page.click('[data-testid="sync-refusals"] summary');
+    const items = await page.locator('[data-testid="sync-refusals-list"] li').allTextContents();
+    assert.equal(items.length, 1);
+    assert.match(items[0], /eras/i);
+    await waitCard(page, KEEP, 1000);
+    await shot(page, '18-sync-refusal');
+    // the automatic syncs (after a write, on every server event) leave it in place
+    await addMemory(page, 'A later write, synced on its own');
+    await waitPending(page, (n) => n === 0);
+    assert.equal(await warning.isVisible(), true);
+
+    // dismissed by keyboard
+    await page.focus('[data-testid="sync-refusals-dismiss"]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid="sync-refusals"][hidden]', { state: 'attached' });
+
+    // again, then a clean sync the person asks for clears it
+    await refuse();
+    await clickSync(page);
+    await page.waitForSelector('[data-testid="sync-refusals"][hidden]', { state: 'attached', timeout: SYNC_MS });
+    await waitCard(page, KEEP, 1000);
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
 test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
   assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
   const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));

@@ -10,7 +10,7 @@ import {
 import { NAME_RE, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
 import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
-import { bootInfo, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
+import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
 import { call, healAfterRefusal } from '../vault.js';
 
 export function showWelcome(tab) {
@@ -45,14 +45,15 @@ export function showWelcome(tab) {
 
 // One operation with the form's passphrase: the form is busy meanwhile and its passphrase
 // fields are emptied whatever the answer; a refusal shows in the form, which is usable
-// again.  -> whether it succeeded.
+// again.  -> the operation's result, or null if it failed.
 async function withPassphrase(form, progressText, op, args, { heal = false } = {}) {
   const progress = role(form, 'progress');
   setBusy(form, true);
   showProgress(progress, progressText);
   let ok = false;
+  let result = null;
   try {
-    await call(op, args);
+    result = await call(op, args);
     ok = true;
   } catch (ex) {
     showError(role(form, 'error'), errorText(ex));
@@ -65,7 +66,7 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
     showProgress(progress, '');
     form.elements.passphrase.focus();
   }
-  return ok;
+  return ok ? result ?? {} : null;
 }
 
 function createForm() {
@@ -166,10 +167,12 @@ function loginForm() {
     if (!name) return refuse(err, form.elements.name, 'Enter the vault name.');
     if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
     const args = { server, name, passphrase: pass.value };
-    if (!await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args)) return;
+    const r = await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args);
+    if (!r) return;
     rememberName(name);
     setBootInfo({ ...bootInfo(), vault: { name, server, count: 0 } });
     await enterVault();
+    noteRefusals(r.refusals);   // the login's own sync, which sends no 'synced' event
   });
   return form;
 }
