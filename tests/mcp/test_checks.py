@@ -347,7 +347,8 @@ def test_status_reports_fields_of_usable_type_only(operator: Operator, session: 
         "  shards: 1 tier; STANDARD 42", "  contracts: 2",
         f"  contract [{'9c' * 32}]; mode TEMPORARY; grantees [{'5d' * 32}]; expiresAt 1747612800",
         f"  contract [{'8c' * 32}]",
-        "  present but unusable, so not reported: prs, bfsi_R, governance"])
+        "  present but unusable, so not reported: prs, bfsi_R, governance, shards (2 of 3 entries), "
+        "contracts (2 of 4 entries)"])
     assert "prs" not in r.to_json() and "governance" not in r.to_json()
 
 

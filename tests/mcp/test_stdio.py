@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
 from mcpkit import HOLDER, OTHER, TOKEN, Operator, Reply, TestServer
 
 from ownmem.aperto.frame import fragment
@@ -71,8 +71,14 @@ def text(r: types.CallToolResult) -> str:
 
 def test_the_surface_is_exactly_the_eight_tools_and_the_bootstrap_prompt(server: TestServer) -> None:
     async def surface(s: ClientSession) -> Any:
-        return await s.list_tools(), await s.list_prompts(), await s.get_prompt("saihm_session_bootstrap")
-    tools, prompts, prompt = run_mcp(env_for(server), surface)
+        try:
+            await s.call_tool("saihm_delete_everything", {})
+            unknown: Any = None
+        except MCPError as e:
+            unknown = e
+        return await s.list_tools(), await s.list_prompts(), await s.get_prompt("saihm_session_bootstrap"), unknown
+    tools, prompts, prompt, unknown = run_mcp(env_for(server), surface)
+    assert isinstance(unknown, MCPError) and "exactly the eight SAIHM tools" in str(unknown)
 
     assert sorted(t.name for t in tools.tools) == sorted(ANNOTATIONS)
     for t in tools.tools:

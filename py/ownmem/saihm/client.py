@@ -252,7 +252,7 @@ def _no_constant(_: str) -> Any:
 
 def _reason(raw: bytes) -> str | None:
     text = raw.decode("latin-1").strip(" ")
-    return text if text and all(0x20 <= b <= 0x7E for b in raw) else None
+    return text if text and len(raw) <= 128 and all(0x20 <= b <= 0x7E for b in raw) else None
 
 
 def interpret(status: int, reason: bytes, content_type: str | None, body: bytes) -> Answer | Failure:
@@ -777,7 +777,7 @@ class StatusResult:
     shards: tuple[tuple[str, int], ...] | None = None
     contracts: tuple[Contract, ...] | None = None
     governance: tuple[Proposal, ...] | None = None
-    unusable: tuple[str, ...] = ()            # fields present but not usable, by name
+    unusable: tuple[str, ...] = ()            # fields present but not usable, and entries left out
     failure: Failure | None = None
 
     @property
@@ -860,11 +860,15 @@ def finish_status(a: Answer | Failure) -> StatusResult:
         "shards": _shards(v.get("shards")),
         "contracts": _entries(v.get("contracts"), _contract),
         "governance": _entries(v.get("governance"), _proposal)}
-    unusable = tuple(k for k, p in parsed.items() if p is None and v.get(k) is not None)
+    unusable = [k for k, p in parsed.items() if p is None and v.get(k) is not None]
+    for k in ("shards", "contracts", "governance"):     # entries left out of a list are counted, not hidden
+        sent, kept = v.get(k), parsed[k]
+        if isinstance(sent, (list, dict)) and kept is not None and len(kept) < len(sent):
+            unusable.append(f"{k} ({len(sent) - len(kept)} of {len(sent)} entries)")
     return StatusResult(StatusOutcome.REPORTED, holder_id=parsed["agentIdHashHex"], custody=parsed["custody"],
                         prs=parsed["prs"], bfsi_window_start_ts=parsed["bfsi_window_start_ts"],
                         bfsi_r=parsed["bfsi_R"], shards=parsed["shards"], contracts=parsed["contracts"],
-                        governance=parsed["governance"], unusable=unusable)
+                        governance=parsed["governance"], unusable=tuple(unusable))
 
 
 def _unit_interval(x: float | None) -> float | None:
