@@ -384,6 +384,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
+
+    return serve_mcp()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
     p.add_argument("--version", action="version", version=f"ownmem {__version__}")
@@ -479,6 +485,10 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("action", choices=["add", "list"])
     sc.add_argument("name", nargs="?")
     sc.set_defaults(fn=cmd_scope)
+
+    mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
+                        "(a keyless client of SAIHM_ENDPOINT_URL)")
+    mc.set_defaults(fn=cmd_mcp)
     return p
 
 
