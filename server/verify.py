@@ -15,7 +15,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
 
-from ownmem.crypto import cbor, sha256
+from ownmem.aperto.envelope import parse_sealed
+from ownmem.crypto import sha256
 from ownmem.errors import MalformedInput, OwnmemError
 from ownmem.saihm.cell import CELL_CONTEXT, Cell, compute_cell_id, parse_cell, signed_message
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
@@ -58,13 +59,9 @@ class HolderKey:
 
 def _envelope_id(ciphertext: bytes) -> bytes:
     try:
-        m = cbor.decode(ciphertext, max_items=64)
+        return parse_sealed(ciphertext).object_id
     except OwnmemError:
         raise Refused("malformed_cell", "cell ciphertext is not a sealed object") from None
-    if (not isinstance(m, dict) or not {1, 2, 3, 4} <= set(m) or not isinstance(m[1], bytes) or len(m[1]) != 16
-            or not isinstance(m[2], bytes) or len(m[2]) != 16 or not isinstance(m[4], bytes)):
-        raise Refused("malformed_cell", "cell ciphertext is not a sealed object")
-    return m[1]
 
 
 def check_cell(raw: bytes, wrapped_dek: bytes, holder: HolderKey) -> PushCell:
