@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic
-from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust
+from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
 from ..aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, provider, random_bytes, run_sync
@@ -58,6 +58,20 @@ class Entry:
     @property
     def is_head(self) -> bool:
         return not self.superseded_by
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON view of a listed memory that the CLI (``--json``) and the PWA both show:
+        hex for bytes, never key material."""
+        o = self.opened
+        uomp = o.extensions.get("uomp")
+        return {"id": o.object_id.hex(), "content": o.content, "tags": list(o.tags), "type": type_name(o.mem_type),
+                "confidence": o.confidence, "scope": self.scope, "trust": o.trust.value,
+                "authorship": o.authorship.value, "author_key_id": o.author_key_id.hex() if o.author_key_id else None,
+                "created": o.created, "updated": o.updated,
+                "supersedes": self.supersedes.hex() if self.supersedes else None,
+                "superseded_by": [s.hex() for s in self.superseded_by],
+                "source": uomp.get("source") if isinstance(uomp, dict) else None,
+                "schema_violations": list(o.schema_violations)}
 
 
 @dataclass(frozen=True, slots=True)
