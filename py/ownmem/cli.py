@@ -130,7 +130,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                        "or give --weak-passphrase to accept the risk")
     v = Vault.create(folder, pw)
     print(f"vault created at {folder} (owner key {v.identity.key_id.hex()})")
-    v.lock()
+    v.close()
     return 0
 
 

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aperto import keys as K
 from ..aperto.container import parse_container
 from ..aperto.model import MemType
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
@@ -69,7 +68,7 @@ class App:
         return self.vault
 
     def _cache_key(self) -> bytes:
-        return run_sync(K.derive_purpose_key(self.v.p, self.v.identity.master, CACHE_INFO))
+        return self.v.purpose_key(CACHE_INFO)
 
     def _load_cache(self) -> None:
         from pyodide.ffi import jsnull
@@ -128,9 +127,7 @@ class App:
 
     def op_lock(self) -> dict[str, Any]:
         if self.vault is not None:
-            self.vault.ident = None
-            self.vault._keks.clear()  # noqa: SLF001 - dropping keys is the point of locking
-            provider().forget_secrets()
+            self.vault.lock()       # every key, and the provider's cached ones; the store stays for the next unlock
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
