@@ -33,6 +33,7 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError
+from ownmem.saihm.receipt import OPERATIONS
 
 from .live import Live
 from .openapi import OPENAPI
@@ -386,8 +387,7 @@ class Server:
         holder = _hex(q["holder"], 32, "holder") if "holder" in q else None
         subject = _hex(q["subject"], 32, "subject") if "subject" in q else None
         op = q.get("operation")
-        if op is not None and op not in ("KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE",
-                                         "PROPOSE", "VOTE"):
+        if op is not None and op not in OPERATIONS:
             raise ApiError(400, "malformed", "unknown operation")
         rows = await self.call(self.storage.log_list, holder_id=holder, subject_id=subject, operation=op,
                                after=_int_param(request, "after", 0),

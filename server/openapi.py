@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ownmem.saihm.receipt import OPERATIONS
+
 HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
 
@@ -123,8 +125,7 @@ OPENAPI: dict[str, Any] = {
             "operationId": "logList", "parameters": [
                 {"name": "holder", "in": "query", "schema": _hexn(32)},
                 {"name": "subject", "in": "query", "schema": _hexn(32)},
-                {"name": "operation", "in": "query", "schema": {"type": "string", "enum": [
-                    "KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE"]}},
+                {"name": "operation", "in": "query", "schema": {"type": "string", "enum": list(OPERATIONS)}},
                 {"name": "after", "in": "query", "schema": COUNTER},
                 LIMIT],
             "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400)}}},
