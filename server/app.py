@@ -353,8 +353,11 @@ class Server:
         done = await self.call(self.storage.erase, v.id, ids, entries, int(time.time()))
         if done:
             self.live.notify(v.id)
+        # pending: erased bytes may still be on the server's disk (storage/scrub.py); sending
+        # the same receipts again is how a client asks until it reads false
+        pending = await self.call(self.storage.erasure_pending, v.id)
         return JSONResponse({"erased": [c.hex() for c in done],
-                             "already": [c.hex() for c in ids if c not in set(done)]})
+                             "already": [c.hex() for c in ids if c not in set(done)], "pending": pending})
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""

@@ -113,7 +113,10 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
             "responses": {"200": _json(_obj({"erased": {"type": "array", "items": _hexn(32)},
-                                             "already": {"type": "array", "items": _hexn(32)}})),
+                                             "already": {"type": "array", "items": _hexn(32)},
+                                             "pending": {"type": "boolean", "description":
+                                                         "erased bytes of this vault may still be on the "
+                                                         "server's disk; send the receipts again to ask"}})),
                           **_err(400, 401, 403, 404, 413, 429)}}},
         "/v1/vaults/{name}/export.amem": {"get": {
             "operationId": "export", "parameters": [NAME], "security": AUTH,

@@ -5,6 +5,12 @@ objects), wrapped DEKs, owner-signed metadata, public receipts.  The backends ke
 one change feed per vault, numbered by a per-vault sequence that is assigned
 under a row lock, so sequence numbers always commit in order and a reader paging
 by ``since`` can never skip a change that commits later.
+
+Erasure has two halves.  ``erase`` withdraws a cell and deletes its row and wrapped DEK
+in one transaction: from then on nothing the server answers holds them.  Their bytes can
+outlive the row on disk (SQLite: in the write-ahead log; PostgreSQL: in the heap pages of
+dead tuples), so each backend also scrubs them (scrub.py) without making anyone wait, and
+``erasure_pending`` says whether that is still to happen for a vault.
 """
 from __future__ import annotations
 
@@ -12,8 +18,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-class StorageConflict(Exception):
+class StorageError(Exception):
+    """The root of what the storage layer raises on purpose."""
+
+
+class StorageConflict(StorageError):
     """A uniqueness or compare-and-swap precondition failed."""
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +123,10 @@ class Storage(Protocol):
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]: ...
+
+    def erasure_pending(self, vault_id: int) -> bool:
+        """Whether bytes of a cell or wrapped DEK this vault erased may still be on the server's disk."""
+        ...
 
     def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]: ...
 

@@ -4,6 +4,17 @@
 last sequence number and writes the next ones without another writer in between;
 several server processes may share the file.  ``synchronous=FULL``: a SIGKILL or a
 power cut loses at most the transaction in flight, never half of one.
+
+Physical erasure (scrub.py).  ``secure_delete`` zeroes a deleted row in its page, but
+the page as it was, wrapped DEK included, stays in the write-ahead log until the log is
+checkpointed and truncated, and a reader of the log holds that up.  ``erase`` used to run
+``wal_checkpoint(TRUNCATE)`` under the 30 s busy timeout: it held the write lock while it
+waited for readers, so every other vault's writers waited with it, and after 30 s it gave
+up with the DEK still in ``ownmem.db-wal``.  Now the checkpoint runs on a connection of its
+own with no busy timeout (it gives up at once), its result is read (busy, log frames,
+checkpointed), and only ``busy == 0 and log == 0`` -- every frame copied into the file,
+the log emptied -- clears the vault's ``erase_pending`` rows; until then it is retried.
+``temp_store=MEMORY``: no sort or temporary index ever writes cell bytes to a temp file.
 """
 from __future__ import annotations
 
@@ -16,6 +27,7 @@ from pathlib import Path
 from .base import (
     Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
 )
+from .scrub import Scrubber
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS vaults (
@@ -44,6 +56,7 @@ CREATE TABLE IF NOT EXISTS log (
 CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
 CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
 CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
+CREATE TABLE IF NOT EXISTS erase_pending (id INTEGER PRIMARY KEY AUTOINCREMENT, vault_id INTEGER NOT NULL);
 """
 
 _VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
@@ -57,6 +70,9 @@ class SqliteStorage:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._conn().executescript(SCHEMA)
+        self._checkpointer: sqlite3.Connection | None = None
+        self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-sqlite")
+        self._scrubber.try_now()     # what a previous process left pending
 
     def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
@@ -70,16 +86,21 @@ class SqliteStorage:
             c.execute("PRAGMA synchronous=FULL")
             c.execute("PRAGMA secure_delete=ON")
             c.execute("PRAGMA busy_timeout=30000")
+            c.execute("PRAGMA temp_store=MEMORY")
             self._local.conn = c
             with self._lock:
                 self._all.append(c)
         return c
 
     def close(self) -> None:
+        self._scrubber.close()
         with self._lock:
             for c in self._all:
                 c.close()
             self._all.clear()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
         self._local = threading.local()
 
     @contextmanager
@@ -220,9 +241,33 @@ class SqliteStorage:
                 self._append_log(c, [by_subject[cid]])
                 done.append(cid)
             c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+            if done:
+                c.execute("INSERT INTO erase_pending (vault_id) VALUES (?)", (vault_id,))
         if done:
-            self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._scrubber.try_now()
         return done
+
+    def erasure_pending(self, vault_id: int) -> bool:
+        return self._conn().execute("SELECT 1 FROM erase_pending WHERE vault_id = ? LIMIT 1",
+                                    (vault_id,)).fetchone() is not None
+
+    def _scrub_step(self) -> bool:
+        """Checkpoint without waiting; on a full one, clear what was pending before it began."""
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            self._checkpointer.execute("PRAGMA busy_timeout=0")
+        ck = self._checkpointer
+        mark = ck.execute("SELECT max(id) FROM erase_pending").fetchone()[0]
+        if mark is None:
+            return True
+        busy, log, _ = ck.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or log:
+            return False     # a reader still uses the log, or a writer held the lock: later
+        # A normal write: it may wait for the write lock, but it holds nothing others need.
+        with self._tx() as c:
+            c.execute("DELETE FROM erase_pending WHERE id <= ?", (mark,))
+            left = c.execute("SELECT 1 FROM erase_pending LIMIT 1").fetchone()
+        return left is None
 
     def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
         """(object id, cell, wrapped DEK) after ``after`` in ascending object id: the container's order."""
