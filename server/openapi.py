@@ -25,7 +25,8 @@ LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to t
 
 def _err(*codes: int) -> dict[str, Any]:
     text = {400: "malformed request", 401: "no or bad credential", 403: "credential of another vault",
-            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited"}
+            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited",
+            503: "busy: retry after the time Retry-After names"}
     return {str(c): {"description": text[c], "content": {"application/json": {"schema": ERROR}}} for c in codes}
 
 
@@ -123,7 +124,7 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": {"description": "the vault as an ApertoMemory .amem container",
                                   "content": {"application/amem+cbor": {"schema": {"type": "string",
                                                                                     "format": "binary"}}}},
-                          **_err(401, 403, 404, 409, 429)}}},
+                          **_err(401, 403, 404, 409, 429, 503)}}},
         "/v1/log": {"get": {
             "operationId": "logList", "parameters": [
                 {"name": "holder", "in": "query", "schema": _hexn(32)},

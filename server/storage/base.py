@@ -26,6 +26,12 @@ class StorageConflict(StorageError):
     """A uniqueness or compare-and-swap precondition failed."""
 
 
+class StorageBusy(StorageError):
+    """Too much is held open right now (export snapshots): the caller can retry later."""
+
+
+class SnapshotClosed(StorageError):
+    """The export snapshot was closed (its time ran out, or the storage closed): the export ends unfinished."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,19 @@ class LoggedReceipt:
     entry: LogEntry
 
 
+class ExportSnapshot(Protocol):
+    """One vault's cells as they were at one moment (export.py): one object per object id."""
+
+    @property
+    def count(self) -> int: ...
+
+    def page(self, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+        """(object id, cell, wrapped DEK) after ``after`` in ascending object id."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Storage(Protocol):
     def close(self) -> None: ...
 
@@ -128,9 +147,9 @@ class Storage(Protocol):
         """Whether bytes of a cell or wrapped DEK this vault erased may still be on the server's disk."""
         ...
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]: ...
-
-    def object_count(self, vault_id: int) -> int: ...
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        """Raises StorageBusy when too many exports are open at once."""
+        ...
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None: ...
 

@@ -32,8 +32,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from .base import (
-    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
+    VaultRecord,
 )
+from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from .scrub import Scrubber
 
 CHANNEL = "ownmem_changes"
@@ -140,11 +142,13 @@ class PostgresStorage:
             _create_schema(c)
         self._scrub_conn: psycopg.Connection[Any] | None = None
         self._waits: dict[int, _Wait] = {}
+        self._exports = ExportSlots()
         self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-postgres")
         self._scrubber.try_now()     # what a previous process left pending
 
     def close(self) -> None:
         self._scrubber.close()
+        self._exports.close_all()
         if self._scrub_conn is not None:
             self._scrub_conn.close()
         self.pool.close()
@@ -357,15 +361,25 @@ class PostgresStorage:
             (x, x)).fetchone())
         return bool(r[0])
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
-        with self._tx() as c:
-            rows = c.execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = %s AND object_id > %s "
-                             "ORDER BY object_id LIMIT %s", (vault_id, after, limit)).fetchall()
-        return [(_b(a), _b(b), _b(d)) for a, b, d in rows]
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        return self._exports.open(lambda: self._export_begin(vault_id))
 
-    def object_count(self, vault_id: int) -> int:
-        with self._tx() as c:
-            return int(_one(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone())[0])
+    def _export_begin(self, vault_id: int) -> Opened:
+        # A connection of its own, not the pool's: an export holds it for as long as it streams.
+        c = psycopg.connect(self.url, autocommit=False, options=OPTIONS)
+        try:
+            c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ   # one snapshot, from the count on
+            c.read_only = True
+            n = int(_one(c.execute(COUNT_SQL.format(p="%s"), (vault_id,)).fetchone())[0])
+        except BaseException:
+            c.close()
+            raise
+
+        def fetch(after: bytes, limit: int) -> list[Row]:
+            rows = c.execute(PAGE_SQL.format(p="%s"), (vault_id, after, limit), binary=True).fetchall()
+            return [(_b(a), _b(b), _b(d)) for a, b, d in rows]
+
+        return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
     @staticmethod

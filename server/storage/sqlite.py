@@ -25,9 +25,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .base import (
-    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
+    StorageConflict, VaultRecord,
 )
+from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from .scrub import Scrubber
+
+# An export is refused while an erasure has been held up this long and another export is
+# open: on SQLite every open snapshot holds up the checkpoint, so exports that overlap
+# without end would keep every vault's erased bytes in the log for ever.
+ERASURE_OVERDUE = 60.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS vaults (
@@ -38,7 +45,8 @@ CREATE TABLE IF NOT EXISTS vaults (
 CREATE TABLE IF NOT EXISTS cells (
   vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, object_id BLOB NOT NULL, seq INTEGER NOT NULL,
   cell BLOB NOT NULL, wrapped_dek BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
-CREATE INDEX IF NOT EXISTS cells_object ON cells (vault_id, object_id);
+CREATE INDEX IF NOT EXISTS cells_object_seq ON cells (vault_id, object_id, seq);
+DROP INDEX IF EXISTS cells_object;
 CREATE TABLE IF NOT EXISTS changes (
   vault_id INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, cell_id BLOB,
   PRIMARY KEY (vault_id, seq));
@@ -71,6 +79,7 @@ class SqliteStorage:
         self._lock = threading.Lock()
         self._conn().executescript(SCHEMA)
         self._checkpointer: sqlite3.Connection | None = None
+        self._exports = ExportSlots()
         self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-sqlite")
         self._scrubber.try_now()     # what a previous process left pending
 
@@ -94,6 +103,7 @@ class SqliteStorage:
 
     def close(self) -> None:
         self._scrubber.close()
+        self._exports.close_all()
         with self._lock:
             for c in self._all:
                 c.close()
@@ -269,14 +279,27 @@ class SqliteStorage:
             left = c.execute("SELECT 1 FROM erase_pending LIMIT 1").fetchone()
         return left is None
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
-        """(object id, cell, wrapped DEK) after ``after`` in ascending object id: the container's order."""
-        rows = self._conn().execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = ? AND object_id > ? "
-                                    "ORDER BY object_id LIMIT ?", (vault_id, after, limit)).fetchall()
-        return [(bytes(a), bytes(b), bytes(d)) for a, b, d in rows]
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        self._scrubber.try_now()
+        if self._scrubber.overdue(ERASURE_OVERDUE) and self._exports.open_count():
+            raise StorageBusy("an erasure waits for the exports in progress; retry later")
+        return self._exports.open(lambda: self._export_begin(vault_id))
 
-    def object_count(self, vault_id: int) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM cells WHERE vault_id = ?", (vault_id,)).fetchone()[0])
+    def _export_begin(self, vault_id: int) -> Opened:
+        c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        try:
+            c.execute("PRAGMA temp_store=MEMORY")
+            c.execute("BEGIN")      # the read transaction starts at the count: every page sees that state
+            n = int(c.execute(COUNT_SQL.format(p="?"), (vault_id,)).fetchone()[0])
+        except BaseException:
+            c.close()
+            raise
+
+        def fetch(after: bytes, limit: int) -> list[Row]:
+            rows = c.execute(PAGE_SQL.format(p="?"), (vault_id, after, limit)).fetchall()
+            return [(bytes(a), bytes(b), bytes(d)) for a, b, d in rows]
+
+        return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
     @staticmethod

@@ -152,8 +152,9 @@ def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database):
                                        "WHERE relname IN ('cells', 'cells_unpartitioned', %s)",
                                        (f"cells_v{vault.id}",)).fetchall())
             assert kinds == {"cells": "p", f"cells_v{vault.id}": "r"}
-            assert st.object_count(vault.id) == 3
-            assert {r[0] for r in st.export_page(vault.id, b"", 10)} == {x.object_id for x in cells}
+            snap = st.export_snapshot(vault.id)
+            assert snap.count == 3 and {r[0] for r in snap.page(b"", 10)} == {x.object_id for x in cells}
+            snap.close()
             doomed = _traces(cells[0].cell, cells[0].wrapped_dek)
             assert st.erase(vault.id, [cells[0].cell_id], [forget(vault, cells[0].cell_id)], int(time.time()))
             assert wait_until(lambda: not st.erasure_pending(vault.id))
