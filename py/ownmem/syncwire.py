@@ -161,7 +161,9 @@ class Codec:
 @dataclass(frozen=True, slots=True)
 class Hex(Codec):
     """Bytes as lower-case hex pairs: one value, one spelling (bytes.fromhex alone would also
-    take upper case and whitespace).  ``size`` is exact; ``limit`` caps a field of any size."""
+    take upper case and whitespace).  ``size`` is exact; ``limit`` caps a field of any size,
+    by default at the JSON body limit, which bounds it anyway (a cap of 64 Ki digits once
+    refused metadata over 32 KiB, under the 1 MiB the routes allow)."""
 
     size: int | None = None
     limit: int = MAX_JSON

@@ -11,9 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ownmem.errors import OwnmemError
 
-class StorageConflict(Exception):
+
+class StorageConflict(OwnmemError):
     """A uniqueness or compare-and-swap precondition failed."""
+
+    code = "storage_conflict"
 
 
 @dataclass(frozen=True, slots=True)
