@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -15,20 +16,22 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "py" / "ownmem").rglob("*.py"), *(ROOT / "server").rglob("*.py")])
 # Only inside Pyodide (they import js / pyodide at the top)
 BROWSER_ONLY = {"ownmem.web.provider"}
-# The browser self-test's assertion: run() catches it and reports the check as failed; no caller sees it
-NOT_RAISED_TO_CALLERS = {"ownmem.web.selftest.CheckFailed"}
+# Caught where they are raised, never seen by a caller: the browser self-test's assertion (run()
+# reports the check as failed) and the SAIHM client's signal of a duplicate JSON key (interpret()
+# answers MALFORMED_JSON)
+NOT_RAISED_TO_CALLERS = {"ownmem.web.selftest.CheckFailed", "ownmem.saihm.client._Duplicate"}
 
 
 def _module(path: Path) -> str:
     rel = path.relative_to(ROOT / "py" if path.is_relative_to(ROOT / "py") else ROOT).with_suffix("")
-    return ".".join(p for p in rel.parts if p != "__init__")
+    return ".".join(p for p in rel.parts if p != "__init__")   # a package's __main__ keeps its name
 
 
 def _exception_classes() -> list[tuple[str, type[BaseException]]]:
     out = []
     for path in SOURCES:
         name = _module(path)
-        if name in BROWSER_ONLY:
+        if name in BROWSER_ONLY or name.endswith("__main__"):   # a __main__ runs when imported
             tree = ast.parse(path.read_text())
             assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
                         and any("Error" in ast.unparse(b) or "Exception" in ast.unparse(b) for b in n.bases)], name
@@ -56,8 +59,10 @@ RAISED = [(n, c) for n, c in CLASSES if n not in NOT_RAISED_TO_CALLERS]
 @pytest.mark.parametrize("name, cls", RAISED, ids=[n for n, _ in RAISED])
 def test_every_error_is_an_ownmem_error_with_a_stable_code(name, cls):
     assert issubclass(cls, OwnmemError), f"{name} is not an OwnmemError"
-    # a class code, or (ApiError, Refused) an instance code typed as the server's ErrorCode
-    assert "code" in vars(cls) or "code" in vars(cls).get("__annotations__", {}), f"{name} names no code of its own"
+    # a class code, or an instance code its constructor sets (ApiError, Refused: the server's
+    # ErrorCode; CellRefused: the step that refused)
+    own = "code" in vars(cls) or ("__init__" in vars(cls) and "self.code" in inspect.getsource(cls.__init__))
+    assert own, f"{name} names no code of its own"
 
 
 def test_library_error_codes_are_distinct():
