@@ -42,6 +42,7 @@ from typing import Annotated, Any, Self
 
 from .crypto import cbor, sha256
 from .errors import MalformedInput, WireError
+from .saihm.receipt import MAX_RECEIPT
 
 REGISTER_CONTEXT = "ownmem/v1/register"
 REGISTER_HOLDER_CONTEXT = b"ownmem-register-v1"   # ML-DSA-65 context of the holder's registration proof
@@ -490,11 +491,16 @@ class ErasedCell:
 
 @dataclass(frozen=True, slots=True)
 class EraseChange:
+    """An erasure, with the holder-signed FORGET receipt that asked for it (in the cell's
+    place): a device applies it only if that receipt verifies under its own holder key, so
+    a server cannot erase what the person did not forget (DESIGN.md "The public log")."""
+
     seq: int
     cell_id: bytes
+    receipt: bytes | None
 
     def encode(self) -> bytes:
-        return cbor.encode([self.seq, "erase", self.cell_id, None, None])
+        return cbor.encode([self.seq, "erase", self.cell_id, self.receipt, None])
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,8 +534,9 @@ def change_row(v: Any) -> ChangeRow:
     if kind == "cell":
         return CellChange(seq, _blob(cell_id, "cellId", ID_LEN), _blob(cell, "cell"),
                           _blob(wrapped, "wrappedDek", WRAPPED_DEK_LEN))
-    if kind == "erase" and cell is None and wrapped is None:
-        return EraseChange(seq, _blob(cell_id, "cellId", ID_LEN))
+    if kind == "erase" and wrapped is None:
+        return EraseChange(seq, _blob(cell_id, "cellId", ID_LEN),
+                           None if cell is None else _blob(cell, "FORGET receipt", limit=MAX_RECEIPT))
     if kind == "meta" and cell_id is None and cell is None and wrapped is None:
         return MetaChange(seq)
     raise WireError("a change is a cell, an erasure or a metadata version")

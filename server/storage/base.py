@@ -93,7 +93,7 @@ class Change:
     seq: int
     kind: str                 # "cell" | "erase" | "meta"
     cell_id: bytes | None
-    cell: bytes | None
+    cell: bytes | None        # of an erasure: the FORGET receipt that asked for it
     wrapped_dek: bytes | None
 
 

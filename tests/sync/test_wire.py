@@ -139,7 +139,7 @@ SAMPLES: dict[type[W.JsonMessage], W.JsonMessage] = {
     W.MetadataAccepted: W.MetadataAccepted(8),
     W.PushResult: W.PushResult(3, 1, 0, 41),
     W.EraseRequest: W.EraseRequest((os.urandom(3000), os.urandom(3000))),
-    W.EraseResult: W.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32))),
+    W.EraseResult: W.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
     W.LiveEvent: W.LiveEvent(41),
     W.ErrorBody: W.ErrorBody("stale_version", "the metadata changed; pull and retry"),
 }
@@ -374,7 +374,7 @@ def test_changes_reads_a_good_page(server, remote):
     server.answer("GET", "/changes", _page(), content_type="application/cbor")
     page = remote.changes(2)
     assert page.rows == (W.CellChange(3, CID, b"\x84cell", b"\x01" * 40), W.ErasedCell(4, CID[::-1]),
-                         W.EraseChange(5, CID), W.MetaChange(6))
+                         W.EraseChange(5, CID, None), W.MetaChange(6))
     assert (page.next_since, page.last_seq, page.more) == (6, 9, True)
 
 
@@ -490,7 +490,7 @@ def test_changes_page_round_trip(gaps, kinds, blobs, since, extra):
         seq += gap
         cid = hashlib.sha256(blob).digest()
         rows.append(W.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell" else W.ErasedCell(seq, cid)
-                    if kind == "gone" else W.EraseChange(seq, cid) if kind == "erase" else W.MetaChange(seq))
+                    if kind == "gone" else W.EraseChange(seq, cid, None) if kind == "erase" else W.MetaChange(seq))
     nxt = rows[-1].seq if rows else since
     page = W.ChangesPage(tuple(rows), nxt, nxt + extra)
     raw = page.encode()

@@ -30,10 +30,11 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
 from .. import syncwire as W
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
-from ..crypto import CryptoProvider, cbor, run_sync
+from ..aperto.model import LEGACY_VERSION
+from ..crypto import CryptoProvider, cbor, run_sync, sha256
 from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
-from ..saihm.cell import CellRefused, check_cell, make_cell
-from ..saihm.receipt import make_receipt
+from ..saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
+from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
 
@@ -110,6 +111,45 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
                if k not in base_revoked or (k in local_revoked and k in remote.revoked)}
     keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
     return scopes, keys, revoked, conflicts
+
+
+def erasure_refusal(p: CryptoProvider, row: W.EraseChange, holder_public: bytes) -> str | None:
+    """Why an erasure from the feed must not be applied, or None: it needs the FORGET receipt
+    of that very cellId, signed by this vault's own holder (SAIHM "Erasure")."""
+    refused = f"the server asked to erase the memory of cell {row.cell_id.hex()[:12]}"
+    if row.receipt is None:
+        return refused + " without a FORGET receipt: ignored"
+    try:
+        r = parse_receipt(row.receipt)
+        if r.operation != "FORGET" or r.subject_id != row.cell_id:
+            return refused + " with a receipt for something else: ignored"
+        run_sync(verify_receipt(p, r, holder_public))
+    except OwnmemError:
+        return refused + " with a receipt this vault's holder did not sign: ignored"
+    return None
+
+
+def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Refuse vault metadata older than this device has seen, or a second document under a
+    version it has seen: the owner signs (name, version, document), so a replayed older
+    version verifies, and reading it as current would lift every revocation made since."""
+    raw = store.sync_get("metadata_seen")
+    if raw is None:
+        return
+    seen = cbor.decode(raw)
+    if not (isinstance(seen, list) and len(seen) == 2 and type(seen[0]) is int and isinstance(seen[1], bytes)):
+        raise VaultError("this device's record of the vault metadata it saw is damaged")
+    if version < seen[0]:
+        raise SyncError(f"the server offers older vault metadata (version {version}) than this device has "
+                        f"seen (version {seen[0]}): refused, nothing changed (a rollback, or another server)")
+    if version == seen[0] and sha256(doc) != seen[1]:
+        raise SyncError(f"the server shows another document for vault metadata version {version} than this "
+                        "device saw: refused, nothing changed (a forked history)")
+
+
+def note_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Within a transaction: ``version`` (and its document's digest) is the newest seen."""
+    store.sync_set("metadata_seen", cbor.encode([version, sha256(doc)]))
 
 
 # ---------------------------------------------------------------- the server, over HTTP
@@ -324,6 +364,7 @@ class Syncer:
             if not run_sync(self.v.p.ed25519_verify(self.v.identity.sign_pub, held.signature,
                                                     W.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
+            check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
             scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
                                                               self._revoked_base())
@@ -344,6 +385,7 @@ class Syncer:
                     self.store.add_revoked(kid)
                 for kid in self.store.revoked_keys() - revoked:
                     self.store.unrevoke(kid)
+                note_metadata_seen(self.store, version, doc)
             mine = self.metadata_doc()
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
@@ -355,6 +397,8 @@ class Syncer:
             try:
                 report.metadata_version = self._call(
                     lambda: self.remote.put_metadata(W.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                with self.store.transaction():
+                    note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
@@ -403,20 +447,30 @@ class Syncer:
         """Apply the change feed from the stored position.  -> whether metadata changed."""
         meta_changed = False
         since = self._seq()
-        holder_id = self.v.holder().holder_id
+        holder = self.v.holder()
+        holder_id = holder.holder_id
         while True:
             page = self._call(lambda: self.remote.changes(since))
             nxt, last = page.next_since, page.last_seq
             present = self.store.object_ids()
             erased = self.store.erased_ids()
             new_objects: list[StoredObject] = []
+            replaced: list[StoredObject] = []
             new_cells: list[tuple[bytes, bytes, bytes]] = []
+            # cellIds as the store will map them once this page's cells are in (a replacement
+            # cell takes its object over from the old cellId, whose erasure follows in the feed)
+            cell_of: dict[bytes, bytes | None] = {}
             gone: list[bytes] = []
+            refused_cells = 0
             for row in page.rows:
                 if isinstance(row, W.MetaChange):
                     meta_changed = True
                 elif isinstance(row, W.EraseChange):
-                    oid = self.store.object_of_cell(row.cell_id)
+                    why = erasure_refusal(self.v.p, row, holder.public)
+                    if why is not None:
+                        report.refusals.append(why)
+                        continue
+                    oid = cell_of[row.cell_id] if row.cell_id in cell_of else self.store.object_of_cell(row.cell_id)
                     if oid is not None:
                         gone.append(oid)
                 elif isinstance(row, W.CellChange):   # an ErasedCell has nothing to store
@@ -426,15 +480,31 @@ class Syncer:
                         # mislabel a cell; the object itself is authenticated when opened
                         checked = run_sync(check_cell(cell, holder_id, verify_signature=None))
                     except CellRefused:
+                        refused_cells += 1
                         continue
                     so = checked.sealed
-                    if so.object_id in present or so.object_id in erased:
+                    if so.object_id in erased:
                         continue
-                    present.add(so.object_id)
-                    new_objects.append(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
+                    stored = StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped)
+                    if so.object_id in present:
+                        if not self._is_replacement(stored, checked.cell, holder.public):
+                            continue
+                        old = self.store.cell_of(so.object_id)
+                        if old is not None:
+                            cell_of[old[0]] = None
+                        replaced.append(stored)
+                    else:
+                        present.add(so.object_id)
+                        new_objects.append(stored)
+                    cell_of[checked.cell.cell_id] = so.object_id
                     new_cells.append((so.object_id, checked.cell.cell_id, cell))
+            if refused_cells:
+                report.refusals.append(f"{refused_cells} cell(s) from the server were not what they claim "
+                                       "(another holder's, or altered): not stored")
             with self.store.transaction():
                 self.store.put_objects(new_objects)
+                for r in replaced:
+                    self.store.replace_object(r)
                 for oid, cid, cell in new_cells:
                     self.store.put_cell(oid, cid, cell, pushed=True)
                 if gone:
@@ -451,6 +521,20 @@ class Syncer:
             # it is pulled on the next sync, and a server cannot keep this loop spinning
             if not page.more or not page.rows:
                 return meta_changed
+
+    def _is_replacement(self, new: StoredObject, cell: Cell, holder_public: bytes) -> bool:
+        """A cell for an object this device holds replaces it only as migration makes one: a
+        format_version 2 object in place of a version 1 object, in a cell the vault's own
+        holder signed (the one check of the cell's signature a device makes: the server could
+        otherwise swap any object's contents for another authentic one)."""
+        have = self.store.get_object(new.object_id)
+        if have is None or have.format_version != LEGACY_VERSION or new.format_version == LEGACY_VERSION:
+            return False
+        try:
+            run_sync(verify_cell(self.v.p, cell, holder_public))
+        except OwnmemError:
+            return False
+        return True
 
     def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         report = SyncReport()
@@ -512,7 +596,13 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
     vault = Vault(folder)
     if vault.exists():
         raise VaultError(f"a vault already exists at {vault.folder}")
-    return adopt_from_server(lambda: Store(vault.folder), Remote(server, name, client=client), passphrase, vault.p)
+    remote = Remote(server, name, client=client)
+    try:
+        return adopt_from_server(lambda: Store(vault.folder), remote, passphrase, vault.p)
+    except BaseException:
+        if client is None and remote.http is not None:   # ours to close: the login did not happen
+            remote.http.close()
+        raise
 
 
 def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str, p: CryptoProvider,
@@ -546,6 +636,7 @@ def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, p
         for kid in meta.revoked:
             store.add_revoked(kid)
         store.sync_set("revoked_base", cbor.encode(sorted(meta.revoked)))
+        note_metadata_seen(store, held.version, held.metadata)
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
     return Syncer(UnlockedVault(store, ident, p), remote)
