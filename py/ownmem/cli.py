@@ -277,6 +277,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     if report.keys_held_back:
         print(f"  {len(report.keys_held_back)} accepted key(s) in the file were NOT adopted (unsigned metadata); "
               f"re-run with --accept-container-keys if you trust this file")
+    if report.kept_unverified:
+        authors = sorted({k for _, k in report.kept_unverified})
+        print(f"  {len(report.kept_unverified)} memory(ies) by author key(s) {', '.join(authors)} are kept but "
+              "unverified (hidden; `list --include-unverified`); `ownmem trust add PUBKEY` makes them trusted")
+    if report.default_scope_created:
+        print(f"  the file's scope {DEFAULT_SCOPE!r} was not adopted: a new, empty one was created for new memories")
     return 0
 
 

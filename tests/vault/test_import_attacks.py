@@ -246,24 +246,30 @@ def test_altered_metadata_cannot_plant_accepted_key(tmp_path: Path, victim: Unlo
         import_file(tmp_path / "fresh", signed, PASSPHRASE)
     assert not (tmp_path / "fresh").exists()
 
-    # 2. signature stripped: the planted key is held back, its objects refused
+    # 2. signature stripped: the planted key is held back; its objects are kept sealed but open
+    #    only as unverified (hidden unless asked for) until the person accepts that key (§8.2)
     unsigned = write(tmp_path, "unsigned.amem", rewrite(data, lambda t: (plant(t), strip_signature(t))))
     report, uv = import_file(folder, unsigned, PASSPHRASE)
-    close(uv)
-    assert report.keys_held_back == [attacker.key_id.hex()]
-    assert report.keys_added == [] and not report.metadata_signed
-    assert {bytes.fromhex(i) for i, _ in report.refused} == planted_ids
-    assert all(why == "could not authenticate" for _, why in report.refused)
+    try:
+        assert report.keys_held_back == [attacker.key_id.hex()]
+        assert report.keys_added == [] and not report.metadata_signed and report.refused == []
+        assert sorted(report.kept_unverified) == sorted((i.hex(), attacker.key_id.hex()) for i in planted_ids)
+        assert not planted_ids & {e.id for e in uv.open_all().entries}
+        shown = {e.id: e.opened.trust for e in uv.open_all(allow_unverified=True).entries}
+        assert all(shown[i] is Trust.UNVERIFIED for i in planted_ids)
+    finally:
+        close(uv)
     after = store_state(folder)
-    assert after is not None and after.known_keys == before.known_keys and after.objects == before.objects
+    assert after is not None and after.known_keys == before.known_keys
+    assert {o.object_id for o in after.objects} == {o.object_id for o in before.objects} | planted_ids
 
     # ... on a new device too: nothing from an unsigned file is accepted, not even the real friend
     report, uv = import_file(tmp_path / "device2", unsigned, PASSPHRASE)
     try:
         assert sorted(report.keys_held_back) == sorted([attacker.key_id.hex(), third_party.key_id.hex()])
         assert uv.store.known_keys() == {}
-        assert not planted_ids & uv.store.object_ids()
-        assert report.imported == len(before.objects)
+        assert not planted_ids & {e.id for e in uv.open_all().entries}
+        assert report.imported == len(before.objects) + len(planted_ids)
     finally:
         close(uv)
 
@@ -339,8 +345,10 @@ def test_altered_metadata_cannot_swap_scope_kek(tmp_path: Path, victim: Unlocked
         close(uv)
         assert sorted(n for n, _ in report.scopes_refused) == [DEFAULT_SCOPE, "inbox"]
         assert report.scopes_added == ["work"]            # proven by the owner's genuine objects
+        assert report.default_scope_created               # a fresh one: the vault can still add
         dev_state = store_state(dev)
-        assert dev_state is not None and set(dev_state.scopes) == {"work"}
+        assert dev_state is not None and set(dev_state.scopes) == {"work", DEFAULT_SCOPE}
+        assert dev_state.scopes[DEFAULT_SCOPE].scope_id != home.scope_id
         home_ids = {o.object_id for o in before.objects if o.scope_id == home.scope_id}
         assert {bytes.fromhex(i) for i, _ in report.refused} == home_ids | bait_ids
         assert_no_evil_kek(dev)

@@ -36,7 +36,7 @@ from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, cose, provider, run_sync
 from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
 from .store import PublicIdentity, Store, StoredObject
-from .vault import Progress, UnlockedVault, Vault
+from .vault import DEFAULT_SCOPE, Progress, UnlockedVault, Vault
 
 MAX_FILE = 1 << 30
 
@@ -51,8 +51,14 @@ class ImportReport:
     scopes_refused: list[tuple[str, str]] = field(default_factory=list)
     keys_added: list[str] = field(default_factory=list)
     keys_held_back: list[str] = field(default_factory=list)
+    # authentic under a key of the file that this vault does not accept (yet): kept sealed,
+    # listed as unverified until `trust add` of that key makes them trusted (no re-import)
+    kept_unverified: list[tuple[str, str]] = field(default_factory=list)    # (id hex, author key id hex)
     identity_adopted: bool = False
     metadata_signed: bool = False
+    # the file's identity was adopted but not its "default" scope: a fresh one (a new key)
+    # was made so the vault can take new memories
+    default_scope_created: bool = False
 
 
 def export_bytes(v: UnlockedVault, *, progress: Progress | None = None) -> tuple[bytes, int]:
@@ -137,6 +143,7 @@ class _Keys:
     new: Mapping[bytes, bytes]              # key_id -> Ed25519 public key
     held_back: tuple[str, ...]
     keyring: Keyring
+    held: Mapping[bytes, bytes] = field(default_factory=dict)   # the held-back keys themselves
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,7 @@ class _Objects:
     proven_scopes: frozenset[bytes]         # new scopes in which an object opened as the owner's own
     skipped: tuple[tuple[str, str], ...]    # (id hex, why)
     refused: tuple[tuple[str, str], ...]    # (id hex or '#index', why)
+    unverified: tuple[tuple[str, str], ...] = ()   # (id hex, author key id hex): staged, not accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,15 +202,22 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     uv = UnlockedVault(target.store, ident, p)
     keys = _merge_keys(target.store, c, ident, meta)                        # 5. keys and scopes
     scopes = _merge_scopes(uv, c)
-    objects = _check_objects(p, target.store, c, scopes, keys.keyring, progress)   # 6.
+    objects = _check_objects(p, target.store, c, scopes, keys, progress)          # 6.
     plan = _plan(c, target, meta, keys, scopes, objects)
     _write(target.store, plan)                                              # 7.
+    # An identity adopted without its "default" scope (refused: a swapped KEK, unsigned
+    # metadata with nothing to prove it) would leave a vault where `add` fails: a fresh one.
+    fresh = target.existing is None and DEFAULT_SCOPE not in target.store.scopes()
+    if fresh:
+        uv.add_scope(DEFAULT_SCOPE)
+    kept = {oid.hex() for oid in (o.object_id for o in plan.objects)}
     report = ImportReport(
         imported=len(plan.objects), imported_ids=[o.object_id.hex() for o in plan.objects],
         skipped=list(objects.skipped), refused=[*objects.refused, *plan.refused],
         scopes_added=[s.name for s in plan.scopes], scopes_refused=[*scopes.refused, *plan.scopes_refused],
         keys_added=[k.hex() for k in plan.keys], keys_held_back=list(keys.held_back),
-        identity_adopted=target.existing is None, metadata_signed=meta.signed)
+        kept_unverified=[u for u in objects.unverified if u[0] in kept],
+        identity_adopted=target.existing is None, metadata_signed=meta.signed, default_scope_created=fresh)
     return report, uv
 
 
@@ -255,7 +270,8 @@ def _merge_keys(store: Store, c: Container, ident: K.Identity, meta: _Metadata) 
             new[kid] = pub
         else:
             held_back.append(kid.hex())
-    return _Keys(new, tuple(held_back), Keyring(ident.sign_pub, {**keys, **new}))
+    held = {bytes.fromhex(k): c.meta.known_keys[bytes.fromhex(k)] for k in held_back}
+    return _Keys(new, tuple(held_back), Keyring(ident.sign_pub, {**keys, **new}), held)
 
 
 def _merge_scopes(uv: UnlockedVault, c: Container) -> _Scopes:
@@ -279,11 +295,17 @@ def _merge_scopes(uv: UnlockedVault, c: Container) -> _Scopes:
     return _Scopes(keks, candidates, tuple(refused))
 
 
-def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scopes, keyring: Keyring,
+def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scopes, keys: _Keys,
                    progress: Progress | None) -> _Objects:
     """6. Per object: well-formed, new here, in a known scope, its DEK present and unwrapping,
     and it opens under the ordinary fail-closed rules (import never assigns trust).  One bad
-    object is reported and skipped; the rest go on."""
+    object is reported and skipped; the rest go on.  An object that verifies only under a
+    key the file names but this vault does not accept is kept, sealed: trust is derived at
+    read time against the keyring then in force (ApertoMemory "Import"), so accepting the
+    key later makes it trusted without importing again."""
+    keyring = keys.keyring
+    wider = Keyring(keyring.owner_pub, {**keyring.accepted, **keys.held}) if keys.held else None
+    unverified: list[tuple[str, str]] = []
     present = store.object_ids()
     erased = store.erased_ids()
     staged: dict[bytes, StoredObject] = {}
@@ -318,7 +340,14 @@ def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scope
                 # proves what it can.  They still must decrypt, or they are corrupt.
                 run_sync(cose.decrypt0(p, dek, cose.parse_encrypt0(so.encrypt0), b""))
             elif so.format_version == FORMAT_VERSION:
-                o = run_sync(open_sealed(p, so, dek, keyring))
+                try:
+                    o = run_sync(open_sealed(p, so, dek, keyring))
+                except AuthenticationFailed:
+                    if wider is None:
+                        raise
+                    o = run_sync(open_sealed(p, so, dek, wider))     # AuthenticationFailed again: refused
+                    assert o.signer_key_id is not None
+                    unverified.append((so.object_id.hex(), o.signer_key_id.hex()))
                 if o.trust is Trust.SELF and o.scope_id in scopes.candidates:
                     proven.add(o.scope_id)
             else:
@@ -328,7 +357,7 @@ def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scope
             refused.append((label, "could not authenticate"))
         except OwnmemError as e:
             refused.append((label, str(e)))
-    return _Objects(staged, frozenset(proven), tuple(skipped), tuple(refused))
+    return _Objects(staged, frozenset(proven), tuple(skipped), tuple(refused), tuple(unverified))
 
 
 def _plan(c: Container, target: _Target, meta: _Metadata, keys: _Keys, scopes: _Scopes,
