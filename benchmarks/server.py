@@ -236,7 +236,7 @@ def make_source(s: Sizes, tmp: Path) -> Source:
     t0 = clock()
     items = []
     for r in rows:   # the call Syncer._cell_for makes for a row that has no cell yet
-        c = run_sync(make_cell(uv.p, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
+        c = run_sync(make_cell(uv.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
                                cell_nonce=r.object_id, ciphertext=r.sealed, timestamp=now))
         items.append([c.to_cbor(), r.dek_wrapped])
     cells = clock() - t0
@@ -927,7 +927,7 @@ def run(quick: bool = False) -> AreaResult:
 
 def _argon(src: Source) -> float:
     """One Argon2id derivation with the vault's parameters, in-process (context for the CLI figure)."""
-    p = src.vault.p
+    p = src.vault.crypto
     salt = os.urandom(16)
     times = []
     for _ in range(3):

@@ -121,7 +121,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise VaultError(f"a vault already exists at {folder}")
     if not os.environ.get("OWNMEM_PASSPHRASE") and sys.stdin.isatty():  # about to prompt
         print("Choose a strong passphrase: an exported .amem file lets anyone who holds it guess "
-              "passphrases offline (ApertoMemory §15.8). Losing it loses the memory.", file=sys.stderr)
+              "passphrases offline (ApertoMemory §15.8 'Offline Verification Oracle'). "
+              "Losing it loses the memory.", file=sys.stderr)
     pw = _passphrase(confirm=True)
     judged = strength(pw, ("ownmem", os.path.basename(folder.rstrip("/"))))
     if not judged.acceptable and not args.weak_passphrase:

@@ -38,7 +38,8 @@ class AuthenticationFailed(OwnmemError):
 
 
 class ProducerRefusal(OwnmemError):
-    """ownmem refuses to write an object that would violate the format (draft-02 §3.2)."""
+    """ownmem refuses to write an object that would violate the format (draft-02 §3.2 "What a
+    Producer Must Refuse to Write")."""
 
     code = "refused_to_write"
 

@@ -27,7 +27,7 @@ print(json.dumps({"modules": sorted(sys.modules), "provider_made": ownmem.crypto
 # (whose model and the CBOR/provider *interfaces* come along; no implementation, no key).
 ALLOWED = {"ownmem", "ownmem.errors", "ownmem.mcp", "ownmem.mcp.server", "ownmem.mcp.tools", "ownmem.mcp.transport",
            "ownmem.saihm", "ownmem.saihm.client", "ownmem.aperto", "ownmem.aperto.frame", "ownmem.aperto.model",
-           "ownmem.crypto", "ownmem.crypto.provider", "ownmem.crypto.cbor"}
+           "ownmem.crypto", "ownmem.crypto.interface", "ownmem.crypto.cbor"}
 FORBIDDEN = ("ownmem.vault", "ownmem.aperto.keys", "ownmem.aperto.seal", "ownmem.aperto.container",
              "ownmem.crypto.cpython", "ownmem.crypto.cose", "ownmem.saihm.identity", "ownmem.saihm.cell",
              "ownmem.saihm.receipt", "ownmem.web", "ownmem.cli", "ownmem.passphrase", "nacl", "argon2", "dilithium_py")

@@ -261,7 +261,7 @@ class LinkedVault:
         now = int(time.time())
         out = []
         for row in self.v.store.unpushed(10_000):
-            c = run_sync(make_cell(self.v.p, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
+            c = run_sync(make_cell(self.v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
                                    cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
             out.append([c.to_cbor(), row.dek_wrapped])
         return out
@@ -277,7 +277,7 @@ class LinkedVault:
 
     def receipt(self, operation: str, subject: bytes, *, detail: Any = None) -> bytes:
         h = self.v.holder()
-        return run_sync(make_receipt(self.v.p, xi=h.xi, holder_id=h.holder_id, operation=operation,
+        return run_sync(make_receipt(self.v.crypto, xi=h.xi, holder_id=h.holder_id, operation=operation,
                                      subject_id=subject, timestamp=int(time.time()), detail=detail)).to_cbor()
 
     def changes(self, since: int = 0) -> dict[int, Any]:

@@ -160,7 +160,7 @@ def test_two_cells_of_one_object_export_it_once(backend, linked_vault, http):
     assert lv.push(items).json()["stored"] == 2
     first = parse_cell(items[0][0])
     h = lv.v.holder()
-    again = run_sync(make_cell(lv.v.p, xi=h.xi, holder_id=h.holder_id, kek_version=2, tier="STANDARD",
+    again = run_sync(make_cell(lv.v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=2, tier="STANDARD",
                                cell_nonce=first.cell_nonce, ciphertext=first.ciphertext, timestamp=int(time.time())))
     assert again.cell_id != first.cell_id
     assert lv.push([[again.to_cbor(), os.urandom(40)]]).json()["stored"] == 1

@@ -479,7 +479,7 @@ def _doc(v: Any) -> bytes:
     """The metadata document ``link`` registers."""
     pub = v.public()
     return Metadata(pub, frozenset(), v.sync_key().public, v.holder().public,
-                    run_sync(sign_metadata(v.p, v.identity, pub))).encode()
+                    run_sync(sign_metadata(v.crypto, v.identity, pub))).encode()
 
 
 def test_registration_forgery(linked_vault, http):

@@ -30,7 +30,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[list[
         h, now = v.holder(), int(time.time())
         items = []
         for row in v.store.unpushed(N):
-            c = run_sync(make_cell(v.p, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
+            c = run_sync(make_cell(v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
                                    cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
             items.append([c.to_cbor(), row.dek_wrapped])
         yield items, h.public, HolderKey(h.public, h.holder_id)

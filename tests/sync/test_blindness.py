@@ -63,7 +63,7 @@ def _key_material(v: UnlockedVault) -> dict[str, list[bytes]]:
     ident = v.identity
     scopes = v.scopes()
     keks = {s.scope_id: v.kek(s) for s in scopes.values()}
-    deks = [run_sync(K.unwrap_dek(v.p, o.dek_wrapped, keks[o.scope_id])) for o in v.store.objects()]
+    deks = [run_sync(K.unwrap_dek(v.crypto, o.dek_wrapped, keks[o.scope_id])) for o in v.store.objects()]
     return {
         "passphrase": _text_forms(PASSPHRASE),
         "master secret": [ident.master],

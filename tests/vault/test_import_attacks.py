@@ -60,10 +60,10 @@ def seal_as(v: UnlockedVault, signer: K.SigningKey, claimed: bytes, content: str
     """An object sealed by ``signer`` claiming ``claimed``, DEK wrapped under ``kek`` -> (id, sealed, wrap)."""
     dek = K.new_key()
     payload = encode_payload(Memory(content=content, created=1700000000, custody=custody), claimed)
-    so = run_sync(seal_unchecked(v.p, payload, signer=signer, kid=claimed, object_id=object_id or random_bytes(16),
+    so = run_sync(seal_unchecked(v.crypto, payload, signer=signer, kid=claimed, object_id=object_id or random_bytes(16),
                                  scope_id=scope_id, dek=dek, nonce=random_bytes(12),
                                  format_version=format_version))
-    return so.object_id, so.encoded, run_sync(K.wrap_dek(v.p, dek, kek))
+    return so.object_id, so.encoded, run_sync(K.wrap_dek(v.crypto, dek, kek))
 
 
 def add_objects(top: dict[Any, Any], objs: list[tuple[bytes, bytes, bytes]]) -> None:
@@ -133,7 +133,7 @@ def test_cross_identity_import_refused(tmp_path: Path, victim: UnlockedVault) ->
         other_data = export_bytes(other, tmp_path / "o.amem")
         # the other party re-wraps THEIR scope KEK to OUR public ka key: anyone can do that
         o_scope = other.scope(DEFAULT_SCOPE)
-        rewrapped = run_sync(K.wrap_kek(other.p, other.kek(o_scope), victim.identity.ka_pub, o_scope.scope_id))
+        rewrapped = run_sync(K.wrap_kek(other.crypto, other.kek(o_scope), victim.identity.ka_pub, o_scope.scope_id))
         other_pub = other.identity.sign_pub
     finally:
         close(other)
@@ -207,7 +207,7 @@ def test_scope_overwrite_refused(tmp_path: Path, victim: UnlockedVault) -> None:
         strip_signature(top)
         e = top[2]["scopes"][DEFAULT_SCOPE]
         sid = e["scope_id"] if keep_id else random_bytes(16)
-        w = run_sync(K.wrap_kek(victim.p, kek, victim.identity.ka_pub, sid))
+        w = run_sync(K.wrap_kek(victim.crypto, kek, victim.identity.ka_pub, sid))
         e.update(scope_id=sid, kek_wrapped=w.kek_wrapped, eph_pub=w.eph_pub)
 
     for keep_id in (False, True):
@@ -289,9 +289,9 @@ def test_altered_metadata_cannot_swap_scope_kek(tmp_path: Path, victim: Unlocked
     data = export_bytes(victim, tmp_path / "e.amem")
     evil_kek = K.new_key()
     home = victim.scope(DEFAULT_SCOPE)
-    wrapped = run_sync(K.wrap_kek(victim.p, evil_kek, victim.identity.ka_pub, home.scope_id))
+    wrapped = run_sync(K.wrap_kek(victim.crypto, evil_kek, victim.identity.ka_pub, home.scope_id))
     inbox_id = random_bytes(16)
-    inbox = run_sync(K.wrap_kek(victim.p, evil_kek, victim.identity.ka_pub, inbox_id))
+    inbox = run_sync(K.wrap_kek(victim.crypto, evil_kek, victim.identity.ka_pub, inbox_id))
     # objects the attacker can make under their KEK: signed by themselves (key planted), or
     # forging the owner's key id
     bait = [seal_as(victim, attacker, attacker.key_id, "attacker bait", home.scope_id, evil_kek),

@@ -27,7 +27,7 @@ from ownmem.web.api import CACHE_INFO, App, DeviceCache
 # What a locked vault keeps, and why it is not a secret.
 NOT_SECRET = {
     "_store": "sealed objects, wrapped DEKs and public metadata only",
-    "p": "the crypto provider: its caches are searched for the secrets below",
+    "crypto": "the crypto provider: its caches are searched for the secrets below",
 }
 
 
@@ -76,10 +76,10 @@ def _touch_every_secret(v: UnlockedVault) -> set[bytes]:
     v.add("in another scope", scope="work")
     assert len(v.open_all().entries) == 2                                    # every KEK unwrapped
     h = v.holder()                                                           # ML-DSA-65 holder seed
-    run_sync(make_receipt(v.p, xi=h.xi, holder_id=h.holder_id, operation="KEY", subject_id=h.holder_id,
+    run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="KEY", subject_id=h.holder_id,
                           timestamp=1700000000, detail=h.public))           # ... cached by the provider
     sync = v.sync_key()                                                      # device-authentication key
-    run_sync(v.p.ed25519_sign(sync.seed, b"a server challenge"))
+    run_sync(v.crypto.ed25519_sign(sync.seed, b"a server challenge"))
     cache_key = v.purpose_key(CACHE_INFO)                                    # the PWA's device-cache key
     ident = v.identity
     return {ident.master, ident.sign.seed, ident.ka_seed, h.xi, sync.seed, cache_key, *v._keks.values()}
@@ -111,7 +111,7 @@ def test_lock_drops_every_secret(unlocked: tuple[UnlockedVault, set[bytes]]) -> 
 def test_lock_keeps_the_store_open_and_close_closes_it(unlocked: tuple[UnlockedVault, set[bytes]]) -> None:
     v, _ = unlocked
     v.lock()
-    u = unlock_store(v._store, PASSPHRASE, v.p)        # the PWA unlocks again on the same store
+    u = unlock_store(v._store, PASSPHRASE, v.crypto)        # the PWA unlocks again on the same store
     assert len(u.open_all().entries) == 2
     u.close()
     assert _left_after_lock(u) == {}
@@ -131,4 +131,4 @@ def test_the_worker_locks_through_the_vault(unlocked: tuple[UnlockedVault, set[b
     assert app.op_lock() == {}
     assert app.vault is None and app.syncer is None and app.cache.entries == {}
     assert _left_after_lock(v) == {} and not secrets & _reachable_bytes(v)
-    assert len(unlock_store(v._store, PASSPHRASE, v.p).open_all().entries) == 2
+    assert len(unlock_store(v._store, PASSPHRASE, v.crypto).open_all().entries) == 2

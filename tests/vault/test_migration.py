@@ -33,13 +33,13 @@ def put_v1(v: UnlockedVault, signer: K.SigningKey, claimed: bytes, content: str,
     s = v.scope(scope)
     dek = K.new_key()
     memory = Memory(content=content, mem_type=3, confidence=0.6, tags=("legacy",), created=1600000000)
-    so = run_sync(seal_unchecked(v.p, encode_payload(memory, claimed), signer=signer, kid=claimed,
+    so = run_sync(seal_unchecked(v.crypto, encode_payload(memory, claimed), signer=signer, kid=claimed,
                                  object_id=random_bytes(16), scope_id=s.scope_id, dek=dek,
                                  nonce=random_bytes(12), format_version=1))
     sealed = so.encoded
     if corrupt:
         sealed = sealed[:-5] + bytes([sealed[-5] ^ 1]) + sealed[-4:]
-    wrapped = run_sync(K.wrap_dek(v.p, dek, v.kek(s)))
+    wrapped = run_sync(K.wrap_dek(v.crypto, dek, v.kek(s)))
     with v.store.transaction():
         v.store.put_object(StoredObject(so.object_id, s.scope_id, 1, sealed, wrapped))
     return so.object_id
@@ -162,8 +162,8 @@ def test_migration_uses_a_fresh_dek(vault: UnlockedVault, legacy: dict[str, byte
     for k in ("own", "own2", "friend", "stranger", "forged"):
         old, new = before[legacy[k]], after[legacy[k]]
         assert new.dek_wrapped != old.dek_wrapped and new.sealed != old.sealed
-        old_dek = run_sync(K.unwrap_dek(vault.p, old.dek_wrapped, kek))
-        new_dek = run_sync(K.unwrap_dek(vault.p, new.dek_wrapped, kek))
+        old_dek = run_sync(K.unwrap_dek(vault.crypto, old.dek_wrapped, kek))
+        new_dek = run_sync(K.unwrap_dek(vault.crypto, new.dek_wrapped, kek))
         assert old_dek != new_dek
         assert (new.object_id, new.scope_id, new.format_version) == (old.object_id, old.scope_id, 2)
 
@@ -200,7 +200,7 @@ def test_v1_object_with_a_dek_for_another_key_fails_alone(vault: UnlockedVault) 
     assert row is not None
     with vault.store.transaction():
         vault.store.replace_object(StoredObject(row.object_id, row.scope_id, 1, row.sealed,
-                                                run_sync(K.wrap_dek(vault.p, K.new_key(), K.new_key()))))
+                                                run_sync(K.wrap_dek(vault.crypto, K.new_key(), K.new_key()))))
     report = migrate_vault(vault, now=NOW)
     assert report.migrated == [good.hex()]
     assert [i for i, _ in report.failed] == [bad.hex()]

@@ -346,12 +346,12 @@ def test_a_key_cannot_vouch_for_the_owner(vault: UnlockedVault, third_party: K.S
     s = vault.scope(DEFAULT_SCOPE)
     owner_kid = vault.identity.key_id
     dek = K.new_key()
-    so = run_sync(seal_unchecked(vault.p, encode_payload(Memory(content="I am you", created=1), owner_kid),
+    so = run_sync(seal_unchecked(vault.crypto, encode_payload(Memory(content="I am you", created=1), owner_kid),
                                  signer=third_party, kid=owner_kid, object_id=random_bytes(16),
                                  scope_id=s.scope_id, dek=dek, nonce=random_bytes(12)))
     with vault.store.transaction():
         vault.store.put_object(StoredObject(so.object_id, s.scope_id, 2, so.encoded,
-                                            run_sync(K.wrap_dek(vault.p, dek, vault.kek(s)))))
+                                            run_sync(K.wrap_dek(vault.crypto, dek, vault.kek(s)))))
     listing = vault.open_all()
     assert [r for r, _ in listing.refused] == [so.object_id]
     (u,) = vault.open_all(allow_unverified=True).entries

@@ -171,7 +171,7 @@ async function need(flag, what) {
 
 // ------------------------------------------------------------------ Argon2id, HKDF
 
-/** The vault's Argon2id parameters (ownmem.crypto.provider ARGON2_*, the CLI's). */
+/** The vault's Argon2id parameters (ownmem.crypto.interface ARGON2_*, the CLI's). */
 export const ARGON2 = Object.freeze({ memory_kib: 64 * 1024, iterations: 3, parallelism: 4, length: 32 });
 
 /** Argon2id (RFC 9106) via hash-wasm; opts = {memory_kib, iterations, parallelism, length}. */

@@ -12,7 +12,7 @@ Ed25519 signature by the owner key over
     CBOR ["ownmem/v1/amem-metadata", export_version, vault-public]
 
 The reference reads only keys 1-4, so it still reads ownmem's files.  Verifying key 5
-against the identity derived from the passphrase is the importer's job (vault.importer).
+against the identity derived from the passphrase is the importer's job (vault.transfer, import_bytes step 2).
 
 Parsing is one clean error for a container that cannot be read at all; objects are
 kept as given and checked one by one later, so one bad object never sinks the rest.
@@ -117,7 +117,7 @@ def parse_vault_public(v: Any) -> VaultPublic:
 
 
 def parse_container(data: bytes) -> Container:
-    """One clean MalformedInput for a container that cannot be read at all (§10)."""
+    """One clean MalformedInput for a container that cannot be read at all (§10 "Portable Export Container")."""
     if len(data) > MAX_CONTAINER:
         raise LimitExceeded("corrupt .amem: file too large")
     try:

@@ -21,7 +21,7 @@ MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
 
 
 def envelope_aad(version: int, object_id: bytes, scope_id: bytes) -> bytes:
-    """The external AAD that binds the cleartext envelope to the ciphertext (§5.1)."""
+    """The external AAD that binds the cleartext envelope to the ciphertext (§5.1 "Envelope Binding")."""
     if 0 <= version < 24 and len(object_id) == 16 and len(scope_id) == 16:
         # [version, h'id', h'scope_id'] assembled directly (equal to cbor.encode of it)
         return bytes((0x83, version, 0x50)) + object_id + b"\x50" + scope_id
@@ -56,7 +56,7 @@ def _fast_envelope(data: bytes) -> SealedObject | None:
 
 
 def parse_sealed(data: bytes) -> SealedObject:
-    """Structural check of a sealed-object (the checks import makes per object, §8.2)."""
+    """Structural check of a sealed-object (the checks import makes per object, §8.2 "Import")."""
     if not isinstance(data, (bytes, bytearray)):
         raise MalformedInput("sealed object must be bytes")
     if len(data) > MAX_SEALED:

@@ -1,4 +1,4 @@
-"""The AI boundary (draft-02 §8.3) in the bytes of the ApertoMemory Context-Frame Profile v0.
+"""The AI boundary (draft-02 §8.3 "The AI Boundary") in the bytes of the ApertoMemory Context-Frame Profile v0.
 
     fragment = "[ApertoMemory trust=<t> authorship=<a> author_key=<b64url|none> custody=<true|false>]\\n"
                + body (verbatim) + "\\n" + "[/ApertoMemory]\\n"
@@ -6,8 +6,8 @@
 The profile inserts the body verbatim, so a body can contain text that looks like a
 closing delimiter and a second header.  The profile's answer is that fragments are
 length- and digest-committed; ownmem makes that concrete: a projection starts with a
-manifest line giving the number of fragments, how many objects were excluded (§8.3
-"Exclusion MUST be reported") and each fragment's byte length, then a SHA-256 over
+manifest line giving the number of fragments, how many objects were excluded
+(§8.3 "The AI Boundary": exclusion must be reported) and each fragment's byte length, then a SHA-256 over
 those fields and all the fragments.  ``parse_projection`` splits by those lengths, never by delimiters, so
 content cannot forge a frame.
 """

@@ -7,7 +7,7 @@
         <-- ECDH-ES(X25519, ephemeral) + HKDF-SHA256("apertomemory/v1/kek-wrap" || scope_id) + AES-KW
     object DEK (32 random bytes, one object) <-- AES-KW -- scope KEK
 
-The Argon2id parameters are fixed by the spec (§15.8 forbids weakening them), so
+The Argon2id parameters are fixed by the spec (§15.8 "Offline Verification Oracle" forbids weakening them), so
 they are not parameters here.  Other ownmem keys derive from the same master
 secret with their own info strings (DESIGN.md "Keys"); ``derive_purpose_key``
 is the one door for those.

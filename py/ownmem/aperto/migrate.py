@@ -1,4 +1,4 @@
-"""Migration of format_version 1 objects (draft-02 §8.1 "Migration", §12).
+"""Migration of format_version 1 objects (draft-02 §8.1 "Migration", §12 "Legacy Objects (format_version 1)").
 
 Re-sealing changes the signer, so migration transfers trust; it is never a mere
 format conversion.  Every object lands in exactly one outcome:
@@ -9,10 +9,10 @@ format conversion.  Every object lands in exactly one outcome:
                                                              quarantine opt-in, re-sealed with custody
                                                              and no proven author (opens unverified)
 
-Accepted risk (§8.1, §15.9): v1 has no envelope binding, so a verified v1 signature
+Accepted risk (§8.1 "Migration", §15.9 "Residual and Accepted Risks"): v1 has no envelope binding, so a verified v1 signature
 proves authorship of the content, not of its (id, scope) placement.  Nothing here
 claims placement authenticity.  Each object is re-sealed under a fresh DEK: the
-reference re-uses the old one, which §15.5 forbids.
+reference re-uses the old one, which §15.5 "Nonce Management and AEAD Limits" forbids.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Outcome(str, enum.Enum):
 
 
 def classify(verifier: bytes | None, owner_pub: bytes, *, quarantine: bool) -> Outcome:
-    """The pure decision of §8.1 from which key (if any) verified the v1 signature."""
+    """The pure decision of §8.1 "Migration" from which key (if any) verified the v1 signature."""
     if verifier is not None and verifier == owner_pub:
         return Outcome.MIGRATE
     if verifier is not None:
@@ -80,7 +80,7 @@ async def migrate_object(p: CryptoProvider, so: SealedObject, dek: bytes, *, ide
     memory = decoded.memory
     if decoded.custody_present and memory.custody is None:
         # A custody record that does not decode still says "not the signer's own words"
-        # (§7: it degrades trust).  Re-sealing without it would turn that object into
+        # (§7 "Custody Records": it degrades trust).  Re-sealing without it would turn that object into
         # the owner's own (self); with a fresh record it would name a claim it cannot
         # read.  Neither is faithful, so the object stays as it is, refused and reported.
         return Migrated(Outcome.REFUSE, None)

@@ -33,7 +33,7 @@ class MemType(enum.IntEnum):
 
 
 def type_name(value: int) -> str:
-    """Consumers report an unrecognised type verbatim rather than refusing (§3.2)."""
+    """Consumers report an unrecognised type verbatim rather than refusing (§3.2 "What a Producer Must Refuse to Write")."""
     try:
         return MemType(value).name.lower()
     except ValueError:
@@ -58,7 +58,7 @@ WIRE_TRUST_SELF = 1
 
 @dataclass(frozen=True, slots=True)
 class Custody:
-    """A Custody Record (payload key 20), well-formed by construction (§7)."""
+    """A Custody Record (payload key 20), well-formed by construction (§7 "Custody Records")."""
 
     original_version: int
     claimed_author: bytes        # author_key_id the original object claimed (8 bytes)
@@ -87,7 +87,7 @@ class Memory:
     extensions: dict[str, Any] | None = None    # payload key 10 (ownmem puts "uomp", "supersedes" here)
     custody: Custody | None = None               # set only by migration / quarantine
     preserved: dict[int, cbor.Raw] = field(default_factory=dict)  # unknown and reserved keys, verbatim
-    extensions_raw: cbor.Raw | None = None       # key 10 as read: re-emitted verbatim while unchanged (§3.1)
+    extensions_raw: cbor.Raw | None = None       # key 10 as read: re-emitted verbatim while unchanged (§3.1 "Reserved Fields")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +104,14 @@ class SealedObject:
 
 @dataclass(frozen=True, slots=True)
 class OpenedMemory:
-    """An opened object with its trust derived at read time (§6, §7)."""
+    """An opened object with its trust derived at read time (§6 "Trust Is Derived, Never Declared", §7 "Custody Records")."""
 
     object_id: bytes
     scope_id: bytes
     format_version: int
     content: str
     mem_type: int
-    confidence: float | None        # None when absent or out of range (§8.3)
+    confidence: float | None        # None when absent or out of range (§8.3 "The AI Boundary")
     tags: tuple[str, ...]
     created: int | None
     updated: int | None

@@ -1,4 +1,6 @@
-"""memory-payload encoding: strict on write, lenient on read (draft-02 §2, §3, §3.2, §13).
+"""memory-payload encoding: strict on write, lenient on read (draft-02 §2 "Conformance: Who
+This Specification Binds", §3 "Data Model", §3.2 "What a Producer Must Refuse to Write",
+§13 "Versioning and Extensibility").
 
     memory-payload = {1: type, 2: content, 3: confidence, 4: {1: tool, 2: author_key_id, ?3: session},
                       5: trust (informational), ?6: [tags], 7: {1: created, ?2: updated},
@@ -45,7 +47,7 @@ def check_custody(c: Custody) -> None:
 
 
 def check_memory(m: Memory) -> None:
-    """The Producer refusals of §3.2, plus the type rules of the schema."""
+    """The Producer refusals of §3.2 "What a Producer Must Refuse to Write", plus the type rules of the schema."""
     if not isinstance(m.content, str) or not m.content:
         raise ProducerRefusal("content must be a non-empty UTF-8 string")
     try:
@@ -67,14 +69,14 @@ def check_memory(m: Memory) -> None:
     if m.custody is not None:
         check_custody(m.custody)
     for k in m.preserved:
-        # key 10 that decode_payload could not interpret travels verbatim (§3.1)
+        # key 10 that decode_payload could not interpret travels verbatim (§3.1 "Reserved Fields")
         verbatim_extensions = k == EXTENSIONS_KEY and m.extensions is None
         if type(k) is not int or k < 0 or (k in _INTERPRETED and not verbatim_extensions):
             raise ProducerRefusal(f"preserved payload key {k!r} collides with a defined field")
 
 
 def _extensions(m: Memory) -> bytes | None:
-    """Key 10: the bytes as read while the map is unchanged (§3.1 reserved fields are kept verbatim)."""
+    """Key 10: the bytes as read while the map is unchanged (§3.1 "Reserved Fields" reserved fields are kept verbatim)."""
     if m.extensions_raw is not None and m.extensions is not None:
         if cbor.encode(cbor.decode(m.extensions_raw.encoded)) == cbor.encode(m.extensions):
             return m.extensions_raw.encoded
@@ -135,7 +137,7 @@ class DecodedPayload:
 
 
 def _custody(v: Any) -> Custody | None:
-    """A well-formed record, or None: malformed custody degrades, never raises (§7, vector 014)."""
+    """A well-formed record, or None: malformed custody degrades, never raises (§7 "Custody Records", vector 014)."""
     if not isinstance(v, dict):
         return None
     ver, claimed, at, proven = v.get(1), v.get(2), v.get(3), v.get(4)

@@ -1,5 +1,5 @@
 """Sealing and opening memory objects (draft-02 §4 "Encoding and Cryptographic Envelope",
-§5 "The Two Bindings", §6, §12).
+§5 "The Two Bindings", §6 "Trust Is Derived, Never Declared", §12 "Legacy Objects (format_version 1)").
 
     envelope-aad  = CBOR [format_version, id, scope_id]      (never transmitted)
     payload       = deterministic CBOR memory-payload
@@ -51,7 +51,8 @@ async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKe
 async def seal(p: CryptoProvider, memory: Memory, *, signer: SigningKey, scope_id: bytes,
                dek: bytes, object_id: bytes | None = None,
                nonce: bytes | None = None) -> SealedObject:
-    """Seal one memory as format_version 2.  The DEK must be fresh: one DEK, one object (§15.5).
+    """Seal one memory as format_version 2.  The DEK must be fresh: one DEK, one object
+    (§15.5 "Nonce Management and AEAD Limits").
 
     object_id and nonce default to fresh randomness; they are parameters only for vectors.
     """
@@ -93,7 +94,7 @@ def _prepare(sealed: SealedObject | bytes) -> tuple[SealedObject, bytes, cose.En
     ver = so.format_version
     if ver not in (LEGACY_VERSION, FORMAT_VERSION):
         raise MalformedInput(f"unsupported format_version {ver}")
-    # 1. Envelope binding (§5.1): rebuild the AAD from the cleartext envelope.  A
+    # 1. Envelope binding (§5.1 "Envelope Binding"): rebuild the AAD from the cleartext envelope.  A
     #    rewritten id/scope_id/version (vectors 005, 006) fails the AEAD tag in step 2.
     aad = envelope_aad(ver, so.object_id, so.scope_id) if ver >= 2 else b""
     return so, aad, cose.parse_encrypt0(so.encrypt0)
@@ -110,31 +111,33 @@ def _inspect(so: SealedObject, aad: bytes, signed: bytes) -> tuple[cose.Sign1, D
     claimed = decoded.claimed_author
     if so.format_version < 2:
         return sign1, decoded, None, b""
-    # 4. kid consistency (§5.2, vector 010): both fields are signed, so a
+    # 4. kid consistency (§5.2 "Author Binding", vector 010): both fields are signed, so a
     #    disagreement is self-inconsistent and refused, not resolved.
     if sign1.kid is not None and sign1.kid != claimed:
         raise AuthenticationFailed("header kid != payload author_key_id")
-    # 5. Author binding (§5.2, vector 004): only a key whose key_id equals the claimed
+    # 5. Author binding (§5.2 "Author Binding", vector 004): only a key whose key_id equals the claimed
     #    author is tried (Keyring.candidates), so a signer cannot claim another identity.
     return sign1, decoded, claimed, cose.sig_structure(sign1.protected, aad, sign1.payload)
 
 
 def _conclude(so: SealedObject, sign1: cose.Sign1, decoded: DecodedPayload, verified_as: Trust | None,
               keyring: Keyring, allow_unverified: bool) -> OpenedMemory:
-    # 6. Fail closed (§6, §12): v1 objects and unauthenticated v2 objects are
+    # 6. Fail closed (§6 "Trust Is Derived, Never Declared", §12 "Legacy Objects (format_version
+    # 1)"): v1 objects and unauthenticated v2 objects are
     #    refused unless the caller explicitly opts in.
     if verified_as is None and not allow_unverified:
         if so.format_version < 2:
             raise AuthenticationFailed("format_version 1 cannot be authenticated")
         raise AuthenticationFailed("no accepted key verifies this object as its claimed author")
-    # 7. Derive trust and authorship (§6, §7, Tables 1 and 2).
+    # 7. Derive trust and authorship (§6 "Trust Is Derived, Never Declared", §7 "Custody Records", Tables 1 and 2).
     signer_kid = decoded.claimed_author if verified_as is not None else None
     return _opened(so, decoded, sign1.payload, verified_as, signer_kid, keyring)
 
 
 async def open_many(p: CryptoProvider, items: list[tuple[SealedObject | bytes, bytes]], keyring: Keyring,
                     *, allow_unverified: bool = False) -> list[OpenedMemory | OwnmemError]:
-    """``open_sealed`` for many objects, each in isolation (a failure is its result, §2),
+    """``open_sealed`` for many objects, each in isolation (a failure is its result:
+    §2 "Conformance: Who This Specification Binds"),
     with one provider call per step where the provider batches (the browser: each
     WebCrypto call costs far more than the operation)."""
     out: list[OpenedMemory | OwnmemError] = [OwnmemError("not opened")] * len(items)
@@ -199,7 +202,7 @@ def _opened(so: SealedObject, decoded: DecodedPayload, payload: bytes, verified_
 def reopen_verified(so: SealedObject, payload: bytes, signer_pub: bytes, keyring: Keyring) -> OpenedMemory:
     """An object this device already decrypted and verified (a local cache of verified
     plaintext holds ``payload`` and the key that verified it).  The signature is not
-    checked again, but trust is derived again from the keyring in force now (§6): a key
+    checked again, but trust is derived again from the keyring in force now (§6 "Trust Is Derived, Never Declared"): a key
     revoked since then no longer verifies anything, and the object is refused."""
     decoded = decode_payload(payload)
     kid = key_id(signer_pub)

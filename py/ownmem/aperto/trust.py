@@ -1,4 +1,5 @@
-"""Trust derivation and custody resolution: pure functions (draft-02 §6, §7).
+"""Trust derivation and custody resolution: pure functions (draft-02 §6 "Trust Is Derived,
+Never Declared", §7 "Custody Records").
 
 Trust comes from which key verified the signature, evaluated against the keyring
 in force at read time, never from the payload's trust field:
@@ -33,7 +34,7 @@ class Keyring:
         object.__setattr__(self, "owner_kid", key_id(self.owner_pub) if self.owner_pub is not None else None)
 
     def candidates(self, claimed_kid: bytes | None) -> list[tuple[bytes, Trust]]:
-        """The keys worth trying for a claimed author: the author binding (§5.2) means
+        """The keys worth trying for a claimed author: the author binding (§5.2 "Author Binding") means
         only a key whose key_id equals the claim can ever verify the object."""
         out: list[tuple[bytes, Trust]] = []
         if claimed_kid is None:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .provider import CryptoProvider, random_bytes, sha256
+from .interface import CryptoProvider, random_bytes, sha256
 
 __all__ = ["CryptoProvider", "provider", "random_bytes", "run_sync", "set_provider", "sha256"]
 

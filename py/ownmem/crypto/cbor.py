@@ -1,6 +1,6 @@
-"""Deterministic CBOR (RFC 8949, "Core Deterministically Encoded CBOR", §4.2).
+"""Deterministic CBOR (RFC 8949, "Core Deterministically Encoded CBOR", §4.2 "Deterministically Encoded CBOR").
 
-Encoding follows §4.2.1: shortest-form integers and lengths, definite lengths only,
+Encoding follows §4.2.1 "Core Deterministic Encoding Requirements": shortest-form integers and lengths, definite lengths only,
 map keys in bytewise lexicographic order of their encodings, and floats in the
 shortest of half/single/double precision that represents the value exactly.
 Times are bare integers (ApertoMemory §3 "epoch-seconds"), never tag 1.
@@ -9,7 +9,7 @@ Decoding is strict where strictness costs nothing (no indefinite lengths, no
 duplicate map keys, no trailing bytes) and capped for hostile input: total
 size, nesting depth and item count are bounded so that a few bytes cannot ask
 for gigabytes.  ``Raw`` carries an already-encoded item through a re-encode byte
-for byte, which is how unknown payload keys survive a rewrite (§13).
+for byte, which is how unknown payload keys survive a rewrite (§13 "Versioning and Extensibility").
 """
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def decode_map_raw(data: bytes, *, max_items: int = MAX_ITEMS) -> dict[Any, tupl
     """Decode a top-level map, keeping each value's exact bytes beside its value.
 
     Used for memory-payload, whose unrecognised keys must be re-emitted byte for
-    byte (ApertoMemory §13) even if their original encoding was not the shortest.
+    byte (ApertoMemory §13 "Versioning and Extensibility") even if their original encoding was not the shortest.
     """
     data = bytes(data)
     d = _Decoder(data, max_items, MAX_DEPTH)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..errors import MalformedInput
 from . import cbor
-from .provider import CryptoProvider
+from .interface import CryptoProvider
 
 TAG_SIGN1 = 18
 TAG_ENCRYPT0 = 16

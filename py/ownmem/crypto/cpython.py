@@ -24,7 +24,7 @@ from nacl import bindings as sodium
 from nacl.exceptions import BadSignatureError
 
 from ..errors import AuthenticationFailed, MalformedInput
-from .provider import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
+from .interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
 
 _CACHE_LIMIT = 4096
 

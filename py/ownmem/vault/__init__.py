@@ -1,5 +1,5 @@
 """The local vault: unlocked once, stored in SQLite, exported and imported as `.amem`."""
-from .legacy import MigrationReport, migrate_vault
+from .migration import MigrationReport, migrate_vault
 from .transfer import ImportReport, export_vault, import_file
 from .vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault
 

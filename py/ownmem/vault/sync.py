@@ -27,8 +27,8 @@ try:
 except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
     httpx = None  # type: ignore[assignment]
 
-from .. import syncwire as W
-from ..aperto import keys as K
+from .. import syncwire as wire
+from ..aperto import keys as aperto_keys
 from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
 from ..aperto.model import LEGACY_VERSION
 from ..crypto import CryptoProvider, cbor, run_sync, sha256
@@ -46,7 +46,7 @@ PUSH_BATCH = 1000
 # Requests are bounded by size as well as count: a sealed object may be up to 1 MiB, so 1000
 # cells can be far over the server's 32 MiB body limit, and 2000 hex FORGET receipts (~7 KB
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
-PUSH_BYTES = W.MAX_BODY // 2
+PUSH_BYTES = wire.MAX_BODY // 2
 ERASE_BYTES = 1 << 19
 PULL_PAGE = 5000
 TIMEOUT = 30.0
@@ -113,7 +113,7 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
     return scopes, keys, revoked, conflicts
 
 
-def erasure_refusal(p: CryptoProvider, row: W.EraseChange, holder_public: bytes) -> str | None:
+def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: bytes) -> str | None:
     """Why an erasure from the feed must not be applied, or None: it needs the FORGET receipt
     of that very cellId, signed by this vault's own holder (SAIHM "Erasure")."""
     refused = f"the server asked to erase the memory of cell {row.cell_id.hex()[:12]}"
@@ -161,7 +161,7 @@ def refusal(status: int, body: bytes) -> SyncError:
     """A non-2xx answer as one SyncError, with the server's stable code when its body is a
     well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
     try:
-        err = W.ErrorBody.parse(W.load_json(body))
+        err = wire.ErrorBody.parse(wire.load_json(body))
     except WireError:
         return SyncError(f"server refused: HTTP {status}", None, status)
     return SyncError(f"server refused: {err.message}", err.error, status)
@@ -175,7 +175,7 @@ class Remote:
     def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise SyncError("the server URL must start with http:// or https://")
-        if not W.valid_vault_name(name):
+        if not wire.valid_vault_name(name):
             raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
         self.base = base_url.rstrip("/")
         self.name = name
@@ -187,7 +187,7 @@ class Remote:
         return f"{self.base}/v1/vaults/{self.name}{path}"
 
     def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request -> (status, body), the body read to at most ``W.MAX_ANSWER`` bytes."""
+        """One request -> (status, body), the body read to at most ``wire.MAX_ANSWER`` bytes."""
         if self.http is None:
             raise SyncError("no HTTP client in this runtime")
         try:
@@ -195,8 +195,8 @@ class Remote:
                 data = bytearray()
                 for chunk in r.iter_bytes():
                     data += chunk
-                    if len(data) > W.MAX_ANSWER:
-                        raise WireError(f"the server's answer is over {W.MAX_ANSWER} bytes")
+                    if len(data) > wire.MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
                 return r.status_code, bytes(data)
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
@@ -212,52 +212,52 @@ class Remote:
             raise refusal(status, data)
         return data
 
-    def _json(self, method: str, url: str, msg: W.JsonMessage | None = None, *, auth: bool = False) -> Any:
-        body = W.dump_json(msg.encode()) if msg is not None else None
-        return W.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
+    def _json(self, method: str, url: str, msg: wire.JsonMessage | None = None, *, auth: bool = False) -> Any:
+        body = wire.dump_json(msg.encode()) if msg is not None else None
+        return wire.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
 
-    def lookup(self) -> W.VaultInfo | None:
+    def lookup(self) -> wire.VaultInfo | None:
         """The vault's public keys, or None if the server has no vault of that name."""
         try:
-            info = W.VaultInfo.parse(self._json("GET", self._url("")))
+            info = wire.VaultInfo.parse(self._json("GET", self._url("")))
         except SyncError as e:
-            if e.server_code == W.ErrorCode.UNKNOWN_VAULT:
+            if e.server_code == wire.ErrorCode.UNKNOWN_VAULT:
                 return None
             raise
         if info.name != self.name:
             raise WireError("the server answered with another vault")
         return info
 
-    def register(self, reg: W.Registration) -> W.Registered:
-        return W.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
+    def register(self, reg: wire.Registration) -> wire.Registered:
+        return wire.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
 
-    def login(self, sync_key: K.SigningKey) -> None:
+    def login(self, sync_key: aperto_keys.SigningKey) -> None:
         from ..crypto import provider
 
-        c = W.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
-        sig = run_sync(provider().ed25519_sign(sync_key.seed, W.auth_message(self.name, c)))
-        self.token = W.Session.parse(self._json("POST", self._url("/session"), W.SessionRequest(c, sig))).token
+        c = wire.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
+        sig = run_sync(provider().ed25519_sign(sync_key.seed, wire.auth_message(self.name, c)))
+        self.token = wire.Session.parse(self._json("POST", self._url("/session"), wire.SessionRequest(c, sig))).token
 
-    def get_metadata(self) -> W.MetadataVersion:
-        return W.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
+    def get_metadata(self) -> wire.MetadataVersion:
+        return wire.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
 
-    def put_metadata(self, update: W.MetadataUpdate) -> int:
+    def put_metadata(self, update: wire.MetadataUpdate) -> int:
         """Compare-and-swap -> the new version (a 409 ``stale_version`` if it moved on)."""
-        got = W.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
+        got = wire.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
         if got.version != update.expected_version + 1:
             raise WireError("the server stored the metadata under another version than the next")
         return got.version
 
-    def push(self, req: W.PushRequest) -> W.PushResult:
-        return W.PushResult.parse(W.load_json(self._req("POST", self._url("/cells"), req.encode(),
+    def push(self, req: wire.PushRequest) -> wire.PushResult:
+        return wire.PushResult.parse(wire.load_json(self._req("POST", self._url("/cells"), req.encode(),
                                                         "application/cbor", auth=True)))
 
-    def changes(self, since: int, limit: int = PULL_PAGE) -> W.ChangesPage:
+    def changes(self, since: int, limit: int = PULL_PAGE) -> wire.ChangesPage:
         raw = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
-        return W.ChangesPage.parse(raw, since)
+        return wire.ChangesPage.parse(raw, since)
 
-    def erase(self, receipts: list[bytes]) -> W.EraseResult:
-        return W.EraseResult.parse(self._json("POST", self._url("/erase"), W.EraseRequest(tuple(receipts)),
+    def erase(self, receipts: list[bytes]) -> wire.EraseResult:
+        return wire.EraseResult.parse(self._json("POST", self._url("/erase"), wire.EraseRequest(tuple(receipts)),
                                               auth=True))
 
     def events(self) -> Iterator[int]:
@@ -271,14 +271,14 @@ class Remote:
                     raise SyncError("the server refused the event stream", None, r.status_code)
                 for line in r.iter_lines():
                     if line.startswith("data: "):
-                        yield W.LiveEvent.parse(W.load_json(line[6:])).last_seq
+                        yield wire.LiveEvent.parse(wire.load_json(line[6:])).last_seq
         except httpx.HTTPError as e:
             raise SyncError(f"lost the event stream ({type(e).__name__})") from None
 
 
 # ---------------------------------------------------------------- the client
 
-def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = W.MAX_BATCH) -> Iterator[list[T]]:
+def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = wire.MAX_BATCH) -> Iterator[list[T]]:
     """Consecutive runs of ``items``, each at most ``cap`` items and ``budget`` bytes by ``size``
     (an item over the budget alone still goes, as a run of one)."""
     run: list[T] = []
@@ -342,11 +342,11 @@ class Syncer:
     def metadata_doc(self) -> Metadata:
         pub = self.v.public()
         return Metadata(pub, frozenset(self.store.revoked_keys()), self.v.sync_key().public, self.v.holder().public,
-                        run_sync(sign_metadata(self.v.p, self.v.identity, pub)))
+                        run_sync(sign_metadata(self.v.crypto, self.v.identity, pub)))
 
     def _signed(self, version: int, doc: bytes) -> bytes:
-        return run_sync(self.v.p.ed25519_sign(self.v.identity.sign.seed,
-                                              W.metadata_message(self.remote.name, version, doc)))
+        return run_sync(self.v.crypto.ed25519_sign(self.v.identity.sign.seed,
+                                              wire.metadata_message(self.remote.name, version, doc)))
 
     def _revoked_base(self) -> frozenset[bytes]:
         """The revocation list this device and the server last agreed on (empty if never)."""
@@ -361,8 +361,8 @@ class Syncer:
         for _ in range(8):  # compare-and-swap: retry on a concurrent update
             held = self._call(self.remote.get_metadata)
             version, doc = held.version, held.metadata
-            if not run_sync(self.v.p.ed25519_verify(self.v.identity.sign_pub, held.signature,
-                                                    W.metadata_message(self.remote.name, version, doc))):
+            if not run_sync(self.v.crypto.ed25519_verify(self.v.identity.sign_pub, held.signature,
+                                                    wire.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
             check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
@@ -396,13 +396,13 @@ class Syncer:
             new = mine.encode()
             try:
                 report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(W.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                    lambda: self.remote.put_metadata(wire.MetadataUpdate(version, new, self._signed(version + 1, new))))
                 with self.store.transaction():
                     note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
-                if e.server_code != W.ErrorCode.STALE_VERSION:
+                if e.server_code != wire.ErrorCode.STALE_VERSION:
                     raise
         raise SyncError("the vault metadata keeps changing on the server; try again")
 
@@ -412,7 +412,7 @@ class Syncer:
         if have is not None:
             return have
         h = self.v.holder()
-        c = run_sync(make_cell(self.v.p, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
+        c = run_sync(make_cell(self.v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
@@ -427,9 +427,9 @@ class Syncer:
             with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
                 for r, (cid, cell) in zip(rows, cells):
                     self.store.put_cell(r.object_id, cid, cell, pushed=False)
-            items = [W.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
+            items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
             for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES):
-                self._call(functools.partial(self.remote.push, W.PushRequest(tuple(part))))
+                self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
             with self.store.transaction():
                 self.store.mark_pushed(r.object_id for r in rows)
             report.pushed += len(rows)
@@ -463,17 +463,17 @@ class Syncer:
             gone: list[bytes] = []
             refused_cells = 0
             for row in page.rows:
-                if isinstance(row, W.MetaChange):
+                if isinstance(row, wire.MetaChange):
                     meta_changed = True
-                elif isinstance(row, W.EraseChange):
-                    why = erasure_refusal(self.v.p, row, holder.public)
+                elif isinstance(row, wire.EraseChange):
+                    why = erasure_refusal(self.v.crypto, row, holder.public)
                     if why is not None:
                         report.refusals.append(why)
                         continue
                     oid = cell_of[row.cell_id] if row.cell_id in cell_of else self.store.object_of_cell(row.cell_id)
                     if oid is not None:
                         gone.append(oid)
-                elif isinstance(row, W.CellChange):   # an ErasedCell has nothing to store
+                elif isinstance(row, wire.CellChange):   # an ErasedCell has nothing to store
                     cell, wrapped = row.cell, row.wrapped_dek
                     try:
                         # the server's checks except the signature, so a lying server cannot
@@ -531,7 +531,7 @@ class Syncer:
         if have is None or have.format_version != LEGACY_VERSION or new.format_version == LEGACY_VERSION:
             return False
         try:
-            run_sync(verify_cell(self.v.p, cell, holder_public))
+            run_sync(verify_cell(self.v.crypto, cell, holder_public))
         except OwnmemError:
             return False
         return True
@@ -574,12 +574,12 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         pub = v.store.identity()
         assert pub is not None
         doc = s.metadata_doc().encode()
-        key_receipt = run_sync(make_receipt(v.p, xi=h.xi, holder_id=h.holder_id, operation="KEY",
+        key_receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="KEY",
                                             subject_id=h.holder_id, timestamp=int(time.time()), detail=h.public))
-        reg = W.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
-        proof = run_sync(v.p.ed25519_sign(sync.seed, reg))
-        holder_proof = run_sync(v.p.mldsa65_sign(h.xi, reg, W.REGISTER_HOLDER_CONTEXT))
-        remote.register(W.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public, doc,
+        reg = wire.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
+        proof = run_sync(v.crypto.ed25519_sign(sync.seed, reg))
+        holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, wire.REGISTER_HOLDER_CONTEXT))
+        remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public, doc,
                                        s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
     elif info.owner_pub != ident.sign_pub:
         raise SyncError(f"the vault name {name!r} is taken on this server by another identity")
@@ -598,7 +598,7 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
         raise VaultError(f"a vault already exists at {vault.folder}")
     remote = Remote(server, name, client=client)
     try:
-        return adopt_from_server(lambda: Store(vault.folder), remote, passphrase, vault.p)
+        return adopt_from_server(lambda: Store(vault.folder), remote, passphrase, vault.crypto)
     except BaseException:
         if client is None and remote.http is not None:   # ours to close: the login did not happen
             remote.http.close()
@@ -614,15 +614,15 @@ def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, p
         raise SyncError(f"no vault named {name!r} on {remote.base}")
     salt = info.salt
     if master is None:
-        master = run_sync(K.master_from_passphrase(p, passphrase, salt))
-    ident = run_sync(K.identity_from_master(p, master))
+        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, salt))
+    ident = run_sync(aperto_keys.identity_from_master(p, master))
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
-    sync_seed = run_sync(K.derive_purpose_key(p, master, SYNC_INFO))
-    remote.login(run_sync(K.signing_key(p, sync_seed)))
+    sync_seed = run_sync(aperto_keys.derive_purpose_key(p, master, SYNC_INFO))
+    remote.login(run_sync(aperto_keys.signing_key(p, sync_seed)))
     held = remote.get_metadata()
-    if not run_sync(p.ed25519_verify(ident.sign_pub, held.signature, W.metadata_message(name, held.version,
+    if not run_sync(p.ed25519_verify(ident.sign_pub, held.signature, wire.metadata_message(name, held.version,
                                                                                         held.metadata))):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
     meta = parse_metadata(held.metadata)

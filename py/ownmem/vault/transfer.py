@@ -1,4 +1,4 @@
-"""Export to and import from `.amem` (draft-02 §8.2 "Import", §10), the ONE import path.
+"""Export to and import from `.amem` (draft-02 §8.2 "Import", §10 "Portable Export Container"), the ONE import path.
 
 Import, in an order such that nothing is written until every check has passed:
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..aperto import keys as K
+from ..aperto import keys as aperto_keys
 from ..aperto.container import (
     Container, ScopeEntry, build_container, metadata_signature_valid, parse_container,
     sign_metadata,
@@ -67,7 +67,7 @@ def export_bytes(v: UnlockedVault, *, progress: Progress | None = None) -> tuple
     rows = v.store.objects()
     if progress is not None:
         progress(0, len(rows))
-    sig = run_sync(sign_metadata(v.p, v.identity, meta))
+    sig = run_sync(sign_metadata(v.crypto, v.identity, meta))
     return build_container(meta, ((r.object_id, r.sealed, r.dek_wrapped) for r in rows), sig), len(rows)
 
 
@@ -77,7 +77,7 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     try:
-        # owner-only: an export is an offline passphrase oracle (§15.8)
+        # owner-only: an export is an offline passphrase oracle (§15.8 "Offline Verification Oracle")
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             os.fchmod(f.fileno(), 0o600)
             f.write(data)
@@ -85,7 +85,7 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except OSError as e:
-        try:  # a half-written or orphaned copy is still an offline passphrase oracle (§15.8)
+        try:  # a half-written or orphaned copy is still an offline passphrase oracle (§15.8 "Offline Verification Oracle")
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
@@ -112,7 +112,7 @@ def import_file(folder: str | Path, path: str | Path, passphrase: str, *,
     vault = Vault(folder, crypto=crypto)
     data = _read(path)
     return import_bytes(lambda: Store(vault.folder), data, passphrase, accept_container_keys=accept_container_keys,
-                        progress=progress, crypto=vault.p)
+                        progress=progress, crypto=vault.crypto)
 
 
 # ---------------------------------------------------------------- import, step by step
@@ -189,7 +189,7 @@ class _Plan:
 def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, *,
                  accept_container_keys: bool = False, progress: Progress | None = None,
                  crypto: CryptoProvider | None = None,
-                 ident: K.Identity | None = None) -> tuple[ImportReport, UnlockedVault]:
+                 ident: aperto_keys.Identity | None = None) -> tuple[ImportReport, UnlockedVault]:
     """The one import implementation (every entry point comes here), in the steps of this
     module's docstring.  ``open_store`` is called only once the passphrase is proven, so a
     refused file creates nothing.  ``ident`` lets a caller that already derived the identity
@@ -199,9 +199,9 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     ident = _prove_holdership(p, c, passphrase, ident)                      # 2.
     meta = _check_metadata(p, c, ident, accept_container_keys)              # 3.
     target = _open_target(open_store, c)                                    # 4.
-    uv = UnlockedVault(target.store, ident, p)
+    unlocked = UnlockedVault(target.store, ident, p)
     keys = _merge_keys(target.store, c, ident, meta)                        # 5. keys and scopes
-    scopes = _merge_scopes(uv, c)
+    scopes = _merge_scopes(unlocked, c)
     objects = _check_objects(p, target.store, c, scopes, keys, progress)          # 6.
     plan = _plan(c, target, meta, keys, scopes, objects)
     _write(target.store, plan)                                              # 7.
@@ -209,7 +209,7 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     # metadata with nothing to prove it) would leave a vault where `add` fails: a fresh one.
     fresh = target.existing is None and DEFAULT_SCOPE not in target.store.scopes()
     if fresh:
-        uv.add_scope(DEFAULT_SCOPE)
+        unlocked.add_scope(DEFAULT_SCOPE)
     kept = {oid.hex() for oid in (o.object_id for o in plan.objects)}
     report = ImportReport(
         imported=len(plan.objects), imported_ids=[o.object_id.hex() for o in plan.objects],
@@ -218,21 +218,21 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
         keys_added=[k.hex() for k in plan.keys], keys_held_back=list(keys.held_back),
         kept_unverified=[u for u in objects.unverified if u[0] in kept],
         identity_adopted=target.existing is None, metadata_signed=meta.signed, default_scope_created=fresh)
-    return report, uv
+    return report, unlocked
 
 
-def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str, ident: K.Identity | None) -> K.Identity:
+def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str, ident: aperto_keys.Identity | None) -> aperto_keys.Identity:
     """2. Proof of holdership, before anything else happens: the identity derived from the
     passphrase and the container's salt is the container's."""
     meta = c.meta
     if ident is None or ident.sign_pub != meta.sign_pub:
-        ident = run_sync(K.identity_from_passphrase(p, passphrase, meta.salt))
+        ident = run_sync(aperto_keys.identity_from_passphrase(p, passphrase, meta.salt))
     if ident.sign_pub != meta.sign_pub or ident.ka_pub != meta.ka_pub:
         raise WrongPassphrase("wrong passphrase for this .amem file")
     return ident
 
 
-def _check_metadata(p: CryptoProvider, c: Container, ident: K.Identity, accept_container_keys: bool) -> _Metadata:
+def _check_metadata(p: CryptoProvider, c: Container, ident: aperto_keys.Identity, accept_container_keys: bool) -> _Metadata:
     """3. Metadata authenticity: a signature present must verify under the proven owner key,
     or the whole file is refused."""
     signed = False
@@ -256,7 +256,7 @@ def _open_target(open_store: Callable[[], Store], c: Container) -> _Target:
     return _Target(store, existing)
 
 
-def _merge_keys(store: Store, c: Container, ident: K.Identity, meta: _Metadata) -> _Keys:
+def _merge_keys(store: Store, c: Container, ident: aperto_keys.Identity, meta: _Metadata) -> _Keys:
     """5. Accepted keys: the vault's own, plus the container's when they are vouched for; a
     key revoked here after the file was made stays out (only `trust add` brings it back)."""
     keys = dict(store.known_keys())
@@ -274,12 +274,12 @@ def _merge_keys(store: Store, c: Container, ident: K.Identity, meta: _Metadata) 
     return _Keys(new, tuple(held_back), Keyring(ident.sign_pub, {**keys, **new}), held)
 
 
-def _merge_scopes(uv: UnlockedVault, c: Container) -> _Scopes:
+def _merge_scopes(unlocked: UnlockedVault, c: Container) -> _Scopes:
     """5. Scopes, merged without overwrite: this vault's scopes stay as they are; a new scope
     of the container is a candidate only if its KEK unwraps under this identity (unwrapped
     once, kept for step 6); whether it is adopted is decided after step 6 (``_plan``)."""
-    vault_scopes = uv.store.scopes()
-    keks = {s.scope_id: uv.kek(s) for s in vault_scopes.values()}
+    vault_scopes = unlocked.store.scopes()
+    keks = {s.scope_id: unlocked.kek(s) for s in vault_scopes.values()}
     candidates: dict[bytes, tuple[ScopeEntry, bytes]] = {}
     refused: list[tuple[str, str]] = []
     for s in c.meta.scopes.values():
@@ -289,7 +289,7 @@ def _merge_scopes(uv: UnlockedVault, c: Container) -> _Scopes:
             refused.append((s.name, "this vault has a different scope of that name"))
             continue
         try:
-            candidates[s.scope_id] = (s, run_sync(K.unwrap_kek(uv.p, s.wrapped, s.scope_id, uv.identity)))
+            candidates[s.scope_id] = (s, run_sync(aperto_keys.unwrap_kek(unlocked.crypto, s.wrapped, s.scope_id, unlocked.identity)))
         except AuthenticationFailed:
             refused.append((s.name, "its key does not unwrap under this identity"))
     return _Scopes(keks, candidates, tuple(refused))
@@ -334,7 +334,7 @@ def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scope
             wrapped = c.deks.get(so.object_id)
             if wrapped is None:
                 raise ImportRefused("no wrapped DEK for this object")
-            dek = run_sync(K.unwrap_dek(p, wrapped, kek))
+            dek = run_sync(aperto_keys.unwrap_dek(p, wrapped, kek))
             if so.format_version == LEGACY_VERSION:
                 # Legacy objects cannot be authenticated; keep them for `migrate`, which
                 # proves what it can.  They still must decrypt, or they are corrupt.

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..aperto import keys as K
+from ..aperto import keys as aperto_keys
 from ..aperto.container import ScopeEntry, VaultPublic
 from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
 from ..aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
@@ -77,7 +77,7 @@ class Entry:
 @dataclass(frozen=True, slots=True)
 class Listing:
     entries: list[Entry]
-    refused: list[tuple[bytes, str]]     # objects that did not open, and why (never silent, §8.3)
+    refused: list[tuple[bytes, str]]     # objects that did not open, and why (never silent, §8.3 "The AI Boundary")
     # (successor, the version it names, why) for edit links not honoured: the object still
     # lists as a memory of its own, but hides and erases nothing of another author's
     ignored_links: list[tuple[bytes, bytes, str]] = field(default_factory=list)
@@ -173,7 +173,7 @@ class Vault:
 
     def __init__(self, folder: str | Path, *, crypto: CryptoProvider | None = None) -> None:
         self.folder = Path(folder).expanduser()
-        self.p = crypto or provider()
+        self.crypto = crypto or provider()
 
     def exists(self) -> bool:
         if not (self.folder / Store.FILENAME).exists():
@@ -194,14 +194,14 @@ class Vault:
             raise VaultError(f"a vault already exists at {v.folder}")
         if not passphrase:
             raise VaultError("the passphrase must not be empty")
-        return create_in(v._store(), passphrase, v.p)
+        return create_in(v._store(), passphrase, v.crypto)
 
     def unlock(self, passphrase: str) -> UnlockedVault:
         if not self.exists():
             raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
         store = self._store()
         try:
-            return unlock_store(store, passphrase, self.p)
+            return unlock_store(store, passphrase, self.crypto)
         except OwnmemError:
             store.close()
             raise
@@ -211,12 +211,12 @@ def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes |
               master: bytes | None = None) -> UnlockedVault:
     """A new identity and its "default" scope in an empty store.  ``salt``/``master`` let a
     caller that already ran Argon2id for that salt (the browser, in parallel) pass it in."""
-    salt = salt if salt is not None else random_bytes(K.SALT_LEN)
+    salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
     if master is None:
-        master = run_sync(K.master_from_passphrase(p, passphrase, salt))
-    ident = run_sync(K.identity_from_master(p, master))
-    kek, scope_id = K.new_key(), random_bytes(16)
-    wrapped = run_sync(K.wrap_kek(p, kek, ident.ka_pub, scope_id))
+        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, salt))
+    ident = run_sync(aperto_keys.identity_from_master(p, master))
+    kek, scope_id = aperto_keys.new_key(), random_bytes(16)
+    wrapped = run_sync(aperto_keys.wrap_kek(p, kek, ident.ka_pub, scope_id))
     with store.transaction():
         store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
         store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
@@ -229,8 +229,8 @@ def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: by
     if pub is None:
         raise VaultError("there is no vault here yet")
     if master is None:
-        master = run_sync(K.master_from_passphrase(p, passphrase, pub.salt))
-    ident = run_sync(K.identity_from_master(p, master))
+        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, pub.salt))
+    ident = run_sync(aperto_keys.identity_from_master(p, master))
     if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
         raise WrongPassphrase()
     return UnlockedVault(store, ident, p)
@@ -242,19 +242,19 @@ class UnlockedVault:
     Each secret is one attribute that ``lock()`` drops (tests/vault/test_lock.py checks
     every attribute of a locked vault, so a new one must be dropped there too)."""
 
-    def __init__(self, store: Store, ident: K.Identity, crypto: CryptoProvider) -> None:
+    def __init__(self, store: Store, ident: aperto_keys.Identity, crypto: CryptoProvider) -> None:
         self._store = store
-        self.p = crypto
+        self.crypto = crypto
         # the secrets, each dropped by lock()
-        self.ident: K.Identity | None = ident           # master secret, owner signing and key-agreement keys
+        self.ident: aperto_keys.Identity | None = ident           # master secret, owner signing and key-agreement keys
         self._keks: dict[bytes, bytes] = {}             # scope_id -> unwrapped scope KEK
         self._holder: Holder | None = None              # SAIHM holder: the ML-DSA-65 seed
-        self._sync: K.SigningKey | None = None          # the device-authentication key
+        self._sync: aperto_keys.SigningKey | None = None          # the device-authentication key
         self._purpose: dict[bytes, bytes] = {}          # info -> purpose key (device cache, ...)
 
     # ------------------------------------------------------------- keys
     @property
-    def identity(self) -> K.Identity:
+    def identity(self) -> aperto_keys.Identity:
         if self.ident is None:
             raise VaultError("the vault is locked")
         return self.ident
@@ -277,7 +277,7 @@ class UnlockedVault:
         self._holder = None
         self._sync = None
         self._purpose.clear()
-        self.p.forget_secrets()
+        self.crypto.forget_secrets()
 
     def close(self) -> None:
         """Lock, and close the store: this object is done with the vault."""
@@ -287,20 +287,20 @@ class UnlockedVault:
     def holder(self) -> Holder:
         """The SAIHM holder identity (ML-DSA-65), derived from the master secret on first use."""
         if self._holder is None:
-            self._holder = run_sync(holder_from_master(self.p, self.identity.master))
+            self._holder = run_sync(holder_from_master(self.crypto, self.identity.master))
         return self._holder
 
     def purpose_key(self, info: bytes) -> bytes:
         """The 32-byte key of one ownmem purpose (DESIGN.md "Keys"), derived on first use."""
         key = self._purpose.get(info)
         if key is None:
-            key = self._purpose[info] = run_sync(K.derive_purpose_key(self.p, self.identity.master, info))
+            key = self._purpose[info] = run_sync(aperto_keys.derive_purpose_key(self.crypto, self.identity.master, info))
         return key
 
-    def sync_key(self) -> K.SigningKey:
+    def sync_key(self) -> aperto_keys.SigningKey:
         """The Ed25519 key that authenticates this vault's devices to the blind server."""
         if self._sync is None:
-            self._sync = run_sync(K.signing_key(self.p, self.purpose_key(SYNC_INFO)))
+            self._sync = run_sync(aperto_keys.signing_key(self.crypto, self.purpose_key(SYNC_INFO)))
         return self._sync
 
     def keyring(self) -> Keyring:
@@ -309,7 +309,7 @@ class UnlockedVault:
     def kek(self, scope: ScopeEntry) -> bytes:
         kek = self._keks.get(scope.scope_id)
         if kek is None:
-            kek = run_sync(K.unwrap_kek(self.p, scope.wrapped, scope.scope_id, self.identity))
+            kek = run_sync(aperto_keys.unwrap_kek(self.crypto, scope.wrapped, scope.scope_id, self.identity))
             self._keks[scope.scope_id] = kek
         return kek
 
@@ -326,7 +326,7 @@ class UnlockedVault:
         if not name or name in self.store.scopes():
             raise VaultError(f"scope {name!r} already exists" if name else "scope name must not be empty")
         scope_id = random_bytes(16)
-        entry = ScopeEntry(name, scope_id, run_sync(K.wrap_kek(self.p, K.new_key(), self.identity.ka_pub, scope_id)))
+        entry = ScopeEntry(name, scope_id, run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id)))
         with self.store.transaction():
             self.store.add_scope(entry)
         return entry
@@ -343,7 +343,7 @@ class UnlockedVault:
             raise MalformedInput("an author key is a 32-byte Ed25519 public key (64 hex digits)")
         if public == self.identity.sign_pub:
             raise VaultError("that is this vault's own key; it is always trusted as self")
-        kid = K.key_id(public)
+        kid = aperto_keys.key_id(public)
         with self.store.transaction():
             self.store.add_known_key(kid, public)
             self.store.unrevoke(kid)
@@ -356,11 +356,11 @@ class UnlockedVault:
                 raise NotFound(f"no accepted key with id {kid.hex()}")
 
     # ------------------------------------------------------------- objects
-    def _seal_into(self, memory: Memory, scope: ScopeEntry, signer: K.SigningKey | None = None,
+    def _seal_into(self, memory: Memory, scope: ScopeEntry, signer: aperto_keys.SigningKey | None = None,
                    ) -> SealedObject:
-        dek = K.new_key()
-        so = run_sync(seal(self.p, memory, signer=signer or self.identity.sign, scope_id=scope.scope_id, dek=dek))
-        wrapped = run_sync(K.wrap_dek(self.p, dek, self.kek(scope)))
+        dek = aperto_keys.new_key()
+        so = run_sync(seal(self.crypto, memory, signer=signer or self.identity.sign, scope_id=scope.scope_id, dek=dek))
+        wrapped = run_sync(aperto_keys.wrap_dek(self.crypto, dek, self.kek(scope)))
         with self.store.transaction():
             self.store.put_object(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
         return so
@@ -376,13 +376,14 @@ class UnlockedVault:
         scope = scopes_by_id.get(row.scope_id)
         if scope is None:
             raise MalformedInput("object in an unknown scope")
-        dek = run_sync(K.unwrap_dek(self.p, row.dek_wrapped, self.kek(scope)))
-        o = run_sync(open_sealed(self.p, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
+        dek = run_sync(aperto_keys.unwrap_dek(self.crypto, row.dek_wrapped, self.kek(scope)))
+        o = run_sync(open_sealed(self.crypto, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
         return _entry(o, scope.name)
 
     def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None,
                  cache: VerifiedCache | None = None) -> Listing:
-        """Open every object, one failure never stopping the rest (§2, §8.3).
+        """Open every object, one failure never stopping the rest (§2 "Conformance: Who This
+        Specification Binds", §8.3 "The AI Boundary").
 
         Objects the ``cache`` vouches for are not verified again (trust is still derived
         from today's keyring); the rest are opened in batches of OPEN_BATCH."""
@@ -409,7 +410,7 @@ class UnlockedVault:
             deks = self._unwrap_deks(chunk, scopes_by_id)
             ready = [(r, d) for r, d in zip(chunk, deks) if isinstance(d, bytes)]
             refused.extend((r.object_id, d) for r, d in zip(chunk, deks) if isinstance(d, str))
-            results = run_sync(open_many(self.p, [(r.sealed, d) for r, d in ready], keyring,
+            results = run_sync(open_many(self.crypto, [(r.sealed, d) for r, d in ready], keyring,
                                          allow_unverified=allow_unverified))
             for (row, _), res in zip(ready, results):
                 if isinstance(res, AuthenticationFailed):
@@ -439,7 +440,7 @@ class UnlockedVault:
                 for i in idx:
                     out[i] = "its scope key does not unwrap"
                 continue
-            deks = run_sync(self.p.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx]))
+            deks = run_sync(self.crypto.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx]))
             for i, d in zip(idx, deks):
                 out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
         return out
@@ -475,7 +476,8 @@ class UnlockedVault:
             raise VaultError("an unverified memory cannot be edited; forget it or migrate it")
         if o.trust is not Trust.SELF:
             # Re-sealing another author's text under the owner key would make it read as the
-            # owner's own (ApertoMemory §8: no conversion may raise trust it cannot prove).
+            # owner's own (ApertoMemory §8 "Conversion Paths Between Trust Levels": no conversion
+            # may raise trust it cannot prove).
             raise VaultError("this memory was written by another key; editing would re-sign it as yours. "
                              "Add your own version instead")
         old = o.memory
@@ -539,11 +541,11 @@ class UnlockedVault:
         """The holder-signed SAIHM FORGET receipt that lets the server, and through it every
         other device, erase the cell ``cell_id``."""
         h = self.holder()
-        return run_sync(make_receipt(self.p, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
+        return run_sync(make_receipt(self.crypto, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
                                      subject_id=cell_id, timestamp=now)).to_cbor()
 
     def search(self, query: str, listing: Listing | None = None) -> list[Entry]:
-        """Client-side search (§15.4: never on a server): every word must appear in content or tags."""
+        """Client-side search (§15.4 "Embeddings": never on a server): every word must appear in content or tags."""
         words = query.lower().split()
         listing = listing or self.open_all()
         out = []

@@ -79,7 +79,7 @@ class App:
             return
         raw = bytes(blob.to_bytes())
         try:
-            plain = run_sync(self.v.p.aes_gcm_decrypt(self._cache_key(), raw[:12], raw[12:], CACHE_KEY.encode()))
+            plain = run_sync(self.v.crypto.aes_gcm_decrypt(self._cache_key(), raw[:12], raw[12:], CACHE_KEY.encode()))
             m = cbor.decode(plain)
             self.cache.entries = {k: (v[0], v[1], v[2]) for k, v in m.items()}
         except (OwnmemError, KeyError, TypeError, IndexError):
@@ -91,7 +91,7 @@ class App:
         live = self.store.object_ids()
         plain = cbor.encode({k: list(v) for k, v in self.cache.entries.items() if k in live})
         nonce = random_bytes(12)
-        ct = run_sync(self.v.p.aes_gcm_encrypt(self._cache_key(), nonce, plain, CACHE_KEY.encode()))
+        ct = run_sync(self.v.crypto.aes_gcm_encrypt(self._cache_key(), nonce, plain, CACHE_KEY.encode()))
         from pyodide.ffi import to_js
 
         run_sync(self.js.idb_put("cache", CACHE_KEY, to_js(nonce + ct)))
@@ -174,10 +174,10 @@ class App:
             # The page imports into an unlocked vault without a passphrase: refuse a file of
             # another identity as import_bytes does, not with Argon2id failing on "".
             raise ImportRefused("this file belongs to a different identity; ownmem imports your own memory only")
-        report, uv = import_bytes(lambda: self.store, raw, passphrase, accept_container_keys=accept_container_keys,
+        report, unlocked = import_bytes(lambda: self.store, raw, passphrase, accept_container_keys=accept_container_keys,
                                   crypto=provider(), ident=ident)
         if self.vault is None:
-            self.vault = uv
+            self.vault = unlocked
         return {"imported": report.imported, "imported_ids": report.imported_ids, "skipped": report.skipped, "refused": report.refused,
                 "scopes_added": report.scopes_added, "scopes_refused": report.scopes_refused,
                 "keys_added": report.keys_added, "keys_held_back": report.keys_held_back,

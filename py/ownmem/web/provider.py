@@ -32,7 +32,7 @@ from typing import Any
 
 from pyodide.ffi import JsException, jsnull, run_sync, to_js
 
-from ..crypto.provider import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
+from ..crypto.interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
 from ..errors import AuthenticationFailed, MalformedInput
 
 _ERRORS: dict[str, type[Exception]] = {

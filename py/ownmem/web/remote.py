@@ -6,7 +6,7 @@ else -- the wire messages, their parsing, the refusals -- is the CPython client'
 """
 from __future__ import annotations
 
-from .. import syncwire as W
+from .. import syncwire as wire
 from ..crypto import run_sync
 from ..errors import SyncError, WireError
 from ..vault.sync import Remote
@@ -25,13 +25,13 @@ class FetchRemote(Remote):
         try:
             resp = run_sync(js.fetch(url, init))
             declared = resp.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > W.MAX_ANSWER:
-                raise WireError(f"the server's answer is over {W.MAX_ANSWER} bytes")
+            if declared is not None and declared.isdigit() and int(declared) > wire.MAX_ANSWER:
+                raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
             data = bytes(run_sync(resp.arrayBuffer()).to_bytes())
         except WireError:
             raise
         except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS, a redirect
             raise SyncError(f"cannot reach the server at {self.base}") from None
-        if len(data) > W.MAX_ANSWER:
-            raise WireError(f"the server's answer is over {W.MAX_ANSWER} bytes")
+        if len(data) > wire.MAX_ANSWER:
+            raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
         return int(resp.status), data

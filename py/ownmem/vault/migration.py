@@ -1,4 +1,4 @@
-"""Migrating a vault's format_version 1 objects (draft-02 §8.1), one object at a time.
+"""Migrating a vault's format_version 1 objects (draft-02 §8.1 "Migration"), one object at a time.
 
 Each object is classified and, if re-sealed, written in its own transaction together
 with its new DEK wrap, so a crash or a hostile object leaves no half-migrated vault;
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..aperto import keys as K
+from ..aperto import keys as aperto_keys
 from ..aperto.migrate import Outcome, migrate_object
 from ..aperto.model import LEGACY_VERSION
 from ..aperto.seal import parse_sealed
@@ -48,15 +48,15 @@ def migrate_vault(v: UnlockedVault, *, quarantine: bool = False, now: int | None
             if scope is None:
                 raise OwnmemError("object in an unknown scope")
             kek = v.kek(scope)
-            dek = run_sync(K.unwrap_dek(v.p, row.dek_wrapped, kek))
-            new_dek = K.new_key()
-            res = run_sync(migrate_object(v.p, parse_sealed(row.sealed), dek, ident=v.identity,
+            dek = run_sync(aperto_keys.unwrap_dek(v.crypto, row.dek_wrapped, kek))
+            new_dek = aperto_keys.new_key()
+            res = run_sync(migrate_object(v.crypto, parse_sealed(row.sealed), dek, ident=v.identity,
                                           keyring=keyring, quarantine=quarantine, now=at, new_dek=new_dek))
             if res.sealed is None:
                 report.refused.append((oid, "authorship cannot be proven under any accepted key; "
                                             "`ownmem migrate --quarantine` keeps it as unverified"))
                 continue
-            wrapped = run_sync(K.wrap_dek(v.p, new_dek, kek))
+            wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, new_dek, kek))
             with v.store.transaction():
                 v.store.replace_object(StoredObject(row.object_id, row.scope_id, res.sealed.format_version,
                                                     res.sealed.encoded, wrapped))
