@@ -24,8 +24,8 @@ class FetchRemote(Remote):
                       "redirect": "error", "cache": "no-store"}, dict_converter=js.Object.fromEntries)
         try:
             resp = run_sync(js.fetch(url, init))
-            declared = resp.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > wire.MAX_ANSWER:
+            declared = resp.headers.get("content-length")     # JS null (not None) when absent: a stream
+            if isinstance(declared, str) and declared.isdigit() and int(declared) > wire.MAX_ANSWER:
                 raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
             data = bytes(run_sync(resp.arrayBuffer()).to_bytes())
         except WireError:
