@@ -8,13 +8,14 @@ vault id, which reaches the listeners of every process once the commit is durabl
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from . import tree
 from .base import (
     Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
 )
@@ -79,7 +80,10 @@ class PostgresStorage:
         with self.pool.connection() as c:
             # Schema creation from several processes at once: serialise it.
             c.execute("SELECT pg_advisory_xact_lock(7405)")
-            c.execute(SCHEMA)
+            c.execute(SCHEMA + tree.POSTGRES_SCHEMA)
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (tree.POSTGRES_TREE_LOCK,))
+            self._append_tree(c, [(_b(r[0]), _b(r[1])) for r in c.execute(tree.UNTREED).fetchall()])
 
     def close(self) -> None:
         self.pool.close()
@@ -244,12 +248,57 @@ class PostgresStorage:
             return int(_one(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone())[0])
 
     # ---------------------------------------------------------------- public log
-    @staticmethod
-    def _append_log(c: psycopg.Connection, entries: list[LogEntry]) -> None:
+    @classmethod
+    def _append_log(cls, c: psycopg.Connection, entries: list[LogEntry]) -> None:
+        new = []
         for e in entries:
-            c.execute("INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
-                      "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING",
-                      (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt))
+            if c.execute("INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+                         "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING RETURNING idx",
+                         (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt)).fetchone():
+                new.append((e.receipt_id, e.receipt))
+        if new:
+            # one appender of the tree at a time, across vaults and processes: the last lock this
+            # transaction takes, so no cycle with the vault row locks taken before it
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (tree.POSTGRES_TREE_LOCK,))
+            cls._append_tree(c, new)
+
+    @staticmethod
+    def _append_tree(c: psycopg.Connection, receipts: list[tuple[bytes, bytes]]) -> None:
+        """The receipts as the next leaves of the Merkle tree; the caller holds the tree lock."""
+        if not receipts:
+            return
+        size = int(_one(c.execute(tree.TREE_SIZE).fetchone())[0])
+        leaves, hashes = tree.new_rows(size, receipts, lambda idx: _read_hashes(c, idx))
+        with c.cursor() as cur:
+            cur.executemany("INSERT INTO tlog_leaves VALUES (%s,%s)", leaves)
+            cur.executemany("INSERT INTO tlog_hashes VALUES (%s,%s)", hashes)
+
+    # ---------------------------------------------------------------- the log's Merkle tree
+    def log_tree_size(self) -> int:
+        with self._tx() as c:
+            return int(_one(c.execute(tree.TREE_SIZE).fetchone())[0])
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        with self._tx() as c:
+            return _read_hashes(c, indexes)
+
+    def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT t.leaf, l.receipt_id, l.subject_id, l.operation, l.holder_id, l.ts, l.receipt "
+                "FROM tlog_leaves t JOIN log l ON l.receipt_id = t.receipt_id WHERE t.leaf >= %s "
+                "ORDER BY t.leaf LIMIT %s", (start, limit)).fetchall()
+        return [self._log_row(r) for r in rows]
+
+    def log_leaf_index(self, receipt_id: bytes) -> int | None:
+        with self._tx() as c:
+            r = c.execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = %s", (receipt_id,)).fetchone()
+        return int(r[0]) if r else None
+
+    def log_key(self, candidate: bytes) -> bytes:
+        with self._tx() as c:
+            c.execute("INSERT INTO tlog_key VALUES (1, %s) ON CONFLICT (id) DO NOTHING", (candidate,))
+            return _b(_one(c.execute("SELECT seed FROM tlog_key WHERE id = 1").fetchone())[0])
 
     def _log_row(self, r: tuple[Any, ...]) -> LoggedReceipt:
         return LoggedReceipt(int(r[0]), LogEntry(_b(r[1]), _b(r[2]), r[3], _b(r[4]), int(r[5]), _b(r[6])))
@@ -278,3 +327,8 @@ class PostgresStorage:
             rows = c.execute("SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > %s ORDER BY idx LIMIT %s",
                              (after, limit)).fetchall()
         return [(int(a), _b(b), _b(h), int(t)) for a, b, h, t in rows]
+
+
+def _read_hashes(c: psycopg.Connection, indexes: Sequence[int]) -> list[bytes]:
+    rows = c.execute("SELECT idx, hash FROM tlog_hashes WHERE idx = ANY(%s)", (sorted(set(indexes)),)).fetchall()
+    return tree.in_order(indexes, {int(a): _b(b) for a, b in rows})
