@@ -39,6 +39,7 @@ from .openapi import OPENAPI
 from .ratelimit import RateLimiter
 from .storage import Storage, StorageConflict, open_storage
 from .storage.base import Change, Registration, VaultRecord
+from .tlog_routes import log_routes
 from .verify import HolderKey, Refused, check_receipt, ed25519_valid
 from .verifypool import VerifyPool, default_processes
 
@@ -562,6 +563,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}/erase", wrap(srv.erase), methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", wrap(srv.export)),
         Route("/v1/log", wrap(srv.log_list)),
+        *log_routes(srv.storage),               # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint
         Route("/v1/log/{receipt_id}", wrap(srv.log_get)),
         Route("/v1/erasures", wrap(srv.erasures)),
         Route("/", wrap(srv.index)),
