@@ -170,19 +170,23 @@ def append_leaves(size: int, leaves: Sequence[bytes], reader: HashReader) -> lis
     """The hashes to store, from ``stored_hash_count(size)`` on, when appending ``leaves``
     (leaf hashes) to a tree of ``size``: a batch, where later leaves read what earlier
     ones of the same batch computed."""
-    base = stored_hash_count(size)
-    pending: list[bytes] = []
-
-    class _Overlay:
-        def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-            old = [i for i in indexes if i < base]
-            got = dict(zip(old, _read(reader, old))) if old else {}
-            return [got[i] if i < base else pending[i - base] for i in indexes]
-
-    overlay = _Overlay()
+    overlay = _Overlay(reader, stored_hash_count(size))
     for i, leaf in enumerate(leaves):
-        pending.extend(stored_hashes(size + i, leaf, overlay))
-    return pending
+        overlay.pending.extend(stored_hashes(size + i, leaf, overlay))
+    return overlay.pending
+
+
+class _Overlay:
+    """The stored hashes with the ones of a batch not yet written laid over them."""
+
+    def __init__(self, reader: HashReader, base: int) -> None:
+        self.reader, self.base = reader, base
+        self.pending: list[bytes] = []          # pending[i] is stored hash base + i
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        old = [i for i in indexes if i < self.base]
+        got = dict(zip(old, _read(self.reader, old)))
+        return [got[i] if i < self.base else self.pending[i - self.base] for i in indexes]
 
 
 # ---------------------------------------------------------------- tree heads
