@@ -82,8 +82,9 @@ class PostgresStorage:
             c.execute("SELECT pg_advisory_xact_lock(7405)")
             c.execute(SCHEMA + tree.POSTGRES_SCHEMA)
         with self._tx() as c:
-            c.execute("SELECT pg_advisory_xact_lock(%s)", (tree.POSTGRES_TREE_LOCK,))
-            self._append_tree(c, [(_b(r[0]), _b(r[1])) for r in c.execute(tree.UNTREED).fetchall()])
+            # another process may be at it too: the lock first, then what is left to append
+            size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
+            self._append_tree(c, size, [(_b(r[0]), _b(r[1])) for r in c.execute(tree.UNTREED).fetchall()])
 
     def close(self) -> None:
         self.pool.close()
@@ -250,28 +251,34 @@ class PostgresStorage:
     # ---------------------------------------------------------------- public log
     @classmethod
     def _append_log(cls, c: psycopg.Connection, entries: list[LogEntry]) -> None:
-        new = []
-        for e in entries:
-            if c.execute("INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
-                         "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING RETURNING idx",
-                         (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt)).fetchone():
-                new.append((e.receipt_id, e.receipt))
-        if new:
-            # one appender of the tree at a time, across vaults and processes: the last lock this
-            # transaction takes, so no cycle with the vault row locks taken before it
-            c.execute("SELECT pg_advisory_xact_lock(%s)", (tree.POSTGRES_TREE_LOCK,))
-            cls._append_tree(c, new)
+        if not entries:
+            return
+        # The tree's lock first, then the rows: so log order (idx) is tree order, across vaults and
+        # processes.  It is the last lock the transaction takes (vault rows come before), so no cycle.
+        size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
+        # one statement for the batch (binary arrays: text ones hex-escape every receipt); a
+        # receipt already logged is no new row and no new leaf
+        inserted = c.execute(
+            "INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+            "SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::text[], %b::bytea[], %b::bigint[], %b::bytea[]) "
+            "ON CONFLICT (receipt_id) DO NOTHING RETURNING idx, receipt_id",
+            ([e.receipt_id for e in entries], [e.subject_id for e in entries], [e.operation for e in entries],
+             [e.holder_id for e in entries], [e.timestamp for e in entries], [e.receipt for e in entries])).fetchall()
+        receipt = {e.receipt_id: e.receipt for e in entries}
+        cls._append_tree(c, size, [(_b(rid), receipt[_b(rid)]) for _, rid in sorted(inserted, key=lambda r: int(r[0]))])
 
     @staticmethod
-    def _append_tree(c: psycopg.Connection, receipts: list[tuple[bytes, bytes]]) -> None:
-        """The receipts as the next leaves of the Merkle tree; the caller holds the tree lock."""
+    def _append_tree(c: psycopg.Connection, size: int, receipts: list[tuple[bytes, bytes]]) -> None:
+        """The receipts as the next leaves of the tree of ``size``; the caller holds the head row's lock."""
         if not receipts:
             return
-        size = int(_one(c.execute(tree.TREE_SIZE).fetchone())[0])
         leaves, hashes = tree.new_rows(size, receipts, lambda idx: _read_hashes(c, idx))
-        with c.cursor() as cur:
-            cur.executemany("INSERT INTO tlog_leaves VALUES (%s,%s)", leaves)
-            cur.executemany("INSERT INTO tlog_hashes VALUES (%s,%s)", hashes)
+        # leaves, hashes and the new size in one statement: one round trip
+        c.execute("WITH l AS (INSERT INTO tlog_leaves SELECT * FROM unnest(%b::bigint[], %b::bytea[])), "
+                  "h AS (INSERT INTO tlog_hashes SELECT * FROM unnest(%b::bigint[], %b::bytea[])) "
+                  "UPDATE tlog_head SET size = %b WHERE id = 1",
+                  ([i for i, _ in leaves], [r for _, r in leaves], [i for i, _ in hashes], [h for _, h in hashes],
+                   size + len(receipts)))
 
     # ---------------------------------------------------------------- the log's Merkle tree
     def log_tree_size(self) -> int:

@@ -253,6 +253,7 @@ class SqliteStorage:
         if not receipts:
             return
         size = int(c.execute(tree.TREE_SIZE).fetchone()[0])
+        c.execute("UPDATE tlog_head SET size = ? WHERE id = 1", (size + len(receipts),))
         leaves, hashes = tree.new_rows(size, receipts, lambda idx: _read_hashes(c, idx))
         c.executemany("INSERT INTO tlog_leaves VALUES (?,?)", leaves)
         c.executemany("INSERT INTO tlog_hashes VALUES (?,?)", hashes)

@@ -5,11 +5,12 @@
     tlog_hashes (idx, hash)          every complete subtree's hash at its stored-hash index
                                      (``ownmem.saihm.tlog.stored_hash_index``), so a tree head or
                                      a proof is O(log n) rows, never a walk over the leaves
+    tlog_head   (id = 1, size)       the tree's size; its row lock is the one lock for appending
     tlog_key    (id = 1, seed)       the log key: an Ed25519 seed, generated once
 
 Leaves are appended in the transaction that inserts the receipt, under one lock for the
-whole log (SQLite's write lock; a PostgreSQL advisory lock), so leaf indexes are dense and
-commit in order.  Receipts logged before the tree existed are appended, in log order, when
+whole log (SQLite's write lock; on PostgreSQL the head row's, taken before the receipts are
+inserted), so leaf indexes are dense, commit in order, and follow the log's own order.  Receipts logged before the tree existed are appended, in log order, when
 the storage opens.  The tables only grow: a proof for size n reads rows that committed with
 the n-th leaf and never change, so readers need no snapshot.
 """
@@ -23,20 +24,22 @@ SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS tlog_leaves (leaf INTEGER PRIMARY KEY, receipt_id BLOB NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS tlog_hashes (idx INTEGER PRIMARY KEY, hash BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS tlog_key (id INTEGER PRIMARY KEY CHECK (id = 1), seed BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS tlog_head (id INTEGER PRIMARY KEY CHECK (id = 1), size INTEGER NOT NULL);
+INSERT OR IGNORE INTO tlog_head SELECT 1, COALESCE(MAX(leaf) + 1, 0) FROM tlog_leaves;
 """
 
 POSTGRES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS tlog_leaves (leaf BIGINT PRIMARY KEY, receipt_id BYTEA NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS tlog_hashes (idx BIGINT PRIMARY KEY, hash BYTEA NOT NULL);
 CREATE TABLE IF NOT EXISTS tlog_key (id INTEGER PRIMARY KEY CHECK (id = 1), seed BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS tlog_head (id INTEGER PRIMARY KEY CHECK (id = 1), size BIGINT NOT NULL);
+INSERT INTO tlog_head SELECT 1, COALESCE(MAX(leaf) + 1, 0) FROM tlog_leaves ON CONFLICT (id) DO NOTHING;
 """
-
-POSTGRES_TREE_LOCK = 7406      # pg_advisory_xact_lock key: one appender of the tree at a time
 
 # receipts the log holds and the tree does not (logged before the tree existed), in log order
 UNTREED = ("SELECT l.receipt_id, l.receipt FROM log l LEFT JOIN tlog_leaves t ON t.receipt_id = l.receipt_id "
            "WHERE t.leaf IS NULL ORDER BY l.idx")
-TREE_SIZE = "SELECT COALESCE(MAX(leaf) + 1, 0) FROM tlog_leaves"
+TREE_SIZE = "SELECT size FROM tlog_head WHERE id = 1"
 
 
 class _Reader:
