@@ -15,7 +15,8 @@ import secrets
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.tlog import (
     Checkpoint, ProofFailed, VerifierKey, check_checkpoint_consistency, check_inclusion, leaf_hash, open_checkpoint,
-    parse_verifier_key,
+    parse_verifier_key, stored_hashes, tree_hash,
 )
 from ownmem.vault import UnlockedVault
 from ownmem.vault.store import Store
@@ -196,8 +197,8 @@ class OwnServer:
 
     def rebuild_tree(self) -> None:
         """Cover the edit up: drop the tree and let the storage rebuild it from the log as it is now."""
-        self.sql("DELETE FROM tlog_leaves")
-        self.sql("DELETE FROM tlog_hashes")
+        for table in ("tlog_leaves", "tlog_hashes", "tlog_head"):
+            self.sql(f"DELETE FROM {table}")
         from server.storage import open_storage
 
         st = open_storage(self.env.get("OWNMEM_DATABASE_URL"), self.env.get("OWNMEM_DATA_DIR", "data"))
@@ -318,3 +319,49 @@ def test_an_honest_server_stays_consistent_across_restarts_and_receipts(own_serv
     log.check_consistent(kept, later)
     for rid in ids:
         log.check_included(later, rid)
+
+
+def test_two_server_processes_appending_at_once_keep_one_tree(own_server, http, start_server, tmp_path,
+                                                              _identities):
+    """Registrations and erasures through two processes sharing one database: the tree stays dense,
+    in log order, and its head is the one a monitor rebuilds from the entries it is served."""
+    urls = [own_server.url, start_server(own_server.env)]
+    vaults = []
+    for i in range(6):
+        template, ident = _identities["abc"[i % 3]]
+        folder = tmp_path / f"concurrent-{i}"
+        shutil.copytree(template, folder)
+        v = UnlockedVault(Store(folder), ident, provider())
+        v.add(f"memory of vault {i}")
+        vaults.append(v)
+
+    def register_and_forget(i: int) -> None:
+        url, name = urls[i % 2], f"c{i}{secrets.token_hex(4)}"
+        syncer = link(vaults[i], url, name, client=http)
+        syncer.sync_once()
+        forget_all(vaults[i], http, url, name, syncer.remote.token or "", pushed(http, syncer, url, name))
+
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(register_and_forget, range(6)))
+    finally:
+        for v in vaults:
+            v.lock()
+    log = LogClient(http, own_server.url)
+    cp = log.checkpoint(log.key())
+    assert cp.size == 12 and LogClient(http, urls[1]).checkpoint(log.key()) == cp
+
+    class Monitor:                                  # the tree rebuilt from the served entries alone
+        hashes: list[bytes] = []
+
+        def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+            return [self.hashes[i] for i in indexes]
+
+    m = Monitor()
+    entries = http.get(own_server.url + "/v1/log/entries", params={"limit": 1000}).json()["entries"]
+    assert [e["leaf_index"] for e in entries] == list(range(12))
+    for e in entries:
+        m.hashes = m.hashes + stored_hashes(e["leaf_index"], leaf_hash(bytes.fromhex(e["receipt"])), m)
+    assert tree_hash(12, m) == cp.root_hash
+    listed = http.get(own_server.url + "/v1/log", params={"limit": 1000}).json()["entries"]
+    assert [e["receipt_id"] for e in listed] == [e["receipt_id"] for e in entries]    # tree order is log order
