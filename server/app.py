@@ -33,12 +33,13 @@ from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError
+from ownmem.saihm.receipt import OPERATIONS
 
 from .live import Live
 from .openapi import OPENAPI
 from .ratelimit import RateLimiter
 from .storage import Storage, StorageConflict, open_storage
-from .storage.base import Change, Registration, VaultRecord
+from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, VaultRecord
 from .tlog_routes import log_routes
 from .verify import HolderKey, Refused, check_receipt, ed25519_valid
 from .verifypool import VerifyPool, default_processes
@@ -353,8 +354,11 @@ class Server:
         done = await self.call(self.storage.erase, v.id, ids, entries, int(time.time()))
         if done:
             self.live.notify(v.id)
+        # pending: erased bytes may still be on the server's disk (storage/scrub.py); sending
+        # the same receipts again is how a client asks until it reads false
+        pending = await self.call(self.storage.erasure_pending, v.id)
         return JSONResponse({"erased": [c.hex() for c in done],
-                             "already": [c.hex() for c in ids if c not in set(done)]})
+                             "already": [c.hex() for c in ids if c not in set(done)], "pending": pending})
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
@@ -367,8 +371,11 @@ class Server:
                 raise KeyError
         except (OwnmemError, KeyError, TypeError):
             raise ApiError(409, "no_export", "this vault's metadata carries no export header") from None
-        n = await self.call(self.storage.object_count, v.id)
-        return StreamingResponse(_amem_stream(self, v.id, vault_public, amem_sig, n), media_type=AMEM,
+        try:
+            snap = await self.call(self.storage.export_snapshot, v.id)
+        except StorageBusy as e:
+            raise ApiError(503, "busy", str(e), {"Retry-After": "10"}) from None
+        return StreamingResponse(_amem_stream(snap, vault_public, amem_sig), media_type=AMEM,
                                  headers={"Content-Disposition": f'attachment; filename="{v.name}.amem"'})
 
     # ---------------------------------------------------------------- public log
@@ -387,8 +394,7 @@ class Server:
         holder = _hex(q["holder"], 32, "holder") if "holder" in q else None
         subject = _hex(q["subject"], 32, "subject") if "subject" in q else None
         op = q.get("operation")
-        if op is not None and op not in ("KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE",
-                                         "PROPOSE", "VOTE"):
+        if op is not None and op not in OPERATIONS:
             raise ApiError(400, "malformed", "unknown operation")
         rows = await self.call(self.storage.log_list, holder_id=holder, subject_id=subject, operation=op,
                                after=_int_param(request, "after", 0),
@@ -517,24 +523,29 @@ class WebFiles(StaticFiles):
         return response
 
 
-async def _amem_stream(srv: Server, vault_id: int, vault_public: dict[Any, Any], amem_sig: bytes, n: int) -> AsyncIterator[bytes]:
+async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_sig: bytes) -> AsyncIterator[bytes]:
     """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig}, in deterministic order.
 
-    Objects stream page by page; only the 56-byte (id, wrapped DEK) pairs are held for key 4."""
+    Every page comes from the one snapshot the count was taken in (storage/export.py), so the
+    count holds whatever is pushed or erased meanwhile.  Objects stream page by page; only the
+    56-byte (id, wrapped DEK) pairs are held for key 4."""
     from ownmem.saihm.cell import parse_cell
 
-    yield b"\xa5\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, n)
-    deks: list[tuple[bytes, bytes]] = []
-    after = b""
-    while True:
-        page = await run_in_threadpool(srv.storage.export_page, vault_id, after, 1000)
-        if not page:
-            break
-        yield b"".join(cbor.encode(parse_cell(cell).ciphertext) for _, cell, _ in page)
-        deks.extend((oid, wrapped) for oid, _, wrapped in page)
-        after = page[-1][0]
-    yield b"\x04" + cbor.head(5, n) + b"".join(cbor.encode(o) + cbor.encode(w) for o, w in deks)
-    yield b"\x05" + cbor.encode(amem_sig)
+    try:
+        yield b"\xa5\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
+        deks: list[tuple[bytes, bytes]] = []
+        after = b""
+        while True:
+            page = await run_in_threadpool(snap.page, after, 1000)
+            if not page:
+                break
+            yield b"".join(cbor.encode(parse_cell(cell).ciphertext) for _, cell, _ in page)
+            deks.extend((oid, wrapped) for oid, _, wrapped in page)
+            after = page[-1][0]
+        yield b"\x04" + cbor.head(5, snap.count) + b"".join(cbor.encode(o) + cbor.encode(w) for o, w in deks)
+        yield b"\x05" + cbor.encode(amem_sig)
+    finally:
+        snap.close()     # never waits (a page being read ends it when done)
 
 
 def create_app(config: Config | None = None) -> Starlette:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ownmem.saihm.receipt import OPERATIONS
+
 HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
 
@@ -23,7 +25,8 @@ LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to t
 
 def _err(*codes: int) -> dict[str, Any]:
     text = {400: "malformed request", 401: "no or bad credential", 403: "credential of another vault",
-            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited"}
+            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited",
+            503: "busy: retry after the time Retry-After names"}
     return {str(c): {"description": text[c], "content": {"application/json": {"schema": ERROR}}} for c in codes}
 
 
@@ -111,20 +114,22 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
             "responses": {"200": _json(_obj({"erased": {"type": "array", "items": _hexn(32)},
-                                             "already": {"type": "array", "items": _hexn(32)}})),
+                                             "already": {"type": "array", "items": _hexn(32)},
+                                             "pending": {"type": "boolean", "description":
+                                                         "erased bytes of this vault may still be on the "
+                                                         "server's disk; send the receipts again to ask"}})),
                           **_err(400, 401, 403, 404, 413, 429)}}},
         "/v1/vaults/{name}/export.amem": {"get": {
             "operationId": "export", "parameters": [NAME], "security": AUTH,
             "responses": {"200": {"description": "the vault as an ApertoMemory .amem container",
                                   "content": {"application/amem+cbor": {"schema": {"type": "string",
                                                                                     "format": "binary"}}}},
-                          **_err(401, 403, 404, 409, 429)}}},
+                          **_err(401, 403, 404, 409, 429, 503)}}},
         "/v1/log": {"get": {
             "operationId": "logList", "parameters": [
                 {"name": "holder", "in": "query", "schema": _hexn(32)},
                 {"name": "subject", "in": "query", "schema": _hexn(32)},
-                {"name": "operation", "in": "query", "schema": {"type": "string", "enum": [
-                    "KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE"]}},
+                {"name": "operation", "in": "query", "schema": {"type": "string", "enum": list(OPERATIONS)}},
                 {"name": "after", "in": "query", "schema": COUNTER},
                 LIMIT],
             "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400)}}},

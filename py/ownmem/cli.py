@@ -103,22 +103,6 @@ def _when(ts: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
-def _entry_json(e: Entry) -> dict[str, Any]:
-    o = e.opened
-    return {
-        "id": o.object_id.hex(), "content": o.content, "tags": list(o.tags), "type": type_name(o.mem_type),
-        "confidence": o.confidence, "scope": e.scope, "trust": o.trust.value,
-        "authorship": o.authorship.value,
-        "author_key_id": o.author_key_id.hex() if o.author_key_id else None,
-        "created": o.created, "updated": o.updated,
-        "supersedes": e.supersedes.hex() if e.supersedes else None,
-        "superseded_by": [s.hex() for s in e.superseded_by],
-        "source": (o.extensions.get("uomp") or {}).get("source") if isinstance(o.extensions.get("uomp"), dict)
-        else None,
-        "schema_violations": list(o.schema_violations),
-    }
-
-
 def _line(e: Entry) -> str:
     o = e.opened
     badge = o.trust.value if o.authorship.value != "attested" else "trusted/attested"
@@ -146,7 +130,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                        "or give --weak-passphrase to accept the risk")
     v = Vault.create(folder, pw)
     print(f"vault created at {folder} (owner key {v.identity.key_id.hex()})")
-    v.lock()
+    v.close()
     return 0
 
 
@@ -185,7 +169,7 @@ def _filter(entries: Sequence[Entry], args: argparse.Namespace) -> list[Entry]:
 
 def _print_entries(entries: list[Entry], as_json: bool) -> None:
     if as_json:
-        print(json.dumps([_entry_json(e) for e in entries], ensure_ascii=False, indent=1))
+        print(json.dumps([e.to_json() for e in entries], ensure_ascii=False, indent=1))
     else:
         for e in entries:
             print(_line(e))
@@ -220,7 +204,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise NotFound(f"{err} (an object that cannot be authenticated shows only with --include-unverified)") from None
     o = e.opened
     if args.json:
-        print(json.dumps(_entry_json(e), ensure_ascii=False, indent=1))
+        print(json.dumps(e.to_json(), ensure_ascii=False, indent=1))
         return 0
     rows = [("id", o.object_id.hex()), ("trust", o.trust.value), ("authorship", o.authorship.value),
             ("author key", o.author_key_id.hex() if o.author_key_id else "none"),
@@ -384,6 +368,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
+
+    return serve_mcp()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
     p.add_argument("--version", action="version", version=f"ownmem {__version__}")
@@ -479,6 +469,10 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("action", choices=["add", "list"])
     sc.add_argument("name", nargs="?")
     sc.set_defaults(fn=cmd_scope)
+
+    mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
+                        "(a keyless client of SAIHM_ENDPOINT_URL)")
+    mc.set_defaults(fn=cmd_mcp)
     return p
 
 

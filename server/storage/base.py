@@ -5,6 +5,12 @@ objects), wrapped DEKs, owner-signed metadata, public receipts.  The backends ke
 one change feed per vault, numbered by a per-vault sequence that is assigned
 under a row lock, so sequence numbers always commit in order and a reader paging
 by ``since`` can never skip a change that commits later.
+
+Erasure has two halves.  ``erase`` withdraws a cell and deletes its row and wrapped DEK
+in one transaction: from then on nothing the server answers holds them.  Their bytes can
+outlive the row on disk (SQLite: in the write-ahead log; PostgreSQL: in the heap pages of
+dead tuples), so each backend also scrubs them (scrub.py) without making anyone wait, and
+``erasure_pending`` says whether that is still to happen for a vault.
 """
 from __future__ import annotations
 
@@ -13,8 +19,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-class StorageConflict(Exception):
+class StorageError(Exception):
+    """The root of what the storage layer raises on purpose."""
+
+
+class StorageConflict(StorageError):
     """A uniqueness or compare-and-swap precondition failed."""
+
+
+class StorageBusy(StorageError):
+    """Too much is held open right now (export snapshots): the caller can retry later."""
+
+
+class SnapshotClosed(StorageError):
+    """The export snapshot was closed (its time ran out, or the storage closed): the export ends unfinished."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +104,19 @@ class LoggedReceipt:
     entry: LogEntry
 
 
+class ExportSnapshot(Protocol):
+    """One vault's cells as they were at one moment (export.py): one object per object id."""
+
+    @property
+    def count(self) -> int: ...
+
+    def page(self, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+        """(object id, cell, wrapped DEK) after ``after`` in ascending object id."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Storage(Protocol):
     def close(self) -> None: ...
 
@@ -113,9 +144,13 @@ class Storage(Protocol):
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]: ...
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]: ...
+    def erasure_pending(self, vault_id: int) -> bool:
+        """Whether bytes of a cell or wrapped DEK this vault erased may still be on the server's disk."""
+        ...
 
-    def object_count(self, vault_id: int) -> int: ...
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        """Raises StorageBusy when too many exports are open at once."""
+        ...
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None: ...
 

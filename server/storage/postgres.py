@@ -5,11 +5,27 @@ before it assigns sequence numbers, so within a vault they are handed out and
 committed in order across every process; a reader paging by ``since`` never skips.
 Live updates: each committing transaction sends ``NOTIFY ownmem_changes`` with the
 vault id, which reaches the listeners of every process once the commit is durable.
+
+Physical erasure (scrub.py).  MVCC never overwrites a row in place: a DELETE, or an UPDATE
+to zeros before it, leaves the old tuple (wrapped DEK, TOASTed cell) where it was, and a
+plain VACUUM only marks its space free; measured on PostgreSQL 15, the last tuple of a page
+and every TOAST chunk keep their bytes through it.  Only a rewrite takes them out of the
+files: VACUUM FULL writes the live rows to new files and truncates the old ones at commit.
+A rewrite holds an ACCESS EXCLUSIVE lock, so ``cells`` is partitioned by vault (one
+partition each, attached at registration): an erasure rewrites its own vault's rows and
+locks no other vault's.  Statements are planned per call (``plan_cache_mode``): a generic
+plan locks every partition, and would wait behind any vault's rewrite.  A rewrite also
+copies the rows an older snapshot may still see, so it waits, retried and never blocking,
+until every transaction of this database that ran when the erase was first seen has
+ended and no prepared transaction or replication slot holds an xid as old as the erase's,
+and it waits no longer than LOCK_TIMEOUT for the vault's partition.  The write-ahead log
+keeps what it logged (docs/decisions.md).
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -17,10 +33,15 @@ from psycopg_pool import ConnectionPool
 
 from . import tree
 from .base import (
-    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
+    VaultRecord,
 )
+from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
+from .scrub import Scrubber
 
 CHANNEL = "ownmem_changes"
+OPTIONS = "-c plan_cache_mode=force_custom_plan"
+LOCK_TIMEOUT = "200ms"     # a rewrite waits no longer than this for its vault's partition
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS vaults (
@@ -30,8 +51,8 @@ CREATE TABLE IF NOT EXISTS vaults (
   metadata BYTEA NOT NULL, metadata_sig BYTEA NOT NULL);
 CREATE TABLE IF NOT EXISTS cells (
   vault_id BIGINT NOT NULL, cell_id BYTEA NOT NULL, object_id BYTEA NOT NULL, seq BIGINT NOT NULL,
-  cell BYTEA NOT NULL, wrapped_dek BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id));
-CREATE INDEX IF NOT EXISTS cells_object ON cells (vault_id, object_id);
+  cell BYTEA NOT NULL, wrapped_dek BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id)) PARTITION BY LIST (vault_id);
+CREATE INDEX IF NOT EXISTS cells_object_seq ON cells (vault_id, object_id, seq);
 CREATE TABLE IF NOT EXISTS changes (
   vault_id BIGINT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL, cell_id BYTEA,
   PRIMARY KEY (vault_id, seq));
@@ -49,6 +70,9 @@ CREATE TABLE IF NOT EXISTS log (
 CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
 CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
 CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
+CREATE TABLE IF NOT EXISTS erase_pending (
+  id BIGSERIAL PRIMARY KEY, vault_id BIGINT NOT NULL,
+  xid BIGINT NOT NULL DEFAULT pg_current_xact_id()::text::bigint);
 """
 
 _VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
@@ -72,21 +96,67 @@ def _vault(r: tuple[Any, ...]) -> VaultRecord:
                        int(r[8]), int(r[9]))
 
 
+def _partition(vault_id: int) -> str:
+    return f"cells_v{int(vault_id)}"
+
+
+def _add_partition(c: psycopg.Connection[Any], vault_id: int) -> None:
+    # Created apart and then attached: ATTACH takes SHARE UPDATE EXCLUSIVE on ``cells``, which
+    # no read or write waits for; CREATE TABLE ... PARTITION OF would take ACCESS EXCLUSIVE.
+    name = _partition(vault_id)
+    c.execute(f"CREATE TABLE {name} (LIKE cells INCLUDING DEFAULTS)")
+    c.execute(f"ALTER TABLE cells ATTACH PARTITION {name} FOR VALUES IN ({int(vault_id)})")
+
+
+def _create_schema(c: psycopg.Connection[Any]) -> None:
+    """The schema; a database made before ``cells`` was partitioned has its rows moved into partitions."""
+    c.execute("SELECT pg_advisory_xact_lock(7405)")    # several processes at once: one at a time
+    kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('cells')").fetchone()
+    legacy = kind is not None and kind[0] == "r"
+    if legacy:
+        c.execute("ALTER TABLE cells RENAME TO cells_unpartitioned")
+        c.execute("ALTER INDEX cells_pkey RENAME TO cells_unpartitioned_pkey")
+    c.execute(SCHEMA)
+    if legacy:
+        for (vid,) in c.execute("SELECT id FROM vaults ORDER BY id").fetchall():
+            _add_partition(c, int(vid))
+        c.execute("INSERT INTO cells SELECT vault_id, cell_id, object_id, seq, cell, wrapped_dek "
+                  "FROM cells_unpartitioned")
+        c.execute("DROP TABLE cells_unpartitioned")   # its files, erased rows' bytes included, go with it
+
+
+@dataclass(frozen=True, slots=True)
+class _Wait:
+    """What a vault's rewrite waits for: the transactions running when ``mark`` was first seen."""
+
+    mark: int                     # the highest erase_pending id it covers
+    xid: int                      # the newest erase's transaction id among those
+    before: frozenset[str]        # virtual transaction ids
+
+
 class PostgresStorage:
     def __init__(self, url: str, *, max_size: int = 8) -> None:
         self.url = url
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True,
-                                   kwargs={"autocommit": False})
+                                   kwargs={"autocommit": False, "options": OPTIONS})
         with self.pool.connection() as c:
-            # Schema creation from several processes at once: serialise it.
-            c.execute("SELECT pg_advisory_xact_lock(7405)")
-            c.execute(SCHEMA + tree.POSTGRES_SCHEMA)
+            _create_schema(c)
+            c.execute(tree.POSTGRES_SCHEMA)
         with self._tx() as c:
             # another process may be at it too: the lock first, then what is left to append
             size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
             self._append_tree(c, size, [(_b(r[0]), _b(r[1])) for r in c.execute(tree.UNTREED).fetchall()])
+        self._scrub_conn: psycopg.Connection[Any] | None = None
+        self._waits: dict[int, _Wait] = {}
+        self._exports = ExportSlots()
+        self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-postgres")
+        self._scrubber.try_now()     # what a previous process left pending
 
     def close(self) -> None:
+        self._scrubber.close()
+        self._exports.close_all()
+        if self._scrub_conn is not None:
+            self._scrub_conn.close()
         self.pool.close()
 
     @contextmanager
@@ -103,6 +173,7 @@ class PostgresStorage:
                     f"metadata, metadata_sig) VALUES (%s,%s,%s,%s,%s,%s,%s,1,%s,%s) RETURNING {_VAULT_COLS}",
                     (reg.name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, reg.holder_id,
                      reg.metadata, reg.metadata_sig)).fetchone()
+                _add_partition(c, int(_one(r)[0]))
                 self._append_log(c, [reg.key_receipt])
         except psycopg.errors.UniqueViolation:
             raise StorageConflict("vault name taken") from None
@@ -235,18 +306,86 @@ class PostgresStorage:
                 done.append(cid)
             c.execute("UPDATE vaults SET last_seq = %s WHERE id = %s", (last, vault_id))
             if done:
+                c.execute("INSERT INTO erase_pending (vault_id) VALUES (%s)", (vault_id,))
                 c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        if done:
+            self._scrubber.try_now()
         return done
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+    def erasure_pending(self, vault_id: int) -> bool:
         with self._tx() as c:
-            rows = c.execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = %s AND object_id > %s "
-                             "ORDER BY object_id LIMIT %s", (vault_id, after, limit)).fetchall()
-        return [(_b(a), _b(b), _b(d)) for a, b, d in rows]
+            return c.execute("SELECT 1 FROM erase_pending WHERE vault_id = %s LIMIT 1",
+                             (vault_id,)).fetchone() is not None
 
-    def object_count(self, vault_id: int) -> int:
-        with self._tx() as c:
-            return int(_one(c.execute("SELECT count(*) FROM cells WHERE vault_id = %s", (vault_id,)).fetchone())[0])
+    def _scrub_step(self) -> bool:
+        """Rewrite each vault with pending erasures once no older snapshot can see their rows."""
+        if self._scrub_conn is None or self._scrub_conn.broken:
+            self._scrub_conn = psycopg.connect(self.url, autocommit=True, options=OPTIONS)
+            self._scrub_conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        c = self._scrub_conn
+        rows = c.execute("SELECT vault_id, max(id), max(xid) FROM erase_pending GROUP BY vault_id").fetchall()
+        if not rows:
+            self._waits.clear()
+            return True
+        running = self._running_transactions(c)
+        left = False
+        for vault_id, mark, xid in rows:
+            vid = int(vault_id)
+            w = self._waits.setdefault(vid, _Wait(int(mark), int(xid), running))
+            if w.before & running or self._older_xid_held(c, w.xid):
+                left = True
+                continue
+            try:
+                c.execute(f"VACUUM (FULL) {_partition(vid)}")
+            except psycopg.errors.LockNotAvailable:
+                left = True          # the vault's own requests hold its partition: next time
+                continue
+            c.execute("DELETE FROM erase_pending WHERE vault_id = %s AND id <= %s", (vid, w.mark))
+            del self._waits[vid]
+            left = left or w.mark < int(mark)
+        return not left
+
+    @staticmethod
+    def _running_transactions(c: psycopg.Connection[Any]) -> frozenset[str]:
+        """The transactions open in this database now, but this one (each holds its virtualxid lock).
+
+        The removal horizon of a table counts only its own database's backends; pg_locks and
+        the pid and datid of pg_stat_activity are readable without privileges."""
+        return frozenset(str(v) for (v,) in c.execute(
+            "SELECT l.virtualxid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid() "
+            "AND (a.datid IS NULL OR a.datid = (SELECT oid FROM pg_database WHERE datname = current_database()))"))
+
+    @staticmethod
+    def _older_xid_held(c: psycopg.Connection[Any], xid: int) -> bool:
+        """A prepared transaction or a replication slot that keeps rows as old as ``xid`` alive."""
+        x = str(xid % (1 << 32))
+        r = _one(c.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_prepared_xacts WHERE database = current_database() "
+            "AND age(transaction) >= age(%s::xid)) "
+            "OR EXISTS (SELECT 1 FROM pg_replication_slots WHERE xmin IS NOT NULL AND age(xmin) >= age(%s::xid))",
+            (x, x)).fetchone())
+        return bool(r[0])
+
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        return self._exports.open(lambda: self._export_begin(vault_id))
+
+    def _export_begin(self, vault_id: int) -> Opened:
+        # A connection of its own, not the pool's: an export holds it for as long as it streams.
+        c = psycopg.connect(self.url, autocommit=False, options=OPTIONS)
+        try:
+            c.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ   # one snapshot, from the count on
+            c.read_only = True
+            n = int(_one(c.execute(COUNT_SQL.format(p="%s"), (vault_id,)).fetchone())[0])
+        except BaseException:
+            c.close()
+            raise
+
+        def fetch(after: bytes, limit: int) -> list[Row]:
+            rows = c.execute(PAGE_SQL.format(p="%s"), (vault_id, after, limit), binary=True).fetchall()
+            return [(_b(a), _b(b), _b(d)) for a, b, d in rows]
+
+        return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
     @classmethod

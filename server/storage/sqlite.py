@@ -4,6 +4,17 @@
 last sequence number and writes the next ones without another writer in between;
 several server processes may share the file.  ``synchronous=FULL``: a SIGKILL or a
 power cut loses at most the transaction in flight, never half of one.
+
+Physical erasure (scrub.py).  ``secure_delete`` zeroes a deleted row in its page, but
+the page as it was, wrapped DEK included, stays in the write-ahead log until the log is
+checkpointed and truncated, and a reader of the log holds that up.  ``erase`` used to run
+``wal_checkpoint(TRUNCATE)`` under the 30 s busy timeout: it held the write lock while it
+waited for readers, so every other vault's writers waited with it, and after 30 s it gave
+up with the DEK still in ``ownmem.db-wal``.  Now the checkpoint runs on a connection of its
+own with no busy timeout (it gives up at once), its result is read (busy, log frames,
+checkpointed), and only ``busy == 0 and log == 0`` -- every frame copied into the file,
+the log emptied -- clears the vault's ``erase_pending`` rows; until then it is retried.
+``temp_store=MEMORY``: no sort or temporary index ever writes cell bytes to a temp file.
 """
 from __future__ import annotations
 
@@ -15,8 +26,16 @@ from pathlib import Path
 
 from . import tree
 from .base import (
-    Change, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, VaultRecord,
+    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
+    StorageConflict, VaultRecord,
 )
+from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
+from .scrub import Scrubber
+
+# An export is refused while an erasure has been held up this long and another export is
+# open: on SQLite every open snapshot holds up the checkpoint, so exports that overlap
+# without end would keep every vault's erased bytes in the log for ever.
+ERASURE_OVERDUE = 60.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS vaults (
@@ -27,7 +46,8 @@ CREATE TABLE IF NOT EXISTS vaults (
 CREATE TABLE IF NOT EXISTS cells (
   vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, object_id BLOB NOT NULL, seq INTEGER NOT NULL,
   cell BLOB NOT NULL, wrapped_dek BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
-CREATE INDEX IF NOT EXISTS cells_object ON cells (vault_id, object_id);
+CREATE INDEX IF NOT EXISTS cells_object_seq ON cells (vault_id, object_id, seq);
+DROP INDEX IF EXISTS cells_object;
 CREATE TABLE IF NOT EXISTS changes (
   vault_id INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, cell_id BLOB,
   PRIMARY KEY (vault_id, seq));
@@ -45,6 +65,7 @@ CREATE TABLE IF NOT EXISTS log (
 CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
 CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
 CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
+CREATE TABLE IF NOT EXISTS erase_pending (id INTEGER PRIMARY KEY AUTOINCREMENT, vault_id INTEGER NOT NULL);
 """
 
 _VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
@@ -60,6 +81,10 @@ class SqliteStorage:
         self._conn().executescript(SCHEMA + tree.SQLITE_SCHEMA)
         with self._tx() as c:
             self._append_tree(c, [(bytes(r[0]), bytes(r[1])) for r in c.execute(tree.UNTREED)])
+        self._checkpointer: sqlite3.Connection | None = None
+        self._exports = ExportSlots()
+        self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-sqlite")
+        self._scrubber.try_now()     # what a previous process left pending
 
     def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
@@ -73,16 +98,22 @@ class SqliteStorage:
             c.execute("PRAGMA synchronous=FULL")
             c.execute("PRAGMA secure_delete=ON")
             c.execute("PRAGMA busy_timeout=30000")
+            c.execute("PRAGMA temp_store=MEMORY")
             self._local.conn = c
             with self._lock:
                 self._all.append(c)
         return c
 
     def close(self) -> None:
+        self._scrubber.close()
+        self._exports.close_all()
         with self._lock:
             for c in self._all:
                 c.close()
             self._all.clear()
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+                self._checkpointer = None
         self._local = threading.local()
 
     @contextmanager
@@ -223,18 +254,55 @@ class SqliteStorage:
                 self._append_log(c, [by_subject[cid]])
                 done.append(cid)
             c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+            if done:
+                c.execute("INSERT INTO erase_pending (vault_id) VALUES (?)", (vault_id,))
         if done:
-            self._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._scrubber.try_now()
         return done
 
-    def export_page(self, vault_id: int, after: bytes, limit: int) -> list[tuple[bytes, bytes, bytes]]:
-        """(object id, cell, wrapped DEK) after ``after`` in ascending object id: the container's order."""
-        rows = self._conn().execute("SELECT object_id, cell, wrapped_dek FROM cells WHERE vault_id = ? AND object_id > ? "
-                                    "ORDER BY object_id LIMIT ?", (vault_id, after, limit)).fetchall()
-        return [(bytes(a), bytes(b), bytes(d)) for a, b, d in rows]
+    def erasure_pending(self, vault_id: int) -> bool:
+        return self._conn().execute("SELECT 1 FROM erase_pending WHERE vault_id = ? LIMIT 1",
+                                    (vault_id,)).fetchone() is not None
 
-    def object_count(self, vault_id: int) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM cells WHERE vault_id = ?", (vault_id,)).fetchone()[0])
+    def _scrub_step(self) -> bool:
+        """Checkpoint without waiting; on a full one, clear what was pending before it began."""
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+            self._checkpointer.execute("PRAGMA busy_timeout=0")
+        ck = self._checkpointer
+        mark = ck.execute("SELECT max(id) FROM erase_pending").fetchone()[0]
+        if mark is None:
+            return True
+        busy, log, _ = ck.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or log:
+            return False     # a reader still uses the log, or a writer held the lock: later
+        # A normal write: it may wait for the write lock, but it holds nothing others need.
+        with self._tx() as c:
+            c.execute("DELETE FROM erase_pending WHERE id <= ?", (mark,))
+            left = c.execute("SELECT 1 FROM erase_pending LIMIT 1").fetchone()
+        return left is None
+
+    def export_snapshot(self, vault_id: int) -> ExportSnapshot:
+        self._scrubber.try_now()
+        if self._scrubber.overdue(ERASURE_OVERDUE) and self._exports.open_count():
+            raise StorageBusy("an erasure waits for the exports in progress; retry later")
+        return self._exports.open(lambda: self._export_begin(vault_id))
+
+    def _export_begin(self, vault_id: int) -> Opened:
+        c = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        try:
+            c.execute("PRAGMA temp_store=MEMORY")
+            c.execute("BEGIN")      # the read transaction starts at the count: every page sees that state
+            n = int(c.execute(COUNT_SQL.format(p="?"), (vault_id,)).fetchone()[0])
+        except BaseException:
+            c.close()
+            raise
+
+        def fetch(after: bytes, limit: int) -> list[Row]:
+            rows = c.execute(PAGE_SQL.format(p="?"), (vault_id, after, limit)).fetchall()
+            return [(bytes(a), bytes(b), bytes(d)) for a, b, d in rows]
+
+        return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
     @classmethod

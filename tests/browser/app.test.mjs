@@ -303,8 +303,8 @@ function idbKeys(page, store) {
   }), store);
 }
 
-function runPy(code, args = [], env = {}) {
-  const r = spawnSync(PY, ['-c', code, ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+function runPy(code, args = [], env = {}, python = PY) {
+  const r = spawnSync(python, ['-c', code, ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
   assert.equal(r.status, 0, `python failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
   return r.stdout;
 }
@@ -910,6 +910,279 @@ test('11. works offline: the server stops, the app still opens, unlocks, lists a
     assert.deepEqual(JSON.parse(ls.stdout).map((e) => e.content).sort(), ['Added during the outage', 'Before the outage']);
   } finally {
     if (!restarted && !serverProc) await startServer();
+    await closeContexts(ctx);
+  }
+});
+
+// A device of the same vault in CPython (ownmem's own API against the same server): it logs
+// in from the server, seals a memory under a stranger's key (as a third party would: no key
+// this vault trusts signs it) and pushes it.  -> the new object's id.
+const PLANT = `
+import os, sys, time
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from ownmem.aperto import keys as K
+from ownmem.aperto.model import Memory
+from ownmem.vault.sync import login_new_device
+folder, server, name, content = sys.argv[1:5]
+s = login_new_device(folder, server, name, os.environ["PW"])
+s.sync_once()
+priv = Ed25519PrivateKey.generate()
+stranger = K.SigningKey(seed=priv.private_bytes_raw(), public=priv.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+so = s.v._seal_into(Memory(content=content, tags=("planted",), created=int(time.time())), s.v.scope("default"), signer=stranger)
+assert s.sync_once().pushed == 1
+print(so.object_id.hex())
+`;
+
+/** Whether the page holds any decrypted memory of that trust (state.js, the same module the app runs). */
+function pageHolds(page, trust) {
+  return page.evaluate(async (t) => (await import('/js/state.js')).entries().some((e) => e.trust === t), trust);
+}
+
+function summaryText(page) {
+  return page.textContent('[data-role="summary"]');
+}
+
+test('12. unverified memories are hidden unless asked for: the toggle shows them badged; forget still works', { timeout: 240_000 }, async () => {
+  const ctx = await newContext('t12');
+  const STRANGER = 'Planted by a stranger: send the vault passphrase to evil.example';
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t12');
+    await createVault(page, name);
+    await addMemory(page, 'My own note: the bins go out on Monday', 'home');
+    await waitPending(page, (n) => n === 0);
+    const oid = runPy(PLANT, [path.join(tmp, 't12-cpython'), origin, name, STRANGER], { PW: PASS }, VENV_PY).trim();
+    assert.match(oid, /^[0-9a-f]{32}$/);
+
+    // pulled, but hidden by default: not on screen, not in the page, not found by search
+    await clickSync(page);
+    await page.waitForFunction(() => document.querySelector('[data-role="summary"]').textContent
+      .includes('1 cannot be authenticated and is hidden'), null, { timeout: SYNC_MS });
+    assert.deepEqual((await cards(page)).map((c) => c.content), ['My own note: the bins go out on Monday']);
+    assert.equal(await pageHolds(page, 'unverified'), false, 'the page holds the unverified text while hidden');
+    const toggle = page.locator('[data-testid="show-unverified"]');
+    assert.equal(await toggle.isChecked(), false);
+    assert.equal(await page.getAttribute('[data-role="trust-unverified"]', 'disabled'), '', 'the Unverified trust filter is disabled while they are hidden');
+    await page.fill('[data-testid="search"]', 'stranger');
+    await page.waitForFunction(() => document.querySelector('[data-role="empty"]:not([hidden])'));
+    assert.equal((await cards(page)).length, 0);
+    await page.fill('[data-testid="search"]', '');
+    await waitCard(page, 'My own note: the bins go out on Monday');
+    await shot(page, '14-unverified-hidden');
+
+    // the toggle is reached from the search field by keyboard, and Space turns it on
+    await page.focus('[data-testid="search"]');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), 'show-unverified');
+    await page.keyboard.press('Space');
+    assert.equal(await toggle.isChecked(), true);
+    await waitCard(page, STRANGER, 30_000);
+    const card = page.locator('[data-testid="memory-card"]', { hasText: STRANGER });
+    assert.equal(await card.getAttribute('data-trust'), 'unverified');
+    assert.match(await card.getAttribute('class'), /\bcard-unverified\b/);
+    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'unverified — cannot be authenticated');
+    assert.equal(await card.locator('[data-testid="edit-button"]').count(), 0, 'an unverified memory offers no edit');
+    const own = page.locator('[data-testid="memory-card"]', { hasText: 'My own note' });
+    assert.equal(await own.locator('[data-testid="trust-badge"]').textContent(), 'self');
+    assert.doesNotMatch(await summaryText(page), /cannot be authenticated/);
+    await shot(page, '15-unverified-shown');
+
+    // search and filters see it now
+    await page.fill('[data-testid="search"]', 'stranger');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="memory-card"]').length === 1);
+    assert.deepEqual((await cards(page)).map((c) => c.content), [STRANGER]);
+    await page.fill('[data-testid="search"]', '');
+    await page.selectOption('[data-testid="filter-trust"]', 'unverified');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="memory-card"]').length === 1);
+    assert.deepEqual((await cards(page)).map((c) => c.trust), ['unverified']);
+
+    // off again: gone from the screen and from the page's memory, the filter back to any trust
+    await toggle.click();
+    await waitNoCard(page, STRANGER, 10_000);
+    await waitCard(page, 'My own note: the bins go out on Monday', 10_000);
+    assert.equal(await page.inputValue('[data-testid="filter-trust"]'), '');
+    await page.waitForFunction(async () => !(await import('/js/state.js')).entries().some((e) => e.trust === 'unverified'),
+      null, { timeout: 30_000 });
+
+    // for this unlock only: after a lock it is off again
+    await toggle.click();
+    await waitCard(page, STRANGER, 30_000);
+    await page.click('[data-testid="lock-button"]');
+    await unlock(page);
+    assert.equal(await page.locator('[data-testid="show-unverified"]').isChecked(), false);
+    assert.ok(!(await cards(page)).some((c) => c.content === STRANGER));
+
+    // shown, it can be forgotten (Enter on the focused Forget button, then confirm)
+    await page.locator('[data-testid="show-unverified"]').check();
+    await waitCard(page, STRANGER, 30_000);
+    await page.locator('[data-testid="memory-card"]', { hasText: STRANGER }).locator('[data-testid="forget-button"]').focus();
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid="forget-dialog"][open]');
+    await page.click('[data-testid="forget-confirm"]');
+    await waitNoCard(page, STRANGER, 30_000);
+    await waitCard(page, 'My own note: the bins go out on Monday', 1000);
+    assert.doesNotMatch(await summaryText(page), /hidden/);
+    assert.ok((await idbKeys(page, 'erased')).includes(oid), 'the erasure is recorded');
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+test('13. the passphrase meter (zxcvbn) refuses password123 unless the risk is accepted; a strong one passes', { timeout: 180_000 }, async () => {
+  const ctx = await newContext('t13');
+  const WEAK = 'password123';
+  try {
+    const { page } = await openApp(ctx);
+    await page.click('[data-testid="tab-create"]');
+    const form = page.locator('[data-testid="create-form"]');
+    const strength = (re) => page.waitForFunction((src) => new RegExp(src).test(
+      document.querySelector('[data-testid="strength"]').textContent), re.source, { timeout: 60_000 });
+    const score = () => form.locator('[data-role="strength"]').getAttribute('data-score');
+    const accept = form.locator('[data-role="weak-accept"]');
+    await form.locator('[data-testid="vault-name"]').fill(uniq('t13'));
+    await form.locator('[data-testid="create-link"]').setChecked(false);
+
+    await form.locator('[data-testid="passphrase"]').fill(PASS);
+    await strength(/^Strength: very strong\.$/);
+    assert.equal(await score(), '4');
+    assert.equal(await accept.isHidden(), true, 'no override offered for a strong passphrase');
+
+    await form.locator('[data-testid="passphrase"]').fill(WEAK);
+    await strength(/^Strength: very weak\. Too easy to guess offline\. This is a commonly used password\./);
+    assert.equal(await score(), '0');
+    assert.equal(await accept.isVisible(), true);
+    assert.equal(await form.locator('[data-testid="weak-accept"]').isChecked(), false);
+    await form.locator('[data-testid="passphrase2"]').fill(WEAK);
+    await shot(page, '16-create-weak');
+
+    // refused: the form says why and stays
+    await form.locator('[data-testid="create-submit"]').click();
+    await page.waitForSelector('[data-testid="create-form"] [data-role="error"]:not([hidden])');
+    assert.match(await form.locator('[data-role="error"]').textContent(),
+      /too easy to guess \(this is a commonly used password\): use four or more random words, or tick “I accept that this passphrase is easy to guess”/);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'create-pass');
+    await sleep(1000);
+    assert.equal(await page.$('[data-testid="add-form"]'), null, 'a vault was created with the weak passphrase');
+    await shot(page, '17-create-weak-refused');
+
+    // the override, by keyboard: Tab from the passphrase (past its Show button), Space
+    await page.focus('#create-pass');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.dataset.testid), 'weak-accept');
+    await page.keyboard.press('Space');
+    assert.equal(await form.locator('[data-testid="weak-accept"]').isChecked(), true);
+    await form.locator('[data-testid="create-submit"]').click();
+    await waitVault(page);
+
+    // the vault really has that passphrase: lock, unlock with it
+    await page.click('[data-testid="lock-button"]');
+    await page.waitForSelector('[data-testid="unlock-form"]');
+    await page.fill('[data-testid="unlock-form"] [data-testid="passphrase"]', WEAK);
+    await page.click('[data-testid="unlock-submit"]');
+    await waitVault(page);
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+// A hostile server, as a route of the browser context over the real server's answers: the
+// change feed's pages pass through CPython (ownmem's own CBOR) to learn the cells' ids, and,
+// when armed, to gain an erase row that no receipt of the owner signs.
+const FEED = `
+import sys
+from ownmem.crypto import cbor
+page = cbor.decode(sys.stdin.buffer.read())
+if sys.argv[1] == "cells":
+    print(" ".join(r[2].hex() for r in page[1] if r[1] == "cell"))
+else:
+    page[1].append([0, "erase", bytes.fromhex(sys.argv[1]), None, None])
+    sys.stdout.buffer.write(cbor.encode(page))
+`;
+
+function feedFilter(body, arg) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(VENV_PY, ['-c', FEED, arg], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = [];
+    let err = '';
+    p.stdout.on('data', (d) => out.push(d));
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`feed filter: ${err}`))));
+    p.stdin.end(body);
+  });
+}
+
+async function hostileFeed(ctx) {
+  const h = { cells: [], armed: false, injected: 0 };
+  await ctx.route(/\/v1\/vaults\/[^/]+\/changes/, async (route) => {
+    const resp = await route.fetch();
+    let body = await resp.body();
+    if (resp.ok() && h.armed && h.cells.length) {
+      body = await feedFilter(body, h.cells[0]);
+      h.armed = false;
+      h.injected++;
+    } else if (resp.ok()) {
+      h.cells.push(...String(await feedFilter(body, 'cells')).split(/\s+/).filter(Boolean));
+    }
+    await route.fulfill({ response: resp, body });
+  });
+  return h;
+}
+
+// SyncReport.refusals is filled by the sync client (issue 8, not in this branch's base yet):
+// until it is, a server's unsigned erasure is applied, not refused, and there is nothing to show.
+const CLIENT_REFUSES = /refusals\.(append|extend)\(|refusals\s*\+=/.test(
+  fs.readFileSync(path.join(ROOT, 'py', 'ownmem', 'vault', 'sync.py'), 'utf8'));
+
+test('14. what a sync did not apply is shown until dismissed or a clean sync', {
+  timeout: 180_000, skip: !CLIENT_REFUSES && 'the sync client does not fill SyncReport.refusals yet',
+}, async () => {
+  const ctx = await newContext('t14', { serviceWorkers: 'block' });
+  const KEEP = 'Keep me: the server may not erase this';
+  try {
+    const feed = await hostileFeed(ctx);
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t14'));
+    await addMemory(page, KEEP);
+    await waitPending(page, (n) => n === 0);
+    await clickSync(page);
+    assert.ok(feed.cells.length, 'the feed carried no cell of this vault');
+    const warning = page.locator('[data-testid="sync-refusals"]');
+    assert.equal(await warning.isHidden(), true);
+
+    const refuse = async () => {
+      feed.armed = true;
+      const before = feed.injected;
+      await clickSync(page);
+      assert.equal(feed.injected, before + 1, 'the hostile page was not served');
+      await page.waitForSelector('[data-testid="sync-refusals"]:not([hidden])', { timeout: SYNC_MS });
+    };
+    await refuse();
+    assert.equal(await page.textContent('#sync-warning-line'), 'The server sent 1 change this device did not apply.');
+    await page.click('[data-testid="sync-refusals"] summary');
+    const items = await page.locator('[data-testid="sync-refusals-list"] li').allTextContents();
+    assert.equal(items.length, 1);
+    assert.match(items[0], /eras/i);
+    await waitCard(page, KEEP, 1000);
+    await shot(page, '18-sync-refusal');
+    // the automatic syncs (after a write, on every server event) leave it in place
+    await addMemory(page, 'A later write, synced on its own');
+    await waitPending(page, (n) => n === 0);
+    assert.equal(await warning.isVisible(), true);
+
+    // dismissed by keyboard
+    await page.focus('[data-testid="sync-refusals-dismiss"]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid="sync-refusals"][hidden]', { state: 'attached' });
+
+    // again, then a clean sync the person asks for clears it
+    await refuse();
+    await clickSync(page);
+    await page.waitForSelector('[data-testid="sync-refusals"][hidden]', { state: 'attached', timeout: SYNC_MS });
+    await waitCard(page, KEEP, 1000);
+  } finally {
     await closeContexts(ctx);
   }
 });

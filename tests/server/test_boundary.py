@@ -63,7 +63,28 @@ def test_server_imports_nothing_that_decrypts(modules):
 
 
 def test_server_verifies_with_public_keys_only(modules):
-    """What it does load for verification: Ed25519 and ML-DSA-65 public keys, and CBOR."""
+    """What it does load for verification: Ed25519 and ML-DSA-65 public keys, CBOR, and the
+    structure code it shares with the client (one definition of each rule, no copy)."""
     loaded = set(modules["after_import"])
     assert {"cryptography.hazmat.primitives.asymmetric.ed25519", "cryptography.hazmat.primitives.asymmetric.mldsa",
-            "ownmem.crypto.cbor"} <= loaded
+            "ownmem.crypto.cbor", *SHARED_WITH_CLIENT} <= loaded
+
+
+# What the blind server imports from the client's package on purpose: the sealed-object
+# envelope parser, the cell checks and the receipt rules.
+SHARED_WITH_CLIENT = ["ownmem.aperto.envelope", "ownmem.saihm.cell", "ownmem.saihm.receipt"]
+
+
+@pytest.mark.parametrize("module", SHARED_WITH_CLIENT)
+def test_shared_module_alone_imports_nothing_that_decrypts(module):
+    """Each shared module, imported alone in a fresh interpreter, loads nothing that can decrypt,
+    whatever the server happens to import beside it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OWNMEM_")}
+    env["PYTHONPATH"] = str(ROOT / "py")
+    probe = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    found = [m for m in CAN_DECRYPT if m in loaded or any(x.startswith(m + ".") for x in loaded)]
+    assert not found, f"{module} loads code that can decrypt: {found}"

@@ -13,6 +13,7 @@ Properties:
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,25 @@ def test_search(vault: UnlockedVault) -> None:
     assert ids("rossi") == [new]                                # heads only
     assert ids("formal nothing") == []
     assert ids("") == sorted([a, b, new])
+
+
+def test_entry_json_is_the_view_the_cli_and_the_pwa_show(vault: UnlockedVault) -> None:
+    """One JSON view of a listed memory (``ownmem list --json`` and the PWA's list): hex for
+    bytes, the chain links, the UOMP source; it serialises as JSON as it is."""
+    old = vault.add("first", tags=("a", "b"), mem_type=MemType.EPISODIC, now=1700000000,
+                    extensions={"uomp": {"source": "agent"}})
+    new = vault.edit(old.hex(), content="second", now=1700000100)
+    by_id = {e.id: e for e in vault.open_all().entries}
+    j_old, j_new = by_id[old].to_json(), by_id[new].to_json()
+    assert list(j_new) == ["id", "content", "tags", "type", "confidence", "scope", "trust", "authorship",
+                           "author_key_id", "created", "updated", "supersedes", "superseded_by", "source",
+                           "schema_violations"]
+    assert j_old == {"id": old.hex(), "content": "first", "tags": ["a", "b"], "type": "episodic", "confidence": 0.8,
+                     "scope": DEFAULT_SCOPE, "trust": "self", "authorship": "signed",
+                     "author_key_id": vault.identity.key_id.hex(), "created": 1700000000, "updated": None,
+                     "supersedes": None, "superseded_by": [new.hex()], "source": "agent", "schema_violations": []}
+    assert (j_new["supersedes"], j_new["superseded_by"], j_new["updated"]) == (old.hex(), [], 1700000100)
+    assert json.loads(json.dumps(j_new)) == j_new
 
 
 # ------------------------------------------------------------------ lock

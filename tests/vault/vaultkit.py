@@ -47,8 +47,7 @@ def store_state(folder: Path) -> StoreState | None:
 
 
 def close(v: UnlockedVault) -> None:
-    if v.ident is not None:
-        v.lock()
+    v.close()       # locked or not: the store is closed too
 
 
 @pytest.fixture

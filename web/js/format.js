@@ -4,12 +4,12 @@ const TYPE_LABELS = { semantic: 'Fact', episodic: 'Event', procedural: 'How-to' 
 const TRUST_TEXT = {
   self: 'self',
   trusted: 'trusted',
-  unverified: 'unverified — treat as data, not instructions',
+  unverified: 'unverified — cannot be authenticated',
 };
 const TRUST_TITLE = {
   self: 'Signed with this vault\'s own key',
   trusted: 'Signed by a key this vault trusts',
-  unverified: 'No trusted signature: an agent or file may have written this. Treat it as data, not as instructions.',
+  unverified: 'No signature of this vault or of a key it trusts verifies this memory: anyone may have written it. Treat it as data, not as instructions.',
 };
 
 export function typeLabel(t) {

@@ -1,79 +1,83 @@
-// Passphrase strength, as the create form shows it while a passphrase is typed.
+// How strong a chosen passphrase is, as the create form's meter shows it, and the floor
+// below which the form refuses it unless the person insists: zxcvbn's estimate
+// (zxcvbn-ts, run in strength-worker.js), the same model and the same floor as the CLI's
+// (py/ownmem/passphrase.py MIN_SCORE, with "ownmem" and the vault's name as the words an
+// attacker tries first; `ownmem init --weak-passphrase` is the form's "I accept" box).
 //
-// A conservative estimate of guessing entropy: a vault export can be attacked offline as
-// often as the attacker likes (only Argon2id slows each guess), so words count as words,
-// keyboard and alphabet runs, repeats, years and the most common passwords count as
-// almost nothing.
+// Why a floor: an exported .amem file can be attacked offline as often as the attacker
+// likes, with only Argon2id slowing each guess (ApertoMemory "Security Considerations").
 
-const COMMON = new Set(('password passwort motdepasse contraseña qwerty qwertz azerty letmein welcome admin iloveyou ' +
-  'monkey dragon football baseball sunshine princess secret master shadow superman trustno1 abc123 ownmem login ' +
-  'hello freedom whatever starwars changeme default test passphrase correcthorsebatterystaple memory vault ' +
-  'summer winter spring autumn love god jesus qazwsx asdf asdfgh zxcvbn').split(' '));
-const KEYBOARD = 'qwertyuiopasdfghjklzxcvbnm';
-const ALPHABET = 'abcdefghijklmnopqrstuvwxyz';
-const DIGITS = '01234567890';
+// zxcvbn's score 3, "safely unguessable": about 10^8 to 10^10 guesses
+export const MIN_SCORE = 3;
 
-function isRun(s, seq) {
-  if (s.length < 3) return false;
-  return seq.includes(s) || [...seq].reverse().join('').includes(s);
+const LEVELS = ['very weak', 'weak', 'fair', 'strong', 'very strong'];
+
+let worker = null;
+let next = 0;
+const waiting = new Map();   // id -> {resolve, reject}
+
+function meter() {
+  if (worker) return worker;
+  worker = new Worker(new URL('./strength-worker.js', import.meta.url), { type: 'module' });
+  worker.addEventListener('message', (e) => {
+    const w = waiting.get(e.data.id);
+    waiting.delete(e.data.id);
+    if (!w) return;
+    if (e.data.error) w.reject(new Error(e.data.error));
+    else w.resolve({ score: e.data.score, warning: e.data.warning, suggestions: e.data.suggestions });
+  });
+  worker.addEventListener('error', (e) => {
+    e.preventDefault();   // a worker that cannot load: every question gets "cannot tell"
+    release(new Error('the strength check could not start'));
+  });
+  return worker;
 }
 
-function looksLikeWord(w) {
-  const vowels = (w.match(/[aeiouyäöüàáâãåæèéêëìíîïòóôõøùúûýœ]/g) || []).length;
-  const ratio = vowels / w.length;
-  return ratio >= 0.2 && ratio <= 0.7 && !/[^aeiouyäöüàáâãåæèéêëìíîïòóôõøùúûýœ]{5,}/.test(w);
-}
-
-/** A conservative estimate of a passphrase's guessing entropy, in bits. */
-export function passphraseBits(p) {
-  if (!p) return 0;
-  const lower = p.toLowerCase();
-  const letters = lower.replace(/[^\p{L}]/gu, '');
-  if (COMMON.has(lower) || (COMMON.has(letters) && letters.length >= lower.length - 4)) return 8;
-  const tokens = p.match(/\p{L}+|\p{N}+|\s+|[^\p{L}\p{N}\s]+/gu) || [];
-  const seen = new Set();
-  let bits = 0;
-  for (const tok of tokens) {
-    const t = tok.toLowerCase();
-    const L = [...tok].length;
-    if (seen.has(t)) { bits += 2; continue; }
-    seen.add(t);
-    if (/^\s+$/.test(tok)) { bits += 0.5; continue; }
-    if (/^(.)\1+$/u.test(t)) { bits += 3; continue; }
-    if (/^\p{L}+$/u.test(tok)) {
-      if (isRun(t, KEYBOARD) || isRun(t, ALPHABET) || COMMON.has(t)) bits += 4;
-      else if (L >= 3 && looksLikeWord(t)) {
-        bits += 11 + Math.max(0, L - 9) * 2;
-        if (/\p{Lu}/u.test(tok.slice(1))) bits += 3;
-        else if (/^\p{Lu}/u.test(tok)) bits += 1;
-      } else bits += L * (/\p{Lu}/u.test(tok) && /\p{Ll}/u.test(tok) ? 5.7 : 4.7);
-    } else if (/^\p{N}+$/u.test(tok)) {
-      if (/^(19|20)\d\d$/.test(tok)) bits += 5;
-      else if (isRun(tok, DIGITS)) bits += 3;
-      else bits += L * 3.32;
-    } else {
-      bits += Math.min(L, 3) * 5 + Math.max(0, L - 3) * 2;
-    }
+/** Start the meter (it unpacks its dictionaries first): call as the form appears. */
+export function prepare() {
+  try {
+    meter();
+  } catch {
+    // no module workers: judge() reports that it cannot tell
   }
-  return bits;
 }
 
-const STRENGTH = [
-  ['very weak', 'Very weak: easy to guess offline. Use five or more random words.'],
-  ['weak', 'Weak: add more random words.'],
-  ['fair', 'Fair: one or two more random words would make it strong.'],
-  ['strong', 'Strong.'],
-  ['very strong', 'Very strong.'],
-];
-
-export function passphraseScore(p) {
-  if (!p) return -1;
-  const b = passphraseBits(p);
-  return b < 28 ? 0 : b < 40 ? 1 : b < 52 ? 2 : b < 64 ? 3 : 4;
+/** Stop the meter and forget what it was asked. */
+export function release(err = new Error('the strength check was stopped')) {
+  worker?.terminate();
+  worker = null;
+  for (const w of waiting.values()) w.reject(err);
+  waiting.clear();
 }
 
-/** The create form's strength meter: its score (-1 for nothing typed, 0-4) and its line. */
-export function strength(p) {
-  const score = passphraseScore(p);
-  return { score, text: score < 0 ? 'Strength: type a passphrase' : `Strength: ${STRENGTH[score][1]}` };
+/** zxcvbn's verdict on `passphrase`, with the vault's name among the words tried first:
+ *  {score 0-4, warning, suggestions}; rejects when the meter cannot run here. */
+export function judge(passphrase, vaultName) {
+  return new Promise((resolve, reject) => {
+    const id = ++next;
+    waiting.set(id, { resolve, reject });
+    try {
+      meter().postMessage({ id, passphrase, inputs: ['ownmem', vaultName].filter(Boolean) });
+    } catch (err) {
+      waiting.delete(id);
+      reject(err);
+    }
+  });
+}
+
+/** The meter's line for a verdict (null: nothing typed; an Error: cannot tell). */
+export function describe(verdict) {
+  if (verdict === null) return 'Strength: type a passphrase';
+  if (verdict instanceof Error) return 'Strength: this browser could not check it. Use four or more random words.';
+  const advice = [verdict.warning, ...verdict.suggestions].filter(Boolean).join(' ');
+  const floor = verdict.score < MIN_SCORE ? ' Too easy to guess offline.' : '';
+  return `Strength: ${LEVELS[verdict.score]}.${floor}${advice ? ` ${advice}` : ''}`;
+}
+
+/** Why the form refuses a passphrase below the floor (the CLI's sentence, for the page). */
+export function refusal(verdict) {
+  const why = verdict instanceof Error ? ' (its strength could not be checked)'
+    : verdict.warning ? ` (${verdict.warning.charAt(0).toLowerCase()}${verdict.warning.slice(1).replace(/\.$/, '')})` : '';
+  return `This passphrase is too easy to guess${why}: use four or more random words, `
+    + 'or tick “I accept that this passphrase is easy to guess”.';
 }

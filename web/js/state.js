@@ -7,14 +7,20 @@
 //   boot         what the worker's `boot` told (the vault, the crypto provider)
 //   listing      the memories as the last `list` returned them (decrypted text: the only
 //                copy the page keeps), their conflicts, how many were refused, the scopes
+//   unverified   whether the person asked to see memories that cannot be authenticated
+//                (ApertoMemory "Opening a sealed object": only on an explicit opt-in); for
+//                this unlocked session only, so every unlock starts with them hidden
 //   status       the worker's `status`: pending changes, last sync, server and name
 //   connection   online or offline as the live sync last saw it, and a sync under way
+//   refusals     what the syncs since the last clean one the person asked for did not
+//                apply (SyncReport.refusals: an erasure the owner did not sign, ...)
 //   view         the screen shown; editing: the memory whose card is an edit form
 //
 // Events (on/emit), so that this module and the loaders of vault.js need no view:
 //   'open', 'lock'    a session begins or ends (views drop their caches on 'lock')
 //   'view', 'status'  another screen, a new status (the top bar renders again)
 //   'listing'         a whole new list; 'added': one new memory (the views render again)
+//   'refusals'        the syncs' refusals changed (the sync status area shows them)
 
 // ------------------------------------------------------------------ settings (never secrets)
 
@@ -122,6 +128,12 @@ export const refusedCount = () => listing.refused;
 export const scopeNames = () => listing.scopes;
 export const isLoaded = () => listing.loaded;
 
+let unverified = false;
+export const showsUnverified = () => unverified;
+export function setShowUnverified(on) {
+  unverified = Boolean(on);
+}
+
 /** A `list` result: the whole listing is replaced. */
 export function setListing(r) {
   const all = r.entries || [];
@@ -192,6 +204,27 @@ export function setSyncing(busy) {
   connection.syncing = busy;
 }
 
+// One sentence per change not applied, from the vault worker's own sync code; a bound on
+// how many are kept, as a hostile server decides how many there are.
+const MAX_REFUSALS = 200;
+let refusals = { count: 0, sentences: [] };
+export const syncRefusals = () => refusals;
+
+/** A sync's refusals join those not dismissed yet. */
+export function noteRefusals(list) {
+  if (!Array.isArray(list) || !list.length) return;
+  refusals = { count: refusals.count + list.length,
+    sentences: [...refusals.sentences, ...list.map(String)].slice(-MAX_REFUSALS) };
+  emit('refusals');
+}
+
+/** Dismissed, or a clean sync the person asked for: the warning goes. */
+export function clearRefusals() {
+  if (!refusals.count) return;
+  refusals = { count: 0, sentences: [] };
+  emit('refusals');
+}
+
 // ------------------------------------------------------------------ begin and end
 
 /** The vault is open: a new session, on the memories screen, its list not read yet. */
@@ -200,6 +233,7 @@ export function beginSession() {
   session++;
   view = 'memories';
   listing.loaded = false;
+  unverified = false;
   connection.online = null;
   emit('open');
 }
@@ -212,6 +246,8 @@ export function endSession() {
   session++;
   listing = { ...listing, entries: [], byId: new Map(), conflicts: [], inConflict: new Set() };
   editing = null;
+  unverified = false;
+  refusals = { count: 0, sentences: [] };
   emit('lock');
   return true;
 }

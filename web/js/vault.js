@@ -4,7 +4,9 @@
 
 import { VaultClient } from './client.js';
 import { errorText, notice, oneLine } from './dom.js';
-import { currentSession, insertEntry, isCurrent, isLoaded, isUnlocked, setListing, setSyncStatus } from './state.js';
+import {
+  currentSession, insertEntry, isCurrent, isLoaded, isUnlocked, setListing, setSyncStatus, showsUnverified,
+} from './state.js';
 
 let client = null;
 
@@ -30,11 +32,15 @@ export async function healAfterRefusal() {
   }
 }
 
+// Memories that cannot be authenticated come from the worker only while the person asked
+// for them (state.js showsUnverified): otherwise their text never reaches the page.  An
+// answer to a question asked before the toggle changed is dropped.
 export async function refreshList() {
   const session = currentSession();
+  const unverified = showsUnverified();
   try {
-    const r = await client.call('list', { include_unverified: true });
-    if (!isCurrent(session) || !isUnlocked()) return;
+    const r = await client.call('list', { include_unverified: unverified });
+    if (!isCurrent(session) || !isUnlocked() || unverified !== showsUnverified()) return;
     setListing(r);
   } catch (ex) {
     if (!isCurrent(session)) return;

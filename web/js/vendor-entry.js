@@ -1,6 +1,22 @@
-// The JS libraries the crypto glue needs, bundled by esbuild into vendor/vendor.js
+// The JS libraries the page and its workers need, bundled by esbuild into vendor/vendor.js
 // (python3 build.py build), so the app loads them from its own origin: no CDN.
 //   argon2id: hash-wasm (WASM Argon2id; the passphrase KDF, docs/DESIGN "Keys")
 //   ml_dsa65: @noble/post-quantum, the ML-DSA-65 fallback where WebCrypto lacks it
+//   loadZxcvbn: zxcvbn-ts and its English and common dictionaries, for the create form's
+//     passphrase meter (strength-worker.js).  The dictionaries are most of this file
+//     (about 1.6 MB); behind a dynamic import, esbuild wraps them in a function that runs
+//     only when the meter asks, so the vault worker, which imports this file for Argon2id,
+//     never unpacks them.  The service worker precaches the file like every other.
 export { argon2id } from "hash-wasm";
 export { ml_dsa65 } from "@noble/post-quantum/ml-dsa.js";
+
+export async function loadZxcvbn() {
+  const [core, common, en] = await Promise.all([
+    import("@zxcvbn-ts/core"), import("@zxcvbn-ts/language-common"), import("@zxcvbn-ts/language-en"),
+  ]);
+  return new core.ZxcvbnFactory({
+    dictionary: { ...common.dictionary, ...en.dictionary },
+    graphs: common.adjacencyGraphs,
+    translations: en.translations,
+  });
+}

@@ -7,84 +7,26 @@
     sealed-object = {1: id, 2: scope_id, 3: format_version,
                      4: COSE_Encrypt0(A256GCM, DEK, external_aad = envelope-aad)(signed)}
 
-``open_sealed`` verifies in numbered steps that mirror the spec and is fail-closed:
-any authentication failure raises ``AuthenticationFailed`` unless the caller opts in
-with ``allow_unverified=True``, and then the result says ``unverified``.
+The envelope itself (its CBOR, its parser, the envelope-aad) is ``envelope.py``, which
+the blind server shares.  ``open_sealed`` verifies in numbered steps that mirror the
+spec and is fail-closed: any authentication failure raises ``AuthenticationFailed``
+unless the caller opts in with ``allow_unverified=True``, and then the result says
+``unverified``.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..crypto import CryptoProvider, cbor, cose, random_bytes
-from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput, OwnmemError
+from ..crypto import CryptoProvider, cose, random_bytes
+from ..errors import AuthenticationFailed, MalformedInput, OwnmemError
+from .envelope import encode_envelope
+# re-exported, as before: the envelope is parsed and bound in envelope.py alone
+from .envelope import envelope_aad as envelope_aad
+from .envelope import parse_sealed as parse_sealed
 from .keys import SigningKey, key_id
 from .model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
 from .payload import DecodedPayload, decode_payload, encode_payload
 from .trust import Keyring, derive
-
-MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
-
-
-def envelope_aad(version: int, object_id: bytes, scope_id: bytes) -> bytes:
-    if 0 <= version < 24 and len(object_id) == 16 and len(scope_id) == 16:
-        # [version, h'id', h'scope_id'] assembled directly (equal to cbor.encode of it)
-        return bytes((0x83, version, 0x50)) + object_id + b"\x50" + scope_id
-    return cbor.encode([version, object_id, scope_id])
-
-
-def _envelope(object_id: bytes, scope_id: bytes, version: int, enc: bytes) -> bytes:
-    if 0 <= version < 24 and len(object_id) == 16 and len(scope_id) == 16:
-        return (b"\xa4\x01\x50" + object_id + b"\x02\x50" + scope_id + bytes((0x03, version, 0x04))
-                + cbor.head(2, len(enc)) + enc)
-    return cbor.encode({1: object_id, 2: scope_id, 3: version, 4: enc})
-
-
-def _fast_envelope(data: bytes) -> SealedObject | None:
-    """a4 01 50 <id 16> 02 50 <scope 16> 03 <version> 04 <bstr>: what every producer writes."""
-    if (len(data) < 42 or data[:3] != b"\xa4\x01\x50" or data[19:21] != b"\x02\x50"
-            or data[37] != 0x03 or data[38] > 23 or data[39] != 0x04):
-        return None
-    ib = data[40]
-    if 0x40 <= ib <= 0x57:
-        start, n = 41, ib - 0x40
-    elif 0x58 <= ib <= 0x5A:
-        start = 41 + (1 << (ib - 0x58))
-        n = int.from_bytes(data[41:start], "big")
-    else:
-        return None
-    if start + n != len(data):
-        return None
-    return SealedObject(object_id=data[3:19], scope_id=data[21:37], format_version=data[38],
-                        encrypt0=data[start:], encoded=data)
-
-
-def parse_sealed(data: bytes) -> SealedObject:
-    """Structural check of a sealed-object (the checks import makes per object, §8.2)."""
-    if not isinstance(data, (bytes, bytearray)):
-        raise MalformedInput("sealed object must be bytes")
-    if len(data) > MAX_SEALED:
-        raise LimitExceeded("sealed object too large")
-    data = bytes(data)
-    fast = _fast_envelope(data)
-    if fast is not None:
-        return fast
-    m = cbor.decode(data, max_items=64)
-    if not isinstance(m, dict) or not {1, 2, 3, 4} <= m.keys():
-        raise MalformedInput("malformed sealed-object: missing envelope keys")
-    oid, sid, ver, enc = m[1], m[2], m[3], m[4]
-    if not isinstance(oid, bytes) or len(oid) != ID_LEN:
-        raise MalformedInput("malformed sealed-object: id must be 16 bytes")
-    if not isinstance(sid, bytes) or len(sid) != ID_LEN:
-        raise MalformedInput("malformed sealed-object: scope_id must be 16 bytes")
-    if type(ver) is not int or ver < 0:
-        raise MalformedInput("malformed sealed-object: format_version must be an unsigned integer")
-    if not isinstance(enc, bytes):
-        raise MalformedInput("malformed sealed-object: ciphertext must be a byte string")
-    ref = m.get(5)
-    if ref is not None and (not isinstance(ref, bytes) or len(ref) != ID_LEN):
-        raise MalformedInput("malformed sealed-object: dek_wrap_ref must be 16 bytes")
-    return SealedObject(object_id=oid, scope_id=sid, format_version=ver, encrypt0=enc,
-                        encoded=bytes(data), dek_wrap_ref=ref)
 
 
 async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKey, kid: bytes,
@@ -101,7 +43,7 @@ async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKe
     sig = await p.ed25519_sign(signer.seed, cose.sig_structure(protected, aad, payload))
     signed = cose.encode_sign1(protected, payload, sig)
     enc = await cose.encrypt0(p, dek, nonce, signed, aad)
-    encoded = _envelope(object_id, scope_id, format_version, enc)
+    encoded = encode_envelope(object_id, scope_id, format_version, enc)
     return SealedObject(object_id=object_id, scope_id=scope_id, format_version=format_version,
                         encrypt0=enc, encoded=encoded)
 

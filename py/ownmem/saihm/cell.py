@@ -12,14 +12,23 @@ sealed-object bytes (already AEAD-protected under the object's DEK), so a blind
 server can recompute the cellId and verify the holder's signature without any key
 that decrypts.  ``timestamp`` is the time the cell was made, never the memory's
 semantic time, which stays inside the encrypted payload.
+
+``check_cell`` is the one sequence of checks before a cell is believed: the blind
+server runs it on every pushed cell, each device on every pulled one.  It reads the
+sealed object's envelope through ``aperto.envelope`` (structure only, nothing that
+decrypts), so the blind server may import this module.
 """
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..aperto.envelope import parse_sealed
+from ..aperto.model import SealedObject
 from ..crypto import CryptoProvider, cbor, sha256
-from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
+from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput, OwnmemError
 
 CELL_CONTEXT = b"SAIHM-CELL-v1"
 MAX_CIPHERTEXT = 1 << 20
@@ -77,7 +86,7 @@ async def make_cell(p: CryptoProvider, *, xi: bytes, holder_id: bytes, kek_versi
 
 
 def parse_cell(data: bytes) -> Cell:
-    """Shape only; ``verify_cell`` decides whether to believe it."""
+    """Shape only (step 1 of ``check_cell``, which decides whether to believe it)."""
     if len(data) > MAX_CIPHERTEXT + 8192:
         raise LimitExceeded("cell too large")
     m = cbor.decode(data, max_items=64)
@@ -92,15 +101,79 @@ def parse_cell(data: bytes) -> Cell:
     return Cell(cid, hid, m[3], m[4], m[5], m[6], sig, m[8])
 
 
-async def verify_cell(p: CryptoProvider, cell: Cell, holder_public: bytes) -> None:
-    """The checks a blind server and every reader make before believing a cell:
-    1. the cellId is recomputed from (kekVersion, cellNonce, ciphertext);
-    2. holderId is SHA-256 of the public key it is checked against;
-    3. the ML-DSA-65 signature over the cell message verifies with context SAIHM-CELL-v1."""
+# (message, signature, context) -> whether the ML-DSA-65 signature verifies under the holder's key
+CellVerifier = Callable[[bytes, bytes, bytes], Awaitable[bool]]
+
+
+class CellRefused(OwnmemError):
+    """A cell failed a step of ``check_cell``: do not store or use it.  ``code`` names the
+    step, stably (the blind server answers a refused push with it): malformed_cell,
+    wrong_holder, bad_cell_id or bad_signature."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedCell:
+    """A cell that passed ``check_cell``, and the sealed-object envelope it carries."""
+
+    cell: Cell
+    sealed: SealedObject
+
+
+async def check_cell(data: bytes, holder_id: bytes, *, verify_signature: CellVerifier | None) -> CheckedCell:
+    """The checks made before believing the cell ``data`` of the holder ``holder_id``:
+
+    1. it parses as a cell (SAIHM "Wire formats": keys 1..8, their types and lengths);
+    2.-4. ``authenticate_cell``: its holder, its cellId, its signature;
+    5. its ciphertext is an ApertoMemory sealed-object envelope whose id is the cellNonce
+       (ownmem's binding, DESIGN.md "One memory, three views"), so no server can move a
+       sealed object under another cell.
+
+    ``verify_signature=None`` skips step 4 and must be passed explicitly: only a device that
+    authenticates the object itself when it opens it (the owner's signature inside) may.
+    """
+    # 1. Shape.
+    try:
+        cell = parse_cell(data)
+    except OwnmemError as e:
+        raise CellRefused("malformed_cell", str(e)) from None
+    # 2.-4. SAIHM's own checks ("Cell shape", "Identity binding", "Signed messages").
+    await authenticate_cell(cell, holder_id, verify_signature)
+    # 5. The sealed object inside, read as cleartext structure only.
+    try:
+        sealed = parse_sealed(cell.ciphertext)
+    except OwnmemError:
+        raise CellRefused("malformed_cell", "cell ciphertext is not a sealed object") from None
+    if sealed.object_id != cell.cell_nonce:
+        raise CellRefused("malformed_cell", "cellNonce is not the sealed object's id")
+    return CheckedCell(cell, sealed)
+
+
+async def authenticate_cell(cell: Cell, holder_id: bytes, verify_signature: CellVerifier | None) -> None:
+    """Steps 2-4 of ``check_cell``, on a parsed cell of any content."""
+    # 2. The holder: a cell of another holder is not this holder's memory.
+    if cell.holder_id != holder_id:
+        raise CellRefused("wrong_holder", "cell belongs to another holder")
+    # 3. cellId = SHA-256(kekVersion_be32 || cellNonce || ciphertext), recomputed ("Cell shape":
+    #    a reader MUST refuse a cell whose stored cellId does not match).
     if compute_cell_id(cell.kek_version, cell.cell_nonce, cell.ciphertext) != cell.cell_id:
-        raise AuthenticationFailed("cellId does not match the cell's contents")
-    if sha256(holder_public) != cell.holder_id:
-        raise AuthenticationFailed("cell belongs to another holder")
-    msg = signed_message(cell.cell_id, cell.holder_id, cell.kek_version, cell.timestamp)
-    if not await p.mldsa65_verify(holder_public, msg, cell.signature, CELL_CONTEXT):
-        raise AuthenticationFailed("cell signature does not verify")
+        raise CellRefused("bad_cell_id", "cellId does not match the cell's contents")
+    # 4. The ML-DSA-65 signature over cellId || holderId || kekVersion_be32 || timestamp_be64,
+    #    context SAIHM-CELL-v1 ("Signed messages").
+    if verify_signature is not None and not await verify_signature(
+            signed_message(cell.cell_id, cell.holder_id, cell.kek_version, cell.timestamp), cell.signature,
+            CELL_CONTEXT):
+        raise CellRefused("bad_signature", "cell signature does not verify under the holder's key")
+
+
+async def verify_cell(p: CryptoProvider, cell: Cell, holder_public: bytes) -> None:
+    """SAIHM's checks of a parsed cell (steps 2-4 of ``check_cell``, with the provider's
+    ML-DSA-65), whatever its ciphertext: holderId is SHA-256 of ``holder_public``.
+    Raises AuthenticationFailed."""
+    try:
+        await authenticate_cell(cell, sha256(holder_public), functools.partial(p.mldsa65_verify, holder_public))
+    except CellRefused as e:
+        raise AuthenticationFailed(str(e)) from None

@@ -31,10 +31,9 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
 from .. import syncwire as W
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
-from ..aperto.seal import parse_sealed
 from ..crypto import CryptoProvider, cbor, run_sync
 from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WrongPassphrase
-from ..saihm.cell import compute_cell_id, make_cell, parse_cell
+from ..saihm.cell import CellRefused, check_cell, make_cell
 from ..saihm.receipt import make_receipt
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
@@ -392,20 +391,17 @@ class Syncer:
                         gone.append(oid)
                 elif kind == "cell" and isinstance(cell, bytes) and isinstance(wrapped, bytes):
                     try:
-                        c = parse_cell(cell)
-                        # the cheap half of the server's checks, so a lying server cannot
+                        # the server's checks except the signature, so a lying server cannot
                         # mislabel a cell; the object itself is authenticated when opened
-                        if c.holder_id != holder_id or compute_cell_id(c.kek_version, c.cell_nonce,
-                                                                       c.ciphertext) != c.cell_id:
-                            continue
-                        so = parse_sealed(c.ciphertext)
-                    except OwnmemError:
+                        checked = run_sync(check_cell(cell, holder_id, verify_signature=None))
+                    except CellRefused:
                         continue
-                    if so.object_id != c.cell_nonce or so.object_id in present or so.object_id in erased:
+                    so = checked.sealed
+                    if so.object_id in present or so.object_id in erased:
                         continue
                     present.add(so.object_id)
                     new_objects.append(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
-                    new_cells.append((so.object_id, c.cell_id, cell))
+                    new_cells.append((so.object_id, checked.cell.cell_id, cell))
             with self.store.transaction():
                 self.store.put_objects(new_objects)
                 for oid, cid, cell in new_cells:

@@ -21,7 +21,7 @@ Import, in an order such that nothing is written until every check has passed:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,16 +99,6 @@ def _read(path: str | Path) -> bytes:
         raise VaultError(f"cannot read {p}: {e.strerror or e}") from None
 
 
-@dataclass
-class _Plan:
-    """What import will write, built by checks alone; committed in one transaction."""
-
-    identity: PublicIdentity | None
-    scopes: list[ScopeEntry]
-    keys: dict[bytes, bytes]
-    objects: list[StoredObject]
-
-
 def import_file(folder: str | Path, path: str | Path, passphrase: str, *,
                 accept_container_keys: bool = False, progress: Progress | None = None,
                 crypto: CryptoProvider | None = None) -> tuple[ImportReport, UnlockedVault]:
@@ -119,87 +109,187 @@ def import_file(folder: str | Path, path: str | Path, passphrase: str, *,
                         progress=progress, crypto=vault.p)
 
 
+# ---------------------------------------------------------------- import, step by step
+# Each step is a function whose result is a frozen value: what it decided, nothing written.
+
+
+@dataclass(frozen=True, slots=True)
+class _Metadata:
+    """Step 3: how far the container's metadata is believed."""
+
+    signed: bool            # owner-signed: its accepted keys and its new scopes are vouched for
+    keys_vouched: bool      # its accepted keys may be added (signed, or the caller opted in)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Step 4: the vault store to import into, and the identity it already has (None: adopt)."""
+
+    store: Store
+    existing: PublicIdentity | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """Step 5, keys: the container's accepted keys to add, those held back (hex), and the
+    keyring that step 6 opens objects under."""
+
+    new: Mapping[bytes, bytes]              # key_id -> Ed25519 public key
+    held_back: tuple[str, ...]
+    keyring: Keyring
+
+
+@dataclass(frozen=True, slots=True)
+class _Scopes:
+    """Step 5, scopes: this vault's scopes with their KEKs, and the container's new scopes
+    whose KEK unwrapped (once) under this identity."""
+
+    keks: Mapping[bytes, bytes]                               # scope_id -> KEK, this vault's scopes
+    candidates: Mapping[bytes, tuple[ScopeEntry, bytes]]      # scope_id -> (entry, KEK), new scopes
+    refused: tuple[tuple[str, str], ...]                      # (scope name, why)
+
+    def kek(self, scope_id: bytes) -> bytes | None:
+        """The KEK an object of ``scope_id`` opens under, if its scope is usable."""
+        kek = self.keks.get(scope_id)
+        if kek is None and scope_id in self.candidates:
+            kek = self.candidates[scope_id][1]
+        return kek
+
+
+@dataclass(frozen=True, slots=True)
+class _Objects:
+    """Step 6: the objects that passed, in file order, and what each other one became."""
+
+    staged: Mapping[bytes, StoredObject]    # object id -> object
+    proven_scopes: frozenset[bytes]         # new scopes in which an object opened as the owner's own
+    skipped: tuple[tuple[str, str], ...]    # (id hex, why)
+    refused: tuple[tuple[str, str], ...]    # (id hex or '#index', why)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What step 7 writes, built by checks alone, and what the plan left out."""
+
+    identity: PublicIdentity | None
+    scopes: tuple[ScopeEntry, ...]
+    keys: Mapping[bytes, bytes]
+    objects: tuple[StoredObject, ...]
+    scopes_refused: tuple[tuple[str, str], ...]     # new scopes nothing vouched for
+    refused: tuple[tuple[str, str], ...]            # the objects in those scopes
+
+
 def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, *,
                  accept_container_keys: bool = False, progress: Progress | None = None,
                  crypto: CryptoProvider | None = None,
                  ident: K.Identity | None = None) -> tuple[ImportReport, UnlockedVault]:
-    """The one import implementation (every entry point comes here).  ``open_store`` is
-    called only once the passphrase is proven, so a refused file creates nothing.
-    ``ident`` lets a caller that already derived the identity for this salt skip Argon2id."""
+    """The one import implementation (every entry point comes here), in the steps of this
+    module's docstring.  ``open_store`` is called only once the passphrase is proven, so a
+    refused file creates nothing.  ``ident`` lets a caller that already derived the identity
+    for this salt skip Argon2id."""
     p = crypto or provider()
-    report = ImportReport()
+    c: Container = parse_container(data)                                    # 1.
+    ident = _prove_holdership(p, c, passphrase, ident)                      # 2.
+    meta = _check_metadata(p, c, ident, accept_container_keys)              # 3.
+    target = _open_target(open_store, c)                                    # 4.
+    uv = UnlockedVault(target.store, ident, p)
+    keys = _merge_keys(target.store, c, ident, meta)                        # 5. keys and scopes
+    scopes = _merge_scopes(uv, c)
+    objects = _check_objects(p, target.store, c, scopes, keys.keyring, progress)   # 6.
+    plan = _plan(c, target, meta, keys, scopes, objects)
+    _write(target.store, plan)                                              # 7.
+    report = ImportReport(
+        imported=len(plan.objects), imported_ids=[o.object_id.hex() for o in plan.objects],
+        skipped=list(objects.skipped), refused=[*objects.refused, *plan.refused],
+        scopes_added=[s.name for s in plan.scopes], scopes_refused=[*scopes.refused, *plan.scopes_refused],
+        keys_added=[k.hex() for k in plan.keys], keys_held_back=list(keys.held_back),
+        identity_adopted=target.existing is None, metadata_signed=meta.signed)
+    return report, uv
 
-    # 1. parse
-    c: Container = parse_container(data)
+
+def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str, ident: K.Identity | None) -> K.Identity:
+    """2. Proof of holdership, before anything else happens: the identity derived from the
+    passphrase and the container's salt is the container's."""
     meta = c.meta
-
-    # 2. proof of holdership, before anything else happens
     if ident is None or ident.sign_pub != meta.sign_pub:
         ident = run_sync(K.identity_from_passphrase(p, passphrase, meta.salt))
     if ident.sign_pub != meta.sign_pub or ident.ka_pub != meta.ka_pub:
         raise WrongPassphrase("wrong passphrase for this .amem file")
+    return ident
 
-    # 3. metadata authenticity
+
+def _check_metadata(p: CryptoProvider, c: Container, ident: K.Identity, accept_container_keys: bool) -> _Metadata:
+    """3. Metadata authenticity: a signature present must verify under the proven owner key,
+    or the whole file is refused."""
+    signed = False
     if c.signature is not None:
         if not run_sync(metadata_signature_valid(p, c, ident.sign_pub)):
             raise ImportRefused("the file's vault metadata was altered: its owner signature does not verify")
-        report.metadata_signed = True
-    signed = report.metadata_signed
+        signed = True
+    return _Metadata(signed=signed, keys_vouched=signed or accept_container_keys)
 
-    # 4. identity separation
+
+def _open_target(open_store: Callable[[], Store], c: Container) -> _Target:
+    """4. Identity separation: a vault of another identity refuses; an empty one adopts it."""
     store = open_store()
     existing = store.identity()
-    if existing is not None and existing.sign_pub != meta.sign_pub:
+    if existing is not None and existing.sign_pub != c.meta.sign_pub:
         store.close()
         raise ImportRefused("this file belongs to a different identity; ownmem imports your own memory only")
     if existing is None and store.count() > 0:
         store.close()
         raise VaultError("the vault store holds objects but no identity; refusing to adopt one over them")
-    report.identity_adopted = existing is None
-    uv = UnlockedVault(store, ident, p)
+    return _Target(store, existing)
 
-    # keys: the vault's own, plus the container's when they are authenticated or opted in
+
+def _merge_keys(store: Store, c: Container, ident: K.Identity, meta: _Metadata) -> _Keys:
+    """5. Accepted keys: the vault's own, plus the container's when they are vouched for; a
+    key revoked here after the file was made stays out (only `trust add` brings it back)."""
     keys = dict(store.known_keys())
-    new_keys: dict[bytes, bytes] = {}
+    new: dict[bytes, bytes] = {}
+    held_back: list[str] = []
     revoked = store.revoked_keys()
-    for kid, pub in meta.known_keys.items():
+    for kid, pub in c.meta.known_keys.items():
         if kid in keys or pub == ident.sign_pub:
             continue
-        if kid in revoked:
-            # removed here after the file was made: only `trust add` brings a key back
-            report.keys_held_back.append(kid.hex())
-            continue
-        if signed or accept_container_keys:
-            new_keys[kid] = pub
+        if kid not in revoked and meta.keys_vouched:
+            new[kid] = pub
         else:
-            report.keys_held_back.append(kid.hex())
-    keyring = Keyring(ident.sign_pub, {**keys, **new_keys})
+            held_back.append(kid.hex())
+    return _Keys(new, tuple(held_back), Keyring(ident.sign_pub, {**keys, **new}))
 
-    # 5. scopes: merge without overwrite; a container KEK must unwrap under our identity
-    vault_scopes = store.scopes()
-    usable: dict[bytes, tuple[ScopeEntry, bytes]] = {}        # scope_id -> (entry, KEK)
-    for s in vault_scopes.values():
-        usable[s.scope_id] = (s, uv.kek(s))
-    candidates: dict[bytes, ScopeEntry] = {}
-    for s in meta.scopes.values():
-        if s.scope_id in usable:
+
+def _merge_scopes(uv: UnlockedVault, c: Container) -> _Scopes:
+    """5. Scopes, merged without overwrite: this vault's scopes stay as they are; a new scope
+    of the container is a candidate only if its KEK unwraps under this identity (unwrapped
+    once, kept for step 6); whether it is adopted is decided after step 6 (``_plan``)."""
+    vault_scopes = uv.store.scopes()
+    keks = {s.scope_id: uv.kek(s) for s in vault_scopes.values()}
+    candidates: dict[bytes, tuple[ScopeEntry, bytes]] = {}
+    refused: list[tuple[str, str]] = []
+    for s in c.meta.scopes.values():
+        if s.scope_id in keks:
             continue
         if s.name in vault_scopes:
-            report.scopes_refused.append((s.name, "this vault has a different scope of that name"))
+            refused.append((s.name, "this vault has a different scope of that name"))
             continue
         try:
-            run_sync(K.unwrap_kek(p, s.wrapped, s.scope_id, ident))
+            candidates[s.scope_id] = (s, run_sync(K.unwrap_kek(uv.p, s.wrapped, s.scope_id, uv.identity)))
         except AuthenticationFailed:
-            report.scopes_refused.append((s.name, "its key does not unwrap under this identity"))
-            continue
-        candidates[s.scope_id] = s
-    cand_keks = {sid: run_sync(K.unwrap_kek(p, s.wrapped, sid, ident)) for sid, s in candidates.items()}
+            refused.append((s.name, "its key does not unwrap under this identity"))
+    return _Scopes(keks, candidates, tuple(refused))
 
-    # 6. per object
+
+def _check_objects(p: CryptoProvider, store: Store, c: Container, scopes: _Scopes, keyring: Keyring,
+                   progress: Progress | None) -> _Objects:
+    """6. Per object: well-formed, new here, in a known scope, its DEK present and unwrapping,
+    and it opens under the ordinary fail-closed rules (import never assigns trust).  One bad
+    object is reported and skipped; the rest go on."""
     present = store.object_ids()
     erased = store.erased_ids()
     staged: dict[bytes, StoredObject] = {}
-    proven_scopes: set[bytes] = set()
+    proven: set[bytes] = set()
+    skipped: list[tuple[str, str]] = []
+    refused: list[tuple[str, str]] = []
     total = len(c.objects)
     for i, item in enumerate(c.objects):
         if progress is not None and (i % 256 == 0 or i + 1 == total):
@@ -211,16 +301,13 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
             so = parse_sealed(item)
             label = so.object_id.hex()
             if so.object_id in present or so.object_id in staged:
-                report.skipped.append((label, "already in the vault"))
+                skipped.append((label, "already in the vault"))
                 continue
             if so.object_id in erased:
-                report.skipped.append((label, "was forgotten in this vault"))
+                skipped.append((label, "was forgotten in this vault"))
                 continue
-            if so.scope_id in usable:
-                kek = usable[so.scope_id][1]
-            elif so.scope_id in cand_keks:
-                kek = cand_keks[so.scope_id]
-            else:
+            kek = scopes.kek(so.scope_id)
+            if kek is None:
                 raise ImportRefused("object in an unknown or refused scope")
             wrapped = c.deks.get(so.object_id)
             if wrapped is None:
@@ -232,32 +319,42 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
                 run_sync(cose.decrypt0(p, dek, cose.parse_encrypt0(so.encrypt0), b""))
             elif so.format_version == FORMAT_VERSION:
                 o = run_sync(open_sealed(p, so, dek, keyring))
-                if o.trust is Trust.SELF and o.scope_id in cand_keks:
-                    proven_scopes.add(o.scope_id)
+                if o.trust is Trust.SELF and o.scope_id in scopes.candidates:
+                    proven.add(o.scope_id)
             else:
                 raise ImportRefused(f"unsupported format_version {so.format_version}")
             staged[so.object_id] = StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped)
         except AuthenticationFailed:
-            report.refused.append((label, "could not authenticate"))
+            refused.append((label, "could not authenticate"))
         except OwnmemError as e:
-            report.refused.append((label, str(e)))
+            refused.append((label, str(e)))
+    return _Objects(staged, frozenset(proven), tuple(skipped), tuple(refused))
 
-    # scopes new to this vault: a signed container vouches for them; an unsigned one
-    # must show an owner-signed object opened through that KEK
+
+def _plan(c: Container, target: _Target, meta: _Metadata, keys: _Keys, scopes: _Scopes,
+          objects: _Objects) -> _Plan:
+    """What step 7 writes.  A scope new to this vault is adopted when the signed container
+    vouches for it, or an owner-signed object opened through its KEK (step 3); otherwise it
+    is refused with every object in it."""
     adopted: list[ScopeEntry] = []
-    for sid, s in candidates.items():
-        if signed or sid in proven_scopes:
+    scopes_refused: list[tuple[str, str]] = []
+    dropped: list[bytes] = []
+    for sid, (s, _) in scopes.candidates.items():
+        if meta.signed or sid in objects.proven_scopes:
             adopted.append(s)
-        else:
-            report.scopes_refused.append((s.name, "unsigned metadata and no object of yours proves its key"))
-            for oid in [o for o, so in staged.items() if so.scope_id == sid]:
-                del staged[oid]
-                report.refused.append((oid.hex(), "its scope was refused"))
+            continue
+        scopes_refused.append((s.name, "unsigned metadata and no object of yours proves its key"))
+        dropped.extend(oid for oid, so in objects.staged.items() if so.scope_id == sid)
+    m, gone = c.meta, set(dropped)
+    return _Plan(identity=PublicIdentity(m.salt, m.sign_pub, m.ka_pub) if target.existing is None else None,
+                 scopes=tuple(adopted), keys=keys.new,
+                 objects=tuple(o for oid, o in objects.staged.items() if oid not in gone),
+                 scopes_refused=tuple(scopes_refused),
+                 refused=tuple((oid.hex(), "its scope was refused") for oid in dropped))
 
-    plan = _Plan(identity=PublicIdentity(meta.salt, meta.sign_pub, meta.ka_pub) if existing is None else None,
-                 scopes=adopted, keys=new_keys, objects=list(staged.values()))
 
-    # 7. write, all or nothing
+def _write(store: Store, plan: _Plan) -> None:
+    """7. One transaction writes everything, or nothing."""
     with store.transaction():
         if plan.identity is not None:
             store.set_identity(plan.identity)
@@ -265,9 +362,4 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
             store.add_scope(s)
         for kid, pub in plan.keys.items():
             store.add_known_key(kid, pub)
-        store.put_objects(plan.objects)
-    report.imported = len(plan.objects)
-    report.imported_ids = [o.object_id.hex() for o in plan.objects]
-    report.scopes_added = [s.name for s in plan.scopes]
-    report.keys_added = [k.hex() for k in plan.keys]
-    return report, uv
+        store.put_objects(list(plan.objects))

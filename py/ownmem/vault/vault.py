@@ -5,7 +5,7 @@
 
 An ``UnlockedVault`` holds the derived identity and the scope KEKs it has unwrapped,
 so no operation re-derives from the passphrase (the reference does, per call).
-``lock()`` drops every key it holds.
+``lock()`` drops every key it holds; ``close()`` locks and closes the store.
 
 Memories are immutable (DESIGN.md "Objects are immutable"): ``edit`` seals a new
 object naming the one it supersedes (payload extension "supersedes"); the state of a
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic
-from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust
+from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
 from ..aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, provider, random_bytes, run_sync
@@ -58,6 +58,20 @@ class Entry:
     @property
     def is_head(self) -> bool:
         return not self.superseded_by
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON view of a listed memory that the CLI (``--json``) and the PWA both show:
+        hex for bytes, never key material."""
+        o = self.opened
+        uomp = o.extensions.get("uomp")
+        return {"id": o.object_id.hex(), "content": o.content, "tags": list(o.tags), "type": type_name(o.mem_type),
+                "confidence": o.confidence, "scope": self.scope, "trust": o.trust.value,
+                "authorship": o.authorship.value, "author_key_id": o.author_key_id.hex() if o.author_key_id else None,
+                "created": o.created, "updated": o.updated,
+                "supersedes": self.supersedes.hex() if self.supersedes else None,
+                "superseded_by": [s.hex() for s in self.superseded_by],
+                "source": uomp.get("source") if isinstance(uomp, dict) else None,
+                "schema_violations": list(o.schema_violations)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +237,20 @@ def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: by
 
 
 class UnlockedVault:
+    """An unlocked vault: the store and every secret derived from the passphrase.
+
+    Each secret is one attribute that ``lock()`` drops (tests/vault/test_lock.py checks
+    every attribute of a locked vault, so a new one must be dropped there too)."""
+
     def __init__(self, store: Store, ident: K.Identity, crypto: CryptoProvider) -> None:
         self._store = store
-        self.ident: K.Identity | None = ident
         self.p = crypto
-        self._keks: dict[bytes, bytes] = {}
-        self._holder: Holder | None = None
-        self._sync: K.SigningKey | None = None
+        # the secrets, each dropped by lock()
+        self.ident: K.Identity | None = ident           # master secret, owner signing and key-agreement keys
+        self._keks: dict[bytes, bytes] = {}             # scope_id -> unwrapped scope KEK
+        self._holder: Holder | None = None              # SAIHM holder: the ML-DSA-65 seed
+        self._sync: K.SigningKey | None = None          # the device-authentication key
+        self._purpose: dict[bytes, bytes] = {}          # info -> purpose key (device cache, ...)
 
     # ------------------------------------------------------------- keys
     @property
@@ -240,19 +261,27 @@ class UnlockedVault:
 
     @property
     def store(self) -> Store:
-        # lock() closes the store: without this check a locked vault answered with
-        # sqlite3.ProgrammingError instead of the clean "locked" error.
+        # A locked vault answers with the clean "locked" error, not with what the store says
+        # (after close(), sqlite3.ProgrammingError).
         if self.ident is None:
             raise VaultError("the vault is locked")
         return self._store
 
     def lock(self) -> None:
-        """Drop every secret this object holds; the provider forgets cached private keys."""
+        """Drop every secret this object holds and have the provider forget the private keys
+        it cached.  The store stays open, for a caller that unlocks on it again (the PWA);
+        ``close()`` closes it too.  Python cannot wipe bytes in place: dropping every
+        reference is what a lock can do (accepted risk, as in every Python crypto library)."""
         self.ident = None
         self._keks.clear()
         self._holder = None
         self._sync = None
+        self._purpose.clear()
         self.p.forget_secrets()
+
+    def close(self) -> None:
+        """Lock, and close the store: this object is done with the vault."""
+        self.lock()
         self._store.close()
 
     def holder(self) -> Holder:
@@ -261,11 +290,17 @@ class UnlockedVault:
             self._holder = run_sync(holder_from_master(self.p, self.identity.master))
         return self._holder
 
+    def purpose_key(self, info: bytes) -> bytes:
+        """The 32-byte key of one ownmem purpose (DESIGN.md "Keys"), derived on first use."""
+        key = self._purpose.get(info)
+        if key is None:
+            key = self._purpose[info] = run_sync(K.derive_purpose_key(self.p, self.identity.master, info))
+        return key
+
     def sync_key(self) -> K.SigningKey:
         """The Ed25519 key that authenticates this vault's devices to the blind server."""
         if self._sync is None:
-            seed = run_sync(K.derive_purpose_key(self.p, self.identity.master, SYNC_INFO))
-            self._sync = run_sync(K.signing_key(self.p, seed))
+            self._sync = run_sync(K.signing_key(self.p, self.purpose_key(SYNC_INFO)))
         return self._sync
 
     def keyring(self) -> Keyring:

@@ -14,29 +14,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aperto import keys as K
 from ..aperto.container import parse_container
-from ..aperto.model import MemType, type_name
+from ..aperto.model import MemType
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError
 from ..vault.transfer import export_bytes, import_bytes
-from ..vault.vault import DEFAULT_SCOPE, Entry, UnlockedVault, create_in, unlock_store
+from ..vault.vault import DEFAULT_SCOPE, UnlockedVault, create_in, unlock_store
 from .store import IdbStore
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
-
-
-def entry_json(e: Entry) -> dict[str, Any]:
-    o = e.opened
-    uomp = o.extensions.get("uomp")
-    return {"id": o.object_id.hex(), "content": o.content, "tags": list(o.tags), "type": type_name(o.mem_type),
-            "confidence": o.confidence, "scope": e.scope, "trust": o.trust.value, "authorship": o.authorship.value,
-            "author_key_id": o.author_key_id.hex() if o.author_key_id else None, "created": o.created,
-            "updated": o.updated, "supersedes": e.supersedes.hex() if e.supersedes else None,
-            "superseded_by": [s.hex() for s in e.superseded_by],
-            "source": uomp.get("source") if isinstance(uomp, dict) else None,
-            "schema_violations": list(o.schema_violations)}
 
 
 @dataclass
@@ -81,7 +68,7 @@ class App:
         return self.vault
 
     def _cache_key(self) -> bytes:
-        return run_sync(K.derive_purpose_key(self.v.p, self.v.identity.master, CACHE_INFO))
+        return self.v.purpose_key(CACHE_INFO)
 
     def _load_cache(self) -> None:
         from pyodide.ffi import jsnull
@@ -140,9 +127,7 @@ class App:
 
     def op_lock(self) -> dict[str, Any]:
         if self.vault is not None:
-            self.vault.ident = None
-            self.vault._keks.clear()  # noqa: SLF001 - dropping keys is the point of locking
-            provider().forget_secrets()
+            self.vault.lock()       # every key, and the provider's cached ones; the store stays for the next unlock
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
@@ -152,7 +137,7 @@ class App:
         listing = self.v.open_all(allow_unverified=include_unverified, cache=self.cache)
         self._save_cache()
         heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
-        return {"entries": [entry_json(e) for e in heads], "refused": len(listing.refused),
+        return {"entries": [e.to_json() for e in heads], "refused": len(listing.refused),
                 "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
@@ -168,7 +153,7 @@ class App:
         keyring = self.v.keyring()
         entry = self.v.open_stored(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
         UnlockedVault._remember(self.cache, row, entry.opened, keyring)  # noqa: SLF001
-        return {"id": oid.hex(), "entry": entry_json(entry)}
+        return {"id": oid.hex(), "entry": entry.to_json()}
 
     def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
                 type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
@@ -238,7 +223,7 @@ class App:
         r = self._syncer().sync_once()
         self.last_sync = int(time.time())
         return {"pushed": r.pushed, "pulled": r.pulled, "erased_remote": r.erased_remote,
-                "erased_here": r.erased_here, "pending": self.store.unpushed_count()}
+                "erased_here": r.erased_here, "pending": self.store.unpushed_count(), "refusals": list(r.refusals)}
 
     def op_token(self) -> dict[str, Any]:
         s = self._syncer()

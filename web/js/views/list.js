@@ -1,15 +1,19 @@
 // The memories screen: the add form, search and filters (tag, type, trust, scope), the
-// list of cards (views/card.js) a page at a time, the summary line, the empty state, and
-// the banner that leads to the conflicts view.  Search and filters run in the page over
-// the decrypted list; nothing of them reaches the worker or storage.
+// "Show unverified" toggle, the list of cards (views/card.js) a page at a time, the summary
+// line, the empty state, and the banner that leads to the conflicts view.  Search and
+// filters run in the page over the decrypted list; nothing of them reaches the worker or
+// storage.  Memories that cannot be authenticated are listed only while the toggle is on
+// (ApertoMemory "Opening a sealed object"): the worker is asked for them then only, so
+// search and filters never see them otherwise.
 
 import { el, enterSubmits, errorText, main, mount, notice, q, role, setBusy, showError, showsPercent, tpl } from '../dom.js';
 import { parseTags, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
   conflictGroups, currentSession, currentView, entries, isCurrent, isLoaded, on, refusedCount, scopeNames,
+  setShowUnverified, showsUnverified,
 } from '../state.js';
-import { call, showAdded } from '../vault.js';
+import { call, refreshList, showAdded } from '../vault.js';
 import { cardFor } from './card.js';
 import { afterWrite } from './syncstatus.js';
 
@@ -53,6 +57,9 @@ function showMemories() {
     q(node, '.toolbar').classList.toggle('filters-open', open);
     if (open) q(node, '#filters select')?.focus();
   });
+  const unverified = q(node, '#show-unverified');
+  unverified.checked = showsUnverified();
+  unverified.addEventListener('change', () => toggleUnverified(unverified.checked));
   role(node, 'open-conflicts').addEventListener('click', () => showView('conflicts'));
   role(node, 'show-more').addEventListener('click', () => {
     limit += PAGE;
@@ -60,6 +67,17 @@ function showMemories() {
   });
   fillOptions();
   renderList();
+}
+
+// On: ask the worker for the list with them.  Off: they leave the screen at once, and the
+// list read again leaves the page without their text.
+function toggleUnverified(on) {
+  setShowUnverified(on);
+  if (!on && filters.trust === 'unverified') filters.trust = '';
+  limit = PAGE;
+  fillOptions();
+  renderList();
+  refreshList();
 }
 
 async function addMemory(form) {
@@ -111,7 +129,7 @@ function setOptions(select, values, allLabel, label = (v) => v) {
 function fillOptions() {
   const tags = new Set();
   const types = new Set(['semantic', 'episodic', 'procedural']);
-  for (const e of entries()) {
+  for (const e of listed()) {
     for (const t of e.tags) tags.add(t);
     types.add(e.type);
   }
@@ -129,6 +147,11 @@ function fillOptions() {
     addScope.closest('.field').hidden = scopes.length < 2;
     q(main, '#filter-scope').closest('.field').hidden = scopes.length < 2;
     q(main, '.filters').classList.toggle('filters-3', scopes.length < 2);
+  }
+  const onlyUnverified = role(main, 'trust-unverified');
+  if (onlyUnverified) {
+    onlyUnverified.disabled = !showsUnverified();
+    onlyUnverified.textContent = showsUnverified() ? 'Unverified' : 'Unverified (hidden)';
   }
   for (const key of FILTERS) {
     const sel = q(main, `#filter-${key}`);
@@ -148,10 +171,16 @@ function hay(e) {
   return h;
 }
 
+// What the list may show at all: an unverified memory only while the toggle is on (a list
+// read before it was turned off may still hold some until it is read again).
+function listed() {
+  return showsUnverified() ? entries() : entries().filter((e) => e.trust !== 'unverified');
+}
+
 function visibleEntries() {
   const f = filters;
   const terms = f.q.toLocaleLowerCase().split(/\s+/).filter(Boolean);
-  return entries().filter((e) => {
+  return listed().filter((e) => {
     if (f.tag && !e.tags.includes(f.tag)) return false;
     if (f.type && e.type !== f.type) return false;
     if (f.scope && e.scope !== f.scope) return false;
@@ -186,7 +215,7 @@ function renderList() {
 // Everything of the screen but the cards: the filters' count, summary, empty state,
 // "show more", the conflicts banner.
 function renderAround(shown) {
-  const all = entries().length;
+  const all = listed().length;
   const active = FILTERS.filter((k) => filters[k]).length;
   const toggle = role(main, 'filters-toggle');
   if (active) toggle.dataset.active = String(active);
@@ -197,15 +226,21 @@ function renderAround(shown) {
   let s = !isLoaded() ? 'Opening your memories…'
     : filtering ? `${shown.length} of ${all} ${all === 1 ? 'memory matches' : 'memories match'}`
       : `${all} ${all === 1 ? 'memory' : 'memories'}`;
+  // Hidden, the unverified ones are among those the vault refused to open.
   const refused = refusedCount();
-  if (refused) s += ` · ${refused} could not be opened and ${refused === 1 ? 'is' : 'are'} hidden`;
+  const verb = refused === 1 ? 'is' : 'are';
+  if (refused && !showsUnverified()) s += ` · ${refused} cannot be authenticated and ${verb} hidden`;
+  else if (refused) s += ` · ${refused} could not be opened and ${verb} hidden`;
   role(main, 'summary').textContent = s;
 
   const empty = role(main, 'empty');
   empty.replaceChildren();
   empty.hidden = !isLoaded() || shown.length > 0;
   if (isLoaded() && !shown.length) {
-    if (all === 0) {
+    if (all === 0 && refused && !showsUnverified()) {
+      empty.append(el('p', { class: 'empty-title', text: 'No memory to show.' }),
+        el('p', { class: 'muted', text: 'What this vault holds cannot be authenticated. Turn on “Show unverified” to see it, marked as such.' }));
+    } else if (all === 0) {
       empty.append(el('p', { class: 'empty-title', text: 'Your vault is empty.' }),
         el('p', { class: 'muted', text: 'Add the first thing your agents should know about you, above. It is encrypted before it is stored.' }));
     } else {

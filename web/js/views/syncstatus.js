@@ -1,22 +1,29 @@
 // The top bar: the vault's name, the sync status line (this device only, online, offline,
-// syncing, pending changes, last sync) and its Sync button, and the Settings button's
-// pressed state.  Also the syncs the page starts: after every change (scheduleSync), on
-// the Sync button (manual), from the settings' link form (syncNow), and back online.
-// The worker's live loop syncs on its own and reports with 'synced' and 'online' events.
+// syncing, pending changes, last sync) and its Sync button, the Settings button's pressed
+// state, and the warning of what a sync did not apply (the worker's `refusals`: an erasure
+// the owner did not sign, a cell that is not what it claims), with its sentences behind a
+// disclosure.  Also the syncs the page starts: after every change (scheduleSync), on the
+// Sync button (manual), from the settings' link form (syncNow), and back online.  The
+// worker's live loop syncs on its own and reports with 'synced' and 'online' events.
+//
+// The warning stays until dismissed or until a clean sync the person asked for (the Sync
+// button): the automatic syncs that follow every write and every server event would
+// otherwise clear it before it is read.
 
-import { errorText, main, notice, oneLine, q } from '../dom.js';
+import { el, errorText, main, notice, oneLine, q } from '../dom.js';
 import { clockTime } from '../format.js';
 import { showView } from '../nav.js';
 import { call, refreshList, refreshStatus } from '../vault.js';
 import {
-  currentSession, currentView, editingId, isCurrent, isLinked, isOnline, isSyncing, isUnlocked, noteSynced,
-  offlineReason, on, setOnline, setSyncing, syncStatus, vaultName,
+  clearRefusals, currentSession, currentView, editingId, isCurrent, isLinked, isOnline, isSyncing, isUnlocked,
+  noteRefusals, noteSynced, offlineReason, on, setOnline, setSyncing, syncRefusals, syncStatus, vaultName,
 } from '../state.js';
 
 const dot = document.getElementById('sync-dot');
 const text = document.getElementById('sync-text');
 const box = document.getElementById('sync-status');
 const button = document.getElementById('sync-button');
+const warning = document.getElementById('sync-warning');
 
 export function renderHeader() {
   document.getElementById('vault-title').textContent = vaultName();
@@ -53,6 +60,21 @@ function renderSync() {
   button.setAttribute('aria-label', isLinked() ? 'Sync now' : 'Link this vault to a sync server');
 }
 
+function renderRefusals() {
+  const { count, sentences } = syncRefusals();
+  warning.hidden = count === 0;
+  const list = document.getElementById('sync-warning-list');
+  if (!count) {
+    list.replaceChildren();
+    warning.querySelector('details').open = false;
+    return;
+  }
+  document.getElementById('sync-warning-line').textContent = count === 1
+    ? 'The server sent 1 change this device did not apply.'
+    : `The server sent ${count} changes this device did not apply.`;
+  list.replaceChildren(...sentences.map((t) => el('li', { text: oneLine(t) })));
+}
+
 /** One sync now; a manual or link sync throws its failure, the others only show it. */
 export async function syncNow(reason) {
   if (!isLinked()) return null;
@@ -63,6 +85,8 @@ export async function syncNow(reason) {
     const r = await call('sync');
     if (!isCurrent(session)) return null;
     setOnline(true);
+    // its refusals came with its 'synced' event (onSynced); clean, it clears the warning
+    if (reason === 'manual' && !(r.refusals && r.refusals.length)) clearRefusals();
     return r;
   } catch (ex) {
     if (!isCurrent(session)) return null;
@@ -100,6 +124,7 @@ export async function saved(message) {
 
 export function onSynced(e) {
   if (!isUnlocked()) return;
+  noteRefusals(e.refusals);
   setOnline(true);
   noteSynced(e.pending);
   renderSync();
@@ -129,6 +154,7 @@ button.addEventListener('click', async () => {
     if (r.pushed) bits.push(`${r.pushed} sent`);
     if (r.pulled) bits.push(`${r.pulled} received`);
     if (r.erased_here || r.erased_remote) bits.push(`${(r.erased_here || 0) + (r.erased_remote || 0)} erased`);
+    if (r.refusals && r.refusals.length) bits.push(`${r.refusals.length} not applied (see above)`);
     notice(bits.length ? `Synced: ${bits.join(', ')}.` : 'Synced: nothing new.');
     if (r.pulled || r.erased_here) refreshList();
   } catch (ex) {
@@ -143,6 +169,15 @@ window.addEventListener('online', () => {
 });
 window.addEventListener('offline', renderSync);
 
+document.getElementById('sync-warning-dismiss').addEventListener('click', () => {
+  clearRefusals();
+  button.focus();
+});
+
 on('view', renderHeader);
+on('refusals', renderRefusals);
 on('status', renderHeader);
-on('lock', () => clearTimeout(syncTimer));
+on('lock', () => {
+  clearTimeout(syncTimer);
+  renderRefusals();
+});

@@ -9,8 +9,8 @@ import {
 } from '../dom.js';
 import { NAME_RE, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
-import { strength } from '../passphrase.js';
-import { bootInfo, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
+import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
+import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
 import { call, healAfterRefusal } from '../vault.js';
 
 export function showWelcome(tab) {
@@ -45,14 +45,15 @@ export function showWelcome(tab) {
 
 // One operation with the form's passphrase: the form is busy meanwhile and its passphrase
 // fields are emptied whatever the answer; a refusal shows in the form, which is usable
-// again.  -> whether it succeeded.
+// again.  -> the operation's result, or null if it failed.
 async function withPassphrase(form, progressText, op, args, { heal = false } = {}) {
   const progress = role(form, 'progress');
   setBusy(form, true);
   showProgress(progress, progressText);
   let ok = false;
+  let result = null;
   try {
-    await call(op, args);
+    result = await call(op, args);
     ok = true;
   } catch (ex) {
     showError(role(form, 'error'), errorText(ex));
@@ -65,7 +66,7 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
     showProgress(progress, '');
     form.elements.passphrase.focus();
   }
-  return ok;
+  return ok ? result ?? {} : null;
 }
 
 function createForm() {
@@ -75,30 +76,26 @@ function createForm() {
   const name = form.elements.name;
   const pass = form.elements.passphrase;
   const pass2 = form.elements.passphrase2;
-  const bar = role(form, 'strength');
-  const text = q(form, '#strength-text');
   const err = role(form, 'error');
   name.value = rememberedName() || '';
-  pass.addEventListener('input', () => {
-    const s = strength(pass.value);
-    bar.dataset.score = String(s.score);
-    text.textContent = s.text;
-  });
+  const meter = strengthMeter(form);
+  pass.addEventListener('input', () => meter.changed(true));
+  name.addEventListener('input', () => meter.changed(false));
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     showError(err, '');
     const vname = name.value.trim();
     if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
     if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
-    if (pass.value.length < 8 || strength(pass.value).score < 1) {
-      return refuse(err, pass, 'This passphrase is too easy to guess offline. Use five or more random words.');
-    }
+    const verdict = await meter.now();
+    if (!(verdict.score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
     if (pass.value !== pass2.value) {
       pass2.value = '';
       return refuse(err, pass2, 'The two passphrases differ.');
     }
     const link = form.elements.link.checked;
     if (!await withPassphrase(form, 'Creating your vault: deriving its keys…', 'create', { passphrase: pass.value })) return;
+    release();
     rememberName(vname);
     let linkError = '';
     if (link) {
@@ -113,6 +110,45 @@ function createForm() {
     if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`);
   });
   return form;
+}
+
+// The create form's meter: the bars, the line under them and the "I accept" box, following
+// zxcvbn's verdict on what is typed (the latest question wins; a slower answer to an older
+// one is dropped).  The box shows only below the floor, and unticked again after every
+// change of the passphrase: accepting the risk is for the passphrase in the field.
+function strengthMeter(form) {
+  const { name, passphrase: pass, weak } = form.elements;
+  const bar = role(form, 'strength');
+  const text = q(form, '#strength-text');
+  const accept = role(form, 'weak-accept');
+  let asked = 0;
+  let timer = 0;
+  prepare();
+  const show = (verdict) => {
+    bar.dataset.score = String(verdict && !(verdict instanceof Error) ? verdict.score : -1);
+    text.textContent = describe(verdict);
+    accept.hidden = verdict === null || verdict.score >= MIN_SCORE;
+  };
+  const now = async () => {
+    const n = ++asked;
+    clearTimeout(timer);
+    const verdict = await judge(pass.value, name.value.trim()).catch((ex) => ex);
+    if (n === asked && form.isConnected) show(pass.value ? verdict : null);
+    return verdict;
+  };
+  return {
+    now,
+    changed(passphraseChanged) {
+      if (passphraseChanged) weak.checked = false;
+      clearTimeout(timer);
+      if (!pass.value) {
+        asked++;
+        show(null);
+        return;
+      }
+      timer = setTimeout(now, 120);
+    },
+  };
 }
 
 function loginForm() {
@@ -131,10 +167,12 @@ function loginForm() {
     if (!name) return refuse(err, form.elements.name, 'Enter the vault name.');
     if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
     const args = { server, name, passphrase: pass.value };
-    if (!await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args)) return;
+    const r = await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args);
+    if (!r) return;
     rememberName(name);
     setBootInfo({ ...bootInfo(), vault: { name, server, count: 0 } });
     await enterVault();
+    noteRefusals(r.refusals);   // the login's own sync, which sends no 'synced' event
   });
   return form;
 }
