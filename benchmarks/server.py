@@ -265,16 +265,20 @@ class Runs:
         return statistics.median(self.seconds[kind])
 
 
+def _push_request(items: list[list[bytes]]) -> W.PushRequest:
+    return W.PushRequest(tuple(W.PushItem(cell, wrapped) for cell, wrapped in items))
+
+
 def _push_all(b: Backend, src: Source, name: str, items: list[list[bytes]], batch: int) -> float:
     with httpx.Client(timeout=300.0) as c:
         r = _session(b, src, name, c, register=True)
-        batches = [items[i:i + batch] for i in range(0, len(items), batch)]
+        batches = [_push_request(items[i:i + batch]) for i in range(0, len(items), batch)]
         gc.collect()
         t0 = clock()
         res = [r.push(x) for x in batches]
         dt = clock() - t0
-    stored = sum(int(x["stored"]) for x in res)
-    if stored != len(items) or res[-1]["last_seq"] != len(items):
+    stored = sum(x.stored for x in res)
+    if stored != len(items) or res[-1].last_seq != len(items):
         raise RuntimeError(f"{b.label}: push to {name} stored {stored} of {len(items)} cells: {res[-1]}")
     return dt
 
@@ -408,9 +412,9 @@ def _pull_all(b: Backend, src: Source, name: str, expect: int) -> float:
         while pages < expect // PULL_PAGE + 3:   # bounded: the feed holds `expect` changes
             page = r.changes(since)
             pages += 1
-            n += sum(1 for row in page[1] if row[1] == "cell" and isinstance(row[3], bytes))
-            since = page[2]
-            if not page[4]:
+            n += sum(1 for row in page.rows if isinstance(row, W.CellChange))
+            since = page.next_since
+            if not page.more:
                 break
         dt = clock() - t0
     if n != expect:
@@ -525,7 +529,7 @@ def measure_load(s: Sizes, b: Backend, src: Source) -> LoadStats:
     with httpx.Client(timeout=300.0) as c:
         for name in names:
             r = _session(b, src, name, c, register=True)
-            r.push(src.items[:s.seed_cells])
+            r.push(_push_request(src.items[:s.seed_cells]))
     pool = src.items[s.seed_cells:]
 
     lat: dict[str, list[float]] = {"pull": [], "push": [], "metadata": []}
@@ -570,16 +574,16 @@ def measure_load(s: Sizes, b: Backend, src: Source) -> LoadStats:
                 try:
                     if op == "pull":
                         page = remote.changes(max(0, last_seq - rng.randint(0, s.pull_back)), 1000)
-                        got = len(page[1])
+                        got = len(page.rows)
                     elif op == "metadata":
                         remote.get_metadata()
                     else:
                         if nxt + s.small_push > len(pool):
                             nxt = 0          # the pool is spent: re-sends are duplicates, still fully verified
-                        res = remote.push(pool[nxt:nxt + s.small_push])
+                        res = remote.push(_push_request(pool[nxt:nxt + s.small_push]))
                         nxt += s.small_push
-                        last_seq = int(res["last_seq"])
-                        got = int(res["stored"])
+                        last_seq = res.last_seq
+                        got = res.stored
                     if not 200 <= status[0] < 300:
                         ok, err = False, f"{op}: HTTP {status[0]}"
                 except Exception as e:  # noqa: BLE001 - every failure counts, whatever its kind

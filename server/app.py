@@ -1,7 +1,10 @@
 """The blind server's HTTP layer (Starlette).  Thin: parse, check, call storage, answer.
 
-Every error is ``{"error": code, "message": text}`` with a stable code; nothing is
-stored unless every check of the request passed.  Public routes: health, vault
+Requests and answers are the typed messages of ``ownmem.syncwire``.  Every answer that is
+not 2xx -- a refusal, an unknown route, a wrong method, an unexpected failure -- is
+``{"error": code, "message": text}`` with a code of the registry ``syncwire.ErrorCode``
+and that code's status; nothing is stored unless every check of the request passed, and
+a failure is logged here once, never shown to the client.  Public routes: health, vault
 lookup (salt and public keys, what a new device needs), login challenge and
 session, the receipt log, the erasure list, the OpenAPI document and the PWA.
 Everything else needs a bearer credential for that very vault.
@@ -11,28 +14,29 @@ from __future__ import annotations
 import contextlib
 import base64
 import hashlib
-import json
+import logging
 import os
-import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
-from ownmem.errors import OwnmemError
+from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS
 
 from .live import Live
@@ -46,14 +50,20 @@ from .verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"
+E = W.ErrorCode
 P = ParamSpec("P")
 T = TypeVar("T")
+_log = logging.getLogger("ownmem.server")
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+class ApiError(OwnmemError):
+    """A refusal, answered with its code's status as ``{"error": code, "message": message}``."""
+
+    code: W.ErrorCode
+
+    def __init__(self, code: W.ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers
+        self.code, self.message, self.headers = code, message, headers
 
 
 @dataclass
@@ -75,21 +85,16 @@ class Config:
                    verify_processes=int(os.environ.get("OWNMEM_VERIFY_PROCESSES") or default_processes()))
 
 
-MAX_JSON = 1 << 20          # bytes of a JSON request body; it also bounds every hex field in it
-_HEX = re.compile(r"(?:[0-9a-f]{2})*")
+def _parsed(parse: Callable[[Any], T], value: Any) -> T:
+    """A request's message, or the 400 ``malformed`` that names what did not parse."""
+    try:
+        return parse(value)
+    except WireError as e:
+        raise ApiError(E.MALFORMED, str(e)) from None
 
 
-def _hex(v: Any, n: int | None, what: str) -> bytes:
-    # Lower-case pairs only, as the OpenAPI document says: bytes.fromhex would also take
-    # whitespace and upper case, giving one value many spellings.  No cap of its own on the
-    # length: the JSON body limit bounds it (a cap of 64 Ki digits here used to refuse any
-    # metadata over 32 KiB as "not hex", under the 1 MiB the routes allow).
-    if not isinstance(v, str) or not _HEX.fullmatch(v):
-        raise ApiError(400, "malformed", f"{what} must be a hex string")
-    b = bytes.fromhex(v)
-    if n is not None and len(b) != n:
-        raise ApiError(400, "malformed", f"{what} must be {n} bytes")
-    return b
+def _hex_param(v: str, what: str) -> bytes:
+    return _parsed(lambda x: W.Hex(32).load(x, what), v)
 
 
 class Server:
@@ -110,55 +115,51 @@ class Server:
         if declared is not None:
             try:
                 if int(declared) > limit:
-                    raise ApiError(413, "too_large", f"request body over {limit} bytes")
+                    raise ApiError(E.TOO_LARGE, f"request body over {limit} bytes")
             except ValueError:
-                raise ApiError(400, "malformed", "bad Content-Length") from None
+                raise ApiError(E.MALFORMED, "bad Content-Length") from None
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise ApiError(413, "too_large", f"request body over {limit} bytes")
+                raise ApiError(E.TOO_LARGE, f"request body over {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
-        raw = await self.body(request, MAX_JSON)
-        try:
-            v = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):   # deep nesting: refused, not a 500
-            raise ApiError(400, "malformed", "body must be a JSON object") from None
+        v = _parsed(W.load_json, await self.body(request, W.MAX_JSON))
         if not isinstance(v, dict):
-            raise ApiError(400, "malformed", "body must be a JSON object")
+            raise ApiError(E.MALFORMED, "body must be a JSON object")
         return v
 
     async def vault(self, request: Request) -> VaultRecord:
         name = request.path_params["name"]
         if not W.valid_vault_name(name):
-            raise ApiError(404, "unknown_vault", "no such vault")
+            raise ApiError(E.UNKNOWN_VAULT, "no such vault")
         v = await self.call(self.storage.vault, name)
         if v is None:
-            raise ApiError(404, "unknown_vault", "no such vault")
+            raise ApiError(E.UNKNOWN_VAULT, "no such vault")
         self.limit(v.id)
         return v
 
     def limit(self, vault_id: int) -> None:
         wait = self.limiter.take(vault_id)
         if wait > 0:
-            raise ApiError(429, "rate_limited", "too many requests for this vault",
+            raise ApiError(E.RATE_LIMITED, "too many requests for this vault",
                            {"Retry-After": str(max(1, int(wait + 0.999)))})
 
     async def authed(self, request: Request) -> VaultRecord:
         """The vault named in the path, for a bearer credential issued for that same vault."""
         auth = request.headers.get("authorization", "")
         if not auth.startswith("Bearer ") or len(auth) > 200:
-            raise ApiError(401, "unauthenticated", "a bearer credential is required")
+            raise ApiError(E.UNAUTHENTICATED, "a bearer credential is required")
         token_hash = hashlib.sha256(auth[7:].strip().encode()).digest()
         vid = await self.call(self.storage.token_vault, token_hash, time.time())
         if vid is None:
-            raise ApiError(401, "unauthenticated", "the credential is unknown or expired")
+            raise ApiError(E.UNAUTHENTICATED, "the credential is unknown or expired")
         v = await self.vault(request)
         if v.id != vid:
-            raise ApiError(403, "wrong_vault", "this credential is for another vault")
+            raise ApiError(E.WRONG_VAULT, "this credential is for another vault")
         return v
 
     def holder(self, v: VaultRecord) -> HolderKey:
@@ -178,68 +179,58 @@ class Server:
         b = await self.json_body(request)
         name = b.get("name")
         if not isinstance(name, str) or not W.valid_vault_name(name):
-            raise ApiError(400, "bad_name", "vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
-        salt, owner, sync, ka = (_hex(b.get("salt"), 16, "salt"), _hex(b.get("owner_pub"), 32, "owner_pub"),
-                                 _hex(b.get("sync_pub"), 32, "sync_pub"), _hex(b.get("ka_pub"), 32, "ka_pub"))
-        holder_pub = _hex(b.get("holder_pub"), 1952, "holder_pub")
-        metadata, metadata_sig = _hex(b.get("metadata"), None, "metadata"), _hex(b.get("metadata_sig"), 64, "metadata_sig")
-        proof, key_receipt = _hex(b.get("proof"), 64, "proof"), _hex(b.get("key_receipt"), None, "key_receipt")
-        holder_proof = _hex(b.get("holder_proof"), 3309, "holder_proof")
-        if len(metadata) > 1 << 20:
-            raise ApiError(413, "too_large", "metadata over 1 MiB")
-        if not ed25519_valid(sync, proof, W.register_message(name, salt, owner, sync, ka, holder_pub)):
-            raise ApiError(400, "bad_signature", "the registration is not signed by its sync key")
-        if not ed25519_valid(owner, metadata_sig, W.metadata_message(name, 1, metadata)):
-            raise ApiError(400, "bad_signature", "the metadata is not signed by the owner key")
-        holder_id = hashlib.sha256(holder_pub).digest()
+            raise ApiError(E.BAD_NAME, E.BAD_NAME.description)
+        reg = _parsed(W.Registration.parse, b)
+        if not ed25519_valid(reg.sync_pub, reg.proof, reg.message()):
+            raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its sync key")
+        if not ed25519_valid(reg.owner_pub, reg.metadata_sig, W.metadata_message(name, 1, reg.metadata)):
+            raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key")
+        holder_id = hashlib.sha256(reg.holder_pub).digest()
         try:
-            hk = HolderKey(holder_pub, holder_id)
-            r, entry = check_receipt(key_receipt, hk, holder_pub, "KEY")
+            hk = HolderKey(reg.holder_pub, holder_id)
+            r, entry = check_receipt(reg.key_receipt, hk, reg.holder_pub, "KEY")
         except Refused as e:
-            raise ApiError(400, e.code, str(e)) from None
+            raise ApiError(e.code, str(e)) from None
         except ValueError:
-            raise ApiError(400, "malformed", "holder_pub is not an ML-DSA-65 public key") from None
-        if r.subject_id != holder_id or r.detail != holder_pub:
-            raise ApiError(400, "malformed_receipt", "a KEY receipt names the holder and carries its public key")
+            raise ApiError(E.MALFORMED, "holder_pub is not an ML-DSA-65 public key") from None
+        if r.subject_id != holder_id or r.detail != reg.holder_pub:
+            raise ApiError(E.MALFORMED_RECEIPT, "a KEY receipt names the holder and carries its public key")
         # The KEY receipt is public (it is in the log), so it proves nothing about who
         # registers; the holder's own signature over this registration does.
-        if not hk.valid(W.register_message(name, salt, owner, sync, ka, holder_pub), holder_proof,
-                        W.REGISTER_HOLDER_CONTEXT):
-            raise ApiError(400, "bad_signature", "the registration is not signed by its holder key")
-        reg = Registration(name, salt, owner, sync, ka, holder_pub, holder_id, metadata, metadata_sig, entry)
+        if not hk.valid(reg.message(), reg.holder_proof, W.REGISTER_HOLDER_CONTEXT):
+            raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its holder key")
+        stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
+                              reg.metadata, reg.metadata_sig, entry)
         try:
-            await self.call(self.storage.register, reg)
+            await self.call(self.storage.register, stored)
         except StorageConflict:
-            raise ApiError(409, "name_taken", "a vault of that name exists") from None
-        return JSONResponse({"name": name, "holder_id": holder_id.hex(), "key_receipt_id": r.receipt_id.hex()},
-                            status_code=201)
+            raise ApiError(E.NAME_TAKEN, "a vault of that name exists") from None
+        return JSONResponse(W.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
 
     async def lookup(self, request: Request) -> Response:
         v = await self.vault(request)
-        return JSONResponse({"name": v.name, "salt": v.salt.hex(), "owner_pub": v.owner_pub.hex(),
-                             "sync_pub": v.sync_pub.hex(), "ka_pub": v.ka_pub.hex(),
-                             "holder_pub": v.holder_pub.hex(), "holder_id": v.holder_id.hex()})
+        return JSONResponse(W.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub,
+                                        v.holder_id).encode())
 
     async def challenge(self, request: Request) -> Response:
         v = await self.vault(request)
         c = secrets.token_bytes(32)
         expires = time.time() + W.CHALLENGE_TTL
         await self.call(self.storage.add_challenge, v.id, c, expires)
-        return JSONResponse({"challenge": c.hex(), "expires_at": int(expires)})
+        return JSONResponse(W.Challenge(c, int(expires)).encode())
 
     async def session(self, request: Request) -> Response:
         v = await self.vault(request)
-        b = await self.json_body(request)
-        c, sig = _hex(b.get("challenge"), 32, "challenge"), _hex(b.get("signature"), 64, "signature")
+        req = _parsed(W.SessionRequest.parse, await self.json_body(request))
         # verify before consuming, so a forged signature cannot burn someone's challenge
-        if not ed25519_valid(v.sync_pub, sig, W.auth_message(v.name, c)):
-            raise ApiError(401, "unauthenticated", "could not authenticate")
-        if not await self.call(self.storage.take_challenge, v.id, c, time.time()):
-            raise ApiError(401, "unauthenticated", "the challenge is unknown, used or expired")
+        if not ed25519_valid(v.sync_pub, req.signature, W.auth_message(v.name, req.challenge)):
+            raise ApiError(E.UNAUTHENTICATED, "could not authenticate")
+        if not await self.call(self.storage.take_challenge, v.id, req.challenge, time.time()):
+            raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
         expires = time.time() + W.TOKEN_TTL
         await self.call(self.storage.add_token, hashlib.sha256(token.encode()).digest(), v.id, expires)
-        return JSONResponse({"token": token, "expires_at": int(expires)})
+        return JSONResponse(W.Session(token, int(expires)).encode())
 
     # ---------------------------------------------------------------- vault routes
     async def metadata(self, request: Request) -> Response:
@@ -250,26 +241,22 @@ class Server:
     async def get_metadata(self, request: Request) -> Response:
         v = await self.authed(request)
         version, meta, sig = await self.call(self.storage.metadata, v.id)
-        return JSONResponse({"version": version, "metadata": meta.hex(), "signature": sig.hex()})
+        return JSONResponse(W.MetadataVersion(version, meta, sig).encode())
 
     async def put_metadata(self, request: Request) -> Response:
         v = await self.authed(request)
-        b = await self.json_body(request)
-        expected = b.get("expected_version")
-        # bounded: a version is a 64-bit database integer, and 2**80 used to end in a 500
-        if type(expected) is not int or not 1 <= expected < 1 << 62:
-            raise ApiError(400, "malformed", "expected_version must be a positive integer")
-        meta, sig = _hex(b.get("metadata"), None, "metadata"), _hex(b.get("signature"), 64, "signature")
-        if len(meta) > 1 << 20:
-            raise ApiError(413, "too_large", "metadata over 1 MiB")
-        if not ed25519_valid(v.owner_pub, sig, W.metadata_message(v.name, expected + 1, meta)):
-            raise ApiError(400, "bad_signature", "the metadata is not signed by the owner key for that version")
+        # the expected version is bounded (MAX_VERSION): a version is a 64-bit database integer,
+        # and 2**80 used to end in a 500
+        up = _parsed(W.MetadataUpdate.parse, await self.json_body(request))
+        if not ed25519_valid(v.owner_pub, up.signature, W.metadata_message(v.name, up.expected_version + 1,
+                                                                            up.metadata)):
+            raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key for that version")
         try:
-            version = await self.call(self.storage.cas_metadata, v.id, expected, meta, sig)
+            version = await self.call(self.storage.cas_metadata, v.id, up.expected_version, up.metadata, up.signature)
         except StorageConflict:
-            raise ApiError(409, "stale_version", "the metadata changed; pull and retry") from None
+            raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
         self.live.notify(v.id)
-        return JSONResponse({"version": version})
+        return JSONResponse(W.MetadataAccepted(version).encode())
 
     async def push(self, request: Request) -> Response:
         v = await self.authed(request)
@@ -277,29 +264,19 @@ class Server:
         # the array's declared length first: a batch of 5000 would otherwise trip the item
         # cap of the decoder below and be called malformed instead of too large
         if _cbor_array_len(raw) > W.MAX_BATCH:
-            raise ApiError(413, "batch_too_large", f"at most {W.MAX_BATCH} cells per push")
-        try:
-            items = cbor.decode(raw, max_items=4 * W.MAX_BATCH + 8)
-        except OwnmemError:
-            raise ApiError(400, "malformed", "body must be a CBOR array of [cell, wrapped DEK]") from None
-        if not isinstance(items, list):
-            raise ApiError(400, "malformed", "body must be a CBOR array of [cell, wrapped DEK]")
-        if len(items) > W.MAX_BATCH:
-            raise ApiError(413, "batch_too_large", f"at most {W.MAX_BATCH} cells per push")
-        for it in items:
-            if not (isinstance(it, list) and len(it) == 2 and isinstance(it[0], bytes) and isinstance(it[1], bytes)):
-                raise ApiError(400, "malformed", "each item is [cell bytes, wrapped DEK bytes]")
+            raise ApiError(E.BATCH_TOO_LARGE, f"at most {W.MAX_BATCH} cells per push")
+        req = _parsed(W.PushRequest.parse, raw)
         # Verification is most of the cost, and ML-DSA-65 verification holds the GIL: a large
         # batch is verified in worker processes, one part per core (verifypool.py).
+        items = [[it.cell, it.wrapped_dek] for it in req.items]
         checked = await self.verifier.check(items, self.holder(v), v.holder_pub)
         if isinstance(checked, tuple):
             i, e = checked
-            raise ApiError(400, e.code, f"item {i}: {e}")
+            raise ApiError(e.code, f"item {i}: {e}")
         res = await self.call(self.storage.push, v.id, checked)
         if res.stored:
             self.live.notify(v.id)
-        return JSONResponse({"stored": res.stored, "duplicates": res.duplicates, "erased": res.erased,
-                             "last_seq": res.last_seq})
+        return JSONResponse(W.PushResult(res.stored, res.duplicates, res.erased, res.last_seq).encode())
 
     async def changes(self, request: Request) -> Response:
         v = await self.authed(request)
@@ -314,10 +291,10 @@ class Server:
                 break
             keep += 1
         rows = rows[:keep]
-        nxt = rows[-1].seq if rows else since
+        page = W.ChangesPage(tuple(_change(c) for c in rows), rows[-1].seq if rows else since, last)
         # Streamed in slices rather than built whole: a page runs to ~20 MB, and the device
         # starts reading while the rest is encoded (docs/benchmarks.md, area `server`).
-        return StreamingResponse(_page_chunks(rows, nxt, last), media_type=CBOR)
+        return StreamingResponse(page.chunks(), media_type=CBOR)
 
     async def events(self, request: Request) -> Response:
         v = await self.authed(request)
@@ -329,7 +306,7 @@ class Server:
                     return
                 if seq != last:
                     last = seq
-                    yield f"event: changes\ndata: {json.dumps({'last_seq': seq})}\n\n".encode()
+                    yield b"event: changes\ndata: " + W.dump_json(W.LiveEvent(seq).encode()) + b"\n\n"
                 else:
                     yield b": keep-alive\n\n"
 
@@ -338,17 +315,14 @@ class Server:
 
     async def erase(self, request: Request) -> Response:
         v = await self.authed(request)
-        b = await self.json_body(request)
-        receipts = b.get("receipts")
-        if not isinstance(receipts, list) or not receipts or len(receipts) > W.MAX_BATCH:
-            raise ApiError(400, "malformed", f"receipts must be a list of 1 to {W.MAX_BATCH} FORGET receipts")
+        req = _parsed(W.EraseRequest.parse, await self.json_body(request))
         holder = self.holder(v)
         entries, ids = [], []
-        for i, hx in enumerate(receipts):
+        for i, raw in enumerate(req.receipts):
             try:
-                r, entry = check_receipt(_hex(hx, None, "receipt"), holder, v.holder_pub, "FORGET")
+                r, entry = check_receipt(raw, holder, v.holder_pub, "FORGET")
             except Refused as e:
-                raise ApiError(400, e.code, f"receipt {i}: {e}") from None
+                raise ApiError(e.code, f"receipt {i}: {e}") from None
             entries.append(entry)
             ids.append(r.subject_id)
         done = await self.call(self.storage.erase, v.id, ids, entries, int(time.time()))
@@ -357,8 +331,8 @@ class Server:
         # pending: erased bytes may still be on the server's disk (storage/scrub.py); sending
         # the same receipts again is how a client asks until it reads false
         pending = await self.call(self.storage.erasure_pending, v.id)
-        return JSONResponse({"erased": [c.hex() for c in done],
-                             "already": [c.hex() for c in ids if c not in set(done)], "pending": pending})
+        erased = set(done)
+        return JSONResponse(W.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
@@ -370,32 +344,29 @@ class Server:
             if not isinstance(vault_public, dict) or not isinstance(amem_sig, bytes):
                 raise KeyError
         except (OwnmemError, KeyError, TypeError):
-            raise ApiError(409, "no_export", "this vault's metadata carries no export header") from None
+            raise ApiError(E.NO_EXPORT, "this vault's metadata carries no export header") from None
         try:
             snap = await self.call(self.storage.export_snapshot, v.id)
         except StorageBusy as e:
-            raise ApiError(503, "busy", str(e), {"Retry-After": "10"}) from None
+            raise ApiError(E.BUSY, str(e), {"Retry-After": "10"}) from None
         return StreamingResponse(_amem_stream(snap, vault_public, amem_sig), media_type=AMEM,
                                  headers={"Content-Disposition": f'attachment; filename="{v.name}.amem"'})
 
     # ---------------------------------------------------------------- public log
     async def log_get(self, request: Request) -> Response:
-        rid = _hex(request.path_params["receipt_id"], 32, "receipt id") if _is_hex64(
-            request.path_params["receipt_id"]) else None
-        if rid is None:
-            raise ApiError(404, "not_found", "no such receipt")
-        r = await self.call(self.storage.log_get, rid)
+        rid = request.path_params["receipt_id"]
+        r = await self.call(self.storage.log_get, bytes.fromhex(rid)) if _is_hex64(rid) else None
         if r is None:
-            raise ApiError(404, "not_found", "no such receipt")
+            raise ApiError(E.NOT_FOUND, "no such receipt")
         return JSONResponse(_log_json(r))
 
     async def log_list(self, request: Request) -> Response:
         q = request.query_params
-        holder = _hex(q["holder"], 32, "holder") if "holder" in q else None
-        subject = _hex(q["subject"], 32, "subject") if "subject" in q else None
+        holder = _hex_param(q["holder"], "holder") if "holder" in q else None
+        subject = _hex_param(q["subject"], "subject") if "subject" in q else None
         op = q.get("operation")
         if op is not None and op not in OPERATIONS:
-            raise ApiError(400, "malformed", "unknown operation")
+            raise ApiError(E.MALFORMED, "unknown operation")
         rows = await self.call(self.storage.log_list, holder_id=holder, subject_id=subject, operation=op,
                                after=_int_param(request, "after", 0),
                                limit=max(1, min(_int_param(request, "limit", 100), 1000)))
@@ -422,16 +393,8 @@ class Server:
         return built if built.exists() else None
 
 
-PAGE_SLICE = 256   # changes per streamed slice of a pull page (~1 MB of cells)
-
-
-async def _page_chunks(rows: list[Change], nxt: int, last: int) -> AsyncIterator[bytes]:
-    """``cbor.encode({1: [[seq, kind, cell_id, cell, wrapped_dek], ...], 2: nxt, 3: last, 4: nxt < last})``
-    byte for byte, in slices: the deterministic encoding of a map with keys 1..4 is those keys in order."""
-    yield b"\xa4\x01" + cbor.head(4, len(rows))
-    for i in range(0, len(rows), PAGE_SLICE):
-        yield b"".join(cbor.encode([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek]) for c in rows[i:i + PAGE_SLICE])
-    yield b"\x02" + cbor.encode(nxt) + b"\x03" + cbor.encode(last) + b"\x04" + cbor.encode(nxt < last)
+def _change(c: Change) -> W.ChangeRow:
+    return W.change_row([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek])
 
 
 def _cbor_array_len(raw: bytes) -> int:
@@ -454,7 +417,7 @@ def _int_param(request: Request, name: str, default: int) -> int:
     if v is None:
         return default
     if not (v.isascii() and v.isdigit()) or len(v) > 18:   # str.isdigit alone takes "²" and "１"
-        raise ApiError(400, "malformed", f"{name} must be a non-negative integer")
+        raise ApiError(E.MALFORMED, f"{name} must be a non-negative integer")
     return int(v)
 
 
@@ -548,40 +511,84 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
         snap.close()     # never waits (a page being read ends it when done)
 
 
+# ---------------------------------------------------------------- every answer that is not 2xx
+
+def refusal(code: W.ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """The one shape of every answer that is not 2xx."""
+    return JSONResponse(W.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
+
+
+# what Starlette raises itself: no route for the path (also a file the web mount lacks), and a
+# route that does not take the method (with Allow)
+_STARLETTE = {404: E.NOT_FOUND, 405: E.METHOD_NOT_ALLOWED}
+
+
+async def _answer(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, ApiError):
+        return refusal(exc.code, exc.message, exc.headers)
+    assert isinstance(exc, HTTPException)
+    code = _STARLETTE.get(exc.status_code)
+    if code is None:   # e.g. a web file the server may not read: the server's fault, not the request's
+        _log.error("unexpected HTTP %d answering %s %s", exc.status_code, request.method, request.url.path)
+        return refusal(E.INTERNAL, E.INTERNAL.description)
+    return refusal(code, code.description, exc.headers)
+
+
+class LastResort:
+    """Outermost but for Starlette's own: an exception no handler took is logged here once,
+    with its traceback, and answered as the JSON 500 if nothing was sent yet; the client
+    never sees a traceback.  Once a streamed answer has started, the connection is cut."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except ClientDisconnect:   # the client left while sending: there is no one to answer
+            return
+        except Exception:
+            _log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
+            if not started:
+                await refusal(E.INTERNAL, E.INTERNAL.description)(scope, receive, send)
+
+
 def create_app(config: Config | None = None) -> Starlette:
     cfg = config or Config.from_env()
     srv = Server(cfg)
-
-    def wrap(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def handler(request: Request) -> Response:
-            try:
-                return await fn(request)
-            except ApiError as e:
-                return JSONResponse({"error": e.code, "message": e.message}, status_code=e.status, headers=e.headers)
-        return handler
-
     routes: list[BaseRoute] = [
-        Route("/health", wrap(srv.health)),
-        Route("/openapi.json", wrap(srv.openapi)),
-        Route("/v1/vaults", wrap(srv.register), methods=["POST"]),
-        Route("/v1/vaults/{name}", wrap(srv.lookup)),
-        Route("/v1/vaults/{name}/challenge", wrap(srv.challenge), methods=["POST"]),
-        Route("/v1/vaults/{name}/session", wrap(srv.session), methods=["POST"]),
-        Route("/v1/vaults/{name}/metadata", wrap(srv.metadata), methods=["GET", "PUT"]),
-        Route("/v1/vaults/{name}/cells", wrap(srv.push), methods=["POST"]),
-        Route("/v1/vaults/{name}/changes", wrap(srv.changes)),
-        Route("/v1/vaults/{name}/events", wrap(srv.events)),
-        Route("/v1/vaults/{name}/erase", wrap(srv.erase), methods=["POST"]),
-        Route("/v1/vaults/{name}/export.amem", wrap(srv.export)),
-        Route("/v1/log", wrap(srv.log_list)),
-        *log_routes(srv.storage),               # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint
-        Route("/v1/log/{receipt_id}", wrap(srv.log_get)),
-        Route("/v1/erasures", wrap(srv.erasures)),
-        Route("/", wrap(srv.index)),
+        Route("/health", srv.health),
+        Route("/openapi.json", srv.openapi),
+        Route("/v1/vaults", srv.register, methods=["POST"]),
+        Route("/v1/vaults/{name}", srv.lookup),
+        Route("/v1/vaults/{name}/challenge", srv.challenge, methods=["POST"]),
+        Route("/v1/vaults/{name}/session", srv.session, methods=["POST"]),
+        Route("/v1/vaults/{name}/metadata", srv.metadata, methods=["GET", "PUT"]),
+        Route("/v1/vaults/{name}/cells", srv.push, methods=["POST"]),
+        Route("/v1/vaults/{name}/changes", srv.changes),
+        Route("/v1/vaults/{name}/events", srv.events),
+        Route("/v1/vaults/{name}/erase", srv.erase, methods=["POST"]),
+        Route("/v1/vaults/{name}/export.amem", srv.export),
+        Route("/v1/log", srv.log_list),
+        *log_routes(srv.storage, ApiError),     # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint
+        Route("/v1/log/{receipt_id}", srv.log_get),
+        Route("/v1/erasures", srv.erasures),
+        Route("/", srv.index),
     ]
     web = srv.web_dir()
     if web is not None:
         routes.append(WebMount("/", app=WebFiles(directory=str(web)), name="web"))
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await srv.live.start()
@@ -593,6 +600,7 @@ def create_app(config: Config | None = None) -> Starlette:
             srv.verifier.close()
             srv.storage.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(LastResort)],
+                    exception_handlers={ApiError: _answer, HTTPException: _answer})
     app.state.server = srv
     return app

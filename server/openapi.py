@@ -1,9 +1,15 @@
-"""The OpenAPI 3.1 description of every route of the blind server (tested against the running server)."""
+"""The OpenAPI 3.1 description of every route of the blind server (tested against the running server).
+
+Error answers are documented from the registry ``ownmem.syncwire.ERRORS``: the ``Error``
+schema enumerates every code with its status and meaning, and each documented status of an
+operation admits exactly the codes of that status.
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from ownmem.saihm.receipt import OPERATIONS
+from ownmem.syncwire import ERRORS
 
 HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
@@ -12,8 +18,17 @@ def _hexn(n: int) -> dict[str, Any]:
     return {"type": "string", "pattern": f"^[0-9a-f]{{{2 * n}}}$"}
 
 
-ERROR = {"type": "object", "required": ["error", "message"],
-         "properties": {"error": {"type": "string"}, "message": {"type": "string"}}}
+
+
+def _error(status: int | None = None) -> dict[str, Any]:
+    """The error body; with a status, only the codes of that status."""
+    codes = [str(c) for c, (s, _) in ERRORS.items() if status in (None, s)]
+    return {"type": "object", "required": ["error", "message"],
+            "properties": {"error": {"type": "string", "enum": codes}, "message": {"type": "string"}}}
+
+
+ERROR = {**_error(), "description": "Every answer that is not 2xx. `error` is one of: "
+         + "; ".join(f"`{c}` ({s}): {d}" for c, (s, d) in ERRORS.items()) + "."}
 NAME = {"name": "name", "in": "path", "required": True,
         "schema": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"}}
 AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
@@ -23,11 +38,12 @@ LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to t
          "schema": COUNTER}
 
 
-def _err(*codes: int) -> dict[str, Any]:
+def _err(*statuses: int) -> dict[str, Any]:
     text = {400: "malformed request", 401: "no or bad credential", 403: "credential of another vault",
             404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited",
             503: "busy: retry after the time Retry-After names"}
-    return {str(c): {"description": text[c], "content": {"application/json": {"schema": ERROR}}} for c in codes}
+    return {str(s): {"description": text[s], "content": {"application/json": {"schema": _error(s)}}}
+            for s in statuses}
 
 
 def _json(schema: dict[str, Any], desc: str = "ok") -> dict[str, Any]:
@@ -47,7 +63,8 @@ OPENAPI: dict[str, Any] = {
     "info": {"title": "ownmem blind sync server", "version": "1",
              "description": "Stores SAIHM cells around ApertoMemory sealed objects, wrapped DEKs, owner-signed "
                             "metadata, the public receipt log and the erasure list. It cannot decrypt anything."},
-    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                   "schemas": {"Error": ERROR}},
     "paths": {
         "/health": {"get": {"operationId": "health", "responses": {
             "200": _json(_obj({"status": {"type": "string"}, "backend": {"type": "string"}}))}}},
@@ -136,8 +153,8 @@ OPENAPI: dict[str, Any] = {
         "/v1/log/{receipt_id}": {"get": {
             "operationId": "logGet",
             "parameters": [{"name": "receipt_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-            "responses": {"200": _json(LOG_ENTRY), "404": {"description": "no such receipt",
-                                                           "content": {"application/json": {"schema": ERROR}}}}}},
+            "responses": {"200": _json(LOG_ENTRY), "404": {"description": "no such receipt", "content": {
+                "application/json": {"schema": _error(404)}}}}}},
         "/v1/erasures": {"get": {
             "operationId": "erasures", "parameters": [
                 {"name": "after", "in": "query", "schema": COUNTER},
@@ -150,16 +167,17 @@ OPENAPI: dict[str, Any] = {
     },
 }
 
-
 # ---------------------------------------------------------------- the verifiable log (server/tlog_routes.py)
 
-_SIZE_ERRORS = {"400": {"description": "malformed, or a size or index beyond the log",
-                        "content": {"application/json": {"schema": ERROR}}}}
 _PROOF = {"type": "array", "items": _hexn(32), "maxItems": 128}
 TREE_ENTRY = _obj({"leaf_index": {"type": "integer", "minimum": 0}, "receipt_id": _hexn(32),
                    "subject_id": _hexn(32), "operation": {"type": "string"}, "holder_id": _hexn(32),
                    "timestamp": {"type": "integer"}, "receipt": HEX})
-_NOT_FOUND = {"description": "no such entry or receipt", "content": {"application/json": {"schema": ERROR}}}
+
+
+def _refused(status: int, description: str) -> dict[str, Any]:
+    return {str(status): {"description": description, "content": {"application/json": {"schema": _error(status)}}}}
+
 
 OPENAPI["paths"].update({
     "/v1/log/key": {"get": {
@@ -183,7 +201,9 @@ OPENAPI["paths"].update({
                        {"name": "index", "in": "query", "schema": COUNTER},
                        {"name": "size", "in": "query", "schema": COUNTER}],
         "responses": {"200": _json(_obj({"index": {"type": "integer"}, "size": {"type": "integer"},
-                                         "proof": _PROOF})), **_SIZE_ERRORS, "404": _NOT_FOUND}}},
+                                         "proof": _PROOF})),
+                      **_refused(400, "malformed, or a size or index beyond the log"),
+                      **_refused(404, "no such receipt in the log")}}},
     "/v1/log/proof/consistency": {"get": {
         "operationId": "logConsistencyProof",
         "description": "RFC 9162 consistency proof that the tree of `to` entries (default: the current tree) extends "
@@ -191,7 +211,8 @@ OPENAPI["paths"].update({
         "parameters": [{"name": "from", "in": "query", "required": True, "schema": COUNTER},
                        {"name": "to", "in": "query", "schema": COUNTER}],
         "responses": {"200": _json(_obj({"from": {"type": "integer"}, "to": {"type": "integer"},
-                                         "proof": _PROOF})), **_SIZE_ERRORS}}},
+                                         "proof": _PROOF})),
+                      **_refused(400, "malformed, or a size beyond the log")}}},
     "/v1/log/entries": {"get": {
         "operationId": "logEntries",
         "parameters": [{"name": "start", "in": "query", "schema": COUNTER}, LIMIT],
@@ -199,5 +220,11 @@ OPENAPI["paths"].update({
     "/v1/log/entries/{index}": {"get": {
         "operationId": "logEntry",
         "parameters": [{"name": "index", "in": "path", "required": True, "schema": {"type": "string"}}],
-        "responses": {"200": _json(TREE_ENTRY), "404": _NOT_FOUND}}},
+        "responses": {"200": _json(TREE_ENTRY), **_refused(404, "no such entry")}}},
 })
+
+# Every operation can fail unexpectedly: the same JSON body, never a traceback.
+for _item in OPENAPI["paths"].values():
+    for _op in _item.values():
+        _op["responses"]["500"] = {"description": "the server failed",
+                                   "content": {"application/json": {"schema": _error(500)}}}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,17 +33,15 @@ from starlette.routing import Route
 
 from ownmem.crypto import sha256
 from ownmem.saihm import tlog
+from ownmem.syncwire import ErrorCode as E
 
 from .storage import Storage
 from .storage.base import LoggedReceipt
 
 MAX_ENTRIES = 1000            # receipts a page of /v1/log/entries
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+# The app's refusal (server.app.ApiError), which its exception handler answers; passed in, as
+# the app imports this module.
+Refusal = Callable[[E, str], Exception]
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,8 @@ class LogKey:
 
 
 class LogRoutes:
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
+    def __init__(self, storage: Storage, refuse: Refusal) -> None:
+        self.storage, self.refuse = storage, refuse
         self._key: LogKey | None = None
 
     async def key(self) -> LogKey:
@@ -79,11 +77,19 @@ class LogRoutes:
             self._key = await run_in_threadpool(LogKey.load, self.storage)
         return self._key
 
-    async def _size(self, request: Request, name: str, current: int) -> int:
-        n = _int(request, name, current)
+    def _size(self, request: Request, name: str, current: int) -> int:
+        n = self._int(request, name, current)
         if n > current:
-            raise _Refused(400, "beyond_log", f"{name}={n}: the log has {current} entries")
+            raise self.refuse(E.BEYOND_LOG, f"{name}={n}: the log has {current} entries")
         return n
+
+    def _int(self, request: Request, name: str, default: int) -> int:
+        v = request.query_params.get(name)
+        if v is None:
+            return default
+        if not _DIGITS.fullmatch(v):
+            raise self.refuse(E.MALFORMED, f"{name} must be a non-negative integer")
+        return int(v)
 
     # ---------------------------------------------------------------- routes
     async def get_key(self, request: Request) -> Response:
@@ -102,85 +108,63 @@ class LogRoutes:
     async def inclusion(self, request: Request) -> Response:
         q = request.query_params
         if ("receipt" in q) == ("index" in q):
-            raise _Refused(400, "malformed", "give exactly one of receipt and index")
+            raise self.refuse(E.MALFORMED, "give exactly one of receipt and index")
         current = await run_in_threadpool(self.storage.log_tree_size)
-        size = await self._size(request, "size", current)
+        size = self._size(request, "size", current)
         if "receipt" in q:
-            rid = _hex32(q["receipt"], "receipt")
-            index = await run_in_threadpool(self.storage.log_leaf_index, rid)
+            if not _HEX32.fullmatch(q["receipt"]):
+                raise self.refuse(E.MALFORMED, "receipt must be 32 bytes of lower-case hex")
+            index = await run_in_threadpool(self.storage.log_leaf_index, bytes.fromhex(q["receipt"]))
             if index is None:
-                raise _Refused(404, "not_found", "no such receipt in the log")
+                raise self.refuse(E.NOT_FOUND, "no such receipt in the log")
         else:
-            index = _int(request, "index", 0)
+            index = self._int(request, "index", 0)
         if index >= size:
-            raise _Refused(400, "beyond_log", f"leaf {index} is not in a tree of {size}")
+            raise self.refuse(E.BEYOND_LOG, f"leaf {index} is not in a tree of {size}")
         proof = await run_in_threadpool(tlog.prove_inclusion, size, index, self.storage)
         return JSONResponse({"index": index, "size": size, "proof": [h.hex() for h in proof]})
 
     async def consistency(self, request: Request) -> Response:
         current = await run_in_threadpool(self.storage.log_tree_size)
         if "from" not in request.query_params:
-            raise _Refused(400, "malformed", "from is required")
-        new = await self._size(request, "to", current)
-        old = await self._size(request, "from", new)
+            raise self.refuse(E.MALFORMED, "from is required")
+        new = self._size(request, "to", current)
+        old = self._size(request, "from", new)
         # from 0: every tree extends the empty one, and there is nothing to prove
         proof = await run_in_threadpool(tlog.prove_consistency, old, new, self.storage) if old else []
         return JSONResponse({"from": old, "to": new, "proof": [h.hex() for h in proof]})
 
     async def entries(self, request: Request) -> Response:
-        start = _int(request, "start", 0)
-        limit = max(1, min(_int(request, "limit", 100), MAX_ENTRIES))
+        start = self._int(request, "start", 0)
+        limit = max(1, min(self._int(request, "limit", 100), MAX_ENTRIES))
         rows = await run_in_threadpool(self.storage.log_leaves, start, limit)
         return JSONResponse({"entries": [_entry(r) for r in rows]})
 
     async def entry(self, request: Request) -> Response:
         raw = request.path_params["index"]
         if not _DIGITS.fullmatch(raw):
-            raise _Refused(404, "not_found", "no such entry")
+            raise self.refuse(E.NOT_FOUND, "no such entry")
         rows = await run_in_threadpool(self.storage.log_leaves, int(raw), 1)
         if not rows or rows[0].index != int(raw):
-            raise _Refused(404, "not_found", "no such entry")
+            raise self.refuse(E.NOT_FOUND, "no such entry")
         return JSONResponse(_entry(rows[0]))
 
 
-def log_routes(storage: Storage) -> list[Route]:
+def log_routes(storage: Storage, refuse: Refusal) -> list[Route]:
     """The routes, to be listed before ``/v1/log/{receipt_id}`` (which would take ``checkpoint``)."""
-    r = LogRoutes(storage)
-
-    def answer(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def handler(request: Request) -> Response:
-            try:
-                return await fn(request)
-            except _Refused as e:
-                return JSONResponse({"error": e.code, "message": e.message}, status_code=e.status)
-        return handler
-
+    r = LogRoutes(storage, refuse)
     return [
-        Route("/v1/log/key", answer(r.get_key)),
-        Route("/v1/log/checkpoint", answer(r.checkpoint)),
-        Route("/v1/log/proof/inclusion", answer(r.inclusion)),
-        Route("/v1/log/proof/consistency", answer(r.consistency)),
-        Route("/v1/log/entries", answer(r.entries)),
-        Route("/v1/log/entries/{index}", answer(r.entry)),
+        Route("/v1/log/key", r.get_key),
+        Route("/v1/log/checkpoint", r.checkpoint),
+        Route("/v1/log/proof/inclusion", r.inclusion),
+        Route("/v1/log/proof/consistency", r.consistency),
+        Route("/v1/log/entries", r.entries),
+        Route("/v1/log/entries/{index}", r.entry),
     ]
 
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
-
-
-def _int(request: Request, name: str, default: int) -> int:
-    v = request.query_params.get(name)
-    if v is None:
-        return default
-    if not _DIGITS.fullmatch(v):
-        raise _Refused(400, "malformed", f"{name} must be a non-negative integer")
-    return int(v)
-
-
-def _hex32(v: str, what: str) -> bytes:
-    if not re.fullmatch(r"[0-9a-f]{64}", v):
-        raise _Refused(400, "malformed", f"{what} must be 32 bytes of lower-case hex")
-    return bytes.fromhex(v)
+_HEX32 = re.compile(r"[0-9a-f]{64}")
 
 
 def _entry(r: LoggedReceipt) -> dict[str, Any]:

@@ -21,18 +21,21 @@ from ownmem.errors import OwnmemError
 from ownmem.saihm.cell import CellRefused
 from ownmem.saihm.cell import check_cell as check_saihm_cell
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
+from ownmem.syncwire import ErrorCode
 
 from .storage.base import LogEntry, PushCell
 
 WRAPPED_DEK_LEN = 40
 
 
-class Refused(Exception):
-    """A pushed item failed a check; ``code`` is the stable error code."""
+class Refused(OwnmemError):
+    """A pushed item failed a check; ``code`` is its stable code, one of the registry's."""
+
+    code: ErrorCode
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = ErrorCode(code)   # a code outside the registry fails here, not on the wire
 
 
 def ed25519_valid(public: bytes, signature: bytes, message: bytes) -> bool:

@@ -70,6 +70,13 @@ class NotFound(VaultError):
     code = "not_found"
 
 
+class StoreError(VaultError):
+    """The vault's SQLite file failed under an operation (locked by another process, disk
+    full, damaged).  Nothing of that operation was kept; retry, or restore from an export."""
+
+    code = "store"
+
+
 class SyncError(OwnmemError):
     """The sync server could not be reached or refused a request.  Retry later or check the URL."""
 
@@ -79,3 +86,16 @@ class SyncError(OwnmemError):
         super().__init__(message)
         self.server_code = server_code
         self.status = status
+
+
+class WireError(SyncError):
+    """A sync message does not parse as what the protocol says it is (ownmem.syncwire).
+
+    On a device: the server's answer was malformed, so nothing of it was used; the server
+    is broken, not ownmem's, or hostile.  The blind server refuses a request that fails the
+    same parse with its 400 ``malformed``."""
+
+    code = "bad_server_answer"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)

@@ -18,21 +18,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ownmem.errors import OwnmemError
 
-class StorageError(Exception):
+
+class StorageError(OwnmemError):
     """The root of what the storage layer raises on purpose."""
+
+    code = "storage"
 
 
 class StorageConflict(StorageError):
     """A uniqueness or compare-and-swap precondition failed."""
 
+    code = "storage_conflict"
+
 
 class StorageBusy(StorageError):
     """Too much is held open right now (export snapshots): the caller can retry later."""
 
+    code = "storage_busy"
+
 
 class SnapshotClosed(StorageError):
     """The export snapshot was closed (its time ran out, or the storage closed): the export ends unfinished."""
+
+    code = "snapshot_closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +94,7 @@ class Change:
     seq: int
     kind: str                 # "cell" | "erase" | "meta"
     cell_id: bytes | None
-    cell: bytes | None
+    cell: bytes | None        # of an erasure: the FORGET receipt that asked for it
     wrapped_dek: bytes | None
 
 

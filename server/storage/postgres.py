@@ -273,8 +273,11 @@ class PostgresStorage:
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         with self._tx() as c:
             rows = c.execute(
-                "SELECT ch.seq, ch.kind, ch.cell_id, ce.cell, ce.wrapped_dek FROM changes ch "
+                # an erasure carries the FORGET receipt that asked for it, in the cell's place
+                "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(ce.cell, lg.receipt), ce.wrapped_dek FROM changes ch "
                 "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
+                "LEFT JOIN log lg ON ch.kind = 'erase' AND lg.subject_id = ch.cell_id AND lg.operation = 'FORGET' "
+                "AND lg.holder_id = (SELECT holder_id FROM vaults WHERE id = ch.vault_id) "
                 "WHERE ch.vault_id = %s AND ch.seq > %s ORDER BY ch.seq LIMIT %s", (vault_id, since, limit),
                 binary=True).fetchall()   # binary results: cells arrive as bytes, not as hex text to parse
             last = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()

@@ -227,8 +227,11 @@ class SqliteStorage:
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         c = self._conn()
         rows = c.execute(
-            "SELECT ch.seq, ch.kind, ch.cell_id, ce.cell, ce.wrapped_dek FROM changes ch "
+            # an erasure carries the FORGET receipt that asked for it, in the cell's place
+            "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(ce.cell, lg.receipt), ce.wrapped_dek FROM changes ch "
             "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
+            "LEFT JOIN log lg ON ch.kind = 'erase' AND lg.subject_id = ch.cell_id AND lg.operation = 'FORGET' "
+            "AND lg.holder_id = (SELECT holder_id FROM vaults WHERE id = ch.vault_id) "
             "WHERE ch.vault_id = ? AND ch.seq > ? ORDER BY ch.seq LIMIT ?", (vault_id, since, limit)).fetchall()
         return [Change(*r) for r in rows], self.last_seq(vault_id)
 

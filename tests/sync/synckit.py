@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ownmem import syncwire as W
 from ownmem.vault import Listing, UnlockedVault, Vault
 from ownmem.vault.sync import Remote, Syncer, SyncReport, link, login_new_device
 
@@ -364,15 +365,22 @@ class Devices:
         self.made.clear()
 
 
+def row_key(row: W.ChangeRow) -> tuple[int, str, bytes | None]:
+    """A change as (seq, kind, cell id)."""
+    if isinstance(row, W.MetaChange):
+        return row.seq, "meta", None
+    return row.seq, "erase" if isinstance(row, W.EraseChange) else "cell", row.cell_id
+
+
 def feed(remote: Remote, *, page: int = 1000) -> list[tuple[int, str, bytes | None]]:
     """The whole change feed as (seq, kind, cell id), paged by ``since`` like a device pulls."""
     out: list[tuple[int, str, bytes | None]] = []
     since = 0
     while True:
         p = remote.changes(since, page)
-        out.extend((int(seq), kind, cid) for seq, kind, cid, _, _ in p[1])
-        since = p[2]
-        if not p[4]:
+        out.extend(row_key(r) for r in p.rows)
+        since = p.next_since
+        if not p.more:
             return out
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from synckit import Backend, Devices, ServerProcess, feed
 
+from ownmem import syncwire as W
 from ownmem.errors import SyncError
 from ownmem.vault.sync import PUSH_BATCH, SyncReport
 
@@ -96,19 +97,19 @@ def test_server_killed_mid_push_resumes_with_every_cell_stored_once(
                              "(SELECT object_id FROM cells WHERE pushed = 1 ORDER BY object_id LIMIT 500)")
 
     server.start()
-    answers: list[dict[str, Any]] = []
+    answers: list[W.PushResult] = []
     send = a.remote.push
 
-    def recording_push(items: list[list[bytes]]) -> dict[str, Any]:
-        answers.append(send(items))
+    def recording_push(req: W.PushRequest) -> W.PushResult:
+        answers.append(send(req))
         return answers[-1]
 
     a.remote.push = recording_push  # type: ignore[method-assign]
     report = a.sync()
     assert a.v.store.unpushed_count() == 0
     assert report.pushed == N - at_crash["cells"] + 500
-    assert sum(r["stored"] for r in answers) == N - at_crash["cells"]
-    assert sum(r["duplicates"] for r in answers) >= 500
+    assert sum(r.stored for r in answers) == N - at_crash["cells"]
+    assert sum(r.duplicates for r in answers) >= 500
 
     # Stored exactly once, and a gap-free feed of 10,000 distinct cells.
     after = _server_counts(backend, name)

@@ -250,8 +250,7 @@ def test_trust_removed_on_one_device_is_revoked_on_the_other_and_stays_revoked(
             assert _trust_of(d, on_a) is None and _trust_of(d, on_b) is None
             unverified = {e.id: e.opened.trust for e in d.listing(allow_unverified=True).entries}
             assert unverified[on_a] is unverified[on_b] is Trust.UNVERIFIED
-    _, doc, _ = b.remote.get_metadata()
-    meta = parse_metadata(doc)
+    meta = parse_metadata(b.remote.get_metadata().metadata)
     assert kid in meta.revoked and kid not in meta.vault_public.known_keys
 
 
@@ -283,7 +282,7 @@ def test_new_device_with_a_wrong_passphrase_fails_cleanly_and_creates_nothing(
     a = devices.first(url, "wrong-pw")
     a.v.add("something")
     a.sync()
-    before = a.remote.changes(0)[3]
+    before = a.remote.changes(0).last_seq
     folder = tmp_path / "phone"
     with pytest.raises(WrongPassphrase) as e:
         devices.join(url, "wrong-pw", passphrase=WRONG_PASSPHRASE)
@@ -292,7 +291,7 @@ def test_new_device_with_a_wrong_passphrase_fails_cleanly_and_creates_nothing(
         devices.join(url, "no-such-vault")
     assert not any(devices.root.glob("*-b")), "a failed login left a folder behind"
     assert not folder.exists()
-    assert a.remote.changes(0)[3] == before
+    assert a.remote.changes(0).last_seq == before
 
     env = cli_env(tmp_path, folder, WRONG_PASSPHRASE)
     r = ownmem("login", "--server", url, "--vault-name", "wrong-pw", env=env)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed
+from synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
 
 from ownmem.errors import SyncError
 from ownmem.vault import sync as sync_module
@@ -153,12 +153,12 @@ def test_event_stream_of_one_process_is_notified_of_a_push_through_the_other(
     listener.start()
     try:
         first = got.get(timeout=NOTIFY_WITHIN)
-        assert first == b.remote.changes(0)[3]          # at once: the current position
+        assert first == b.remote.changes(0).last_seq          # at once: the current position
         for i in range(3):
             a.v.add(f"pushed through process 1, #{i}")
             t0 = time.monotonic()
             a.sync()
-            want = a.remote.changes(0)[3]
+            want = a.remote.changes(0).last_seq
             seq = got.get(timeout=NOTIFY_WITHIN)
             while seq != want:                              # coalesced or intermediate values are fine
                 assert isinstance(seq, int) and seq < want, seq
@@ -212,9 +212,9 @@ def test_both_processes_serve_one_change_feed_under_concurrent_pushes(
             while True:
                 stop = done.is_set()
                 p = c.remote.changes(since, 5)
-                seen.extend((int(s), k, cid) for s, k, cid, _, _ in p[1])
-                since = p[2]
-                if stop and not p[4]:
+                seen.extend(row_key(r) for r in p.rows)
+                since = p.next_since
+                if stop and not p.more:
                     return
         except BaseException as e:  # noqa: BLE001 - reported below
             reader_errors.append(e)

@@ -18,7 +18,7 @@ from vaultkit import PASSPHRASE
 
 from ownmem.crypto import run_sync
 from ownmem.crypto.cpython import CPythonProvider
-from ownmem.errors import VaultError
+from ownmem.errors import StoreError, VaultError
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.vault import unlock_store
@@ -117,7 +117,7 @@ def test_lock_keeps_the_store_open_and_close_closes_it(unlocked: tuple[UnlockedV
     assert _left_after_lock(u) == {}
     with pytest.raises(VaultError, match="locked"):
         u.store
-    with pytest.raises(sqlite3.ProgrammingError):
+    with pytest.raises(StoreError, match="closed"):     # the store's own error, not sqlite3's
         u._store.identity()
 
 

@@ -67,7 +67,11 @@ class Identity:
 async def master_from_passphrase(p: CryptoProvider, passphrase: str, salt: bytes) -> bytes:
     if len(salt) != SALT_LEN:
         raise MalformedInput("salt must be 16 bytes")
-    return await p.argon2id(passphrase.encode("utf-8"), salt)
+    try:
+        secret = passphrase.encode("utf-8")
+    except UnicodeEncodeError:   # a lone surrogate (a terminal's undecodable byte): not text
+        raise MalformedInput("the passphrase is not valid text") from None
+    return await p.argon2id(secret, salt)
 
 
 async def signing_key(p: CryptoProvider, seed: bytes) -> SigningKey:
@@ -88,7 +92,7 @@ async def identity_from_passphrase(p: CryptoProvider, passphrase: str, salt: byt
 async def derive_purpose_key(p: CryptoProvider, master: bytes, info: bytes) -> bytes:
     """32 bytes for one ownmem purpose (DESIGN.md "Keys"); no key serves two purposes."""
     if info.startswith(b"apertomemory/"):
-        raise ValueError("apertomemory/* info strings belong to the format's own keys")
+        raise MalformedInput("apertomemory/* info strings belong to the format's own keys")
     return await p.hkdf_sha256(master, info)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..crypto import cbor
+from ..errors import MalformedInput
 
 FORMAT_VERSION = 2
 LEGACY_VERSION = 1
@@ -23,11 +24,12 @@ class MemType(enum.IntEnum):
     PROCEDURAL = 3
 
     @classmethod
-    def parse(cls, name: str) -> MemType:
-        try:
+    def parse(cls, name: object) -> MemType:
+        """A type by name, as a person or a form gives it; anything else is ``MalformedInput``."""
+        if isinstance(name, str) and name.upper() in cls.__members__:
             return cls[name.upper()]
-        except KeyError:
-            raise ValueError(f"unknown memory type {name!r} (episodic, semantic, procedural)") from None
+        shown = repr(name)[:40] if isinstance(name, str) else type(name).__name__
+        raise MalformedInput(f"unknown memory type {shown} (episodic, semantic, procedural)")
 
 
 def type_name(value: int) -> str:

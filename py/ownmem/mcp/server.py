@@ -10,7 +10,7 @@
 Configured only by its environment: SAIHM_ENDPOINT_URL, SAIHM_AUTH_HEADER (the Authorization
 value, sent verbatim, never echoed) and, for tests, OWNMEM_MCP_TIMEOUT (seconds, default 30).
 It holds no key, opens no vault and performs no cryptography but TLS: nothing here imports
-ownmem.vault, ownmem.aperto.keys or a crypto provider (tests/mcp/test_boundary.py).
+ownmem.vault, ownmem.aperto.keys or a crypto provider (tests/mcp/test_keyless_boundary.py).
 """
 from __future__ import annotations
 

@@ -32,14 +32,17 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
+from ..errors import OwnmemError
 from ..saihm.client import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind, interpret
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _PRINTABLE_ASCII = frozenset(range(0x21, 0x7F))
 
 
-class ConfigRefused(ValueError):
+class ConfigRefused(OwnmemError):
     """The endpoint or the credential cannot be used.  The message never quotes either."""
+
+    code = "config_refused"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,20 +9,25 @@ Objects are immutable: an edit inserts a new object; only migration replaces one
 in place (v1 -> v2, same id), and only erasure deletes.  ``secure_delete`` makes
 SQLite overwrite what it deletes, and erasure checkpoints the WAL, so a destroyed
 DEK does not linger in free pages.
+
+Every SQLite failure after the store opened (a lock another process holds, a full disk,
+a damaged file) is a ``StoreError``: ``db`` is the connection behind one narrow wrapper
+that translates, so no ``sqlite3`` exception reaches the vault's callers.
 """
 from __future__ import annotations
 
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..aperto.container import ScopeEntry
 from ..aperto.keys import WrappedKek
-from ..errors import VaultError
+from ..errors import StoreError, VaultError
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -60,6 +65,66 @@ class StoredObject:
     dek_wrapped: bytes
 
 
+@contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as e:
+        # SQLite's own words ("database is locked", "disk I/O error") name the cause; they
+        # carry table and column names, never a value.
+        raise StoreError(f"the vault store failed: {e}") from None
+
+
+class _Cursor:
+    """A cursor whose row fetches fail as ``StoreError`` (rows are read lazily, so they can fail too)."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: sqlite3.Cursor) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    def fetchone(self) -> Any:
+        with _translated():
+            return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with _translated():
+            return self._cur.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        with _translated():
+            yield from self._cur
+
+
+class _Connection:
+    """The store's SQLite connection; what it raises is ``StoreError``."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        with _translated():
+            return _Cursor(self._db.execute(sql, params))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> _Cursor:
+        with _translated():
+            return _Cursor(self._db.executemany(sql, rows))
+
+    def executescript(self, script: str) -> None:
+        with _translated():
+            self._db.executescript(script)
+
+    def close(self) -> None:
+        with _translated():
+            self._db.close()
+
+
 class Store:
     FILENAME = "vault.db"
 
@@ -77,13 +142,14 @@ class Store:
                 assert self.path is not None
                 os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
                 os.chmod(self.path, 0o600)
-            self.db = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")
-            self.db.execute("PRAGMA secure_delete=ON")
-            self.db.executescript(_SCHEMA)
+            db = sqlite3.connect(self.path or ":memory:", isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA secure_delete=ON")
+            db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as e:
             raise VaultError(f"cannot open the vault store at {self.path}: {e}") from None
+        self.db = _Connection(db)
 
     def close(self) -> None:
         self.db.close()

@@ -16,7 +16,6 @@ so a sync that dies anywhere resumes where it stopped and stores nothing twice.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -31,10 +30,11 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
 from .. import syncwire as W
 from ..aperto import keys as K
 from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
-from ..crypto import CryptoProvider, cbor, run_sync
-from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WrongPassphrase
-from ..saihm.cell import CellRefused, check_cell, make_cell
-from ..saihm.receipt import make_receipt
+from ..aperto.model import LEGACY_VERSION
+from ..crypto import CryptoProvider, cbor, run_sync, sha256
+from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
+from ..saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
+from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
 
@@ -113,21 +113,65 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
     return scopes, keys, revoked, conflicts
 
 
+def erasure_refusal(p: CryptoProvider, row: W.EraseChange, holder_public: bytes) -> str | None:
+    """Why an erasure from the feed must not be applied, or None: it needs the FORGET receipt
+    of that very cellId, signed by this vault's own holder (SAIHM "Erasure")."""
+    refused = f"the server asked to erase the memory of cell {row.cell_id.hex()[:12]}"
+    if row.receipt is None:
+        return refused + " without a FORGET receipt: ignored"
+    try:
+        r = parse_receipt(row.receipt)
+        if r.operation != "FORGET" or r.subject_id != row.cell_id:
+            return refused + " with a receipt for something else: ignored"
+        run_sync(verify_receipt(p, r, holder_public))
+    except OwnmemError:
+        return refused + " with a receipt this vault's holder did not sign: ignored"
+    return None
+
+
+def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Refuse vault metadata older than this device has seen, or a second document under a
+    version it has seen: the owner signs (name, version, document), so a replayed older
+    version verifies, and reading it as current would lift every revocation made since."""
+    raw = store.sync_get("metadata_seen")
+    if raw is None:
+        return
+    seen = cbor.decode(raw)
+    if not (isinstance(seen, list) and len(seen) == 2 and type(seen[0]) is int and isinstance(seen[1], bytes)):
+        raise VaultError("this device's record of the vault metadata it saw is damaged")
+    if version < seen[0]:
+        raise SyncError(f"the server offers older vault metadata (version {version}) than this device has "
+                        f"seen (version {seen[0]}): refused, nothing changed (a rollback, or another server)")
+    if version == seen[0] and sha256(doc) != seen[1]:
+        raise SyncError(f"the server shows another document for vault metadata version {version} than this "
+                        "device saw: refused, nothing changed (a forked history)")
+
+
+def note_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Within a transaction: ``version`` (and its document's digest) is the newest seen."""
+    store.sync_set("metadata_seen", cbor.encode([version, sha256(doc)]))
+
+
 # ---------------------------------------------------------------- the server, over HTTP
 
-def check_status(status: int, body: bytes, reason: str) -> None:
-    """A 4xx/5xx answer as one SyncError carrying the server's stable error code."""
-    if status < 400:
-        return
+JSON = "application/json"
+
+
+def refusal(status: int, body: bytes) -> SyncError:
+    """A non-2xx answer as one SyncError, with the server's stable code when its body is a
+    well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
     try:
-        b = json.loads(body)
-        code, msg = b.get("error"), b.get("message")
-    except (ValueError, AttributeError):
-        code, msg = None, reason
-    raise SyncError(f"server refused: {msg or status}", code, status)
+        err = W.ErrorBody.parse(W.load_json(body))
+    except WireError:
+        return SyncError(f"server refused: HTTP {status}", None, status)
+    return SyncError(f"server refused: {err.message}", err.error, status)
 
 
 class Remote:
+    """The blind server's sync API for one vault name.  Every answer is parsed into its
+    ``ownmem.syncwire`` message before anything of it is used; a malformed one is a
+    ``WireError``.  Only ``_exchange`` touches the network (the browser's subclass speaks fetch)."""
+
     def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise SyncError("the server URL must start with http:// or https://")
@@ -142,67 +186,92 @@ class Remote:
     def _url(self, path: str) -> str:
         return f"{self.base}/v1/vaults/{self.name}{path}"
 
-    def _req(self, method: str, url: str, *, auth: bool = False, **kw: Any) -> httpx.Response:
-        headers = kw.pop("headers", {})
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token}"
+    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request -> (status, body), the body read to at most ``W.MAX_ANSWER`` bytes."""
+        if self.http is None:
+            raise SyncError("no HTTP client in this runtime")
         try:
-            r = self.http.request(method, url, headers=headers, **kw)
+            with self.http.stream(method, url, content=body, headers=headers, follow_redirects=False) as r:
+                data = bytearray()
+                for chunk in r.iter_bytes():
+                    data += chunk
+                    if len(data) > W.MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {W.MAX_ANSWER} bytes")
+                return r.status_code, bytes(data)
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
-        check_status(r.status_code, r.content, r.reason_phrase)
-        return r
 
-    def lookup(self) -> dict[str, Any] | None:
+    def _req(self, method: str, url: str, body: bytes | None = None, content_type: str | None = None,
+             *, auth: bool = False) -> bytes:
+        """The body of a 2xx answer; any other answer is a SyncError (a redirect too: never followed)."""
+        headers = {"Content-Type": content_type} if content_type else {}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        status, data = self._exchange(method, url, body, headers)
+        if not 200 <= status < 300:
+            raise refusal(status, data)
+        return data
+
+    def _json(self, method: str, url: str, msg: W.JsonMessage | None = None, *, auth: bool = False) -> Any:
+        body = W.dump_json(msg.encode()) if msg is not None else None
+        return W.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
+
+    def lookup(self) -> W.VaultInfo | None:
+        """The vault's public keys, or None if the server has no vault of that name."""
         try:
-            return self._req("GET", self._url("")).json()  # type: ignore[no-any-return]
+            info = W.VaultInfo.parse(self._json("GET", self._url("")))
         except SyncError as e:
-            if e.status == 404:
+            if e.server_code == W.ErrorCode.UNKNOWN_VAULT:
                 return None
             raise
+        if info.name != self.name:
+            raise WireError("the server answered with another vault")
+        return info
 
-    def register(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._req("POST", f"{self.base}/v1/vaults", json=body).json()  # type: ignore[no-any-return]
+    def register(self, reg: W.Registration) -> W.Registered:
+        return W.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
 
     def login(self, sync_key: K.SigningKey) -> None:
         from ..crypto import provider
 
-        c = bytes.fromhex(self._req("POST", self._url("/challenge")).json()["challenge"])
+        c = W.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
         sig = run_sync(provider().ed25519_sign(sync_key.seed, W.auth_message(self.name, c)))
-        self.token = self._req("POST", self._url("/session"),
-                               json={"challenge": c.hex(), "signature": sig.hex()}).json()["token"]
+        self.token = W.Session.parse(self._json("POST", self._url("/session"), W.SessionRequest(c, sig))).token
 
-    def get_metadata(self) -> tuple[int, bytes, bytes]:
-        b = self._req("GET", self._url("/metadata"), auth=True).json()
-        return int(b["version"]), bytes.fromhex(b["metadata"]), bytes.fromhex(b["signature"])
+    def get_metadata(self) -> W.MetadataVersion:
+        return W.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
 
-    def put_metadata(self, expected: int, meta: bytes, sig: bytes) -> int:
-        b = self._req("PUT", self._url("/metadata"), auth=True,
-                      json={"expected_version": expected, "metadata": meta.hex(), "signature": sig.hex()}).json()
-        return int(b["version"])
+    def put_metadata(self, update: W.MetadataUpdate) -> int:
+        """Compare-and-swap -> the new version (a 409 ``stale_version`` if it moved on)."""
+        got = W.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
+        if got.version != update.expected_version + 1:
+            raise WireError("the server stored the metadata under another version than the next")
+        return got.version
 
-    def push(self, items: list[list[bytes]]) -> dict[str, Any]:
-        return self._req("POST", self._url("/cells"), auth=True, content=cbor.encode(items),  # type: ignore[no-any-return]
-                         headers={"Content-Type": "application/cbor"}).json()
+    def push(self, req: W.PushRequest) -> W.PushResult:
+        return W.PushResult.parse(W.load_json(self._req("POST", self._url("/cells"), req.encode(),
+                                                        "application/cbor", auth=True)))
 
-    def changes(self, since: int, limit: int = PULL_PAGE) -> dict[int, Any]:
-        r = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
-        return cbor.decode(r.content)  # type: ignore[no-any-return]
+    def changes(self, since: int, limit: int = PULL_PAGE) -> W.ChangesPage:
+        raw = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
+        return W.ChangesPage.parse(raw, since)
 
-    def erase(self, receipts: list[bytes]) -> dict[str, Any]:
-        return self._req("POST", self._url("/erase"), auth=True,  # type: ignore[no-any-return]
-                         json={"receipts": [r.hex() for r in receipts]}).json()
+    def erase(self, receipts: list[bytes]) -> W.EraseResult:
+        return W.EraseResult.parse(self._json("POST", self._url("/erase"), W.EraseRequest(tuple(receipts)),
+                                              auth=True))
 
     def events(self) -> Iterator[int]:
         """Yields the server's last sequence number whenever it changes (server-sent events)."""
+        if self.http is None:
+            raise SyncError("no HTTP client in this runtime")
         try:
             with self.http.stream("GET", self._url("/events"), headers={"Authorization": f"Bearer {self.token}"},
-                                  timeout=httpx.Timeout(TIMEOUT, read=60.0)) as r:
-                if r.status_code >= 400:
+                                  timeout=httpx.Timeout(TIMEOUT, read=60.0), follow_redirects=False) as r:
+                if not 200 <= r.status_code < 300:
                     raise SyncError("the server refused the event stream", None, r.status_code)
                 for line in r.iter_lines():
                     if line.startswith("data: "):
-                        yield int(json.loads(line[6:])["last_seq"])
+                        yield W.LiveEvent.parse(W.load_json(line[6:])).last_seq
         except httpx.HTTPError as e:
             raise SyncError(f"lost the event stream ({type(e).__name__})") from None
 
@@ -257,7 +326,7 @@ class Syncer:
         if self.remote.token is None:
             self.remote.login(self.v.sync_key())
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], T]) -> T:
         """One retry after re-authenticating: credentials are short-lived."""
         self.ensure_login()
         try:
@@ -290,10 +359,12 @@ class Syncer:
 
     def sync_metadata(self, report: SyncReport) -> None:
         for _ in range(8):  # compare-and-swap: retry on a concurrent update
-            version, doc, sig = self._call(self.remote.get_metadata)
-            if not run_sync(self.v.p.ed25519_verify(self.v.identity.sign_pub, sig,
+            held = self._call(self.remote.get_metadata)
+            version, doc = held.version, held.metadata
+            if not run_sync(self.v.p.ed25519_verify(self.v.identity.sign_pub, held.signature,
                                                     W.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
+            check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
             scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
                                                               self._revoked_base())
@@ -314,6 +385,7 @@ class Syncer:
                     self.store.add_revoked(kid)
                 for kid in self.store.revoked_keys() - revoked:
                     self.store.unrevoke(kid)
+                note_metadata_seen(self.store, version, doc)
             mine = self.metadata_doc()
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
@@ -324,11 +396,13 @@ class Syncer:
             new = mine.encode()
             try:
                 report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(version, new, self._signed(version + 1, new)))
+                    lambda: self.remote.put_metadata(W.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                with self.store.transaction():
+                    note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
-                if e.status != 409:
+                if e.server_code != W.ErrorCode.STALE_VERSION:
                     raise
         raise SyncError("the vault metadata keeps changing on the server; try again")
 
@@ -353,9 +427,9 @@ class Syncer:
             with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
                 for r, (cid, cell) in zip(rows, cells):
                     self.store.put_cell(r.object_id, cid, cell, pushed=False)
-            items = [[cell, r.dek_wrapped] for r, (_, cell) in zip(rows, cells)]
-            for part in _runs(items, lambda it: len(it[0]) + len(it[1]) + 16, PUSH_BYTES):
-                self._call(functools.partial(self.remote.push, part))
+            items = [W.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
+            for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES):
+                self._call(functools.partial(self.remote.push, W.PushRequest(tuple(part))))
             with self.store.transaction():
                 self.store.mark_pushed(r.object_id for r in rows)
             report.pushed += len(rows)
@@ -364,7 +438,7 @@ class Syncer:
         outbox = self.store.erase_outbox()
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
-            report.erased_remote += len(res["erased"])
+            report.erased_remote += len(res.erased)
             with self.store.transaction():
                 self.store.clear_erasures(c for c, _ in chunk)
 
@@ -373,37 +447,64 @@ class Syncer:
         """Apply the change feed from the stored position.  -> whether metadata changed."""
         meta_changed = False
         since = self._seq()
-        holder_id = self.v.holder().holder_id
+        holder = self.v.holder()
+        holder_id = holder.holder_id
         while True:
             page = self._call(lambda: self.remote.changes(since))
-            rows, nxt, last = page[1], page[2], page[3]
+            nxt, last = page.next_since, page.last_seq
             present = self.store.object_ids()
             erased = self.store.erased_ids()
             new_objects: list[StoredObject] = []
+            replaced: list[StoredObject] = []
             new_cells: list[tuple[bytes, bytes, bytes]] = []
+            # cellIds as the store will map them once this page's cells are in (a replacement
+            # cell takes its object over from the old cellId, whose erasure follows in the feed)
+            cell_of: dict[bytes, bytes | None] = {}
             gone: list[bytes] = []
-            for seq, kind, cell_id, cell, wrapped in rows:
-                if kind == "meta":
+            refused_cells = 0
+            for row in page.rows:
+                if isinstance(row, W.MetaChange):
                     meta_changed = True
-                elif kind == "erase" and isinstance(cell_id, bytes):
-                    oid = self.store.object_of_cell(cell_id)
+                elif isinstance(row, W.EraseChange):
+                    why = erasure_refusal(self.v.p, row, holder.public)
+                    if why is not None:
+                        report.refusals.append(why)
+                        continue
+                    oid = cell_of[row.cell_id] if row.cell_id in cell_of else self.store.object_of_cell(row.cell_id)
                     if oid is not None:
                         gone.append(oid)
-                elif kind == "cell" and isinstance(cell, bytes) and isinstance(wrapped, bytes):
+                elif isinstance(row, W.CellChange):   # an ErasedCell has nothing to store
+                    cell, wrapped = row.cell, row.wrapped_dek
                     try:
                         # the server's checks except the signature, so a lying server cannot
                         # mislabel a cell; the object itself is authenticated when opened
                         checked = run_sync(check_cell(cell, holder_id, verify_signature=None))
                     except CellRefused:
+                        refused_cells += 1
                         continue
                     so = checked.sealed
-                    if so.object_id in present or so.object_id in erased:
+                    if so.object_id in erased:
                         continue
-                    present.add(so.object_id)
-                    new_objects.append(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
+                    stored = StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped)
+                    if so.object_id in present:
+                        if not self._is_replacement(stored, checked.cell, holder.public):
+                            continue
+                        old = self.store.cell_of(so.object_id)
+                        if old is not None:
+                            cell_of[old[0]] = None
+                        replaced.append(stored)
+                    else:
+                        present.add(so.object_id)
+                        new_objects.append(stored)
+                    cell_of[checked.cell.cell_id] = so.object_id
                     new_cells.append((so.object_id, checked.cell.cell_id, cell))
+            if refused_cells:
+                report.refusals.append(f"{refused_cells} cell(s) from the server were not what they claim "
+                                       "(another holder's, or altered): not stored")
             with self.store.transaction():
                 self.store.put_objects(new_objects)
+                for r in replaced:
+                    self.store.replace_object(r)
                 for oid, cid, cell in new_cells:
                     self.store.put_cell(oid, cid, cell, pushed=True)
                 if gone:
@@ -416,8 +517,24 @@ class Syncer:
             if progress is not None:
                 progress(nxt, last)
             since = nxt
-            if not page[4]:
+            # an empty page that says "more" is a change committing as the server read the feed;
+            # it is pulled on the next sync, and a server cannot keep this loop spinning
+            if not page.more or not page.rows:
                 return meta_changed
+
+    def _is_replacement(self, new: StoredObject, cell: Cell, holder_public: bytes) -> bool:
+        """A cell for an object this device holds replaces it only as migration makes one: a
+        format_version 2 object in place of a version 1 object, in a cell the vault's own
+        holder signed (the one check of the cell's signature a device makes: the server could
+        otherwise swap any object's contents for another authentic one)."""
+        have = self.store.get_object(new.object_id)
+        if have is None or have.format_version != LEGACY_VERSION or new.format_version == LEGACY_VERSION:
+            return False
+        try:
+            run_sync(verify_cell(self.v.p, cell, holder_public))
+        except OwnmemError:
+            return False
+        return True
 
     def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         report = SyncReport()
@@ -462,12 +579,9 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         reg = W.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
         proof = run_sync(v.p.ed25519_sign(sync.seed, reg))
         holder_proof = run_sync(v.p.mldsa65_sign(h.xi, reg, W.REGISTER_HOLDER_CONTEXT))
-        remote.register({"name": name, "salt": pub.salt.hex(), "owner_pub": ident.sign_pub.hex(),
-                         "sync_pub": sync.public.hex(), "ka_pub": ident.ka_pub.hex(), "holder_pub": h.public.hex(),
-                         "metadata": doc.hex(), "metadata_sig": s._signed(1, doc).hex(),
-                         "key_receipt": key_receipt.to_cbor().hex(), "proof": proof.hex(),
-                         "holder_proof": holder_proof.hex()})
-    elif bytes.fromhex(info["owner_pub"]) != ident.sign_pub:
+        remote.register(W.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public, doc,
+                                       s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
+    elif info.owner_pub != ident.sign_pub:
         raise SyncError(f"the vault name {name!r} is taken on this server by another identity")
     with v.store.transaction():
         v.store.sync_set("server", remote.base.encode())
@@ -482,7 +596,13 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
     vault = Vault(folder)
     if vault.exists():
         raise VaultError(f"a vault already exists at {vault.folder}")
-    return adopt_from_server(lambda: Store(vault.folder), Remote(server, name, client=client), passphrase, vault.p)
+    remote = Remote(server, name, client=client)
+    try:
+        return adopt_from_server(lambda: Store(vault.folder), remote, passphrase, vault.p)
+    except BaseException:
+        if client is None and remote.http is not None:   # ours to close: the login did not happen
+            remote.http.close()
+        raise
 
 
 def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str, p: CryptoProvider,
@@ -492,19 +612,20 @@ def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, p
     info = remote.lookup()
     if info is None:
         raise SyncError(f"no vault named {name!r} on {remote.base}")
-    salt, owner_pub = bytes.fromhex(info["salt"]), bytes.fromhex(info["owner_pub"])
+    salt = info.salt
     if master is None:
         master = run_sync(K.master_from_passphrase(p, passphrase, salt))
     ident = run_sync(K.identity_from_master(p, master))
-    if ident.sign_pub != owner_pub or ident.ka_pub != bytes.fromhex(info["ka_pub"]):
+    if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
     sync_seed = run_sync(K.derive_purpose_key(p, master, SYNC_INFO))
     remote.login(run_sync(K.signing_key(p, sync_seed)))
-    version, doc, sig = remote.get_metadata()
-    if not run_sync(p.ed25519_verify(ident.sign_pub, sig, W.metadata_message(name, version, doc))):
+    held = remote.get_metadata()
+    if not run_sync(p.ed25519_verify(ident.sign_pub, held.signature, W.metadata_message(name, held.version,
+                                                                                        held.metadata))):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
-    meta = parse_metadata(doc)
+    meta = parse_metadata(held.metadata)
     store = open_store() if callable(open_store) else open_store
     with store.transaction():
         store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
@@ -515,6 +636,7 @@ def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, p
         for kid in meta.revoked:
             store.add_revoked(kid)
         store.sync_set("revoked_base", cbor.encode(sorted(meta.revoked)))
+        note_metadata_seen(store, held.version, held.metadata)
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
     return Syncer(UnlockedVault(store, ident, p), remote)

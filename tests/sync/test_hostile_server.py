@@ -1,0 +1,496 @@
+"""The sync client against a hostile server (DESIGN.md "The public log": a device applies an
+erasure only with a FORGET receipt signed by its own holder and never lets the server lower
+a metadata version).
+
+Each test scripts one lie through ``hostile.HostileProxy``, which stands between device B
+and a real server and holds every byte the real server holds.  The properties, for every
+behaviour: nothing the vault's owner did not sign changes what B holds (no silent loss, no
+silent un-revocation), and every refusal is visible: a typed ``SyncError`` for an answer
+that cannot be used, a line in ``SyncReport.refusals`` for what was ignored.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import httpx
+import pytest
+from hostile import Answer, HostileProxy, Seen
+from synckit import Backend, Device, Devices, ServerProcess
+
+from ownmem import syncwire as W
+from ownmem.aperto import keys as K
+from ownmem.crypto import cbor, provider, run_sync
+from ownmem.errors import SyncError, WrongPassphrase
+from ownmem.saihm.cell import parse_cell
+from ownmem.saihm.receipt import make_receipt
+from ownmem.saihm.identity import holder_from_seed
+from ownmem.vault import Vault
+from ownmem.vault.sync import login_new_device
+
+P = provider()
+CHANGES = r"/changes$"
+METADATA = r"/metadata$"
+
+
+@pytest.fixture(scope="module")
+def server(sqlite_backend: Backend) -> Iterator[ServerProcess]:
+    s = ServerProcess(sqlite_backend, label="hostile")
+    try:
+        yield s.start()
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def proxy(server: ServerProcess) -> Iterator[HostileProxy]:
+    p = HostileProxy(server.url).start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+_names = iter(range(10 ** 6))
+
+
+def _name() -> str:
+    return f"hostile-{time.monotonic_ns() % 10 ** 9}-{next(_names)}"
+
+
+def _pair(devices: Devices, server: ServerProcess, proxy: HostileProxy, *contents: str,
+          timeout: float = 30.0) -> tuple[Device, Device, list[bytes]]:
+    """A (straight to the real server) with ``contents`` synced; B joined through the proxy."""
+    name = _name()
+    a = devices.first(server.url, name)
+    ids = [a.v.add(c) for c in contents]
+    a.sync()
+    b = devices.join(proxy.url, name, client=httpx.Client(timeout=timeout))
+    assert b.contents() == set(contents)
+    return a, b, ids
+
+
+def _state(d: Device) -> tuple[frozenset[bytes], frozenset[bytes], frozenset[bytes], bytes | None]:
+    st = d.v.store
+    return (frozenset(st.object_ids()), frozenset(st.erased_ids()), frozenset(st.revoked_keys()),
+            st.sync_get("pull_seq"))
+
+
+def _inject(rows: list[list[object]]) -> object:
+    """A rule that appends ``rows`` to the next non-empty-or-not page B pulls, once."""
+    def rule(seen: Seen, ans: Answer) -> Answer:
+        page = ans.page()
+        last = max(page[3], page[2]) + len(rows)
+        numbered = [[page[2] + i + 1, *r[1:]] for i, r in enumerate(rows)]
+        return ans.with_page(rows=page[1] + numbered, next=page[2] + len(rows), last=last, more=False)
+    return rule
+
+
+def _cell_row(a: Device, oid: bytes) -> tuple[bytes, bytes, bytes]:
+    """(cell id, cell bytes, wrapped DEK) of A's pushed object ``oid``."""
+    got = a.v.store.cell_of(oid)
+    assert got is not None
+    row = a.v.store.get_object(oid)
+    assert row is not None
+    return got[0], got[1], row.dek_wrapped
+
+
+def _foreign_holder_receipt(cell_id: bytes) -> bytes:
+    h = run_sync(holder_from_seed(P, b"\x77" * 32))
+    return run_sync(make_receipt(P, xi=h.xi, holder_id=h.holder_id, operation="FORGET", subject_id=cell_id,
+                                 timestamp=int(time.time()))).to_cbor()
+
+
+# ------------------------------------------------------------------ erasures the owner did not sign
+
+def test_an_erase_row_without_a_receipt_erases_nothing(devices: Devices, server: ServerProcess,
+                                                       proxy: HostileProxy) -> None:
+    a, b, (m,) = _pair(devices, server, proxy, "keep me")
+    cid, _, _ = _cell_row(a, m)
+    proxy.on("GET", CHANGES, _inject([[0, "erase", cid, None, None]]), once=True)
+    report = b.sync()
+    assert b.contents() == {"keep me"} and m not in b.v.store.erased_ids()
+    assert any("erase" in r for r in report.refusals)
+
+
+@pytest.mark.parametrize("kind", ["foreign_holder", "other_cell", "not_forget", "garbage"])
+def test_an_erase_row_with_a_receipt_the_holder_did_not_sign_for_that_cell_erases_nothing(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy, kind: str) -> None:
+    a, b, (m, other) = _pair(devices, server, proxy, "keep me", "and me")
+    cid, _, _ = _cell_row(a, m)
+    other_cid, _, _ = _cell_row(a, other)
+    h = a.v.holder()
+    receipt = {
+        "foreign_holder": lambda: _foreign_holder_receipt(cid),
+        "other_cell": lambda: a.v.forget_receipt(other_cid, int(time.time())),
+        "not_forget": lambda: run_sync(make_receipt(P, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
+                                                    subject_id=cid, timestamp=int(time.time()))).to_cbor(),
+        "garbage": lambda: b"\xa1\x01\x02",
+    }[kind]()
+    proxy.on("GET", CHANGES, _inject([[0, "erase", cid, receipt, None]]), once=True)
+    report = b.sync()
+    assert b.contents() == {"keep me", "and me"}
+    assert any("erase" in r for r in report.refusals)
+
+
+def test_a_real_forget_still_erases_through_the_proxy(devices: Devices, server: ServerProcess,
+                                                      proxy: HostileProxy) -> None:
+    a, b, (m, _) = _pair(devices, server, proxy, "forget me", "keep me")
+    a.v.forget(m.hex())
+    a.sync()
+    report = b.sync()
+    assert b.contents() == {"keep me"} and m in b.v.store.erased_ids() and report.refusals == []
+
+
+# ------------------------------------------------------------------ metadata rollback and forks
+
+def test_replayed_older_metadata_does_not_lift_a_revocation(devices: Devices, server: ServerProcess,
+                                                            proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    agent = run_sync(K.signing_key(P, b"\x42" * 32))
+    a.v.trust_add(agent.public)
+    a.sync()
+    b.sync()
+    old = proxy.last_answer("GET", METADATA)
+    assert agent.key_id in b.v.store.known_keys()
+    a.v.trust_remove(agent.key_id)
+    a.sync()
+    b.sync()
+    assert agent.key_id in b.v.store.revoked_keys()
+    before = _state(b)
+    proxy.on("GET", METADATA, lambda s, ans: old)           # the server replays the older version
+    with pytest.raises(SyncError, match="older"):
+        b.sync()
+    assert _state(b) == before and agent.key_id not in b.v.store.known_keys()
+
+
+def test_a_second_document_for_a_version_already_seen_is_refused(devices: Devices, server: ServerProcess,
+                                                                 proxy: HostileProxy) -> None:
+    """A fork: the server shows this device another validly signed document under a version it
+    has already seen (as if it had accepted two concurrent writes and shows each device one)."""
+    a, b, _ = _pair(devices, server, proxy, "m")
+    b.sync()
+    seen = proxy.last_answer("GET", METADATA).json()
+    version = seen["version"]
+    doc = cbor.decode(bytes.fromhex(seen["metadata"]))
+    doc["revoked"] = [b"\x01" * 8]                           # another history for the same version
+    forked = cbor.encode(doc)
+    sig = run_sync(P.ed25519_sign(a.v.identity.sign.seed, W.metadata_message(b.remote.name, version, forked)))
+    before = _state(b)
+    proxy.on("GET", METADATA, lambda s, ans: ans.with_json(
+        {"version": version, "metadata": forked.hex(), "signature": sig.hex()}))
+    with pytest.raises(SyncError, match="fork|another document"):
+        b.sync()
+    assert _state(b) == before
+
+
+def test_metadata_not_signed_by_the_owner_is_refused(devices: Devices, server: ServerProcess,
+                                                     proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    def forge(s: Seen, ans: Answer) -> Answer:
+        j = ans.json()
+        j["signature"] = ("00" * 64)
+        return ans.with_json(j)
+    proxy.on("GET", METADATA, forge)
+    before = _state(b)
+    with pytest.raises(SyncError, match="owner key"):
+        b.sync()
+    assert _state(b) == before
+
+
+# ------------------------------------------------------------------ the change feed
+
+def test_a_truncated_page_changes_nothing(devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    a.v.add("new on a")
+    a.sync()
+    before = _state(b)
+    proxy.on("GET", CHANGES, lambda s, ans: replace(ans, body=ans.body[: len(ans.body) // 2]))
+    with pytest.raises(SyncError):
+        b.sync()
+    assert _state(b) == before
+
+
+@pytest.mark.parametrize("body", [b"<html>502 Bad Gateway</html>", b"", b"\xff\xff", cbor.encode([1, 2, 3]),
+                                  cbor.encode({1: "rows", 2: 0, 3: 0, 4: False})])
+def test_a_page_that_is_not_a_page_changes_nothing(devices: Devices, server: ServerProcess, proxy: HostileProxy,
+                                                   body: bytes) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    before = _state(b)
+    proxy.on("GET", CHANGES, lambda s, ans: replace(ans, body=body))
+    with pytest.raises(SyncError):
+        b.sync()
+    assert _state(b) == before
+
+
+def test_a_page_that_goes_backwards_is_refused(devices: Devices, server: ServerProcess,
+                                               proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    a.v.add("more")
+    a.sync()
+    b.sync()
+    before = _state(b)
+    proxy.on("GET", CHANGES, lambda s, ans: ans.with_page(rows=[], next=0, more=False))
+    with pytest.raises(SyncError, match="backwards|position"):
+        b.sync()
+    assert _state(b) == before
+
+
+def test_a_feed_that_never_ends_is_cut_off(devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    # "more is coming", forever, and never a change: no progress
+    proxy.on("GET", CHANGES, lambda s, ans: ans.with_page(rows=[], next=ans.page()[2] - len(ans.page()[1])
+                                                          if ans.page()[1] else ans.page()[2],
+                                                          last=ans.page()[3] + 100, more=True))
+    started = time.monotonic()
+    b.sync()                                   # returns: an empty page ends the pull
+    assert time.monotonic() - started < 20 and b.contents() == {"m"}
+    assert sum(1 for x in proxy.seen if x.path.endswith("/changes")) <= 3
+
+
+def test_a_replayed_whole_feed_is_refused_and_stores_nothing_twice(devices: Devices, server: ServerProcess,
+                                                                    proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "one", "two")
+    before = _state(b)
+
+    def from_zero(s: Seen, ans: Answer) -> Answer:     # ignore `since`: the feed from the start
+        with httpx.Client() as c:
+            r = c.get(server.url + s.path, params={"since": 0, "limit": 5000},
+                      headers={"authorization": s.headers["authorization"]})
+        return replace(ans, body=r.content)
+    proxy.on("GET", CHANGES, from_zero)
+    with pytest.raises(SyncError, match="sequence"):
+        b.sync()
+    assert _state(b) == before and b.contents() == {"one", "two"}
+
+
+def test_rows_outside_the_page_range_are_refused(devices: Devices, server: ServerProcess,
+                                                 proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    a.v.add("new")
+    a.sync()
+    before = _state(b)
+    def renumber(s: Seen, ans: Answer) -> Answer:
+        page = ans.page()
+        return ans.with_page(rows=[[10 ** 6, *r[1:]] for r in page[1]])     # seq beyond `next`
+    proxy.on("GET", CHANGES, renumber)
+    with pytest.raises(SyncError):
+        b.sync()
+    assert _state(b) == before
+
+
+# ------------------------------------------------------------------ forged and misplaced cells
+
+def _new_on_a(a: Device, content: str) -> tuple[bytes, bytes, bytes, bytes]:
+    oid = a.v.add(content)
+    a.sync()
+    cid, cell, wrapped = _cell_row(a, oid)
+    return oid, cid, cell, wrapped
+
+
+def test_a_cell_whose_contents_do_not_match_its_id_is_dropped(devices: Devices, server: ServerProcess,
+                                                              proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    oid, _, _, _ = _new_on_a(a, "tampered in transit")
+
+    def tamper(s: Seen, ans: Answer) -> Answer:
+        rows = []
+        for r in ans.page()[1]:
+            if r[1] == "cell":
+                m = cbor.decode(r[3])
+                m[6] = m[6][:-1] + bytes([m[6][-1] ^ 1])
+                r = [r[0], r[1], r[2], cbor.encode(m), r[4]]
+            rows.append(r)
+        return ans.with_page(rows=rows)
+    proxy.on("GET", CHANGES, tamper)
+    report = b.sync()
+    assert oid not in b.v.store.object_ids()
+    assert any("cell" in r for r in report.refusals)
+
+
+def test_a_cell_of_another_vaults_holder_is_dropped(devices: Devices, server: ServerProcess,
+                                                    proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    stranger = devices.first(server.url, _name(), label="x")
+    oid, cid, cell, wrapped = _new_on_a(stranger, "someone else's")
+    proxy.on("GET", CHANGES, _inject([[0, "cell", cid, cell, wrapped]]), once=True)
+    report = b.sync()
+    assert oid not in b.v.store.object_ids() and any("cell" in r for r in report.refusals)
+
+
+def test_a_sealed_object_moved_under_another_cell_nonce_is_dropped(devices: Devices, server: ServerProcess,
+                                                                   proxy: HostileProxy) -> None:
+    """The server rebuilds a cell (it cannot sign, but the client's cheap checks do not verify the
+    holder signature) around one of the vault's own authentic objects under a new nonce."""
+    a, b, (m,) = _pair(devices, server, proxy, "m")
+    _, cell, wrapped = _cell_row(a, m)
+    c = parse_cell(cell)
+    from ownmem.saihm.cell import compute_cell_id
+
+    nonce = b"\x09" * 16
+    moved = cbor.encode({1: compute_cell_id(c.kek_version, nonce, c.ciphertext), 2: c.holder_id, 3: c.kek_version,
+                         4: c.tier, 5: nonce, 6: c.ciphertext, 7: c.signature, 8: c.timestamp})
+    proxy.on("GET", CHANGES, _inject([[0, "cell", parse_cell(moved).cell_id, moved, wrapped]]), once=True)
+    report = b.sync()
+    assert nonce not in b.v.store.object_ids() and b.v.store.count() == 1
+    assert any("cell" in r for r in report.refusals)
+
+
+def test_an_erased_memory_is_not_resurrected_by_a_replayed_cell(devices: Devices, server: ServerProcess,
+                                                               proxy: HostileProxy) -> None:
+    a, b, (m,) = _pair(devices, server, proxy, "gone for good")
+    cid, cell, wrapped = _cell_row(a, m)
+    a.v.forget(m.hex())
+    a.sync()
+    b.sync()
+    assert b.contents() == set()
+    proxy.on("GET", CHANGES, _inject([[0, "cell", cid, cell, wrapped]]), once=True)
+    b.sync()
+    assert b.contents() == set() and m not in b.v.store.object_ids()
+
+
+def test_swapped_wrapped_keys_make_objects_refuse_to_open_visibly(devices: Devices, server: ServerProcess,
+                                                                  proxy: HostileProxy) -> None:
+    name = _name()
+    a = devices.first(server.url, name)
+    x, y = a.v.add("x"), a.v.add("y")
+    a.sync()
+    (cx, _, wx), (cy, _, wy) = _cell_row(a, x), _cell_row(a, y)
+
+    def swap(s: Seen, ans: Answer) -> Answer:
+        rows = [[r[0], r[1], r[2], r[3], {wx: wy, wy: wx}.get(r[4], r[4])] for r in ans.page()[1]]
+        return ans.with_page(rows=rows)
+    proxy.on("GET", CHANGES, swap)
+    b = devices.join(proxy.url, name)
+    listing = b.listing()
+    assert listing.entries == [] and {oid for oid, _ in listing.refused} == {x, y}
+
+
+def test_a_replacement_cell_not_made_by_the_holder_does_not_replace_an_object(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    """Same cellNonce, new contents: only a cell the vault's holder signed may replace an object
+    (as migration does); a server-built one is dropped."""
+    a, b, (m,) = _pair(devices, server, proxy, "original")
+    _, cell, wrapped = _cell_row(a, m)
+    other = a.v.add("other text")
+    a.sync()
+    _, ocell, owrapped = _cell_row(a, other)
+    oc, c = parse_cell(ocell), parse_cell(cell)
+    from ownmem.saihm.cell import compute_cell_id
+
+    forged = cbor.encode({1: compute_cell_id(c.kek_version, c.cell_nonce, oc.ciphertext), 2: c.holder_id,
+                          3: c.kek_version, 4: c.tier, 5: c.cell_nonce, 6: oc.ciphertext, 7: c.signature,
+                          8: c.timestamp})
+    proxy.on("GET", CHANGES, _inject([[0, "cell", parse_cell(forged).cell_id, forged, owrapped]]), once=True)
+    b.sync()
+    assert b.v.store.get_object(m).sealed == parse_cell(cell).ciphertext     # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ answers a client must not follow
+
+def test_a_redirect_is_not_followed(devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    proxy.on("GET", CHANGES, lambda s, ans: Answer(307, {"location": "http://127.0.0.1:9/steal"}, b""))
+    before = _state(b)
+    with pytest.raises(SyncError):
+        b.sync()
+    assert _state(b) == before
+
+
+def test_a_500_with_a_traceback_is_one_sync_error(devices: Devices, server: ServerProcess,
+                                                  proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m")
+    proxy.on("GET", CHANGES, lambda s, ans: Answer(500, {"content-type": "text/plain"},
+                                                   b"Traceback (most recent call last):\n  File ..."))
+    with pytest.raises(SyncError) as e:
+        b.sync()
+    assert "Traceback" not in str(e.value)
+
+
+def test_a_hanging_server_times_out_and_changes_nothing(devices: Devices, server: ServerProcess,
+                                                        proxy: HostileProxy) -> None:
+    a, b, _ = _pair(devices, server, proxy, "m", timeout=1.0)
+
+    def hang(s: Seen, ans: Answer) -> Answer:
+        time.sleep(3)
+        return ans
+    proxy.on("GET", CHANGES, hang, once=True)
+    before = _state(b)
+    with pytest.raises(SyncError, match="reach"):
+        b.sync()
+    assert _state(b) == before
+
+
+# ------------------------------------------------------------------ a new device's login
+
+def test_a_lookup_that_serves_another_vaults_keys_fails_the_login(devices: Devices, server: ServerProcess,
+                                                                   proxy: HostileProxy, tmp_path) -> None:
+    mine, theirs = _name(), _name()
+    devices.first(server.url, mine)
+    devices.first(server.url, theirs, label="t", passphrase="another vault: eleven quiet herons")
+    with httpx.Client() as c:
+        other = c.get(f"{server.url}/v1/vaults/{theirs}").json()
+    proxy.on("GET", rf"/v1/vaults/{mine}$", lambda s, ans: ans.with_json({**other, "name": mine}))
+    with pytest.raises(WrongPassphrase):
+        login_new_device(tmp_path / "new", proxy.url, mine, "sync tests: blue walrus sings at dawn 41")
+    assert not Vault(tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("mangle", ["salt_not_hex", "salt_short", "missing_owner", "not_json"])
+def test_a_malformed_lookup_is_one_sync_error_and_creates_nothing(devices: Devices, server: ServerProcess,
+                                                                  proxy: HostileProxy, tmp_path,
+                                                                  mangle: str) -> None:
+    name = _name()
+    devices.first(server.url, name)
+
+    def rule(s: Seen, ans: Answer) -> Answer:
+        j = ans.json()
+        if mangle == "not_json":
+            return replace(ans, body=b"<html>")
+        if mangle == "salt_not_hex":
+            j["salt"] = "zz" * 16
+        elif mangle == "salt_short":
+            j["salt"] = "00" * 4
+        else:
+            del j["owner_pub"]
+        return ans.with_json(j)
+    proxy.on("GET", rf"/v1/vaults/{name}$", rule)
+    with pytest.raises(SyncError):
+        login_new_device(tmp_path / "new", proxy.url, name, "sync tests: blue walrus sings at dawn 41")
+    assert not Vault(tmp_path / "new").exists()
+
+
+def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    """The counterpart of the refusal above: the holder's own replacement cell (migration re-seals
+    an object in place) does replace, on every device, and the v1 cell leaves the server."""
+    from ownmem.aperto.model import Memory
+    from ownmem.aperto.payload import encode_payload
+    from ownmem.aperto.seal import seal_unchecked
+    from ownmem.crypto import random_bytes
+    from ownmem.vault import migrate_vault
+    from ownmem.vault.store import StoredObject
+
+    name = _name()
+    a = devices.first(server.url, name)
+    s, dek = a.v.scope("default"), K.new_key()
+    owner = a.v.identity.sign
+    so = run_sync(seal_unchecked(P, encode_payload(Memory(content="written by v0.1", created=1600000000),
+                                                   owner.key_id),
+                                 signer=owner, kid=owner.key_id, object_id=random_bytes(16), scope_id=s.scope_id,
+                                 dek=dek, nonce=random_bytes(12), format_version=1))
+    with a.v.store.transaction():
+        a.v.store.put_object(StoredObject(so.object_id, s.scope_id, 1, so.encoded,
+                                          run_sync(K.wrap_dek(P, dek, a.v.kek(s)))))
+    a.sync()
+    old_cid = _cell_row(a, so.object_id)[0]
+    b = devices.join(proxy.url, name)
+    assert b.v.store.get_object(so.object_id).format_version == 1      # type: ignore[union-attr]
+    assert migrate_vault(a.v).migrated == [so.object_id.hex()]
+    a.sync()
+    report = b.sync()
+    got = b.v.store.get_object(so.object_id)
+    assert got is not None and got.format_version == 2 and report.refusals == []
+    assert b.contents() == {"written by v0.1"} and so.object_id not in b.v.store.erased_ids()
+    assert server.backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (old_cid,)) == [(0,)]
