@@ -44,6 +44,7 @@ from .openapi import OPENAPI
 from .ratelimit import RateLimiter
 from .storage import Storage, StorageConflict, open_storage
 from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, VaultRecord
+from .tlog_routes import log_routes
 from .verify import HolderKey, Refused, check_receipt, ed25519_valid
 from .verifypool import VerifyPool, default_processes
 
@@ -579,6 +580,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}/erase", srv.erase, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", srv.export),
         Route("/v1/log", srv.log_list),
+        *log_routes(srv.storage, ApiError),     # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint
         Route("/v1/log/{receipt_id}", srv.log_get),
         Route("/v1/erasures", srv.erasures),
         Route("/", srv.index),

@@ -167,6 +167,62 @@ OPENAPI: dict[str, Any] = {
     },
 }
 
+# ---------------------------------------------------------------- the verifiable log (server/tlog_routes.py)
+
+_PROOF = {"type": "array", "items": _hexn(32), "maxItems": 128}
+TREE_ENTRY = _obj({"leaf_index": {"type": "integer", "minimum": 0}, "receipt_id": _hexn(32),
+                   "subject_id": _hexn(32), "operation": {"type": "string"}, "holder_id": _hexn(32),
+                   "timestamp": {"type": "integer"}, "receipt": HEX})
+
+
+def _refused(status: int, description: str) -> dict[str, Any]:
+    return {str(status): {"description": description, "content": {"application/json": {"schema": _error(status)}}}}
+
+
+OPENAPI["paths"].update({
+    "/v1/log/key": {"get": {
+        "operationId": "logKey",
+        "description": "The log's origin and its Ed25519 checkpoint key (C2SP signed-note verifier key). The key "
+                       "authenticates the server's own view only: devices keep the last checkpoint and check "
+                       "consistency with each new one, which is what catches a rewritten or forked log.",
+        "responses": {"200": _json(_obj({"origin": {"type": "string"}, "vkey": {"type": "string"},
+                                         "public_key": _hexn(32), "key_id": _hexn(4)}))}}},
+    "/v1/log/checkpoint": {"get": {
+        "operationId": "logCheckpoint",
+        "description": "The signed tree head: a C2SP tlog-checkpoint (origin, tree size, base64 RFC 6962 root) "
+                       "in a C2SP signed note, signed by the log key. Leaf i is the i-th receipt's CBOR.",
+        "responses": {"200": {"description": "a signed checkpoint",
+                              "content": {"text/plain; charset=utf-8": {"schema": {"type": "string"}}}}}}},
+    "/v1/log/proof/inclusion": {"get": {
+        "operationId": "logInclusionProof",
+        "description": "RFC 9162 inclusion proof (audit path, leaf side first) of one receipt, by receiptId or by "
+                       "leaf index (exactly one), in the tree of `size` entries (default: the current tree).",
+        "parameters": [{"name": "receipt", "in": "query", "schema": _hexn(32)},
+                       {"name": "index", "in": "query", "schema": COUNTER},
+                       {"name": "size", "in": "query", "schema": COUNTER}],
+        "responses": {"200": _json(_obj({"index": {"type": "integer"}, "size": {"type": "integer"},
+                                         "proof": _PROOF})),
+                      **_refused(400, "malformed, or a size or index beyond the log"),
+                      **_refused(404, "no such receipt in the log")}}},
+    "/v1/log/proof/consistency": {"get": {
+        "operationId": "logConsistencyProof",
+        "description": "RFC 9162 consistency proof that the tree of `to` entries (default: the current tree) extends "
+                       "the tree of `from` entries; empty when from is 0 or equals to.",
+        "parameters": [{"name": "from", "in": "query", "required": True, "schema": COUNTER},
+                       {"name": "to", "in": "query", "schema": COUNTER}],
+        "responses": {"200": _json(_obj({"from": {"type": "integer"}, "to": {"type": "integer"},
+                                         "proof": _PROOF})),
+                      **_refused(400, "malformed, or a size beyond the log")}}},
+    "/v1/log/entries": {"get": {
+        "operationId": "logEntries",
+        "parameters": [{"name": "start", "in": "query", "schema": COUNTER}, LIMIT],
+        "responses": {"200": _json(_obj({"entries": {"type": "array", "items": TREE_ENTRY}})), **_err(400)}}},
+    "/v1/log/entries/{index}": {"get": {
+        "operationId": "logEntry",
+        "parameters": [{"name": "index", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": _json(TREE_ENTRY), **_refused(404, "no such entry")}}},
+})
+
 # Every operation can fail unexpectedly: the same JSON body, never a traceback.
 for _item in OPENAPI["paths"].values():
     for _op in _item.values():

@@ -95,6 +95,7 @@ class ErrorCode(enum.StrEnum):
     WRONG_HOLDER = "wrong_holder"
     BAD_CELL_ID = "bad_cell_id"
     MALFORMED_RECEIPT = "malformed_receipt"
+    BEYOND_LOG = "beyond_log"
     UNAUTHENTICATED = "unauthenticated"
     WRONG_VAULT = "wrong_vault"
     UNKNOWN_VAULT = "unknown_vault"
@@ -128,6 +129,7 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.WRONG_HOLDER: (400, "a cell or receipt belongs to another holder"),
     ErrorCode.BAD_CELL_ID: (400, "a cellId does not match the cell's contents"),
     ErrorCode.MALFORMED_RECEIPT: (400, "a receipt is malformed, of the wrong operation, or not deterministic CBOR"),
+    ErrorCode.BEYOND_LOG: (400, "a tree size or leaf index beyond the receipt log's current tree"),
     ErrorCode.UNAUTHENTICATED: (401, "no credential, or one that is unknown or expired, or a failed login"),
     ErrorCode.WRONG_VAULT: (403, "the credential is for another vault"),
     ErrorCode.UNKNOWN_VAULT: (404, "no vault of that name"),

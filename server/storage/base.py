@@ -14,6 +14,7 @@ dead tuples), so each backend also scrubs them (scrub.py) without making anyone 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -169,3 +170,14 @@ class Storage(Protocol):
     def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]: ...
 
     def last_seq(self, vault_id: int) -> int: ...
+
+    # the log's Merkle tree (storage/tree.py): leaf i is the i-th receipt logged
+    def log_tree_size(self) -> int: ...
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]: ...   # an ownmem.saihm.tlog.HashReader
+
+    def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]: ...   # index = leaf index
+
+    def log_leaf_index(self, receipt_id: bytes) -> int | None: ...
+
+    def log_key(self, candidate: bytes) -> bytes: ...   # the log key's seed: ``candidate`` if none was kept

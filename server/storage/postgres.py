@@ -23,7 +23,7 @@ keeps what it logged (docs/decisions.md).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from . import tree
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
     VaultRecord,
@@ -140,6 +141,11 @@ class PostgresStorage:
                                    kwargs={"autocommit": False, "options": OPTIONS})
         with self.pool.connection() as c:
             _create_schema(c)
+            c.execute(tree.POSTGRES_SCHEMA)
+        with self._tx() as c:
+            # another process may be at it too: the lock first, then what is left to append
+            size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
+            self._append_tree(c, size, [(_b(r[0]), _b(r[1])) for r in c.execute(tree.UNTREED).fetchall()])
         self._scrub_conn: psycopg.Connection[Any] | None = None
         self._waits: dict[int, _Wait] = {}
         self._exports = ExportSlots()
@@ -385,12 +391,63 @@ class PostgresStorage:
         return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
+    @classmethod
+    def _append_log(cls, c: psycopg.Connection, entries: list[LogEntry]) -> None:
+        if not entries:
+            return
+        # The tree's lock first, then the rows: so log order (idx) is tree order, across vaults and
+        # processes.  It is the last lock the transaction takes (vault rows come before), so no cycle.
+        size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
+        # one statement for the batch (binary arrays: text ones hex-escape every receipt); a
+        # receipt already logged is no new row and no new leaf
+        inserted = c.execute(
+            "INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+            "SELECT * FROM unnest(%b::bytea[], %b::bytea[], %b::text[], %b::bytea[], %b::bigint[], %b::bytea[]) "
+            "ON CONFLICT (receipt_id) DO NOTHING RETURNING idx, receipt_id",
+            ([e.receipt_id for e in entries], [e.subject_id for e in entries], [e.operation for e in entries],
+             [e.holder_id for e in entries], [e.timestamp for e in entries], [e.receipt for e in entries])).fetchall()
+        receipt = {e.receipt_id: e.receipt for e in entries}
+        cls._append_tree(c, size, [(_b(rid), receipt[_b(rid)]) for _, rid in sorted(inserted, key=lambda r: int(r[0]))])
+
     @staticmethod
-    def _append_log(c: psycopg.Connection, entries: list[LogEntry]) -> None:
-        for e in entries:
-            c.execute("INSERT INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
-                      "VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (receipt_id) DO NOTHING",
-                      (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt))
+    def _append_tree(c: psycopg.Connection, size: int, receipts: list[tuple[bytes, bytes]]) -> None:
+        """The receipts as the next leaves of the tree of ``size``; the caller holds the head row's lock."""
+        if not receipts:
+            return
+        leaves, hashes = tree.new_rows(size, receipts, lambda idx: _read_hashes(c, idx))
+        # leaves, hashes and the new size in one statement: one round trip
+        c.execute("WITH l AS (INSERT INTO tlog_leaves SELECT * FROM unnest(%b::bigint[], %b::bytea[])), "
+                  "h AS (INSERT INTO tlog_hashes SELECT * FROM unnest(%b::bigint[], %b::bytea[])) "
+                  "UPDATE tlog_head SET size = %b WHERE id = 1",
+                  ([i for i, _ in leaves], [r for _, r in leaves], [i for i, _ in hashes], [h for _, h in hashes],
+                   size + len(receipts)))
+
+    # ---------------------------------------------------------------- the log's Merkle tree
+    def log_tree_size(self) -> int:
+        with self._tx() as c:
+            return int(_one(c.execute(tree.TREE_SIZE).fetchone())[0])
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        with self._tx() as c:
+            return _read_hashes(c, indexes)
+
+    def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT t.leaf, l.receipt_id, l.subject_id, l.operation, l.holder_id, l.ts, l.receipt "
+                "FROM tlog_leaves t JOIN log l ON l.receipt_id = t.receipt_id WHERE t.leaf >= %s "
+                "ORDER BY t.leaf LIMIT %s", (start, limit)).fetchall()
+        return [self._log_row(r) for r in rows]
+
+    def log_leaf_index(self, receipt_id: bytes) -> int | None:
+        with self._tx() as c:
+            r = c.execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = %s", (receipt_id,)).fetchone()
+        return int(r[0]) if r else None
+
+    def log_key(self, candidate: bytes) -> bytes:
+        with self._tx() as c:
+            c.execute("INSERT INTO tlog_key VALUES (1, %s) ON CONFLICT (id) DO NOTHING", (candidate,))
+            return _b(_one(c.execute("SELECT seed FROM tlog_key WHERE id = 1").fetchone())[0])
 
     def _log_row(self, r: tuple[Any, ...]) -> LoggedReceipt:
         return LoggedReceipt(int(r[0]), LogEntry(_b(r[1]), _b(r[2]), r[3], _b(r[4]), int(r[5]), _b(r[6])))
@@ -419,3 +476,8 @@ class PostgresStorage:
             rows = c.execute("SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > %s ORDER BY idx LIMIT %s",
                              (after, limit)).fetchall()
         return [(int(a), _b(b), _b(h), int(t)) for a, b, h, t in rows]
+
+
+def _read_hashes(c: psycopg.Connection, indexes: Sequence[int]) -> list[bytes]:
+    rows = c.execute("SELECT idx, hash FROM tlog_hashes WHERE idx = ANY(%s)", (sorted(set(indexes)),)).fetchall()
+    return tree.in_order(indexes, {int(a): _b(b) for a, b in rows})

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import tree
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
     StorageConflict, VaultRecord,
@@ -77,7 +78,9 @@ class SqliteStorage:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA)
+        self._conn().executescript(SCHEMA + tree.SQLITE_SCHEMA)
+        with self._tx() as c:
+            self._append_tree(c, [(bytes(r[0]), bytes(r[1])) for r in c.execute(tree.UNTREED)])
         self._checkpointer: sqlite3.Connection | None = None
         self._exports = ExportSlots()
         self._scrubber = Scrubber(self._scrub_step, name="ownmem-scrub-sqlite")
@@ -305,12 +308,49 @@ class SqliteStorage:
         return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
+    @classmethod
+    def _append_log(cls, c: sqlite3.Connection, entries: list[LogEntry]) -> None:
+        new = []
+        for e in entries:
+            if c.execute("INSERT OR IGNORE INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
+                         "VALUES (?,?,?,?,?,?)",
+                         (e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt)).rowcount:
+                new.append((e.receipt_id, e.receipt))
+        cls._append_tree(c, new)
+
     @staticmethod
-    def _append_log(c: sqlite3.Connection, entries: list[LogEntry]) -> None:
-        c.executemany("INSERT OR IGNORE INTO log (receipt_id, subject_id, operation, holder_id, ts, receipt) "
-                      "VALUES (?,?,?,?,?,?)",
-                      [(e.receipt_id, e.subject_id, e.operation, e.holder_id, e.timestamp, e.receipt)
-                       for e in entries])
+    def _append_tree(c: sqlite3.Connection, receipts: list[tuple[bytes, bytes]]) -> None:
+        """The receipts as the next leaves of the Merkle tree; inside the caller's write transaction."""
+        if not receipts:
+            return
+        size = int(c.execute(tree.TREE_SIZE).fetchone()[0])
+        c.execute("UPDATE tlog_head SET size = ? WHERE id = 1", (size + len(receipts),))
+        leaves, hashes = tree.new_rows(size, receipts, lambda idx: _read_hashes(c, idx))
+        c.executemany("INSERT INTO tlog_leaves VALUES (?,?)", leaves)
+        c.executemany("INSERT INTO tlog_hashes VALUES (?,?)", hashes)
+
+    # ---------------------------------------------------------------- the log's Merkle tree
+    def log_tree_size(self) -> int:
+        return int(self._conn().execute(tree.TREE_SIZE).fetchone()[0])
+
+    def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        return _read_hashes(self._conn(), indexes)
+
+    def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
+        rows = self._conn().execute(
+            "SELECT t.leaf, l.receipt_id, l.subject_id, l.operation, l.holder_id, l.ts, l.receipt FROM tlog_leaves t "
+            "JOIN log l ON l.receipt_id = t.receipt_id WHERE t.leaf >= ? ORDER BY t.leaf LIMIT ?",
+            (start, limit)).fetchall()
+        return [LoggedReceipt(r[0], LogEntry(*r[1:])) for r in rows]
+
+    def log_leaf_index(self, receipt_id: bytes) -> int | None:
+        r = self._conn().execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = ?", (receipt_id,)).fetchone()
+        return int(r[0]) if r else None
+
+    def log_key(self, candidate: bytes) -> bytes:
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO tlog_key VALUES (1, ?)", (candidate,))
+            return bytes(c.execute("SELECT seed FROM tlog_key WHERE id = 1").fetchone()[0])
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
         r = self._conn().execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log "
@@ -334,3 +374,13 @@ class SqliteStorage:
         return [(int(r[0]), bytes(r[1]), bytes(r[2]), int(r[3])) for r in self._conn().execute(
             "SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > ? ORDER BY idx LIMIT ?",
             (after, limit))]
+
+
+def _read_hashes(c: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
+    found: dict[int, bytes] = {}
+    wanted = sorted(set(indexes))
+    for i in range(0, len(wanted), 500):
+        chunk = wanted[i:i + 500]
+        found.update((int(a), bytes(b)) for a, b in c.execute(
+            f"SELECT idx, hash FROM tlog_hashes WHERE idx IN ({','.join('?' * len(chunk))})", chunk))
+    return tree.in_order(indexes, found)

@@ -26,6 +26,8 @@ PUBLIC_ROUTES = {
     ("/v1/vaults", "POST"), ("/v1/vaults/{name}", "GET"),
     ("/v1/vaults/{name}/challenge", "POST"), ("/v1/vaults/{name}/session", "POST"),
     ("/v1/log", "GET"), ("/v1/log/{receipt_id}", "GET"), ("/v1/erasures", "GET"),
+    ("/v1/log/key", "GET"), ("/v1/log/checkpoint", "GET"), ("/v1/log/proof/inclusion", "GET"),
+    ("/v1/log/proof/consistency", "GET"), ("/v1/log/entries", "GET"), ("/v1/log/entries/{index}", "GET"),
 }
 
 
