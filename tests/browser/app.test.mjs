@@ -1097,7 +1097,11 @@ page = cbor.decode(sys.stdin.buffer.read())
 if sys.argv[1] == "cells":
     print(" ".join(r[2].hex() for r in page[1] if r[1] == "cell"))
 else:
-    page[1].append([0, "erase", bytes.fromhex(sys.argv[1]), None, None])
+    # a well-formed page that also erases the cell, with no FORGET receipt: next in sequence
+    page[2] += 1
+    page[1].append([page[2], "erase", bytes.fromhex(sys.argv[1]), None, None])
+    page[3] = max(page[3], page[2])
+    page[4] = page[2] < page[3]
     sys.stdout.buffer.write(cbor.encode(page))
 `;
 

@@ -79,7 +79,7 @@ class LogClient:
 def forget_all(lv: Any, http: httpx.Client, base: str, name: str, token: str, cell_ids: list[bytes]) -> None:
     """FORGET receipts for ``cell_ids`` through POST /erase."""
     h = lv.holder()
-    receipts = [run_sync(make_receipt(lv.p, xi=h.xi, holder_id=h.holder_id, operation="FORGET", subject_id=c,
+    receipts = [run_sync(make_receipt(lv.crypto, xi=h.xi, holder_id=h.holder_id, operation="FORGET", subject_id=c,
                                       timestamp=int(time.time()))).to_cbor().hex() for c in cell_ids]
     r = http.post(f"{base}/v1/vaults/{name}/erase", headers={"Authorization": f"Bearer {token}"},
                   json={"receipts": receipts})
