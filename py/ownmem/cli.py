@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .aperto.model import MemType, type_name
@@ -23,6 +23,9 @@ from .passphrase import strength
 from .vault import (
     DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
+
+if TYPE_CHECKING:
+    from .vault.sync import SyncReport
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -345,13 +348,15 @@ def cmd_login(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(r: Any) -> str:
+def _report(r: "SyncReport") -> str:
     parts = [f"pushed {r.pushed}", f"pulled {r.pulled}"]
     if r.erased_remote or r.erased_here:
         parts.append(f"erased {r.erased_remote} on the server, {r.erased_here} here")
     line = "synced: " + ", ".join(parts)
     if r.scope_conflicts:
         line += f" (scope name conflict: {', '.join(r.scope_conflicts)})"
+    for why in r.refusals:    # what the server sent that this device did not apply: never silent
+        line += f"\nwarning: {why}"
     return line
 
 

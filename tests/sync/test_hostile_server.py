@@ -494,3 +494,20 @@ def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
     assert got is not None and got.format_version == 2 and report.refusals == []
     assert b.contents() == {"written by v0.1"} and so.object_id not in b.v.store.erased_ids()
     assert server.backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (old_cid,)) == [(0,)]
+
+
+def test_the_cli_shows_what_it_refused(devices: Devices, server: ServerProcess, proxy: HostileProxy,
+                                       tmp_path) -> None:
+    from synckit import PASSPHRASE, cli_env, ownmem
+
+    name = _name()
+    a = devices.first(server.url, name)
+    m = a.v.add("the CLI keeps this")
+    a.sync()
+    cid, _, _ = _cell_row(a, m)
+    env = cli_env(tmp_path, tmp_path / "cli-vault", PASSPHRASE)
+    assert ownmem("login", "--server", proxy.url, "--vault-name", name, env=env).returncode == 0
+    proxy.on("GET", CHANGES, _inject([[0, "erase", cid, None, None]]), once=True)
+    r = ownmem("sync", env=env)
+    assert r.returncode == 0 and "warning: the server asked to erase" in r.stdout
+    assert "the CLI keeps this" in ownmem("list", env=env).stdout
