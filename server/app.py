@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ownmem import syncwire as W
+from ownmem import syncwire as wire
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS
@@ -50,7 +50,7 @@ from .verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"
-E = W.ErrorCode
+E = wire.ErrorCode
 P = ParamSpec("P")
 T = TypeVar("T")
 _log = logging.getLogger("ownmem.server")
@@ -59,9 +59,9 @@ _log = logging.getLogger("ownmem.server")
 class ApiError(OwnmemError):
     """A refusal, answered with its code's status as ``{"error": code, "message": message}``."""
 
-    code: W.ErrorCode
+    code: wire.ErrorCode
 
-    def __init__(self, code: W.ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, code: wire.ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.headers = code, message, headers
 
@@ -94,7 +94,7 @@ def _parsed(parse: Callable[[Any], T], value: Any) -> T:
 
 
 def _hex_param(v: str, what: str) -> bytes:
-    return _parsed(lambda x: W.Hex(32).load(x, what), v)
+    return _parsed(lambda x: wire.Hex(32).load(x, what), v)
 
 
 class Server:
@@ -110,7 +110,7 @@ class Server:
     async def call(self, fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
         return await run_in_threadpool(fn, *args, **kw)
 
-    async def body(self, request: Request, limit: int = W.MAX_BODY) -> bytes:
+    async def body(self, request: Request, limit: int = wire.MAX_BODY) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None:
             try:
@@ -127,14 +127,14 @@ class Server:
         return b"".join(chunks)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
-        v = _parsed(W.load_json, await self.body(request, W.MAX_JSON))
+        v = _parsed(wire.load_json, await self.body(request, wire.MAX_JSON))
         if not isinstance(v, dict):
             raise ApiError(E.MALFORMED, "body must be a JSON object")
         return v
 
     async def vault(self, request: Request) -> VaultRecord:
         name = request.path_params["name"]
-        if not W.valid_vault_name(name):
+        if not wire.valid_vault_name(name):
             raise ApiError(E.UNKNOWN_VAULT, "no such vault")
         v = await self.call(self.storage.vault, name)
         if v is None:
@@ -178,12 +178,12 @@ class Server:
     async def register(self, request: Request) -> Response:
         b = await self.json_body(request)
         name = b.get("name")
-        if not isinstance(name, str) or not W.valid_vault_name(name):
+        if not isinstance(name, str) or not wire.valid_vault_name(name):
             raise ApiError(E.BAD_NAME, E.BAD_NAME.description)
-        reg = _parsed(W.Registration.parse, b)
+        reg = _parsed(wire.Registration.parse, b)
         if not ed25519_valid(reg.sync_pub, reg.proof, reg.message()):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its sync key")
-        if not ed25519_valid(reg.owner_pub, reg.metadata_sig, W.metadata_message(name, 1, reg.metadata)):
+        if not ed25519_valid(reg.owner_pub, reg.metadata_sig, wire.metadata_message(name, 1, reg.metadata)):
             raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key")
         holder_id = hashlib.sha256(reg.holder_pub).digest()
         try:
@@ -197,7 +197,7 @@ class Server:
             raise ApiError(E.MALFORMED_RECEIPT, "a KEY receipt names the holder and carries its public key")
         # The KEY receipt is public (it is in the log), so it proves nothing about who
         # registers; the holder's own signature over this registration does.
-        if not hk.valid(reg.message(), reg.holder_proof, W.REGISTER_HOLDER_CONTEXT):
+        if not hk.valid(reg.message(), reg.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its holder key")
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
                               reg.metadata, reg.metadata_sig, entry)
@@ -205,32 +205,32 @@ class Server:
             await self.call(self.storage.register, stored)
         except StorageConflict:
             raise ApiError(E.NAME_TAKEN, "a vault of that name exists") from None
-        return JSONResponse(W.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
+        return JSONResponse(wire.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
 
     async def lookup(self, request: Request) -> Response:
         v = await self.vault(request)
-        return JSONResponse(W.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub,
+        return JSONResponse(wire.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub,
                                         v.holder_id).encode())
 
     async def challenge(self, request: Request) -> Response:
         v = await self.vault(request)
         c = secrets.token_bytes(32)
-        expires = time.time() + W.CHALLENGE_TTL
+        expires = time.time() + wire.CHALLENGE_TTL
         await self.call(self.storage.add_challenge, v.id, c, expires)
-        return JSONResponse(W.Challenge(c, int(expires)).encode())
+        return JSONResponse(wire.Challenge(c, int(expires)).encode())
 
     async def session(self, request: Request) -> Response:
         v = await self.vault(request)
-        req = _parsed(W.SessionRequest.parse, await self.json_body(request))
+        req = _parsed(wire.SessionRequest.parse, await self.json_body(request))
         # verify before consuming, so a forged signature cannot burn someone's challenge
-        if not ed25519_valid(v.sync_pub, req.signature, W.auth_message(v.name, req.challenge)):
+        if not ed25519_valid(v.sync_pub, req.signature, wire.auth_message(v.name, req.challenge)):
             raise ApiError(E.UNAUTHENTICATED, "could not authenticate")
         if not await self.call(self.storage.take_challenge, v.id, req.challenge, time.time()):
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
-        expires = time.time() + W.TOKEN_TTL
+        expires = time.time() + wire.TOKEN_TTL
         await self.call(self.storage.add_token, hashlib.sha256(token.encode()).digest(), v.id, expires)
-        return JSONResponse(W.Session(token, int(expires)).encode())
+        return JSONResponse(wire.Session(token, int(expires)).encode())
 
     # ---------------------------------------------------------------- vault routes
     async def metadata(self, request: Request) -> Response:
@@ -241,14 +241,14 @@ class Server:
     async def get_metadata(self, request: Request) -> Response:
         v = await self.authed(request)
         version, meta, sig = await self.call(self.storage.metadata, v.id)
-        return JSONResponse(W.MetadataVersion(version, meta, sig).encode())
+        return JSONResponse(wire.MetadataVersion(version, meta, sig).encode())
 
     async def put_metadata(self, request: Request) -> Response:
         v = await self.authed(request)
         # the expected version is bounded (MAX_VERSION): a version is a 64-bit database integer,
         # and 2**80 used to end in a 500
-        up = _parsed(W.MetadataUpdate.parse, await self.json_body(request))
-        if not ed25519_valid(v.owner_pub, up.signature, W.metadata_message(v.name, up.expected_version + 1,
+        up = _parsed(wire.MetadataUpdate.parse, await self.json_body(request))
+        if not ed25519_valid(v.owner_pub, up.signature, wire.metadata_message(v.name, up.expected_version + 1,
                                                                             up.metadata)):
             raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key for that version")
         try:
@@ -256,16 +256,16 @@ class Server:
         except StorageConflict:
             raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
         self.live.notify(v.id)
-        return JSONResponse(W.MetadataAccepted(version).encode())
+        return JSONResponse(wire.MetadataAccepted(version).encode())
 
     async def push(self, request: Request) -> Response:
         v = await self.authed(request)
         raw = await self.body(request)
         # the array's declared length first: a batch of 5000 would otherwise trip the item
         # cap of the decoder below and be called malformed instead of too large
-        if _cbor_array_len(raw) > W.MAX_BATCH:
-            raise ApiError(E.BATCH_TOO_LARGE, f"at most {W.MAX_BATCH} cells per push")
-        req = _parsed(W.PushRequest.parse, raw)
+        if _cbor_array_len(raw) > wire.MAX_BATCH:
+            raise ApiError(E.BATCH_TOO_LARGE, f"at most {wire.MAX_BATCH} cells per push")
+        req = _parsed(wire.PushRequest.parse, raw)
         # Verification is most of the cost, and ML-DSA-65 verification holds the GIL: a large
         # batch is verified in worker processes, one part per core (verifypool.py).
         items = [[it.cell, it.wrapped_dek] for it in req.items]
@@ -276,22 +276,22 @@ class Server:
         res = await self.call(self.storage.push, v.id, checked)
         if res.stored:
             self.live.notify(v.id)
-        return JSONResponse(W.PushResult(res.stored, res.duplicates, res.erased, res.last_seq).encode())
+        return JSONResponse(wire.PushResult(res.stored, res.duplicates, res.erased, res.last_seq).encode())
 
     async def changes(self, request: Request) -> Response:
         v = await self.authed(request)
         since, limit = _int_param(request, "since", 0), _int_param(request, "limit", 1000)
-        limit = max(1, min(limit, W.MAX_PAGE))
+        limit = max(1, min(limit, wire.MAX_PAGE))
         rows, last = await self.call(self.storage.changes, v.id, since, limit)
         # bounded in bytes as well as in count: one response never grows past MAX_PAGE_BYTES
         size, keep = 0, 0
         for c in rows:
             size += len(c.cell or b"") + 64
-            if keep and size > W.MAX_PAGE_BYTES:
+            if keep and size > wire.MAX_PAGE_BYTES:
                 break
             keep += 1
         rows = rows[:keep]
-        page = W.ChangesPage(tuple(_change(c) for c in rows), rows[-1].seq if rows else since, last)
+        page = wire.ChangesPage(tuple(_change(c) for c in rows), rows[-1].seq if rows else since, last)
         # Streamed in slices rather than built whole: a page runs to ~20 MB, and the device
         # starts reading while the rest is encoded (docs/benchmarks.md, area `server`).
         return StreamingResponse(page.chunks(), media_type=CBOR)
@@ -306,7 +306,7 @@ class Server:
                     return
                 if seq != last:
                     last = seq
-                    yield b"event: changes\ndata: " + W.dump_json(W.LiveEvent(seq).encode()) + b"\n\n"
+                    yield b"event: changes\ndata: " + wire.dump_json(wire.LiveEvent(seq).encode()) + b"\n\n"
                 else:
                     yield b": keep-alive\n\n"
 
@@ -315,7 +315,7 @@ class Server:
 
     async def erase(self, request: Request) -> Response:
         v = await self.authed(request)
-        req = _parsed(W.EraseRequest.parse, await self.json_body(request))
+        req = _parsed(wire.EraseRequest.parse, await self.json_body(request))
         holder = self.holder(v)
         entries, ids = [], []
         for i, raw in enumerate(req.receipts):
@@ -332,7 +332,7 @@ class Server:
         # the same receipts again is how a client asks until it reads false
         pending = await self.call(self.storage.erasure_pending, v.id)
         erased = set(done)
-        return JSONResponse(W.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
+        return JSONResponse(wire.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
@@ -393,8 +393,8 @@ class Server:
         return built if built.exists() else None
 
 
-def _change(c: Change) -> W.ChangeRow:
-    return W.change_row([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek])
+def _change(c: Change) -> wire.ChangeRow:
+    return wire.change_row([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek])
 
 
 def _cbor_array_len(raw: bytes) -> int:
@@ -513,9 +513,9 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
 
 # ---------------------------------------------------------------- every answer that is not 2xx
 
-def refusal(code: W.ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
+def refusal(code: wire.ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """The one shape of every answer that is not 2xx."""
-    return JSONResponse(W.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
+    return JSONResponse(wire.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
 
 
 # what Starlette raises itself: no route for the path (also a file the web mount lacks), and a
