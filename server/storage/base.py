@@ -32,6 +32,18 @@ class StorageConflict(StorageError):
     code = "storage_conflict"
 
 
+class StorageLimit(StorageError):
+    """A registration over the number of vaults one key set may have."""
+
+    code = "storage_limit"
+
+
+class StorageQuota(StorageError):
+    """A push that would take the vault over its storage quota: nothing of it was stored."""
+
+    code = "storage_quota"
+
+
 class StorageBusy(StorageError):
     """Too much is held open right now (export snapshots): the caller can retry later."""
 
@@ -56,6 +68,7 @@ class VaultRecord:
     holder_id: bytes
     last_seq: int
     meta_version: int
+    stored_bytes: int         # of its cells and wrapped DEKs, counted against its quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +142,11 @@ class ExportSnapshot(Protocol):
 class Storage(Protocol):
     def close(self) -> None: ...
 
-    def register(self, reg: Registration) -> VaultRecord: ...
+    def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
+        """Raises StorageConflict for a taken name, StorageLimit when a key of ``reg`` (owner,
+        sync or holder) is already in ``max_per_key`` vaults; counted and inserted in one
+        transaction, registrations one at a time."""
+        ...
 
     def vault(self, name: str) -> VaultRecord | None: ...
 
@@ -141,13 +158,22 @@ class Storage(Protocol):
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None: ...
 
-    def token_vault(self, token_hash: bytes, now: float) -> int | None: ...
+    def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
+        """(vault id, expiry) of a live credential."""
+        ...
 
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]: ...
 
     def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int: ...
 
-    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult: ...
+    def known_cells(self, vault_id: int, cell_ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        """Which of ``cell_ids`` the vault holds, and which it erased."""
+        ...
+
+    def push(self, vault_id: int, cells: list[PushCell], *, quota: int | None = None) -> PushResult:
+        """Raises StorageQuota, storing nothing, when the new cells would take the vault's
+        stored bytes over ``quota``."""
+        ...
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
 
@@ -169,3 +195,7 @@ class Storage(Protocol):
     def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]: ...
 
     def last_seq(self, vault_id: int) -> int: ...
+
+    def server_secret(self) -> bytes:
+        """32 random bytes, made once per store and kept in it (decoy lookups, app.py)."""
+        ...
