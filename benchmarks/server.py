@@ -5,6 +5,8 @@
     change-feed pull      Remote.changes paging through the whole feed      >= 30,000 cells/s (SQLite)
     fresh CLI device      `ownmem login` into an empty folder, end to end   <= 5 s for 10,000 memories
     concurrency           32 clients, each its own session, 60 s, mixed     zero errors; p50/p99, req/s
+    a stranger's flood    16 unauthenticated connections hammer lookup and  every `ownmem sync` of the
+                          challenge at the owner's vault name for 30 s      owner succeeds (default limits)
     PostgreSQL            every measure above                               within 2x of SQLite
     anchor                pull items/s against Vaultwarden's ~10,000 items/s (3,000 items in ~300 ms)
 
@@ -62,7 +64,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSPHRASE = "server bench: seven lanterns over a quiet harbour"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 PG_URL = "postgresql://postgres@127.0.0.1:5432/{db}"
-RATE = 1_000_000            # OWNMEM_RATE_PER_SECOND / _BURST: far above any load here (see notes)
+RATE = 1_000_000            # every rate limit and count: far above any load here (see notes)
+# the limits the throughput servers lift; the flood runs with the defaults (none of these set)
+LIFTED = ("OWNMEM_RATE_PER_SECOND", "OWNMEM_RATE_BURST", "OWNMEM_ADDRESS_RATE_PER_SECOND", "OWNMEM_ADDRESS_BURST",
+          "OWNMEM_REGISTER_PER_HOUR", "OWNMEM_VAULTS_PER_KEY")
+STRANGER = "127.0.0.2"      # the flood's source address: another client than the owner at 127.0.0.1
 _SCRIPT = Path(sys.executable).with_name("ownmem")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ownmem.cli"]
 
@@ -89,10 +95,14 @@ class Sizes:
     pull_back: int = 100        # a load pull starts up to this many changes behind the client's last seq
     workers: int = 1            # server processes per backend for push, pull and the CLI (the default)
     load_workers: int = 2       # server processes per backend for the concurrency test (uvicorn --workers)
+    flood_connections: int = 16
+    flood_seconds: float = 30.0
+    flood_baseline: int = 3     # owner's syncs timed before the flood, for comparison
 
 
 FULL = Sizes()
-QUICK = Sizes(cells=2_000, push_reps=2, pull_reps=3, cli_reps=2, load_seconds=5.0, seed_cells=200)
+QUICK = Sizes(cells=2_000, push_reps=2, pull_reps=3, cli_reps=2, load_seconds=5.0, seed_cells=200,
+              flood_seconds=6.0, flood_baseline=2)
 
 
 def _say(msg: str) -> None:
@@ -139,11 +149,11 @@ def _pg_database() -> Iterator[str]:
 class ServerProcess:
     """``python -m server`` on its own port; stopped with SIGTERM (SIGKILL after a grace)."""
 
-    def __init__(self, kind: str, root: Path, env: dict[str, str], workers: int) -> None:
+    def __init__(self, kind: str, root: Path, env: dict[str, str], workers: int, *, lifted: bool = True) -> None:
         self.kind, self.root, self.workers = kind, root, workers
         self.port = _free_port()
         base = {k: v for k, v in os.environ.items() if not k.startswith("OWNMEM_")}
-        self.env = {**base, **env, "OWNMEM_RATE_PER_SECOND": str(RATE), "OWNMEM_RATE_BURST": str(RATE)}
+        self.env = {**base, **env, **({k: str(RATE) for k in LIFTED} if lifted else {})}
         self.log = root / f"server-{kind}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -639,6 +649,130 @@ def measure_load(s: Sizes, b: Backend, src: Source) -> LoadStats:
     return st
 
 
+# ---------------------------------------------------------------- a stranger's flood
+
+@dataclass
+class FloodStats:
+    seconds: float                      # of flood, from its start to its end
+    baseline: list[float]               # the owner's `ownmem sync`, s, before the flood
+    syncs: list[float]                  # ... and during it
+    failures: list[str]                 # syncs that did not exit 0
+    stranger: dict[int, int]            # the stranger's answers by status (0: no answer)
+
+    @property
+    def stranger_requests(self) -> int:
+        return sum(self.stranger.values())
+
+
+def measure_flood(s: Sizes, kind: str, label: str, store_env: dict[str, str], tmp: Path) -> FloodStats:
+    """A server of the default limits on the backend's store; the owner's vault on it; its
+    `ownmem sync` timed alone, then again and again while a stranger's connections hammer the
+    vault's name with lookups and challenges."""
+    server = ServerProcess(kind, tmp, store_env, 1, lifted=False).start()
+    owner = Vault.create(tmp / f"flood-owner-{kind}", PASSPHRASE)
+    try:
+        for i in range(3):
+            owner.add(f"flood memory {i}")
+        name = f"flooded-{kind}"
+        with httpx.Client(timeout=60.0) as c:
+            link(owner, server.url, name, client=c)
+        folder = owner.store.folder
+        owner.lock()
+        env = _cli_env(tmp, folder)
+        failures: list[str] = []
+
+        def sync() -> float:
+            t0 = clock()
+            r = subprocess.run(CLI + ["sync"], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                               timeout=300)
+            dt = clock() - t0
+            if r.returncode != 0:
+                failures.append(f"exit {r.returncode}: {r.stderr.strip()[-200:]}")
+            return dt
+
+        _say(f"flood {label}: the owner's sync alone, {s.flood_baseline} times ...")
+        baseline = [sync() for _ in range(s.flood_baseline)]
+        stop = threading.Event()
+        lock = threading.Lock()
+        statuses: dict[int, int] = {}
+
+        def hammer(i: int) -> None:
+            with httpx.Client(transport=httpx.HTTPTransport(local_address=STRANGER), timeout=30.0) as c:
+                n = i
+                while not stop.is_set():
+                    try:
+                        r = (c.get(f"{server.url}/v1/vaults/{name}") if n % 2 else
+                             c.post(f"{server.url}/v1/vaults/{name}/challenge"))
+                        code = r.status_code
+                    except httpx.HTTPError:
+                        code = 0
+                    n += 1
+                    with lock:
+                        statuses[code] = statuses.get(code, 0) + 1
+
+        threads = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(s.flood_connections)]
+        _say(f"flood {label}: {s.flood_connections} stranger connections for {s.flood_seconds:.0f} s, "
+             f"the owner syncing throughout ...")
+        t0 = clock()
+        for t in threads:
+            t.start()
+        syncs: list[float] = []
+        try:
+            time.sleep(0.5)                  # the flood is on before the first sync
+            while clock() - t0 < s.flood_seconds and len(syncs) < 1000:
+                syncs.append(sync())
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        st = FloodStats(clock() - t0, baseline, syncs, failures, dict(sorted(statuses.items())))
+        _say(f"flood {label}: {len(syncs)} syncs under the flood, {len(failures)} failed; the stranger got "
+             f"{statuses}")
+        return st
+    finally:
+        if owner.ident is not None:
+            owner.lock()
+        server.stop()
+
+
+def _flood_check(s: Sizes, floods: dict[str, FloodStats], labels: dict[str, str]) -> Check:
+    rows: list[tuple[str, str]] = []
+    for kind in ("sqlite", "postgres"):
+        f, lab = floods[kind], labels[kind]
+        n = f.stranger_requests
+        limited = f.stranger.get(429, 0)
+        rows += [
+            (f"{lab}: the owner's syncs during the flood", f"{len(f.syncs)}, of which failed: {len(f.failures)}"),
+            (f"{lab}: `ownmem sync` alone / during the flood, median (max)",
+             f"{statistics.median(f.baseline):.2f} s ({max(f.baseline):.2f}) / "
+             f"{statistics.median(f.syncs):.2f} s ({max(f.syncs):.2f})"),
+            (f"{lab}: the stranger's requests, answered per second",
+             f"{n:,} in {f.seconds:.1f} s = {_rate(n, f.seconds):,.0f}/s; by status: "
+             + ", ".join(f"{k or 'no answer'}: {v:,}" for k, v in f.stranger.items())
+             + f" ({limited / n:.1%} refused 429)" if n else "none"),
+        ]
+    notes = [f"{labels[k]}: failures: {'; '.join(f.failures[:3])}" for k, f in floods.items() if f.failures]
+    ok = all(not f.failures and f.syncs for f in floods.values())
+    sq, pg = floods["sqlite"], floods["postgres"]
+    return Check(
+        f"a stranger's {s.flood_connections} connections for {s.flood_seconds:.0f} s: the owner's sync",
+        _verdict(ok),
+        (f"A server of the default limits (20 requests/s and a burst of 100 per client address for the public "
+         f"routes, 200/s per vault once authenticated; one worker) on each backend's store.  The owner's vault "
+         f"(3 memories, its own identity) is linked to it from 127.0.0.1; `ownmem sync` (a subprocess: start-up, "
+         f"Argon2id, login, metadata, push, pull) is timed {s.flood_baseline} times alone, then run again and "
+         f"again for {s.flood_seconds:.0f} s while {s.flood_connections} connections of a stranger at "
+         f"{STRANGER} (one client thread each, in this process) send lookups and challenges for the owner's "
+         f"vault name as fast as they are answered.  Passes when every one of the owner's syncs succeeds on "
+         f"both backends (before issue 8's limits, those requests drew from the vault's own budget and the "
+         f"owner's sync failed 429 within a second)."),
+        tuple(rows), tuple(notes),
+        figure=(f"{len(sq.syncs)} / {len(pg.syncs)} syncs, {len(sq.failures)} / {len(pg.failures)} failed; median "
+                f"{statistics.median(sq.syncs):.2f} / {statistics.median(pg.syncs):.2f} s under the flood "
+                f"(SQLite / PostgreSQL)"),
+        target="every sync succeeds, both backends")
+
+
 # ---------------------------------------------------------------- the report
 
 def _verdict(ok: bool) -> str:
@@ -669,8 +803,9 @@ def _env_rows(s: Sizes, pg_version: str) -> tuple[tuple[str, str], ...]:
                        f"psycopg {v('psycopg')}, pool of up to 8 connections per worker"),
         ("client", f"httpx {v('httpx')} over 127.0.0.1, keep-alive; the benchmark's clients run on the same "
                    f"machine as the servers"),
-        ("rate limit", f"OWNMEM_RATE_PER_SECOND = OWNMEM_RATE_BURST = {RATE:,} (per vault), so the limiter "
-                       f"never answers 429 here: throughput is measured, not the limiter"),
+        ("limits", f"{', '.join(LIFTED)} = {RATE:,}, so no limit answers 429 (or refuses the 32 registrations "
+                   f"of one identity) in the throughput measures: throughput is measured, not the limiter; the "
+                   f"stranger's flood runs a server of the default limits"),
     )
 
 
@@ -886,8 +1021,10 @@ def run(quick: bool = False) -> AreaResult:
         src = make_source(s, tmp)
         argon = _argon(src)
         with _pg_database() as db:
-            sq = ServerProcess("sqlite", tmp, {"OWNMEM_DATA_DIR": str(tmp / "server-sqlite")}, s.workers)
-            pg = ServerProcess("postgres", tmp, {"OWNMEM_DATABASE_URL": PG_URL.format(db=db)}, s.workers)
+            sq_env = {"OWNMEM_DATA_DIR": str(tmp / "server-sqlite")}
+            pg_env = {"OWNMEM_DATABASE_URL": PG_URL.format(db=db)}
+            sq = ServerProcess("sqlite", tmp, sq_env, s.workers)
+            pg = ServerProcess("postgres", tmp, pg_env, s.workers)
             servers += [sq, pg]
             _say(f"starting the servers ({s.workers} worker(s) each) ...")
             backends = [Backend("sqlite", sq.start(), "SQLite"), Backend("postgres", pg.start(), "PostgreSQL")]
@@ -901,6 +1038,10 @@ def run(quick: bool = False) -> AreaResult:
                 for b in backends:
                     b.server.restart(s.load_workers)
                 loads = {b.kind: measure_load(s, b, src) for b in backends}
+                for b in backends:
+                    b.server.stop()
+                floods = {b.kind: measure_flood(s, b.kind, b.label, env, tmp)
+                          for b, env in zip(backends, (sq_env, pg_env))}
             except BaseException:
                 for srv in servers:
                     print(f"--- {srv.kind} server log (tail) ---\n{srv.tail()}", file=sys.stderr)
@@ -915,7 +1056,7 @@ def run(quick: bool = False) -> AreaResult:
         result.intro = _intro(s, src, pg_version)
         result.checks += [_push_check(s, push, src, parts), _pull_check(s, pull), _cli_check(s, cli, checked, argon),
                           _load_check(s, loads, labels), _pg_check(s, push, pull, cli, loads),
-                          _anchor_check(s, pull, cli)]
+                          _anchor_check(s, pull, cli), _flood_check(s, floods, labels)]
     finally:
         for srv in servers:
             srv.stop()

@@ -8,9 +8,19 @@ a failure is logged here once, never shown to the client.  Public routes: health
 lookup (salt and public keys, what a new device needs), login challenge and
 session, the receipt log, the erasure list, the OpenAPI document and the PWA.
 Everything else needs a bearer credential for that very vault.
+
+What a request may demand is capped before the work it asks for (STYLE.md 7;
+docs/decisions.md, "What a stranger can make the server do"): a public route and a failed
+credential are charged to the client's address, never to a vault; a vault's own budget is
+charged only once its credential checked; registrations are limited per address and per key
+set; a vault's cells and wrapped DEKs are held to a quota; a push verifies each cellId once,
+and none the vault holds already; bodies and headers arrive in bounded time (guard.py).  A
+well-formed name the server does not hold answers as a vault would, with a decoy's keys
+(decoy.py): a lookup tells nobody which names exist.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import base64
 import hashlib
@@ -19,7 +29,7 @@ import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -39,13 +49,15 @@ from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS
 
+from .decoy import Decoys
+from .guard import BodyDeadline, BodyTimeout
 from .live import Live
 from .openapi import OPENAPI
-from .ratelimit import RateLimiter
+from .ratelimit import RateLimiter, client_key
 from .storage import Storage, StorageConflict, open_storage
-from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, VaultRecord
+from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
 from .tlog_routes import log_routes
-from .verify import HolderKey, Refused, check_receipt, ed25519_valid
+from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
 from .verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
@@ -54,6 +66,7 @@ E = wire.ErrorCode
 P = ParamSpec("P")
 T = TypeVar("T")
 _log = logging.getLogger("ownmem.server")
+NO_VAULT = 0      # the vault id a decoy's challenge is stored under (ids start at 1 on both backends)
 
 
 class ApiError(OwnmemError):
@@ -71,18 +84,48 @@ class Config:
     database_url: str | None = None
     data_dir: str = "data"
     web_dir: str | None = None
-    rate_per_second: float = 200.0
+    rate_per_second: float = 200.0      # per vault, once its credential checked
     rate_burst: int = 400
+    address_rate_per_second: float = 20.0   # per client address: public routes, failed credentials
+    address_burst: int = 100
+    register_per_hour: int = 60         # registrations per client address (also the burst)
+    vaults_per_key: int = 5             # vaults one owner, sync or holder key may be in
+    vault_quota_bytes: int = 1 << 30    # cells + wrapped DEKs per vault
+    body_timeout: float = 30.0          # seconds a request body may take beyond its bytes at ...
+    body_min_rate: float = 16384.0      # ... this many bytes per second
     verify_processes: int = 0       # processes that verify large pushes; 0 or 1: in a thread (verifypool.py)
 
     @classmethod
     def from_env(cls) -> Config:
-        return cls(database_url=os.environ.get("OWNMEM_DATABASE_URL") or None,
-                   data_dir=os.environ.get("OWNMEM_DATA_DIR", "data"),
-                   web_dir=os.environ.get("OWNMEM_WEB_DIR") or None,
-                   rate_per_second=float(os.environ.get("OWNMEM_RATE_PER_SECOND", "200")),
-                   rate_burst=int(os.environ.get("OWNMEM_RATE_BURST", "400")),
-                   verify_processes=int(os.environ.get("OWNMEM_VERIFY_PROCESSES") or default_processes()))
+        env = os.environ.get
+
+        def number(name: str, default: str, lo: float) -> float:
+            value = float(env(name) or default)
+            if not value >= lo:        # also refuses NaN
+                raise ValueError(f"{name} must be a number of at least {lo}")
+            return value
+
+        return cls(database_url=env("OWNMEM_DATABASE_URL") or None,
+                   data_dir=env("OWNMEM_DATA_DIR", "data"),
+                   web_dir=env("OWNMEM_WEB_DIR") or None,
+                   rate_per_second=number("OWNMEM_RATE_PER_SECOND", "200", 1e-6),
+                   rate_burst=int(number("OWNMEM_RATE_BURST", "400", 1)),
+                   address_rate_per_second=number("OWNMEM_ADDRESS_RATE_PER_SECOND", "20", 1e-6),
+                   address_burst=int(number("OWNMEM_ADDRESS_BURST", "100", 1)),
+                   register_per_hour=int(number("OWNMEM_REGISTER_PER_HOUR", "60", 1)),
+                   vaults_per_key=int(number("OWNMEM_VAULTS_PER_KEY", "5", 1)),
+                   vault_quota_bytes=int(number("OWNMEM_VAULT_QUOTA_BYTES", str(1 << 30), 0)),
+                   body_timeout=number("OWNMEM_BODY_TIMEOUT", "30", 0.1),
+                   body_min_rate=number("OWNMEM_BODY_MIN_RATE", "16384", 1),
+                   verify_processes=int(env("OWNMEM_VERIFY_PROCESSES") or default_processes()))
+
+
+@dataclass
+class _Turn:
+    """One vault's pushes, one at a time: the lock, and how many pushes hold or wait for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 def _parsed(parse: Callable[[Any], T], value: Any) -> T:
@@ -101,10 +144,14 @@ class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.storage: Storage = open_storage(config.database_url, config.data_dir)
-        self.limiter = RateLimiter(config.rate_per_second, config.rate_burst)
+        self.vault_limiter = RateLimiter(config.rate_per_second, config.rate_burst)
+        self.address_limiter = RateLimiter(config.address_rate_per_second, config.address_burst)
+        self.register_limiter = RateLimiter(config.register_per_hour / 3600, config.register_per_hour)
+        self.decoys = Decoys(self.storage.server_secret())
         self.live = Live(self.storage, config.database_url)
         self.verifier = VerifyPool(config.verify_processes)
         self._holders: dict[int, HolderKey] = {}
+        self._pushing: dict[int, _Turn] = {}
 
     # ---------------------------------------------------------------- plumbing
     async def call(self, fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
@@ -132,35 +179,50 @@ class Server:
             raise ApiError(E.MALFORMED, "body must be a JSON object")
         return v
 
-    async def vault(self, request: Request) -> VaultRecord:
+    # ---------------------------------------------------------------- who pays
+    @staticmethod
+    def _charge(limiter: RateLimiter, key: object, what: str) -> None:
+        wait = limiter.take(key)
+        if wait > 0:
+            raise ApiError(E.RATE_LIMITED, what, {"Retry-After": str(max(1, int(wait + 0.999)))})
+
+    def limit_address(self, request: Request) -> None:
+        """Public routes and failed credentials: the client's address pays, never a vault."""
+        self._charge(self.address_limiter, client_key(request.scope), "too many requests from this address")
+
+    async def named(self, request: Request) -> tuple[VaultRecord | None, wire.VaultInfo]:
+        """The vault a public route names (None for a decoy) and what its lookup shows."""
+        self.limit_address(request)
         name = request.path_params["name"]
         if not wire.valid_vault_name(name):
             raise ApiError(E.UNKNOWN_VAULT, "no such vault")
-        v = await self.call(self.storage.vault, name)
+        return await self.call(self._find, name)
+
+    def _find(self, name: str) -> tuple[VaultRecord | None, wire.VaultInfo]:
+        decoy = self.decoys.info(name)    # made for every name, held or not: the answer takes as long
+        v = self.storage.vault(name)
         if v is None:
-            raise ApiError(E.UNKNOWN_VAULT, "no such vault")
-        self.limit(v.id)
-        return v
+            return None, decoy
+        return v, wire.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id)
 
-    def limit(self, vault_id: int) -> None:
-        wait = self.limiter.take(vault_id)
-        if wait > 0:
-            raise ApiError(E.RATE_LIMITED, "too many requests for this vault",
-                           {"Retry-After": str(max(1, int(wait + 0.999)))})
-
-    async def authed(self, request: Request) -> VaultRecord:
-        """The vault named in the path, for a bearer credential issued for that same vault."""
+    async def authed(self, request: Request) -> tuple[VaultRecord, float]:
+        """The vault named in the path and its credential's expiry, for a bearer credential issued
+        for that same vault.  Only then is the vault's budget charged; whatever the path names,
+        a credential of another vault answers wrong_vault (never whether that name is held)."""
         auth = request.headers.get("authorization", "")
-        if not auth.startswith("Bearer ") or len(auth) > 200:
-            raise ApiError(E.UNAUTHENTICATED, "a bearer credential is required")
-        token_hash = hashlib.sha256(auth[7:].strip().encode()).digest()
-        vid = await self.call(self.storage.token_vault, token_hash, time.time())
-        if vid is None:
-            raise ApiError(E.UNAUTHENTICATED, "the credential is unknown or expired")
-        v = await self.vault(request)
-        if v.id != vid:
+        found = None
+        if auth.startswith("Bearer ") and len(auth) <= 200:
+            found = await self.call(self.storage.token_vault, hashlib.sha256(auth[7:].strip().encode()).digest(),
+                                    time.time())
+        if found is None:
+            self.limit_address(request)
+            raise ApiError(E.UNAUTHENTICATED, "the credential is missing, unknown or expired")
+        vid, expires = found
+        v = await self.call(self.storage.vault_by_id, vid)
+        if v is None or v.name != request.path_params["name"]:
             raise ApiError(E.WRONG_VAULT, "this credential is for another vault")
-        return v
+        self._charge(self.vault_limiter, v.id, "too many requests for this vault")
+        return v, expires
 
     def holder(self, v: VaultRecord) -> HolderKey:
         h = self._holders.get(v.id)
@@ -176,11 +238,15 @@ class Server:
         return JSONResponse(OPENAPI)
 
     async def register(self, request: Request) -> Response:
+        self.limit_address(request)
         b = await self.json_body(request)
         name = b.get("name")
         if not isinstance(name, str) or not wire.valid_vault_name(name):
             raise ApiError(E.BAD_NAME, E.BAD_NAME.description)
         reg = _parsed(wire.Registration.parse, b)
+        # before any signature is verified: four verifications (two of them ML-DSA-65) and a
+        # vault's storage per attempt
+        self._charge(self.register_limiter, client_key(request.scope), "too many registrations from this address")
         if not ed25519_valid(reg.sync_pub, reg.proof, reg.message()):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its sync key")
         if not ed25519_valid(reg.owner_pub, reg.metadata_sig, wire.metadata_message(name, 1, reg.metadata)):
@@ -202,28 +268,33 @@ class Server:
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
                               reg.metadata, reg.metadata_sig, entry)
         try:
-            await self.call(self.storage.register, stored)
+            await self.call(self.storage.register, stored, max_per_key=self.config.vaults_per_key)
         except StorageConflict:
             raise ApiError(E.NAME_TAKEN, "a vault of that name exists") from None
+        except StorageLimit:
+            raise ApiError(E.TOO_MANY_VAULTS, f"a key of this registration is in {self.config.vaults_per_key} "
+                                              "vaults on this server already") from None
         return JSONResponse(wire.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
 
     async def lookup(self, request: Request) -> Response:
-        v = await self.vault(request)
-        return JSONResponse(wire.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub,
-                                        v.holder_id).encode())
+        _, info = await self.named(request)
+        return JSONResponse(info.encode())
 
     async def challenge(self, request: Request) -> Response:
-        v = await self.vault(request)
+        v, _ = await self.named(request)
         c = secrets.token_bytes(32)
         expires = time.time() + wire.CHALLENGE_TTL
-        await self.call(self.storage.add_challenge, v.id, c, expires)
+        # a decoy's challenge is stored too (under no vault): the answer takes as long as a vault's
+        await self.call(self.storage.add_challenge, v.id if v is not None else NO_VAULT, c, expires)
         return JSONResponse(wire.Challenge(c, int(expires)).encode())
 
     async def session(self, request: Request) -> Response:
-        v = await self.vault(request)
+        v, info = await self.named(request)
         req = _parsed(wire.SessionRequest.parse, await self.json_body(request))
-        # verify before consuming, so a forged signature cannot burn someone's challenge
-        if not ed25519_valid(v.sync_pub, req.signature, wire.auth_message(v.name, req.challenge)):
+        # verify before consuming, so a forged signature cannot burn someone's challenge; a decoy
+        # is checked against its sync key as well, and refused with the very same answer
+        valid = ed25519_valid(info.sync_pub, req.signature, wire.auth_message(info.name, req.challenge))
+        if v is None or not valid:
             raise ApiError(E.UNAUTHENTICATED, "could not authenticate")
         if not await self.call(self.storage.take_challenge, v.id, req.challenge, time.time()):
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
@@ -239,12 +310,12 @@ class Server:
         return await (self.put_metadata(request) if request.method == "PUT" else self.get_metadata(request))
 
     async def get_metadata(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
         version, meta, sig = await self.call(self.storage.metadata, v.id)
         return JSONResponse(wire.MetadataVersion(version, meta, sig).encode())
 
     async def put_metadata(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
         # the expected version is bounded (MAX_VERSION): a version is a 64-bit database integer,
         # and 2**80 used to end in a 500
         up = _parsed(wire.MetadataUpdate.parse, await self.json_body(request))
@@ -259,27 +330,69 @@ class Server:
         return JSONResponse(wire.MetadataAccepted(version).encode())
 
     async def push(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
+        # One push of a vault at a time (in this process), its body read only when its turn comes:
+        # a vault's concurrent pushes queue behind each other, not in front of other vaults' pushes.
+        turn = self._pushing.setdefault(v.id, _Turn())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                res = await self._push(request, v)
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._pushing[v.id]
+        if res.stored:
+            self.live.notify(v.id)
+        return JSONResponse(res.encode())
+
+    async def _push(self, request: Request, v: VaultRecord) -> wire.PushResult:
         raw = await self.body(request)
         # the array's declared length first: a batch of 5000 would otherwise trip the item
         # cap of the decoder below and be called malformed instead of too large
         if _cbor_array_len(raw) > wire.MAX_BATCH:
             raise ApiError(E.BATCH_TOO_LARGE, f"at most {wire.MAX_BATCH} cells per push")
         req = _parsed(wire.PushRequest.parse, raw)
-        # Verification is most of the cost, and ML-DSA-65 verification holds the GIL: a large
-        # batch is verified in worker processes, one part per core (verifypool.py).
-        items = [[it.cell, it.wrapped_dek] for it in req.items]
+        # 1. What is worth verifying: each cellId once, and none the vault holds or erased.  The
+        #    cellId is read from the cell's head; an item skipped here could never be stored
+        #    (the storage keeps the first cell of an id, and never one it holds or erased), so
+        #    it is counted as the duplicate (or erased cell) it is, unchecked.
+        claims = [claimed_cell_id(it.cell) for it in req.items]
+        present, erased = await self.call(self.storage.known_cells, v.id, list({c for c in claims if c}))
+        todo: list[int] = []
+        seen: set[bytes] = set()
+        duplicates = gone = 0
+        for i, cid in enumerate(claims):
+            if cid is not None:
+                if cid in present or cid in seen:
+                    duplicates += 1
+                    continue
+                if cid in erased:
+                    gone += 1
+                    continue
+                seen.add(cid)
+            todo.append(i)
+        # 2. The quota, before any verification (and again in the storage transaction).
+        quota = self.config.vault_quota_bytes
+        adding = sum(len(req.items[i].cell) + len(req.items[i].wrapped_dek) for i in todo)
+        if adding and v.stored_bytes + adding > quota:
+            raise ApiError(E.QUOTA_EXCEEDED, f"this push would take the vault to {v.stored_bytes + adding} bytes, "
+                                             f"over its quota of {quota}")
+        # 3. Verification is most of the cost, and ML-DSA-65 verification holds the GIL: a large
+        #    batch is verified in worker processes, one part per core (verifypool.py).
+        items = [[req.items[i].cell, req.items[i].wrapped_dek] for i in todo]
         checked = await self.verifier.check(items, self.holder(v), v.holder_pub)
         if isinstance(checked, tuple):
             i, e = checked
-            raise ApiError(e.code, f"item {i}: {e}")
-        res = await self.call(self.storage.push, v.id, checked)
-        if res.stored:
-            self.live.notify(v.id)
-        return JSONResponse(wire.PushResult(res.stored, res.duplicates, res.erased, res.last_seq).encode())
+            raise ApiError(e.code, f"item {todo[i]}: {e}")
+        try:
+            res = await self.call(self.storage.push, v.id, checked, quota=quota)
+        except StorageQuota as e:
+            raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
+        return wire.PushResult(res.stored, res.duplicates + duplicates, res.erased + gone, res.last_seq)
 
     async def changes(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
         since, limit = _int_param(request, "since", 0), _int_param(request, "limit", 1000)
         limit = max(1, min(limit, wire.MAX_PAGE))
         rows, last = await self.call(self.storage.changes, v.id, since, limit)
@@ -297,11 +410,12 @@ class Server:
         return StreamingResponse(page.chunks(), media_type=CBOR)
 
     async def events(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, expires = await self.authed(request)
 
         async def stream() -> AsyncIterator[bytes]:
             last = -1
-            async for seq in self.live.watch(v.id):
+            # ends when the credential expires: the client logs in again and reconnects
+            async for seq in self.live.watch(v.id, until=expires):
                 if await request.is_disconnected():
                     return
                 if seq != last:
@@ -314,7 +428,7 @@ class Server:
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def erase(self, request: Request) -> Response:
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
         req = _parsed(wire.EraseRequest.parse, await self.json_body(request))
         holder = self.holder(v)
         entries, ids = [], []
@@ -336,7 +450,7 @@ class Server:
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
-        v = await self.authed(request)
+        v, _ = await self.authed(request)
         _, meta, _ = await self.call(self.storage.metadata, v.id)
         try:
             doc = cbor.decode(meta)
@@ -354,6 +468,7 @@ class Server:
 
     # ---------------------------------------------------------------- public log
     async def log_get(self, request: Request) -> Response:
+        self.limit_address(request)
         rid = request.path_params["receipt_id"]
         r = await self.call(self.storage.log_get, bytes.fromhex(rid)) if _is_hex64(rid) else None
         if r is None:
@@ -361,6 +476,7 @@ class Server:
         return JSONResponse(_log_json(r))
 
     async def log_list(self, request: Request) -> Response:
+        self.limit_address(request)
         q = request.query_params
         holder = _hex_param(q["holder"], "holder") if "holder" in q else None
         subject = _hex_param(q["subject"], "subject") if "subject" in q else None
@@ -373,6 +489,7 @@ class Server:
         return JSONResponse({"entries": [_log_json(r) for r in rows]})
 
     async def erasures(self, request: Request) -> Response:
+        self.limit_address(request)
         rows = await self.call(self.storage.erasure_list, _int_param(request, "after", 0),
                                max(1, min(_int_param(request, "limit", 1000), 10000)))
         return JSONResponse({"entries": [{"index": i, "cell_id": c.hex(), "holder_id": h.hex(), "at": at}
@@ -556,7 +673,11 @@ class LastResort:
         try:
             await self.app(scope, receive, tracked)
         except ClientDisconnect:   # the client left while sending: there is no one to answer
-            return
+            _log.info("the client left before its request was read: %s %s", scope.get("method"), scope.get("path"))
+        except BodyTimeout as e:
+            _log.info("%s: %s %s from %s", e, scope.get("method"), scope.get("path"), client_key(scope))
+            if not started:
+                await refusal(E.TIMEOUT, str(e), {"Connection": "close"})(scope, receive, send)
         except Exception:
             _log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
             if not started:
@@ -600,7 +721,9 @@ def create_app(config: Config | None = None) -> Starlette:
             srv.verifier.close()
             srv.storage.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(LastResort)],
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(LastResort),
+                                Middleware(BodyDeadline, grace=cfg.body_timeout, min_rate=cfg.body_min_rate)],
                     exception_handlers={ApiError: _answer, HTTPException: _answer})
     app.state.server = srv
     return app

@@ -4,13 +4,17 @@ A watcher gets the vault's last sequence number at once and again whenever it
 changes.  Within a process, writes wake watchers directly.  Across processes:
 PostgreSQL delivers NOTIFY ownmem_changes to a listener thread in each process; with
 SQLite (one file shared by the processes) a poller reads last_seq of the watched
-vaults four times a second.  A keep-alive is yielded every 15 s.
+vaults four times a second.  A keep-alive is yielded every 15 s.  A watch ends when the
+credential it was opened with expires (``until``): an event stream never outlives the
+session that opened it.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
+import time
 from collections.abc import AsyncIterator
 
 from .storage import Storage
@@ -48,14 +52,19 @@ class Live:
         for ev in self._waiters.get(vault_id, ()):
             ev.set()
 
-    async def watch(self, vault_id: int) -> AsyncIterator[int]:
+    async def watch(self, vault_id: int, until: float = math.inf) -> AsyncIterator[int]:
+        """The vault's last sequence number now, on each change and every KEEPALIVE, until
+        ``until`` (wall-clock seconds, as credentials expire)."""
         ev = asyncio.Event()
         self._waiters.setdefault(vault_id, set()).add(ev)
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and time.time() < until:
                 yield await asyncio.to_thread(self.storage.last_seq, vault_id)
+                left = until - time.time()
+                if left <= 0:
+                    return
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(ev.wait(), KEEPALIVE)
+                    await asyncio.wait_for(ev.wait(), min(KEEPALIVE, left))
                 ev.clear()
         finally:
             self._waiters[vault_id].discard(ev)

@@ -39,8 +39,10 @@ LIMIT = {"name": "limit", "in": "query", "description": "page size; clamped to t
 
 
 def _err(*statuses: int) -> dict[str, Any]:
-    text = {400: "malformed request", 401: "no or bad credential", 403: "credential of another vault",
-            404: "unknown vault", 409: "conflict", 413: "too large", 429: "rate limited",
+    text = {400: "malformed request", 401: "no or bad credential",
+            403: "credential of another vault, or a key set with as many vaults as allowed",
+            404: "not a vault name", 408: "the request body did not arrive in time", 409: "conflict",
+            413: "too large, or over the vault's quota", 429: "rate limited (see Retry-After)",
             503: "busy: retry after the time Retry-After names"}
     return {str(s): {"description": text[s], "content": {"application/json": {"schema": _error(s)}}}
             for s in statuses}
@@ -62,7 +64,12 @@ OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "ownmem blind sync server", "version": "1",
              "description": "Stores SAIHM cells around ApertoMemory sealed objects, wrapped DEKs, owner-signed "
-                            "metadata, the public receipt log and the erasure list. It cannot decrypt anything."},
+                            "metadata, the public receipt log and the erasure list. It cannot decrypt anything. "
+                            "A well-formed vault name it does not hold is answered as a vault (decoy keys); "
+                            "public routes are rate limited per client address, a vault's routes per vault. "
+                            "Any connection may be refused at once, before its request is read, with 503 `busy` "
+                            "(too many connections) or 429 `rate_limited` (too many from one address), or "
+                            "closed with 408 `timeout` when its request headers take too long."},
     "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                    "schemas": {"Error": ERROR}},
     "paths": {
@@ -77,7 +84,7 @@ OPENAPI: dict[str, Any] = {
                 "key_receipt": HEX, "proof": _hexn(64), "holder_proof": _hexn(3309)})}}},
             "responses": {"201": _json(_obj({"name": {"type": "string"}, "holder_id": _hexn(32),
                                              "key_receipt_id": _hexn(32)}), "registered"),
-                          **_err(400, 409, 413)}}},
+                          **_err(400, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}": {"get": {
             "operationId": "lookup", "parameters": [NAME],
             "responses": {"200": _json(_obj({"name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32),
@@ -92,26 +99,27 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "challenge": _hexn(32), "signature": _hexn(64)})}}},
             "responses": {"200": _json(_obj({"token": {"type": "string"}, "expires_at": {"type": "integer"}})),
-                          **_err(400, 401, 404, 413, 429)}}},
+                          **_err(400, 401, 404, 408, 413, 429)}}},
         "/v1/vaults/{name}/metadata": {
             "get": {"operationId": "getMetadata", "parameters": [NAME], "security": AUTH,
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}, "metadata": HEX,
-                                                     "signature": _hexn(64)})), **_err(401, 403, 404, 429)}},
+                                                     "signature": _hexn(64)})), **_err(401, 403, 429)}},
             "put": {"operationId": "putMetadata", "parameters": [NAME], "security": AUTH,
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                         "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1}, "metadata": HEX,
                         "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
-                                  **_err(400, 401, 403, 404, 409, 413, 429)}}},
+                                  **_err(400, 401, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/cells": {"post": {
             "operationId": "push", "parameters": [NAME], "security": AUTH,
-            "description": "CBOR array of [cell, wrapped DEK]; every cell is verified (cellId, holder signature); "
-                           "idempotent by cellId; all or nothing.",
+            "description": "CBOR array of [cell, wrapped DEK]; every cell is verified (cellId, holder signature, "
+                           "deterministic CBOR) once per cellId, and none the vault holds already (counted as "
+                           "duplicates); idempotent by cellId; all or nothing; held to the vault's quota.",
             "requestBody": {"required": True, "content": {"application/cbor": {"schema": {"type": "string",
                                                                                         "format": "binary"}}}},
             "responses": {"200": _json(_obj({"stored": {"type": "integer"}, "duplicates": {"type": "integer"},
                                              "erased": {"type": "integer"}, "last_seq": {"type": "integer"}})),
-                          **_err(400, 401, 403, 404, 413, 429)}}},
+                          **_err(400, 401, 403, 408, 413, 429)}}},
         "/v1/vaults/{name}/changes": {"get": {
             "operationId": "changes", "parameters": [
                 NAME, {"name": "since", "in": "query", "schema": COUNTER},
@@ -120,12 +128,12 @@ OPENAPI: dict[str, Any] = {
             "description": "CBOR {1: [[seq, kind, cellId, cell, wrappedDek]], 2: next since, 3: last seq, 4: more}",
             "responses": {"200": {"description": "a page of the change feed",
                                   "content": {"application/cbor": {"schema": {"type": "string", "format": "binary"}}}},
-                          **_err(400, 401, 403, 404, 429)}}},
+                          **_err(400, 401, 403, 429)}}},
         "/v1/vaults/{name}/events": {"get": {
             "operationId": "events", "parameters": [NAME], "security": AUTH,
             "responses": {"200": {"description": "server-sent events: `changes` with the last sequence number",
                                   "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-                          **_err(401, 403, 404, 429)}}},
+                          **_err(401, 403, 429)}}},
         "/v1/vaults/{name}/erase": {"post": {
             "operationId": "erase", "parameters": [NAME], "security": AUTH,
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
@@ -135,13 +143,13 @@ OPENAPI: dict[str, Any] = {
                                              "pending": {"type": "boolean", "description":
                                                          "erased bytes of this vault may still be on the "
                                                          "server's disk; send the receipts again to ask"}})),
-                          **_err(400, 401, 403, 404, 413, 429)}}},
+                          **_err(400, 401, 403, 408, 413, 429)}}},
         "/v1/vaults/{name}/export.amem": {"get": {
             "operationId": "export", "parameters": [NAME], "security": AUTH,
             "responses": {"200": {"description": "the vault as an ApertoMemory .amem container",
                                   "content": {"application/amem+cbor": {"schema": {"type": "string",
                                                                                     "format": "binary"}}}},
-                          **_err(401, 403, 404, 409, 429, 503)}}},
+                          **_err(401, 403, 409, 429, 503)}}},
         "/v1/log": {"get": {
             "operationId": "logList", "parameters": [
                 {"name": "holder", "in": "query", "schema": _hexn(32)},
@@ -149,19 +157,19 @@ OPENAPI: dict[str, Any] = {
                 {"name": "operation", "in": "query", "schema": {"type": "string", "enum": list(OPERATIONS)}},
                 {"name": "after", "in": "query", "schema": COUNTER},
                 LIMIT],
-            "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400)}}},
+            "responses": {"200": _json(_obj({"entries": {"type": "array", "items": LOG_ENTRY}})), **_err(400, 429)}}},
         "/v1/log/{receipt_id}": {"get": {
             "operationId": "logGet",
             "parameters": [{"name": "receipt_id", "in": "path", "required": True, "schema": {"type": "string"}}],
             "responses": {"200": _json(LOG_ENTRY), "404": {"description": "no such receipt", "content": {
-                "application/json": {"schema": _error(404)}}}}}},
+                "application/json": {"schema": _error(404)}}}, **_err(429)}}},
         "/v1/erasures": {"get": {
             "operationId": "erasures", "parameters": [
                 {"name": "after", "in": "query", "schema": COUNTER},
                 LIMIT],
             "responses": {"200": _json(_obj({"entries": {"type": "array", "items": _obj({
                 "index": {"type": "integer"}, "cell_id": _hexn(32), "holder_id": _hexn(32),
-                "at": {"type": "integer"}})}})), **_err(400)}}},
+                "at": {"type": "integer"}})}})), **_err(400, 429)}}},
         "/": {"get": {"operationId": "app", "responses": {"200": {"description": "the web app",
                                                                    "content": {"text/html": {}}}}}},
     },

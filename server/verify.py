@@ -7,8 +7,10 @@ For each pushed cell, the checks every device makes too (``ownmem.saihm.cell.che
  3. cellId = SHA-256(kekVersion_be32 || cellNonce || ciphertext), recomputed;
  4. the ML-DSA-65 signature (context SAIHM-CELL-v1) verifies under the vault's holder key;
  5. its ciphertext is an ApertoMemory sealed-object envelope whose id is the cellNonce;
-and here, beside it, its wrapped DEK is 40 bytes (AES-KW of a 32-byte key).
-Only public-key verification is imported here.
+and here, beside it: 6. it is deterministic CBOR (re-encoding the parsed cell gives its
+bytes), as receipts must be: one cell, one byte form; 7. its wrapped DEK is 40 bytes (AES-KW
+of a 32-byte key).  Every integer a receipt carries into the database (its timestamp) fits
+the database's 64-bit signed integers.  Only public-key verification is imported here.
 """
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from ownmem.errors import OwnmemError
 from ownmem.saihm.cell import CellRefused
 from ownmem.saihm.cell import check_cell as check_saihm_cell
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
-from ownmem.syncwire import ErrorCode
+from ownmem.syncwire import MAX_COUNTER, ErrorCode
 
 from .storage.base import LogEntry, PushCell
 
 WRAPPED_DEK_LEN = 40
+# the head of a cell in deterministic CBOR: a map of 8, key 1, a byte string of 32 (the cellId)
+CELL_HEAD = b"\xa8\x01\x58\x20"
 
 
 class Refused(OwnmemError):
@@ -70,9 +74,19 @@ def check_cell(raw: bytes, wrapped_dek: bytes, holder: HolderKey) -> PushCell:
         checked = run_sync(check_saihm_cell(raw, holder.holder_id, verify_signature=holder.verify))
     except CellRefused as e:
         raise Refused(e.code, str(e)) from None
+    if checked.cell.to_cbor() != raw:
+        raise Refused("malformed_cell", "cells are deterministic CBOR (RFC 8949 section 4.2.1)")
     if not isinstance(wrapped_dek, bytes) or len(wrapped_dek) != WRAPPED_DEK_LEN:
         raise Refused("malformed_cell", "a wrapped DEK is 40 bytes")
     return PushCell(checked.cell.cell_id, checked.cell.cell_nonce, raw, wrapped_dek)
+
+
+def claimed_cell_id(raw: bytes) -> bytes | None:
+    """The cellId a cell claims, read from its head without parsing it, or None when the head is
+    not that of a deterministic encoding (such a cell fails ``check_cell`` anyway).  What a
+    push deduplicates by before any verification (app.py): a claim is checked only where it
+    would be stored."""
+    return raw[4:36] if raw.startswith(CELL_HEAD) and len(raw) >= 36 else None
 
 
 def check_receipt(raw: bytes, holder: HolderKey, holder_public: bytes, operation: str) -> tuple[Receipt, LogEntry]:
@@ -85,6 +99,9 @@ def check_receipt(raw: bytes, holder: HolderKey, holder_public: bytes, operation
     if r.to_cbor() != raw:
         # one receipt, one byte form in the public log
         raise Refused("malformed_receipt", "receipts are deterministic CBOR")
+    if r.timestamp > MAX_COUNTER:
+        # the log keeps it as a 64-bit signed integer: 2**63 used to end in a 500
+        raise Refused("malformed_receipt", f"a receipt's timestamp is at most {MAX_COUNTER}")
     if r.holder_id != holder.holder_id:
         raise Refused("wrong_holder", "receipt belongs to another holder")
     body = r.body()

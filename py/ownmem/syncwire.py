@@ -107,6 +107,9 @@ class ErrorCode(enum.StrEnum):
     TOO_LARGE = "too_large"
     BATCH_TOO_LARGE = "batch_too_large"
     RATE_LIMITED = "rate_limited"
+    TOO_MANY_VAULTS = "too_many_vaults"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    TIMEOUT = "timeout"
     INTERNAL = "internal"
     BUSY = "busy"
 
@@ -125,14 +128,15 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.MALFORMED: (400, "the request does not parse as the message the route takes"),
     ErrorCode.BAD_NAME: (400, "vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit"),
     ErrorCode.BAD_SIGNATURE: (400, "a signature does not verify under the key it must"),
-    ErrorCode.MALFORMED_CELL: (400, "a pushed cell is not a well-formed SAIHM cell around a sealed object"),
+    ErrorCode.MALFORMED_CELL: (400, "a pushed cell is not a well-formed SAIHM cell around a sealed object, "
+                                    "or not deterministic CBOR"),
     ErrorCode.WRONG_HOLDER: (400, "a cell or receipt belongs to another holder"),
     ErrorCode.BAD_CELL_ID: (400, "a cellId does not match the cell's contents"),
     ErrorCode.MALFORMED_RECEIPT: (400, "a receipt is malformed, of the wrong operation, or not deterministic CBOR"),
     ErrorCode.BEYOND_LOG: (400, "a tree size or leaf index beyond the receipt log's current tree"),
     ErrorCode.UNAUTHENTICATED: (401, "no credential, or one that is unknown or expired, or a failed login"),
     ErrorCode.WRONG_VAULT: (403, "the credential is for another vault"),
-    ErrorCode.UNKNOWN_VAULT: (404, "no vault of that name"),
+    ErrorCode.UNKNOWN_VAULT: (404, "no vault can have that name (a well-formed name answers as a vault does)"),
     ErrorCode.NOT_FOUND: (404, "no such route, file or receipt"),
     ErrorCode.METHOD_NOT_ALLOWED: (405, "the route does not take that method (see Allow)"),
     ErrorCode.NAME_TAKEN: (409, "a vault of that name exists"),
@@ -140,9 +144,14 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.NO_EXPORT: (409, "the vault's metadata carries no export header"),
     ErrorCode.TOO_LARGE: (413, "the request body is over the limit"),
     ErrorCode.BATCH_TOO_LARGE: (413, f"more than {MAX_BATCH} cells in one push"),
-    ErrorCode.RATE_LIMITED: (429, "too many requests for this vault (see Retry-After)"),
+    ErrorCode.RATE_LIMITED: (429, "too many requests from this address or for this vault (see Retry-After)"),
+    ErrorCode.TOO_MANY_VAULTS: (403, "this key set (owner, sync or holder key) registered as many vaults as the "
+                                     "server allows"),
+    ErrorCode.QUOTA_EXCEEDED: (413, "the vault's storage quota (bytes of cells and wrapped DEKs) would be "
+                                    "exceeded; nothing of the push was stored"),
+    ErrorCode.TIMEOUT: (408, "the request was not received in time"),
     ErrorCode.INTERNAL: (500, "the server failed; nothing of the request was stored"),
-    ErrorCode.BUSY: (503, "too many exports are open right now (see Retry-After)"),
+    ErrorCode.BUSY: (503, "the server is busy: too many connections or exports open (see Retry-After)"),
 }
 
 

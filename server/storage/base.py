@@ -33,6 +33,18 @@ class StorageConflict(StorageError):
     code = "storage_conflict"
 
 
+class StorageLimit(StorageError):
+    """A registration over the number of vaults one key set may have."""
+
+    code = "storage_limit"
+
+
+class StorageQuota(StorageError):
+    """A push that would take the vault over its storage quota: nothing of it was stored."""
+
+    code = "storage_quota"
+
+
 class StorageBusy(StorageError):
     """Too much is held open right now (export snapshots): the caller can retry later."""
 
@@ -57,6 +69,7 @@ class VaultRecord:
     holder_id: bytes
     last_seq: int
     meta_version: int
+    stored_bytes: int         # of its cells and wrapped DEKs, counted against its quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +143,11 @@ class ExportSnapshot(Protocol):
 class Storage(Protocol):
     def close(self) -> None: ...
 
-    def register(self, reg: Registration) -> VaultRecord: ...
+    def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
+        """Raises StorageConflict for a taken name, StorageLimit when a key of ``reg`` (owner,
+        sync or holder) is already in ``max_per_key`` vaults; counted and inserted in one
+        transaction, registrations one at a time."""
+        ...
 
     def vault(self, name: str) -> VaultRecord | None: ...
 
@@ -142,13 +159,22 @@ class Storage(Protocol):
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None: ...
 
-    def token_vault(self, token_hash: bytes, now: float) -> int | None: ...
+    def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
+        """(vault id, expiry) of a live credential."""
+        ...
 
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]: ...
 
     def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int: ...
 
-    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult: ...
+    def known_cells(self, vault_id: int, cell_ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        """Which of ``cell_ids`` the vault holds, and which it erased."""
+        ...
+
+    def push(self, vault_id: int, cells: list[PushCell], *, quota: int | None = None) -> PushResult:
+        """Raises StorageQuota, storing nothing, when the new cells would take the vault's
+        stored bytes over ``quota``."""
+        ...
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
 
@@ -181,3 +207,7 @@ class Storage(Protocol):
     def log_leaf_index(self, receipt_id: bytes) -> int | None: ...
 
     def log_key(self, candidate: bytes) -> bytes: ...   # the log key's seed: ``candidate`` if none was kept
+
+    def server_secret(self) -> bytes:
+        """32 random bytes, made once per store and kept in it (decoy lookups, app.py)."""
+        ...

@@ -23,6 +23,7 @@ keeps what it logged (docs/decisions.md).
 """
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from psycopg_pool import ConnectionPool
 from . import tree
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
-    VaultRecord,
+    StorageLimit, StorageQuota, VaultRecord,
 )
 from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from .scrub import Scrubber
@@ -48,7 +49,10 @@ CREATE TABLE IF NOT EXISTS vaults (
   id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, salt BYTEA NOT NULL,
   owner_pub BYTEA NOT NULL, sync_pub BYTEA NOT NULL, ka_pub BYTEA NOT NULL, holder_pub BYTEA NOT NULL,
   holder_id BYTEA NOT NULL, last_seq BIGINT NOT NULL DEFAULT 0, meta_version BIGINT NOT NULL,
-  metadata BYTEA NOT NULL, metadata_sig BYTEA NOT NULL);
+  metadata BYTEA NOT NULL, metadata_sig BYTEA NOT NULL, stored_bytes BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS vaults_owner ON vaults (owner_pub);
+CREATE INDEX IF NOT EXISTS vaults_sync ON vaults (sync_pub);
+CREATE INDEX IF NOT EXISTS vaults_holder ON vaults (holder_id);
 CREATE TABLE IF NOT EXISTS cells (
   vault_id BIGINT NOT NULL, cell_id BYTEA NOT NULL, object_id BYTEA NOT NULL, seq BIGINT NOT NULL,
   cell BYTEA NOT NULL, wrapped_dek BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id)) PARTITION BY LIST (vault_id);
@@ -62,8 +66,10 @@ CREATE TABLE IF NOT EXISTS erasure_list (
   idx BIGSERIAL PRIMARY KEY, cell_id BYTEA NOT NULL, holder_id BYTEA NOT NULL, at BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS challenges (
   vault_id BIGINT NOT NULL, challenge BYTEA NOT NULL PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS challenges_expiry ON challenges (expires_at);
 CREATE TABLE IF NOT EXISTS tokens (
   token_hash BYTEA PRIMARY KEY, vault_id BIGINT NOT NULL, expires_at DOUBLE PRECISION NOT NULL);
+CREATE INDEX IF NOT EXISTS tokens_expiry ON tokens (expires_at);
 CREATE TABLE IF NOT EXISTS log (
   idx BIGSERIAL PRIMARY KEY, receipt_id BYTEA NOT NULL UNIQUE, subject_id BYTEA NOT NULL,
   operation TEXT NOT NULL, holder_id BYTEA NOT NULL, ts BIGINT NOT NULL, receipt BYTEA NOT NULL);
@@ -73,9 +79,19 @@ CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
 CREATE TABLE IF NOT EXISTS erase_pending (
   id BIGSERIAL PRIMARY KEY, vault_id BIGINT NOT NULL,
   xid BIGINT NOT NULL DEFAULT pg_current_xact_id()::text::bigint);
+CREATE TABLE IF NOT EXISTS server_secret (id INT PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL);
 """
+# stored bytes, counted against the quota: a database made before the count has it added and filled in
+ADD_STORED_BYTES = """
+ALTER TABLE vaults ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0;
+UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(octet_length(cell) + octet_length(wrapped_dek)), 0)
+                                  FROM cells WHERE cells.vault_id = vaults.id);
+"""
+SAME_KEYS = "SELECT count(*) FROM vaults WHERE owner_pub = %s OR sync_pub = %s OR holder_id = %s"
+REGISTER_LOCK = 7406       # advisory lock: registrations are counted and made one at a time
 
-_VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
+_VAULT_COLS = ("id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version, "
+               "stored_bytes")
 
 
 def _b(v: object) -> bytes:
@@ -93,7 +109,7 @@ def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
 
 def _vault(r: tuple[Any, ...]) -> VaultRecord:
     return VaultRecord(int(r[0]), str(r[1]), _b(r[2]), _b(r[3]), _b(r[4]), _b(r[5]), _b(r[6]), _b(r[7]),
-                       int(r[8]), int(r[9]))
+                       int(r[8]), int(r[9]), int(r[10]))
 
 
 def _partition(vault_id: int) -> str:
@@ -113,6 +129,11 @@ def _create_schema(c: psycopg.Connection[Any]) -> None:
     c.execute("SELECT pg_advisory_xact_lock(7405)")    # several processes at once: one at a time
     kind = c.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('cells')").fetchone()
     legacy = kind is not None and kind[0] == "r"
+    uncounted = c.execute("SELECT to_regclass('vaults') IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+                          "information_schema.columns WHERE table_schema = current_schema() AND "
+                          "table_name = 'vaults' AND column_name = 'stored_bytes')").fetchone()
+    if uncounted is not None and uncounted[0]:
+        c.execute(ADD_STORED_BYTES)     # before SCHEMA, whose indexes and tables leave vaults as it is
     if legacy:
         c.execute("ALTER TABLE cells RENAME TO cells_unpartitioned")
         c.execute("ALTER INDEX cells_pkey RENAME TO cells_unpartitioned_pkey")
@@ -123,6 +144,7 @@ def _create_schema(c: psycopg.Connection[Any]) -> None:
         c.execute("INSERT INTO cells SELECT vault_id, cell_id, object_id, seq, cell, wrapped_dek "
                   "FROM cells_unpartitioned")
         c.execute("DROP TABLE cells_unpartitioned")   # its files, erased rows' bytes included, go with it
+    c.execute("INSERT INTO server_secret VALUES (1, %s) ON CONFLICT (id) DO NOTHING", (secrets.token_bytes(32),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,9 +187,13 @@ class PostgresStorage:
             yield c
 
     # ---------------------------------------------------------------- vaults
-    def register(self, reg: Registration) -> VaultRecord:
+    def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
         try:
             with self._tx() as c:
+                c.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTER_LOCK,))
+                if max_per_key is not None and int(_one(c.execute(
+                        SAME_KEYS, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone())[0]) >= max_per_key:
+                    raise StorageLimit(f"a key of this registration is in {max_per_key} vaults already")
                 r = c.execute(
                     "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, meta_version, "
                     f"metadata, metadata_sig) VALUES (%s,%s,%s,%s,%s,%s,%s,1,%s,%s) RETURNING {_VAULT_COLS}",
@@ -207,11 +233,11 @@ class PostgresStorage:
             c.execute("DELETE FROM tokens WHERE expires_at < %s", (expires_at - 86400,))
             c.execute("INSERT INTO tokens VALUES (%s,%s,%s)", (token_hash, vault_id, expires_at))
 
-    def token_vault(self, token_hash: bytes, now: float) -> int | None:
+    def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
         with self._tx() as c:
-            r = c.execute("SELECT vault_id FROM tokens WHERE token_hash = %s AND expires_at >= %s",
+            r = c.execute("SELECT vault_id, expires_at FROM tokens WHERE token_hash = %s AND expires_at >= %s",
                           (token_hash, now)).fetchone()
-        return int(r[0]) if r else None
+        return (int(r[0]), float(r[1])) if r else None
 
     # ---------------------------------------------------------------- metadata
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
@@ -233,16 +259,25 @@ class PostgresStorage:
         return expected + 1
 
     # ---------------------------------------------------------------- cells
-    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult:
+    @staticmethod
+    def _known(c: psycopg.Connection[Any], vault_id: int, ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        present = {_b(r[0]) for r in c.execute(
+            "SELECT cell_id FROM cells WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
+        erased = {_b(r[0]) for r in c.execute(
+            "SELECT cell_id FROM erased WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
+        return present, erased
+
+    def known_cells(self, vault_id: int, cell_ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        with self._tx() as c:
+            return self._known(c, vault_id, cell_ids)
+
+    def push(self, vault_id: int, cells: list[PushCell], *, quota: int | None = None) -> PushResult:
         with self._tx() as c:
             # the row lock: every later step of this push runs alone for this vault
-            last = int(_one(c.execute("SELECT last_seq FROM vaults WHERE id = %s FOR UPDATE",
-                                      (vault_id,)).fetchone())[0])
-            ids = [x.cell_id for x in cells]
-            present = {_b(r[0]) for r in c.execute(
-                "SELECT cell_id FROM cells WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
-            erased = {_b(r[0]) for r in c.execute(
-                "SELECT cell_id FROM erased WHERE vault_id = %s AND cell_id = ANY(%s)", (vault_id, ids))}
+            row = _one(c.execute("SELECT last_seq, stored_bytes FROM vaults WHERE id = %s FOR UPDATE",
+                                 (vault_id,)).fetchone())
+            last, stored = int(row[0]), int(row[1])
+            present, erased = self._known(c, vault_id, [x.cell_id for x in cells])
             new: list[PushCell] = []
             seen: set[bytes] = set()
             for x in cells:
@@ -250,6 +285,9 @@ class PostgresStorage:
                     continue
                 seen.add(x.cell_id)
                 new.append(x)
+            added = sum(len(x.cell) + len(x.wrapped_dek) for x in new)
+            if quota is not None and added and stored + added > quota:
+                raise StorageQuota(f"the vault holds {stored} bytes; {added} more would pass its quota of {quota}")
             if new:
                 # binary COPY: bytea goes as raw bytes; text COPY hex-escaped every ~4 KB cell,
                 # which doubled the time of a 1000-cell push (docs/benchmarks.md, area `server`)
@@ -264,7 +302,8 @@ class PostgresStorage:
                         for i, x in enumerate(new):
                             cp.write_row((vault_id, last + 1 + i, "cell", x.cell_id))
                 last += len(new)
-                c.execute("UPDATE vaults SET last_seq = %s WHERE id = %s", (last, vault_id))
+                c.execute("UPDATE vaults SET last_seq = %s, stored_bytes = stored_bytes + %s WHERE id = %s",
+                          (last, added, vault_id))
                 c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
         n_erased = sum(1 for x in cells if x.cell_id in erased)
         return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
@@ -290,6 +329,10 @@ class PostgresStorage:
             r = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()
         return int(r[0]) if r else 0
 
+    def server_secret(self) -> bytes:
+        with self._tx() as c:
+            return _b(_one(c.execute("SELECT secret FROM server_secret WHERE id = 1").fetchone())[0])
+
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
         done: list[bytes] = []
         by_subject = {r.subject_id: r for r in receipts}
@@ -300,7 +343,10 @@ class PostgresStorage:
             for cid in cell_ids:
                 if c.execute("SELECT 1 FROM erased WHERE vault_id = %s AND cell_id = %s", (vault_id, cid)).fetchone():
                     continue
-                c.execute("DELETE FROM cells WHERE vault_id = %s AND cell_id = %s", (vault_id, cid))
+                freed = c.execute("DELETE FROM cells WHERE vault_id = %s AND cell_id = %s "
+                                  "RETURNING octet_length(cell) + octet_length(wrapped_dek)", (vault_id, cid)).fetchall()
+                c.execute("UPDATE vaults SET stored_bytes = stored_bytes - %s WHERE id = %s",
+                          (sum(int(r[0]) for r in freed), vault_id))
                 c.execute("INSERT INTO erased VALUES (%s,%s)", (vault_id, cid))
                 c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (%s,%s,%s)", (cid, holder, now))
                 last += 1

@@ -18,6 +18,7 @@ the log emptied -- clears the vault's ``erase_pending`` rows; until then it is r
 """
 from __future__ import annotations
 
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -27,7 +28,7 @@ from pathlib import Path
 from . import tree
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
-    StorageConflict, VaultRecord,
+    StorageConflict, StorageLimit, StorageQuota, VaultRecord,
 )
 from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from .scrub import Scrubber
@@ -42,7 +43,10 @@ CREATE TABLE IF NOT EXISTS vaults (
   id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, salt BLOB NOT NULL,
   owner_pub BLOB NOT NULL, sync_pub BLOB NOT NULL, ka_pub BLOB NOT NULL, holder_pub BLOB NOT NULL,
   holder_id BLOB NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0, meta_version INTEGER NOT NULL,
-  metadata BLOB NOT NULL, metadata_sig BLOB NOT NULL);
+  metadata BLOB NOT NULL, metadata_sig BLOB NOT NULL, stored_bytes INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS vaults_owner ON vaults (owner_pub);
+CREATE INDEX IF NOT EXISTS vaults_sync ON vaults (sync_pub);
+CREATE INDEX IF NOT EXISTS vaults_holder ON vaults (holder_id);
 CREATE TABLE IF NOT EXISTS cells (
   vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, object_id BLOB NOT NULL, seq INTEGER NOT NULL,
   cell BLOB NOT NULL, wrapped_dek BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
@@ -57,8 +61,10 @@ CREATE TABLE IF NOT EXISTS erasure_list (
   idx INTEGER PRIMARY KEY AUTOINCREMENT, cell_id BLOB NOT NULL, holder_id BLOB NOT NULL, at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS challenges (
   vault_id INTEGER NOT NULL, challenge BLOB NOT NULL PRIMARY KEY, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS challenges_expiry ON challenges (expires_at);
 CREATE TABLE IF NOT EXISTS tokens (
   token_hash BLOB PRIMARY KEY, vault_id INTEGER NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS tokens_expiry ON tokens (expires_at);
 CREATE TABLE IF NOT EXISTS log (
   idx INTEGER PRIMARY KEY AUTOINCREMENT, receipt_id BLOB NOT NULL UNIQUE, subject_id BLOB NOT NULL,
   operation TEXT NOT NULL, holder_id BLOB NOT NULL, ts INTEGER NOT NULL, receipt BLOB NOT NULL);
@@ -66,9 +72,16 @@ CREATE INDEX IF NOT EXISTS log_holder ON log (holder_id, idx);
 CREATE INDEX IF NOT EXISTS log_subject ON log (subject_id, idx);
 CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
 CREATE TABLE IF NOT EXISTS erase_pending (id INTEGER PRIMARY KEY AUTOINCREMENT, vault_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS server_secret (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);
 """
+# stored bytes, counted against the quota: a store made before the count has it added and filled in
+ADD_STORED_BYTES = "ALTER TABLE vaults ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0"
+FILL_STORED_BYTES = ("UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(length(cell) + length(wrapped_dek)), 0) "
+                     "FROM cells WHERE cells.vault_id = vaults.id)")
+SAME_KEYS = "SELECT count(*) FROM vaults WHERE owner_pub = ? OR sync_pub = ? OR holder_id = ?"
 
-_VAULT_COLS = "id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version"
+_VAULT_COLS = ("id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version, "
+               "stored_bytes")
 
 
 class SqliteStorage:
@@ -78,7 +91,13 @@ class SqliteStorage:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(SCHEMA + tree.SQLITE_SCHEMA)
+        c = self._conn()
+        c.executescript(SCHEMA + tree.SQLITE_SCHEMA)
+        with self._tx() as c:    # several processes may open one file at once: one of them adds the column
+            if "stored_bytes" not in {r[1] for r in c.execute("PRAGMA table_info(vaults)")}:
+                c.execute(ADD_STORED_BYTES)
+                c.execute(FILL_STORED_BYTES)
+            c.execute("INSERT OR IGNORE INTO server_secret VALUES (1, ?)", (secrets.token_bytes(32),))
         with self._tx() as c:
             self._append_tree(c, [(bytes(r[0]), bytes(r[1])) for r in c.execute(tree.UNTREED)])
         self._checkpointer: sqlite3.Connection | None = None
@@ -128,8 +147,11 @@ class SqliteStorage:
         c.execute("COMMIT")
 
     # ---------------------------------------------------------------- vaults
-    def register(self, reg: Registration) -> VaultRecord:
-        with self._tx() as c:
+    def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
+        with self._tx() as c:    # the write lock: registrations are counted and made one at a time
+            if max_per_key is not None and c.execute(
+                    SAME_KEYS, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone()[0] >= max_per_key:
+                raise StorageLimit(f"a key of this registration is in {max_per_key} vaults already")
             try:
                 cur = c.execute(
                     "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, "
@@ -169,10 +191,10 @@ class SqliteStorage:
             c.execute("DELETE FROM tokens WHERE expires_at < ?", (expires_at - 86400,))
             c.execute("INSERT INTO tokens VALUES (?,?,?)", (token_hash, vault_id, expires_at))
 
-    def token_vault(self, token_hash: bytes, now: float) -> int | None:
-        r = self._conn().execute("SELECT vault_id FROM tokens WHERE token_hash = ? AND expires_at >= ?",
+    def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
+        r = self._conn().execute("SELECT vault_id, expires_at FROM tokens WHERE token_hash = ? AND expires_at >= ?",
                                  (token_hash, now)).fetchone()
-        return int(r[0]) if r else None
+        return (int(r[0]), float(r[1])) if r else None
 
     # ---------------------------------------------------------------- metadata
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
@@ -192,18 +214,25 @@ class SqliteStorage:
         return expected + 1
 
     # ---------------------------------------------------------------- cells
-    def push(self, vault_id: int, cells: list[PushCell]) -> PushResult:
+    @staticmethod
+    def _known(c: sqlite3.Connection, vault_id: int, ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        present: set[bytes] = set()
+        erased: set[bytes] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            present |= {r[0] for r in c.execute(
+                f"SELECT cell_id FROM cells WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
+            erased |= {r[0] for r in c.execute(
+                f"SELECT cell_id FROM erased WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
+        return present, erased
+
+    def known_cells(self, vault_id: int, cell_ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+        return self._known(self._conn(), vault_id, cell_ids)
+
+    def push(self, vault_id: int, cells: list[PushCell], *, quota: int | None = None) -> PushResult:
         with self._tx() as c:
-            ids = [x.cell_id for x in cells]
-            present: set[bytes] = set()
-            erased: set[bytes] = set()
-            for i in range(0, len(ids), 500):
-                chunk = ids[i:i + 500]
-                marks = ",".join("?" * len(chunk))
-                present |= {r[0] for r in c.execute(
-                    f"SELECT cell_id FROM cells WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
-                erased |= {r[0] for r in c.execute(
-                    f"SELECT cell_id FROM erased WHERE vault_id = ? AND cell_id IN ({marks})", (vault_id, *chunk))}
+            present, erased = self._known(c, vault_id, [x.cell_id for x in cells])
             new: list[PushCell] = []
             seen: set[bytes] = set()
             for x in cells:
@@ -211,7 +240,11 @@ class SqliteStorage:
                     continue
                 seen.add(x.cell_id)
                 new.append(x)
-            last = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+            last, stored = c.execute("SELECT last_seq, stored_bytes FROM vaults WHERE id = ?",
+                                     (vault_id,)).fetchone()
+            added = sum(len(x.cell) + len(x.wrapped_dek) for x in new)
+            if quota is not None and added and stored + added > quota:
+                raise StorageQuota(f"the vault holds {stored} bytes; {added} more would pass its quota of {quota}")
             if new:
                 c.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?)",
                               [(vault_id, x.cell_id, x.object_id, last + 1 + i, x.cell, x.wrapped_dek)
@@ -219,7 +252,8 @@ class SqliteStorage:
                 c.executemany("INSERT INTO changes VALUES (?,?,'cell',?)",
                               [(vault_id, last + 1 + i, x.cell_id) for i, x in enumerate(new)])
                 last += len(new)
-                c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+                c.execute("UPDATE vaults SET last_seq = ?, stored_bytes = stored_bytes + ? WHERE id = ?",
+                          (last, added, vault_id))
         n_erased = sum(1 for x in cells if x.cell_id in erased)
         return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
                           last_seq=last)
@@ -239,6 +273,9 @@ class SqliteStorage:
         r = self._conn().execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()
         return int(r[0]) if r else 0
 
+    def server_secret(self) -> bytes:
+        return bytes(self._conn().execute("SELECT secret FROM server_secret WHERE id = 1").fetchone()[0])
+
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
         """Withdraw, destroy the wrapped DEK and the cell, list the id, log the FORGET receipt: one transaction."""
         done: list[bytes] = []
@@ -249,7 +286,10 @@ class SqliteStorage:
             for cid in cell_ids:
                 if c.execute("SELECT 1 FROM erased WHERE vault_id = ? AND cell_id = ?", (vault_id, cid)).fetchone():
                     continue
-                c.execute("DELETE FROM cells WHERE vault_id = ? AND cell_id = ?", (vault_id, cid))
+                freed = c.execute("DELETE FROM cells WHERE vault_id = ? AND cell_id = ? "
+                                  "RETURNING length(cell) + length(wrapped_dek)", (vault_id, cid)).fetchall()
+                c.execute("UPDATE vaults SET stored_bytes = stored_bytes - ? WHERE id = ?",
+                          (sum(int(r[0]) for r in freed), vault_id))
                 c.execute("INSERT INTO erased VALUES (?,?)", (vault_id, cid))
                 c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (?,?,?)", (cid, holder, now))
                 last += 1

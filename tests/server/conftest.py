@@ -151,6 +151,12 @@ class ServerProcess:
         self._out.close()
 
 
+# The session servers take many registrations and public requests from this one address (and
+# vaults of three key sets); tests of those limits start servers of their own without these.
+GENEROUS = {"OWNMEM_ADDRESS_RATE_PER_SECOND": "1000000", "OWNMEM_ADDRESS_BURST": "1000000",
+            "OWNMEM_REGISTER_PER_HOUR": "1000000", "OWNMEM_VAULTS_PER_KEY": "1000000"}
+
+
 @dataclass
 class Backend:
     """A running server on one storage backend."""
@@ -158,6 +164,10 @@ class Backend:
     kind: str                   # "sqlite" | "postgres"
     url: str                    # base URL of the running server
     env: dict[str, str]         # the server environment that selects this backend's storage
+
+    def strict_env(self) -> dict[str, str]:
+        """``env`` without the session servers' generous limits: a server of the defaults."""
+        return {k: v for k, v in self.env.items() if k not in GENEROUS}
 
     def storage(self) -> Any:
         """This backend's storage, opened in the test process: for states no request makes (expired ones)."""
@@ -179,7 +189,7 @@ def _session_server(kind: str, request: pytest.FixtureRequest,
     tmp = tmp_path_factory.mktemp(f"{kind}-server")
     # two verification processes whatever the machine's CPU count, so large pushes always take
     # the process-pool path (server/verifypool.py) that production servers take on multi-core hosts
-    env = {**_backend_env(kind, tmp / "data", request), "OWNMEM_VERIFY_PROCESSES": "2"}
+    env = {**_backend_env(kind, tmp / "data", request), "OWNMEM_VERIFY_PROCESSES": "2", **GENEROUS}
     srv = ServerProcess(env, tmp / "server.log")
     try:
         yield Backend(kind, srv.url, env)

@@ -31,7 +31,8 @@ from test_blindness import Needles  # noqa: E402  the blindness tests' search, r
 from server.storage import Storage, open_storage  # noqa: E402
 from server.storage.base import LogEntry, PushCell, Registration, VaultRecord  # noqa: E402
 
-__all__ = ["Needles", "Store", "cell_windows", "forget", "random_cells", "registration", "stocked", "wait_until"]
+__all__ = ["Needles", "Store", "cell_windows", "forget", "random_cells", "registered", "registration", "stocked",
+           "wait_until"]
 
 
 @dataclass(frozen=True)
@@ -134,3 +135,13 @@ def stocked(store: Store, n: int) -> tuple[Storage, VaultRecord, list[PushCell]]
 
 def forget(vault: VaultRecord, cell_id: bytes) -> LogEntry:
     return LogEntry(os.urandom(32), cell_id, "FORGET", vault.holder_id, int(time.time()), os.urandom(64))
+
+
+def registered(backend: Any, name: str) -> bool:
+    """Whether the server of ``backend`` (conftest.Backend) holds a vault of that name, read from
+    its store: a lookup cannot tell (a name it does not hold answers with a decoy's keys)."""
+    st = backend.storage()
+    try:
+        return st.vault(name) is not None
+    finally:
+        st.close()

@@ -135,8 +135,8 @@ def test_every_refusal_has_one_shape_and_a_registered_code(backend, linked_vault
         ("POST", "/v1/vaults", {"json": {**zero_reg, "salt": "00"}}, "malformed"),
         ("POST", "/v1/vaults", {"json": zero_reg}, "bad_signature"),
         ("POST", "/v1/vaults", {"content": b" " * (W.MAX_JSON + 1)}, "too_large"),
-        ("GET", "/v1/vaults/no-such-vault", {}, "unknown_vault"),
         ("GET", "/v1/vaults/UPPER", {}, "unknown_vault"),
+        ("GET", "/v1/vaults/no-such-vault/metadata", {"headers": auth}, "wrong_vault"),
         ("POST", f"/v1/vaults/{n}/session", {"json": {}}, "malformed"),
         ("POST", f"/v1/vaults/{n}/session", {"json": {"challenge": "00" * 32, "signature": "00" * 64}},
          "unauthenticated"),
@@ -179,10 +179,12 @@ def test_every_refusal_has_one_shape_and_a_registered_code(backend, linked_vault
 
 def test_rate_limit_answer_has_the_shape(backend, linked_vault, start_server, http):
     lv = linked_vault(0)
-    url = start_server(backend.env, OWNMEM_RATE_PER_SECOND="1", OWNMEM_RATE_BURST="1")
-    http.get(f"{url}/v1/vaults/{lv.name}")
-    r = http.get(f"{url}/v1/vaults/{lv.name}")
-    assert error_of(r) == "rate_limited" and int(r.headers["retry-after"]) >= 1
+    url = start_server(backend.env, OWNMEM_RATE_PER_SECOND="1", OWNMEM_RATE_BURST="1",
+                       OWNMEM_ADDRESS_RATE_PER_SECOND="1", OWNMEM_ADDRESS_BURST="1")
+    for path, headers in (("", {}), ("/metadata", lv.auth())):     # by address, and by vault
+        http.get(f"{url}/v1/vaults/{lv.name}{path}", headers=headers)
+        r = http.get(f"{url}/v1/vaults/{lv.name}{path}", headers=headers)
+        assert error_of(r) == "rate_limited" and int(r.headers["retry-after"]) >= 1
 
 
 # ---------------------------------------------------------------- unexpected failures: a server in this process

@@ -9,6 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from storekit import registered
+
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
 
@@ -94,8 +96,11 @@ def test_batch_at_limit_is_checked_item_by_item(linked_vault):
 # ---------------------------------------------------------------- rate
 
 def test_rate_limited(backend, linked_vault, start_server, http):
+    """Public routes are limited per client address, a vault's own routes per vault once its
+    credential checked (test_abuse.py: a stranger cannot spend a vault's budget)."""
     one, two = linked_vault(0), linked_vault(0)
-    url = start_server(backend.env, OWNMEM_RATE_PER_SECOND="2", OWNMEM_RATE_BURST="3")
+    url = start_server(backend.env, OWNMEM_ADDRESS_RATE_PER_SECOND="2", OWNMEM_ADDRESS_BURST="3",
+                       OWNMEM_RATE_PER_SECOND="2", OWNMEM_RATE_BURST="3")
     lookup = f"{url}/v1/vaults/{one.name}"
     for _ in range(3):
         assert http.get(lookup).status_code == 200
@@ -103,12 +108,18 @@ def test_rate_limited(backend, linked_vault, start_server, http):
     refused(r, 429, "rate_limited")
     retry = int(r.headers["Retry-After"])
     assert 1 <= retry <= 2
-    # authenticated routes count too, before any work is done
-    refused(http.get(f"{url}/v1/vaults/{one.name}/metadata", headers=one.auth()), 429, "rate_limited")
+    # per address: another name, or another public route, is no way around it
+    refused(http.get(f"{url}/v1/vaults/{two.name}"), 429, "rate_limited")
+    refused(http.get(f"{url}/v1/log"), 429, "rate_limited")
+    # the vault's own routes are charged to the vault, not to the address
+    metadata = f"{url}/v1/vaults/{one.name}/metadata"
+    for _ in range(3):
+        assert http.get(metadata, headers=one.auth()).status_code == 200
+    refused(http.get(metadata, headers=one.auth()), 429, "rate_limited")
     refused(http.post(f"{url}/v1/vaults/{one.name}/cells", headers=one.auth(), content=cbor.encode([])), 429,
             "rate_limited")
-    # the limit is per vault
-    assert http.get(f"{url}/v1/vaults/{two.name}").status_code == 200
+    # per vault
+    assert http.get(f"{url}/v1/vaults/{two.name}/metadata", headers=two.auth()).status_code == 200
     time.sleep(retry)
     assert http.get(lookup).status_code == 200
 
@@ -150,7 +161,7 @@ def test_registration_non_hex_refused(field, backend, http):
         r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), field: bad})
         assert r.status_code == 400 and r.json()["error"] == "malformed", (field, bad if len(str(bad)) < 50 else "long",
                                                                            r.text)
-    refused(http.get(f"{backend.url}/v1/vaults/fields"), 404, "unknown_vault")
+    assert not registered(backend, "fields")
 
 
 def test_fields_non_hex_or_wrong_type_refused(linked_vault, http):

@@ -569,7 +569,10 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
     s = Syncer(v, remote)
     info = remote.lookup()
     ident = v.identity
-    if info is None:
+    # A name this vault holds already is re-linked.  Any other is registered: a server answers
+    # every name with keys (decoys for the names it does not hold), so that a name is free is
+    # learnt only by registering it, and a taken one answers name_taken.
+    if info is None or info.owner_pub != ident.sign_pub:
         h, sync = v.holder(), v.sync_key()
         pub = v.store.identity()
         assert pub is not None
@@ -579,10 +582,14 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         reg = wire.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
         proof = run_sync(v.crypto.ed25519_sign(sync.seed, reg))
         holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, wire.REGISTER_HOLDER_CONTEXT))
-        remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public, doc,
-                                       s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
-    elif info.owner_pub != ident.sign_pub:
-        raise SyncError(f"the vault name {name!r} is taken on this server by another identity")
+        try:
+            remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
+                                           doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
+        except SyncError as e:
+            if e.server_code == wire.ErrorCode.NAME_TAKEN:
+                raise SyncError(f"the vault name {name!r} is taken on this server by another identity",
+                                e.server_code, e.status) from None
+            raise
     with v.store.transaction():
         v.store.sync_set("server", remote.base.encode())
         v.store.sync_set("name", name.encode())
