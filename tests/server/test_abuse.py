@@ -80,14 +80,14 @@ def cells_of(v: UnlockedVault) -> list[list[bytes]]:
     """[cell, wrapped DEK] of every object not pushed yet, made as Syncer.push makes them."""
     h = v.holder()
     now = int(time.time())
-    return [[run_sync(make_cell(v.p, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
+    return [[run_sync(make_cell(v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=1, tier="STANDARD",
                                 cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now)).to_cbor(),
              row.dek_wrapped] for row in v.store.unpushed(10_000)]
 
 
 def receipt(v: UnlockedVault, operation: str, subject: bytes, timestamp: int, detail: Any = None) -> bytes:
     h = v.holder()
-    return run_sync(make_receipt(v.p, xi=h.xi, holder_id=h.holder_id, operation=operation, subject_id=subject,
+    return run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=operation, subject_id=subject,
                                  timestamp=timestamp, detail=detail)).to_cbor()
 
 
