@@ -701,7 +701,8 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}/erase", srv.erase, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", srv.export),
         Route("/v1/log", srv.log_list),
-        *log_routes(srv.storage, ApiError),     # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint
+        # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint; public: paid by the address
+        *log_routes(srv.storage, ApiError, srv.limit_address),
         Route("/v1/log/{receipt_id}", srv.log_get),
         Route("/v1/erasures", srv.erasures),
         Route("/", srv.index),

@@ -231,6 +231,11 @@ OPENAPI["paths"].update({
         "responses": {"200": _json(TREE_ENTRY), **_refused(404, "no such entry")}}},
 })
 
+# The verifiable log's routes are public too: paid for by the client's address.
+for _path, _item in OPENAPI["paths"].items():
+    if _path.startswith("/v1/log/") and _path != "/v1/log/{receipt_id}":
+        _item["get"]["responses"].update(_err(429))
+
 # Every operation can fail unexpectedly: the same JSON body, never a traceback.
 for _item in OPENAPI["paths"].values():
     for _op in _item.values():

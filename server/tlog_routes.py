@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,17 +150,26 @@ class LogRoutes:
         return JSONResponse(_entry(rows[0]))
 
 
-def log_routes(storage: Storage, refuse: Refusal) -> list[Route]:
-    """The routes, to be listed before ``/v1/log/{receipt_id}`` (which would take ``checkpoint``)."""
+def log_routes(storage: Storage, refuse: Refusal, charge: Callable[[Request], None]) -> list[Route]:
+    """The routes, to be listed before ``/v1/log/{receipt_id}`` (which would take ``checkpoint``).
+    ``charge`` runs first on every request: public routes are paid for by the client's address
+    (app.py), and a checkpoint costs a tree hash and a signature."""
     r = LogRoutes(storage, refuse)
-    return [
-        Route("/v1/log/key", r.get_key),
-        Route("/v1/log/checkpoint", r.checkpoint),
-        Route("/v1/log/proof/inclusion", r.inclusion),
-        Route("/v1/log/proof/consistency", r.consistency),
-        Route("/v1/log/entries", r.entries),
-        Route("/v1/log/entries/{index}", r.entry),
-    ]
+
+    def charged(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            charge(request)
+            return await endpoint(request)
+        return run
+
+    return [Route(path, charged(endpoint)) for path, endpoint in (
+        ("/v1/log/key", r.get_key),
+        ("/v1/log/checkpoint", r.checkpoint),
+        ("/v1/log/proof/inclusion", r.inclusion),
+        ("/v1/log/proof/consistency", r.consistency),
+        ("/v1/log/entries", r.entries),
+        ("/v1/log/entries/{index}", r.entry),
+    )]
 
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
