@@ -287,8 +287,8 @@ def test_new_device_with_a_wrong_passphrase_fails_cleanly_and_creates_nothing(
     with pytest.raises(WrongPassphrase) as e:
         devices.join(url, "wrong-pw", passphrase=WRONG_PASSPHRASE)
     assert WRONG_PASSPHRASE not in str(e.value)
-    # a name nobody holds answers as a vault would, with a decoy's keys (docs/decisions.md 48): the
-    # passphrase then derives other keys, exactly as a wrong passphrase does
+    # a name nobody holds answers as a vault would, with a decoy's keys (docs/decisions.md, "Names
+    # cannot be probed by lookup"): the passphrase derives other keys, as a wrong passphrase does
     with pytest.raises(WrongPassphrase):
         devices.join(url, "no-such-vault")
     assert not any(devices.root.glob("*-b")), "a failed login left a folder behind"

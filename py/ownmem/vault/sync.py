@@ -584,7 +584,7 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, wire.REGISTER_HOLDER_CONTEXT))
         try:
             remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
-                                           doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
+                                              doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
         except SyncError as e:
             if e.server_code == wire.ErrorCode.NAME_TAKEN:
                 raise SyncError(f"the vault name {name!r} is taken on this server by another identity",
