@@ -507,7 +507,7 @@ class LogWatch:
                 gone.append(oid)
             else:
                 left.append((cell_id, receipt))
-                out.refusals.append(f"the erasure of cell {cell_id.hex()[:12]} is still not proven in the public "
+                out.problems.append(f"the erasure of cell {cell_id.hex()[:12]} is still not proven in the public "
                                     f"log ({why}): not applied yet")
         with self.store.transaction():
             if gone:
