@@ -30,7 +30,7 @@ from typing import Any
 
 from . import syncwire as wire
 from .crypto import provider, run_sync, sha256
-from .errors import OwnmemError, SyncError, WireError
+from .errors import OwnmemError, SyncError, VaultError, WireError
 from .saihm import tlog
 from .saihm.receipt import Receipt, parse_receipt, verify_receipt
 from .saihm.tlog import Checkpoint, NoteRefused, VerifierKey
@@ -255,7 +255,7 @@ def _verify(log: PublicLog, server: str, log_key: str | None, store: Store | Non
 def cmd_status(args: argparse.Namespace) -> int:
     store = _vault_store(args)
     if store is None:
-        raise LogVerifyFailed("no vault here (give --vault, or create one with `ownmem init`)")
+        raise VaultError("no vault here (give --vault, or create one with `ownmem init`)")
     st = log_status(store)
     if st is None:
         print("this vault has not checked a log yet: run `ownmem sync`")
