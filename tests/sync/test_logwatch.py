@@ -439,3 +439,17 @@ def test_real_entries_helper_reads_the_whole_log(server: ServerProcess) -> None:
     es = real_entries(server.url)
     cp = tlog.parse_checkpoint(tlog.parse_note(httpx.get(server.url + "/v1/log/checkpoint").text).text)
     assert len(es) >= cp.size and MemTree(es[:cp.size]).root() == cp.root_hash
+
+
+def test_linking_to_another_server_pins_that_servers_log(devices: Devices, server: ServerProcess,
+                                                         any_server: ServerProcess) -> None:
+    from ownmem.vault.sync import link
+
+    d = devices.first(server.url, _name())
+    old = d.v.store.sync_get(LW.KEY)
+    d.syncer = link(d.v, any_server.url, _name(), client=d.client)
+    new = httpx.get(any_server.url + "/v1/log/key").json()["vkey"].encode()
+    assert d.v.store.sync_get(LW.KEY) == new != old
+    assert d.sync().refusals == []
+    st = log_status(d.v.store)
+    assert st is not None and st.problem is None and st.origin == new.decode().partition("+")[0]

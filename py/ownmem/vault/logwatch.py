@@ -89,7 +89,7 @@ class LogStatus:
 def log_status(store: Store) -> LogStatus | None:
     """What this device knows of the log; None when it never checked one (not linked yet)."""
     raw, problem = store.sync_get(CHECKPOINT), _text(store.sync_get(PROBLEM))
-    if raw is None and not problem:
+    if not raw and not problem:
         return None
     cp = kept_checkpoint(store)
     pinned = _text(store.sync_get(KEY))
@@ -103,7 +103,7 @@ def log_status(store: Store) -> LogStatus | None:
 def kept_checkpoint(store: Store) -> Checkpoint | None:
     """The checkpoint kept (verified when it was stored, so only parsed here)."""
     raw = store.sync_get(CHECKPOINT)
-    if raw is None:
+    if not raw:
         return None
     try:
         return tlog.parse_checkpoint(tlog.parse_note(raw).text)
@@ -117,6 +117,13 @@ def pinned_key(store: Store) -> VerifierKey | None:
         return tlog.parse_verifier_key(raw) if raw else None
     except NoteRefused:
         return None
+
+
+def forget_log(store: Store) -> None:
+    """Another server is another log: nothing pinned or kept for the old one applies to it
+    (the device id stays: it names the device, not the log).  Within a transaction."""
+    for k in (KEY, CHECKPOINT, CHECKED_AT, PROBLEM, COMPARED, WITNESS_SENT, PENDING):
+        store.sync_set(k, b"")
 
 
 def device_id(store: Store) -> bytes:

@@ -35,7 +35,7 @@ from ..crypto import CryptoProvider, cbor, run_sync, sha256
 from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ..saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
-from .logwatch import LogWatch
+from .logwatch import LogWatch, forget_log
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
 
@@ -609,6 +609,8 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
                                 e.server_code, e.status) from None
             raise
     with v.store.transaction():
+        if v.store.sync_get("server") not in (None, remote.base.encode()):
+            forget_log(v.store)           # linked to another server: another log
         v.store.sync_set("server", remote.base.encode())
         v.store.sync_set("name", name.encode())
     _pin_log_key(s)
