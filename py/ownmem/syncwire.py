@@ -42,6 +42,7 @@ from typing import Annotated, Any, Self
 
 from .crypto import cbor, sha256
 from .errors import MalformedInput, WireError
+from .saihm import tlog
 from .saihm.receipt import MAX_RECEIPT
 
 REGISTER_CONTEXT = "ownmem/v1/register"
@@ -635,6 +636,11 @@ class LogKeyInfo(JsonMessage):
     public_key: Key
     key_id: Annotated[str, Text(re.compile(r"[0-9a-f]{8}"), 8)]
 
+    def check(self) -> None:
+        vk = _verifier_key(self.vkey)
+        if vk.name != self.origin or vk.public_key != self.public_key or f"{vk.key_id:08x}" != self.key_id:
+            raise WireError("the log key's origin, public key and key ID do not agree with its vkey")
+
 
 @dataclass(frozen=True, slots=True)
 class LogInclusion(JsonMessage):
@@ -684,8 +690,18 @@ class Witness(JsonMessage):
         return witness_message(name, self.device_id, self.vkey, self.note, self.signed_at)
 
     def check(self) -> None:
-        if not self.note:
-            raise WireError("a witness carries a checkpoint note")
+        _verifier_key(self.vkey)
+        try:      # the syntax only: whether the log key signed it is each device's to check
+            tlog.parse_checkpoint(tlog.parse_note(self.note).text)
+        except tlog.NoteRefused as e:
+            raise WireError(f"a witness carries a checkpoint note ({e.reason})") from None
+
+
+def _verifier_key(vkey: str) -> tlog.VerifierKey:
+    try:
+        return tlog.parse_verifier_key(vkey)
+    except tlog.NoteRefused as e:
+        raise WireError(f"vkey is not a note verifier key ({e.reason})") from None
 
 
 @dataclass(frozen=True, slots=True)
