@@ -374,7 +374,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     print("watching for changes (Ctrl-C to stop)", file=sys.stderr)
 
     def show(r: Any) -> None:
-        if r.pushed or r.pulled or r.erased_remote or r.erased_here:
+        if r.pushed or r.pulled or r.erased_remote or r.erased_here or r.refusals:
             print(time.strftime("%H:%M:%S ") + _report(r), flush=True)
     s.watch(show)
     return 0
