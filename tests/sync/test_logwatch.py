@@ -144,7 +144,9 @@ def _name() -> str:
     return f"logwatch-{time.monotonic_ns() % 10 ** 9}-{next(_n)}"
 
 
-def _seed(backend: Backend) -> bytes:
+def _seed(backend: Backend, server: ServerProcess) -> bytes:
+    """The server's log key, read from its store as whoever runs it could (made on first use)."""
+    httpx.get(server.url + "/v1/log/key").raise_for_status()
     (seed,), = backend.rows("SELECT seed FROM tlog_key")
     return bytes(seed)
 
@@ -237,7 +239,7 @@ def test_a_rewritten_entry_is_caught_by_the_kept_checkpoint(devices: Devices, se
 
     def rewrite(es: list[bytes]) -> list[bytes]:
         return es[:victim] + [es[victim] + b"\x00"] + es[victim + 1:]
-    ForgedLog(server.url, log_key(_seed(sqlite_backend)), rewrite).install(proxy)
+    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), rewrite).install(proxy)
     _assert_refused(b, before, "different root at the same size")           # same size, another root
     _grow(a)
     _assert_refused(b, before, "does not extend")                            # grown on: no proof reaches the kept head
@@ -250,7 +252,7 @@ def test_a_dropped_entry_is_caught_by_the_kept_checkpoint(devices: Devices, serv
     a, b = _pair(devices, server, proxy)
     before = _kept(b)
     victim = LW.kept_checkpoint(b.v.store).size - 3       # type: ignore[union-attr]
-    ForgedLog(server.url, log_key(_seed(sqlite_backend)), lambda es: es[:victim] + es[victim + 1:]).install(proxy)
+    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: es[:victim] + es[victim + 1:]).install(proxy)
     _assert_refused(b, before, "shrank")                                     # a smaller tree
     _grow(a, 2)
     _assert_refused(b, before, "does not extend")                            # larger again, but not an extension
@@ -333,7 +335,7 @@ def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devic
     """Device B is shown a history with one receipt rewritten, from its very first sync on:
     consistent on its own, so B's own checks pass; only the two devices' views disagree."""
     forked = _proxy(proxies, server.url)
-    ForgedLog(server.url, log_key(_seed(sqlite_backend)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
+    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
     name = _name()
     a = devices.first(server.url, name)
     a.v.add("a memory")
@@ -356,7 +358,7 @@ def test_a_withheld_witness_hides_a_fork_from_that_device_only(devices: Devices,
     """The residual risk (docs/decisions.md "Log witnesses"): a server can keep A's witness
     from B; B's own path then shows nothing wrong.  A, which reaches B's witness, still sees it."""
     forked = _proxy(proxies, server.url)
-    ForgedLog(server.url, log_key(_seed(sqlite_backend)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
+    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
     forked.on("GET", WITNESSES, lambda s, ans: ans.with_json({"witnesses": []}))
     name = _name()
     a = devices.first(server.url, name)
@@ -366,7 +368,7 @@ def test_a_withheld_witness_hides_a_fork_from_that_device_only(devices: Devices,
     assert any("forked" in r for r in a.sync().refusals)
 
 
-@pytest.mark.parametrize("forgery", ["other_device_id", "other_note", "random_signature"])
+@pytest.mark.parametrize("forgery", ["other_device_id", "other_note", "random_signature", "malformed_note"])
 def test_a_forged_witness_is_refused(devices: Devices, server: ServerProcess, proxies: list[HostileProxy],
                                      forgery: str) -> None:
     proxy = _proxy(proxies, server.url)
@@ -379,14 +381,19 @@ def test_a_forged_witness_is_refused(devices: Devices, server: ServerProcess, pr
         fake = dict(real)
         if forgery == "other_device_id":
             fake["device_id"] = "ab" * 16
-        elif forgery == "other_note":       # a forked checkpoint, validly signed by the log key, put in A's name
-            fake["note"] = real["note"][:-8] + ("00" if real["note"][-8:-6] != "00" else "11") + real["note"][-6:]
+        elif forgery == "other_note":       # another checkpoint put in A's name
+            lines = bytes.fromhex(real["note"]).decode().split("\n")
+            lines[1] = str(int(lines[1]) + 1)
+            fake["note"] = "\n".join(lines).encode().hex()
+        elif forgery == "malformed_note":
+            fake["note"] = real["note"][:-8] + "00" + real["note"][-6:]
         else:
             fake["signature"] = "11" * 64
         return ans.with_json({"witnesses": [w for w in got if w is not real] + [fake]})
     proxy.on("GET", WITNESSES, forge)
     report = b.sync()
-    assert any("no device of this vault signed" in r for r in report.refusals), report.refusals
+    expect = "malformed log witness" if forgery == "malformed_note" else "no device of this vault signed"
+    assert any(expect in r for r in report.refusals), report.refusals
     st = log_status(b.v.store)
     assert st is not None and st.problem is None and st.compared_devices == 0
 

@@ -235,6 +235,22 @@ def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: wire.Witne
     return None
 
 
+def parse_witnesses(value: Any) -> tuple[list[wire.Witness], int]:
+    """The well-formed witnesses of a /witnesses answer, and how many were not: one bad record
+    must not hide the others."""
+    if not isinstance(value, dict) or not isinstance(value.get("witnesses"), list):
+        raise WireError("a witness list is {witnesses: [...]}")
+    if len(value["witnesses"]) > wire.MAX_WITNESSES:
+        raise WireError(f"at most {wire.MAX_WITNESSES} witnesses a vault")
+    good, bad = [], 0
+    for w in value["witnesses"]:
+        try:
+            good.append(wire.Witness.parse(w))
+        except WireError:
+            bad += 1
+    return good, bad
+
+
 def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: wire.LogInclusion | None) -> str | None:
     """Why ``receipt`` (its bytes, as logged) is not proven in the tree of ``cp``, or None."""
     if proof is None:
@@ -409,11 +425,13 @@ class LogWatch:
             s._call(lambda: s.remote._json("POST", s.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
             with self.store.transaction():
                 self.store.sync_set(WITNESS_SENT, sha256(note))
-        got = wire.WitnessList.parse(s._call(lambda: s.remote._json(  # noqa: SLF001
-            "GET", s.remote._url("/witnesses"), auth=True)))  # noqa: SLF001
+        listed = s._call(lambda: s.remote._json("GET", s.remote._url("/witnesses"), auth=True))  # noqa: SLF001
+        records, malformed = parse_witnesses(listed)
+        if malformed:
+            out.refusals.append(f"the server offered {malformed} malformed log witness(es): ignored")
         sync_pub = s.v.sync_key().public
         compared = 0
-        for w in got.witnesses:
+        for w in records:
             if w.device_id == mine:
                 continue
             dev = w.device_id.hex()[:8]
