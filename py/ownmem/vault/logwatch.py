@@ -383,7 +383,7 @@ class LogWatch:
             new = open_served_checkpoint(self.p, note, key)
         except NoteRefused as e:
             raise LogProblem(f"the server's checkpoint does not verify under the pinned log key ({e.reason}): "
-                           "kept the old checkpoint") from None
+                             "kept the old checkpoint") from None
         kept = kept_checkpoint(self.store)
         need = consistency_needed(kept, new)
         proof = None
@@ -391,8 +391,8 @@ class LogWatch:
             try:
                 proof = self.log.consistency(*need)
             except SyncError as e:
-                raise LogProblem(f"the server gave no consistency proof from {need[0]} to {need[1]} receipts ({e}): "
-                               "kept the old checkpoint") from None
+                raise LogProblem(f"the server gave no consistency proof from {need[0]} to {need[1]} receipts "
+                                 f"({e}): kept the old checkpoint") from None
         why = advance_problem(kept, new, proof)
         if why is not None:
             raise LogProblem(why)
