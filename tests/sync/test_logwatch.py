@@ -329,13 +329,15 @@ def test_a_forget_is_applied_only_once_proven_in_the_log(devices: Devices, serve
 
 # ------------------------------------------------------------------ forks between devices, witnesses
 
-def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devices, server: ServerProcess,
-                                                                  sqlite_backend: Backend,
+def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devices, any_server: ServerProcess,
+                                                                  backend: Backend,
                                                                   proxies: list[HostileProxy]) -> None:
     """Device B is shown a history with one receipt rewritten, from its very first sync on:
-    consistent on its own, so B's own checks pass; only the two devices' views disagree."""
+    consistent on its own, so B's own checks pass; only the two devices' views disagree.
+    On both backends: the witnesses are stored by each."""
+    server = any_server
     forked = _proxy(proxies, server.url)
-    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
+    ForgedLog(server.url, log_key(_seed(backend, server)), lambda es: [es[0] + b"\x00"] + es[1:]).install(forked)
     name = _name()
     a = devices.first(server.url, name)
     a.v.add("a memory")
