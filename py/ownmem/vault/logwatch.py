@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
 COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"
-MAX_PENDING = 10_000        # FORGETs waiting for their proof; past that the oldest are dropped (and said so)
+MAX_PENDING = 10_000        # FORGETs waiting for their proof; past that the oldest are dropped
 
 Get = Callable[[str], bytes]    # URL -> body of a 2xx answer; anything else raises SyncError
 
