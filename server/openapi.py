@@ -149,7 +149,7 @@ OPENAPI: dict[str, Any] = {
             "description": "REMEMBER, RECALL or STATUS receipts signed by the vault's holder, appended to the "
                            "public log in one transaction, idempotently by receiptId (at most 128 per request)",
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                "receipts": {"type": "array", "items": HEX, "minItems": 1, "maxItems": 128}})}}},
+                "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
             "responses": {"200": _json(_obj({"logged": {"type": "array", "items": _hexn(32)}})),
                           **_err(400, 401, 403, 408, 413, 429)}}},
         "/v1/vaults/{name}/export.amem": {"get": {
