@@ -96,6 +96,13 @@ def test_recall_is_ranked_and_an_empty_query_is_every_cell(
         assert s == 200 and isinstance(got, list), (q, got)
     # punctuation only: containment, the baseline
     assert agent.call("saihm_recall", {"query": ":"}, auth=token)[1][0]["plaintext"] == own[1]
+    # reads write no receipt (docs/decisions.md, "RECALL and STATUS write no receipt")
+    assert agent.call("saihm_status", {}, auth=token)[0] == 200
+    log = LogReader(srv.url)
+    try:
+        assert log.list(operation="RECALL") == [] and log.list(operation="STATUS") == []
+    finally:
+        log.close()
 
 
 def test_forget_withdraws_then_logs_the_receipt_and_a_repeat_answers_success_false(
@@ -181,3 +188,22 @@ def test_the_service_refuses_any_bind_address_but_loopback(
     for host in ("0.0.0.0", "::", "192.168.1.10", "localhost", "::1"):
         r = ownmem_cli("agent", "--host", host, "--port", "9", env=v.env)
         assert r.returncode != 0 and "listens on 127.0.0.1 only" in r.stderr, (host, r.stderr)
+
+
+def test_an_agent_whose_author_key_the_person_revoked_cannot_write_again(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    import base64
+
+    srv, v, agent, token = _setup(sqlite_backend, servers, agent_vault, agents)
+    status, res = agent.call("saihm_remember", {"content": "first, while trusted"}, auth=token)
+    assert status == 200
+    key = agent.call("saihm_recall", {}, auth=token)[1][0]["ownmemAuthorship"]["authorKey"]
+    kid = base64.urlsafe_b64decode(key + "=").hex()
+    r = ownmem_cli("trust", "remove", kid, env=v.env)
+    assert r.returncode == 0, r.stderr
+    # the service does not lift the person's revocation by writing under the key again
+    assert agent.call("saihm_remember", {"content": "again"}, auth=token) == (401, {"error": "unauthenticated"})
+    # and what the key wrote now reads as unverified (trust is derived at read time)
+    got = agent.call("saihm_recall", {}, auth=token)[1]
+    assert [g["ownmemTrust"] for g in got] == ["unverified"] and got[0]["ownmemAuthorship"]["authorKey"] is None

@@ -147,8 +147,11 @@ class Operator:
             if self._keyring is not None and ring != self._keyring:
                 old_keys, old_revoked = self._keyring
                 added_only = old_revoked == ring[1] and all(ring[0].get(k) == pub for k, pub in old_keys.items())
-                for oid in [o for o, (e, _, _) in self._opened.items()
-                            if not added_only or e.opened.trust is Trust.UNVERIFIED]:
+                stale = [o for o, (e, _, _) in self._opened.items()
+                         if not added_only or e.opened.trust is Trust.UNVERIFIED]
+                # out of the index too, so each goes back in with its trust as derived now
+                self.index.remove(self._opened[o][1] for o in stale)
+                for oid in stale:
                     del self._opened[oid]
             self._keyring = ring
             visible = store.recallable_cells()
@@ -303,6 +306,10 @@ class Operator:
     def recall(self, cred: Credential, params: dict[str, Any]) -> list[dict[str, Any]]:
         query = text_param(params, "query", required=False)
         with self.lock:
+            # a key revoked in the vault meanwhile (`ownmem trust remove`, on this machine: no
+            # sync brings it) downgrades what it signed before this recall answers
+            if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
+                self.refresh()
             return [e.to_json() for e in self.index.search(query)]
 
     def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
