@@ -57,6 +57,8 @@ MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 class OperatorError(OwnmemError):
     """A tool call's failure: answered with ``status`` and {"error": error}."""
 
+    code = "operator"
+
     def __init__(self, status: int, error: str, message: str = "") -> None:
         super().__init__(message or error)
         self.status, self.error = status, error
