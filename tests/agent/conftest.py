@@ -2,10 +2,12 @@
 vault linked to it and closed again (the agent process opens it), and agent processes."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,44 +15,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
 from agentkit import AgentProcess, agent_env  # noqa: E402
-from synckit import Backend, Devices, ServerProcess, make_backend  # noqa: E402
+from synckit import Devices  # noqa: E402
 
 
-def _tag(request: pytest.FixtureRequest) -> str:
-    return "agent_" + request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+def _sync_fixtures() -> Any:
+    """tests/sync/conftest.py under another module name: its backends, server processes and
+    devices are this folder's fixtures too (one definition of each)."""
+    path = Path(__file__).resolve().parents[1] / "sync" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("sync_conftest", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    with make_backend(request.param, tmp_path_factory.mktemp(f"{request.param}-store"), _tag(request)) as b:
-        yield b
-
-
-@pytest.fixture(scope="module")
-def sqlite_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
-    with make_backend("sqlite", tmp_path_factory.mktemp("sqlite-store"), _tag(request)) as b:
-        yield b
-
-
-@pytest.fixture
-def servers() -> Iterator[Callable[..., ServerProcess]]:
-    made: list[ServerProcess] = []
-
-    def start(backend: Backend, **kw: object) -> ServerProcess:
-        s = ServerProcess(backend, **kw)  # type: ignore[arg-type]
-        made.append(s)
-        return s.start()
-
-    yield start
-    for s in made:
-        s.stop()
-
-
-@pytest.fixture
-def devices(tmp_path: Path) -> Iterator[Devices]:
-    d = Devices(tmp_path / "devices")
-    yield d
-    d.close()
+_sync = _sync_fixtures()
+backend, sqlite_backend, servers, devices = _sync.backend, _sync.sqlite_backend, _sync.servers, _sync.devices
 
 
 @dataclass

@@ -142,12 +142,15 @@ def test_a_retried_push_resends_the_same_receipt_and_never_signs_a_second(
         d.v.add("once only")
         # the receipts are logged, but their answer is lost; then the push itself fails
         proxy.on("POST", r"/receipts$", lambda s, a: Answer(-1, {}, b""), once=True)
-        with pytest.raises(SyncError):
-            d.sync()
         proxy.on("POST", r"/cells$", lambda s, a: Answer(503, {}, b"busy"), once=True)
-        with pytest.raises(SyncError):
-            d.sync()
-        d.sync()
+        failures = 0
+        for _ in range(6):       # a sync may also meet the connection the lost answer broke
+            try:
+                d.sync()
+                break
+            except SyncError:
+                failures += 1
+        assert 2 <= failures < 6 and all(r.fired == 1 for r in proxy.rules)
         (oid,) = d.syncer.store.object_ids()
         cid = d.syncer.store.cell_of(oid)[0].hex()  # type: ignore[index]
         assert len(log.list(subject=cid, operation="REMEMBER")) == 1
