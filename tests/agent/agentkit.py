@@ -55,8 +55,8 @@ def issue(env: dict[str, str], name: str, *extra: str) -> str:
 
 
 class AgentProcess:
-    def __init__(self, folder: Path, root: Path, *, port: int | None = None) -> None:
-        self.folder, self.root = folder, root
+    def __init__(self, folder: Path, root: Path, *, port: int | None = None, args: tuple[str, ...] = ()) -> None:
+        self.folder, self.root, self.args = folder, root, args
         self.port = port or free_port()
         self.env = agent_env(folder, root)
         logs = root / "logs"
@@ -70,7 +70,7 @@ class AgentProcess:
 
     def start(self, timeout: float = 60.0) -> AgentProcess:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(CLI + ["agent", "--port", str(self.port)], env=self.env, stdout=out,
+            self.proc = subprocess.Popen(CLI + ["agent", "--port", str(self.port), *self.args], env=self.env, stdout=out,
                                          stderr=out, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0) as c:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from agentkit import AgentProcess, LogReader, issue, ownmem_cli
 from conftest import AgentVault
@@ -207,3 +208,41 @@ def test_an_agent_whose_author_key_the_person_revoked_cannot_write_again(
     # and what the key wrote now reads as unverified (trust is derived at read time)
     got = agent.call("saihm_recall", {}, auth=token)[1]
     assert [g["ownmemTrust"] for g in got] == ["unverified"] and got[0]["ownmemAuthorship"]["authorKey"] is None
+
+
+def test_the_passphrase_can_come_from_the_os_keyring_when_the_person_opts_in(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        tmp_path: Path) -> None:
+    from agentkit import AgentProcess as Agent
+
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url)
+    token = issue(v.env, "claude")
+    ring = tmp_path / "keyring.json"
+    extra = {"PYTHON_KEYRING_BACKEND": "filekeyring.FileKeyring", "OWNMEM_TEST_KEYRING_FILE": str(ring),
+             "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    # without --keyring the keyring is never touched
+    plain = Agent(v.folder, v.root)
+    plain.env.update(extra)
+    plain.start()
+    plain.stop()
+    assert not ring.exists()
+    # the first unlock with the passphrase keeps it in the keyring ...
+    first = Agent(v.folder, v.root, args=("--keyring",))
+    first.env.update(extra)
+    first.start()
+    assert first.call("saihm_status", auth=token)[0] == 200
+    first.stop()
+    assert ring.exists()
+    # ... and a later start needs nothing else
+    later = Agent(v.folder, v.root, port=first.port, args=("--keyring",))
+    later.env.update(extra)
+    del later.env["OWNMEM_PASSPHRASE"]
+    later.start()
+    try:
+        assert later.call("saihm_status", auth=token)[0] == 200
+    finally:
+        later.stop()
+    # no passphrase anywhere and no keyring: a clean refusal, not a hang or a traceback
+    r = ownmem_cli("agent", "--port", "9", env={k: x for k, x in v.env.items() if k != "OWNMEM_PASSPHRASE"})
+    assert r.returncode != 0 and "no passphrase" in r.stderr

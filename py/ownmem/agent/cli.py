@@ -84,8 +84,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def mcp_command() -> tuple[str, list[str]]:
     """How an MCP host starts `ownmem mcp`: the absolute path, as hosts start servers with a bare PATH."""
-    found = shutil.which("ownmem") or (os.path.join(os.path.dirname(sys.executable), "ownmem"))
-    if os.path.exists(found):
+    # the script beside this interpreter first: another `ownmem` on PATH may be another install
+    beside = os.path.join(os.path.dirname(sys.executable), "ownmem")
+    found = beside if os.path.exists(beside) else shutil.which("ownmem")
+    if found:
         return os.path.abspath(found), ["mcp"]
     return sys.executable, ["-m", "ownmem.cli", "mcp"]
 
