@@ -246,3 +246,32 @@ def test_the_passphrase_can_come_from_the_os_keyring_when_the_person_opts_in(
     # no passphrase anywhere and no keyring: a clean refusal, not a hang or a traceback
     r = ownmem_cli("agent", "--port", "9", env={k: x for k, x in v.env.items() if k != "OWNMEM_PASSPHRASE"})
     assert r.returncode != 0 and "no passphrase" in r.stderr
+
+
+def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    """SAIHM "saihm_recall": verify each cell's cellId and signature; omit (and log) one that
+    fails.  The device store is altered under the service: a forged signature, a cell moved onto
+    another object's ciphertext."""
+    import sqlite3
+
+    from ownmem.crypto import cbor
+
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url, ("honest", "forged signature", "moved ciphertext"))
+    token = issue(v.env, "claude")
+    with sqlite3.connect(v.folder / "vault.db") as db:
+        rows = db.execute("SELECT c.object_id, c.cell, o.sealed FROM cells c JOIN objects o USING (object_id)").fetchall()
+        assert len(rows) == 3
+        (a, ca), (b, cb), (c, cc) = [(oid, cbor.decode(cell)) for oid, cell, _ in rows]
+        sig = bytearray(cb[7])  # type: ignore[arg-type]
+        sig[100] ^= 1
+        cb[7] = bytes(sig)
+        cc[6] = ca[6]           # another object's sealed bytes under this cell
+        db.execute("UPDATE cells SET cell = ? WHERE object_id = ?", (cbor.encode(cb), b))
+        db.execute("UPDATE cells SET cell = ? WHERE object_id = ?", (cbor.encode(cc), c))
+    agent = agents(v)
+    got = agent.call("saihm_recall", {}, auth=token)[1]
+    assert [g["cellId"] for g in got] == [ca[1].hex()]  # type: ignore[union-attr]
+    assert "omitted from recall" in agent.logs()

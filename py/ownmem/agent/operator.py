@@ -30,7 +30,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..aperto import keys as aperto_keys
@@ -94,15 +93,6 @@ def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | No
     if not isinstance(v, str):
         raise OperatorError(400, "invalid_params", f"{name} must be a string")
     return v
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    cell_id: bytes
-    cell_nonce: bytes
-    receipt_id: bytes
-    signature: bytes
-    timestamp: int
 
 
 class AgentSyncer(Syncer):
