@@ -9,7 +9,6 @@ The server processes, backends and devices are those of tests/sync (synckit).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
-from synckit import CLI, PASSPHRASE, free_port  # noqa: E402
+from synckit import CLI, PASSPHRASE, cli_env, free_port  # noqa: E402
 
 from ownmem.crypto import provider, run_sync  # noqa: E402
 from ownmem.saihm.receipt import parse_receipt, verify_receipt  # noqa: E402
@@ -29,14 +28,8 @@ from ownmem.saihm.tlog import Checkpoint, check_inclusion, leaf_hash, open_check
 
 
 def agent_env(folder: Path, root: Path, passphrase: str | None = PASSPHRASE) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OWNMEM_", "SAIHM_"))}
-    home = root / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    env["HOME"] = str(home)
-    env["OWNMEM_VAULT"] = str(folder)
-    if passphrase is not None:
-        env["OWNMEM_PASSPHRASE"] = passphrase
-    return env
+    """synckit's CLI environment, without any SAIHM_ variable of the machine running the tests."""
+    return {k: v for k, v in cli_env(root, folder, passphrase).items() if not k.startswith("SAIHM_")}
 
 
 def ownmem_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,6 @@ package) and, after a first successful unlock with the passphrase, keeps it ther
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import shutil
@@ -21,15 +20,13 @@ import sys
 import time
 from typing import Any
 
+from ..cli import _folder, _when
+from ..cli import _passphrase as cli_passphrase
 from ..errors import VaultError
 from .credentials import CredentialFile
 from .service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
 
 KEYRING_SERVICE = "ownmem"
-
-
-def _folder(args: argparse.Namespace) -> str:
-    return os.path.expanduser(args.vault or os.environ.get("OWNMEM_VAULT") or "~/.ownmem")
 
 
 def _credentials(args: argparse.Namespace) -> CredentialFile:
@@ -39,10 +36,6 @@ def _credentials(args: argparse.Namespace) -> CredentialFile:
     if not v.exists():
         raise VaultError(f"no vault at {v.folder} (create one with `ownmem init`)")
     return CredentialFile(v.folder)
-
-
-def _when(ts: int | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
 def _days(s: str) -> float:
@@ -119,18 +112,7 @@ def _passphrase(folder: str, use_keyring: bool) -> tuple[str, bool]:
             raise VaultError(f"the OS keyring cannot be read ({type(e).__name__})") from None
         if pw:
             return pw, True
-    pw = os.environ.get("OWNMEM_PASSPHRASE")
-    if pw:
-        return pw, False
-    if not sys.stdin.isatty():
-        raise VaultError("no passphrase: set OWNMEM_PASSPHRASE, run in a terminal, or use --keyring")
-    try:
-        pw = getpass.getpass("passphrase: ")
-    except (EOFError, KeyboardInterrupt):
-        raise VaultError("no passphrase given") from None
-    if not pw:
-        raise VaultError("the passphrase must not be empty")
-    return pw, False
+    return cli_passphrase(), False
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
