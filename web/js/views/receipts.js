@@ -66,7 +66,7 @@ function receiptRow(x, e) {
   li.append(head);
   if (id) {
     li.append(el('div', { class: 'receipt-id' },
-      el('code', { title: id, 'aria-label': `Receipt ID ${id}`, text: `${shortId(id)}…` }),
+      el('code', { title: id, text: `${shortId(id)}…` }),
       el('button', {
         type: 'button', class: 'btn btn-small btn-ghost', text: 'Copy', 'aria-label': `Copy receipt ID ${id}`,
         onclick: () => copy(id),
