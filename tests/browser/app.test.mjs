@@ -1389,6 +1389,9 @@ test('16. agent-written memories are badged with their agent; a memory lists its
     assert.match(await impostor.getAttribute('class'), /badge-agent-unconfirmed/);
     assert.equal(await card(OWN).locator('[data-testid="agent-badge"]').isHidden(), true);
     assert.equal(await card(OWN).locator('[data-testid="trust-badge"]').textContent(), 'self');
+    // another author's memory offers no edit (it would be re-signed as this vault's own)
+    assert.equal(await agentCard.locator('[data-testid="edit-button"]').count(), 0);
+    assert.equal(await card(OWN).locator('[data-testid="edit-button"]').count(), 1);
     // the Agent-written filter shows the two whose signature verifies
     await page.selectOption('[data-testid="filter-trust"]', 'agent');
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="memory-card"]').length === 2);

@@ -77,8 +77,10 @@ function card(e, onTag) {
   const label = excerpt(e.content, 40);
   edit.setAttribute('aria-label', `Edit: ${label}`);
   forget.setAttribute('aria-label', `Forget: ${label}`);
-  if (e.trust === 'unverified') {
-    edit.remove();   // an edit would launder it into "self"; the vault refuses it
+  if (e.trust !== 'self') {
+    // an edit would re-sign another author's text (an agent's, a trusted key's) as this
+    // vault's own, or launder an unverified one into "self": the vault refuses both
+    edit.remove();
   } else {
     edit.addEventListener('click', () => startEdit(e.id));
   }
