@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import core, machine, server, web
+from . import core, logbench, machine, server, web
 from .report import FAIL, AreaResult, Check, markdown, previous_areas, summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +22,7 @@ AREAS: dict[str, Callable[[argparse.Namespace], AreaResult]] = {
     "core": lambda a: core.run(_core_sizes(a)),
     "server": lambda a: server.run(a.quick),
     "web": lambda a: web.run(a.quick),
+    "log": lambda a: logbench.run(a.quick),
 }
 
 PREFACE = (

@@ -57,6 +57,7 @@ from .ratelimit import RateLimiter, client_key
 from .storage import Storage, StorageConflict, open_storage
 from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
 from .tlog_routes import log_routes
+from .witness_routes import witness_routes
 from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
 from .verifypool import VerifyPool, default_processes
 
@@ -700,6 +701,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}/events", srv.events),
         Route("/v1/vaults/{name}/erase", srv.erase, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", srv.export),
+        *witness_routes(srv.storage, ApiError, srv.authed, srv.json_body, srv.call),
         Route("/v1/log", srv.log_list),
         # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint; public: paid by the address
         *log_routes(srv.storage, ApiError, srv.limit_address),

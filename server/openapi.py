@@ -231,6 +231,27 @@ OPENAPI["paths"].update({
         "responses": {"200": _json(TREE_ENTRY), **_refused(404, "no such entry")}}},
 })
 
+# ---------------------------------------------------------------- log witnesses (server/witness_routes.py)
+
+_WITNESS = _obj({"device_id": _hexn(16), "vkey": {"type": "string", "maxLength": 512},
+                 "note": {"type": "string", "pattern": "^(?:[0-9a-f]{2})+$", "maxLength": 8192},
+                 "signed_at": COUNTER, "signature": _hexn(64)})
+OPENAPI["paths"]["/v1/vaults/{name}/witnesses"] = {
+    "get": {"operationId": "witnesses", "parameters": [NAME], "security": AUTH,
+            "description": "Every device's current log witness (newest first): the checkpoint note it verified "
+                           "last, signed by the vault's sync key over CBOR [\"ownmem/v1/log-witness\", name, "
+                           "device_id, vkey, note, signed_at].",
+            "responses": {"200": _json(_obj({"witnesses": {"type": "array", "items": _WITNESS,
+                                                              "maxItems": 32}})),
+                          **_err(401, 403, 429)}},
+    "post": {"operationId": "putWitness", "parameters": [NAME], "security": AUTH,
+             "description": "This device's current log witness; one record a device id, 32 a vault (the least "
+                            "recently updated goes first).",
+             "requestBody": {"required": True, "content": {"application/json": {"schema": _WITNESS}}},
+             "responses": {"200": _json(_obj({"stored": {"type": "boolean"}})),
+                           **_err(400, 401, 403, 408, 413, 429)}},
+}
+
 # The verifiable log's routes are public too: paid for by the client's address.
 for _path, _item in OPENAPI["paths"].items():
     if _path.startswith("/v1/log/") and _path != "/v1/log/{receipt_id}":

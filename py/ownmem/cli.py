@@ -374,7 +374,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     print("watching for changes (Ctrl-C to stop)", file=sys.stderr)
 
     def show(r: Any) -> None:
-        if r.pushed or r.pulled or r.erased_remote or r.erased_here:
+        if r.pushed or r.pulled or r.erased_remote or r.erased_here or r.refusals:
             print(time.strftime("%H:%M:%S ") + _report(r), flush=True)
     s.watch(show)
     return 0
@@ -485,6 +485,8 @@ def parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
                         "(a keyless client of SAIHM_ENDPOINT_URL)")
     mc.set_defaults(fn=cmd_mcp)
+    from . import logcli
+    logcli.register(sub)
     return p
 
 

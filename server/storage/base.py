@@ -211,3 +211,12 @@ class Storage(Protocol):
     def server_secret(self) -> bytes:
         """32 random bytes, made once per store and kept in it (decoy lookups, app.py)."""
         ...
+
+    # log witnesses (witness.py): one current record per device of a vault
+    def put_witness(self, vault_id: int, device_id: bytes, record: bytes, now: float, keep: int) -> None:
+        """Store ``record`` as the device's current witness; the vault keeps its ``keep`` most recent."""
+        ...
+
+    def witnesses(self, vault_id: int, limit: int) -> list[bytes]:
+        """The vault's witness records, most recently updated first."""
+        ...

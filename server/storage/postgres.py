@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from . import tree
+from . import tree, witness
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
     StorageLimit, StorageQuota, VaultRecord,
@@ -164,6 +164,7 @@ class PostgresStorage:
         with self.pool.connection() as c:
             _create_schema(c)
             c.execute(tree.POSTGRES_SCHEMA)
+            c.execute(witness.POSTGRES_SCHEMA)
         with self._tx() as c:
             # another process may be at it too: the lock first, then what is left to append
             size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
@@ -523,6 +524,17 @@ class PostgresStorage:
                              (after, limit)).fetchall()
         return [(int(a), _b(b), _b(h), int(t)) for a, b, h, t in rows]
 
+
+    # ---------------------------------------------------------------- log witnesses
+    def put_witness(self, vault_id: int, device_id: bytes, record: bytes, now: float, keep: int) -> None:
+        with self._tx() as c:
+            c.execute(witness.UPSERT.format(p="%s"), (vault_id, device_id, record, now))
+            c.execute(witness.EVICT.format(p="%s"), (vault_id, vault_id, keep))
+
+    def witnesses(self, vault_id: int, limit: int) -> list[bytes]:
+        with self._tx() as c:
+            rows = c.execute(witness.LIST.format(p="%s"), (vault_id, limit)).fetchall()
+        return [_b(r[0]) for r in rows]
 
 def _read_hashes(c: psycopg.Connection, indexes: Sequence[int]) -> list[bytes]:
     rows = c.execute("SELECT idx, hash FROM tlog_hashes WHERE idx = ANY(%s)", (sorted(set(indexes)),)).fetchall()

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import tree
+from . import tree, witness
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
     StorageConflict, StorageLimit, StorageQuota, VaultRecord,
@@ -92,7 +92,7 @@ class SqliteStorage:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         c = self._conn()
-        c.executescript(SCHEMA + tree.SQLITE_SCHEMA)
+        c.executescript(SCHEMA + tree.SQLITE_SCHEMA + witness.SQLITE_SCHEMA)
         with self._tx() as c:    # several processes may open one file at once: one of them adds the column
             if "stored_bytes" not in {r[1] for r in c.execute("PRAGMA table_info(vaults)")}:
                 c.execute(ADD_STORED_BYTES)
@@ -415,6 +415,15 @@ class SqliteStorage:
             "SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > ? ORDER BY idx LIMIT ?",
             (after, limit))]
 
+
+    # ---------------------------------------------------------------- log witnesses
+    def put_witness(self, vault_id: int, device_id: bytes, record: bytes, now: float, keep: int) -> None:
+        with self._tx() as c:
+            c.execute(witness.UPSERT.format(p="?"), (vault_id, device_id, record, now))
+            c.execute(witness.EVICT.format(p="?"), (vault_id, vault_id, keep))
+
+    def witnesses(self, vault_id: int, limit: int) -> list[bytes]:
+        return [bytes(r[0]) for r in self._conn().execute(witness.LIST.format(p="?"), (vault_id, limit))]
 
 def _read_hashes(c: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
     found: dict[int, bytes] = {}

@@ -28,6 +28,7 @@ from ownmem import syncwire as W
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WireError
+from ownmem.saihm import tlog
 from ownmem.vault import Vault
 from ownmem.vault.sync import Remote, Syncer, SyncReport
 
@@ -124,6 +125,9 @@ def _holder() -> tuple[bytes, bytes]:
 
 HOLDER_PUB, HOLDER_ID = _holder()
 
+_LOG_KEY = tlog.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urandom(32))
+_LOG_NOTE = tlog.signed_note(tlog.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
+                             [tlog.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
 SAMPLES: dict[type[W.JsonMessage], W.JsonMessage] = {
     W.VaultInfo: W.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
                              HOLDER_ID),
@@ -142,6 +146,9 @@ SAMPLES: dict[type[W.JsonMessage], W.JsonMessage] = {
     W.EraseResult: W.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
     W.LiveEvent: W.LiveEvent(41),
     W.ErrorBody: W.ErrorBody("stale_version", "the metadata changed; pull and retry"),
+    W.LogKeyInfo: W.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key, f"{_LOG_KEY.key_id:08x}"),
+    W.LogInclusion: W.LogInclusion(5, 12, (os.urandom(32), os.urandom(32))),
+    W.Witness: W.Witness(os.urandom(16), str(_LOG_KEY), _LOG_NOTE, 1_700_000_000, os.urandom(64)),
 }
 
 NOT_JSON: list[tuple[str, bytes]] = [("html", b"<html>502 Bad Gateway</html>"), ("empty", b""),

@@ -35,6 +35,7 @@ from ..crypto import CryptoProvider, cbor, run_sync, sha256
 from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ..saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from .logwatch import LogWatch, forget_log
 from .store import PublicIdentity, Store, StoredObject
 from .vault import SYNC_INFO, UnlockedVault, Vault
 
@@ -311,6 +312,7 @@ class Syncer:
     def __init__(self, v: UnlockedVault, remote: Remote) -> None:
         self.v, self.remote = v, remote
         self.store: Store = v.store
+        self._log: LogWatch | None = None
 
     # ----------------------------------------------------------- state
     @staticmethod
@@ -472,6 +474,12 @@ class Syncer:
                         continue
                     oid = cell_of[row.cell_id] if row.cell_id in cell_of else self.store.object_of_cell(row.cell_id)
                     if oid is not None:
+                        # only once the public can see it: its receipt proven in the verified tree
+                        assert row.receipt is not None
+                        why = self.log_watch().forget_refusal(row.cell_id, row.receipt)
+                        if why is not None:
+                            report.refusals.append(why)
+                            continue
                         gone.append(oid)
                 elif isinstance(row, wire.CellChange):   # an ErasedCell has nothing to store
                     cell, wrapped = row.cell, row.wrapped_dek
@@ -536,10 +544,20 @@ class Syncer:
             return False
         return True
 
+    def log_watch(self) -> LogWatch:
+        """The public log's checks for this sync (ownmem.vault.logwatch)."""
+        if self._log is None:
+            self._log = LogWatch(self)
+        return self._log
+
     def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         report = SyncReport()
         self.sync_metadata(report)
         self.push(report)
+        self._log = None                 # each sync verifies the checkpoint afresh
+        checked = self.log_watch().check()
+        report.refusals.extend(checked.refusals)
+        report.erased_here += checked.erased
         if self.pull(report, progress):
             self.sync_metadata(report)
         return report
@@ -591,9 +609,20 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
                                 e.server_code, e.status) from None
             raise
     with v.store.transaction():
+        if v.store.sync_get("server") not in (None, remote.base.encode()):
+            forget_log(v.store)           # linked to another server: another log
         v.store.sync_set("server", remote.base.encode())
         v.store.sync_set("name", name.encode())
+    _pin_log_key(s)
     return s
+
+
+def _pin_log_key(s: Syncer) -> None:
+    """Pin the log's key at link time; if the server cannot say now, the first sync does."""
+    try:
+        s.log_watch().pin()
+    except OwnmemError:
+        pass
 
 
 def login_new_device(folder: str | Path, server: str, name: str, passphrase: str, *,
@@ -646,7 +675,9 @@ def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, p
         note_metadata_seen(store, held.version, held.metadata)
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
-    return Syncer(UnlockedVault(store, ident, p), remote)
+    syncer = Syncer(UnlockedVault(store, ident, p), remote)
+    _pin_log_key(syncer)
+    return syncer
 
 
 def syncer_for(v: UnlockedVault, *, client: httpx.Client | None = None) -> Syncer:

@@ -1,0 +1,551 @@
+"""A device's watch over the public log (DESIGN.md "The public log"; RFC 9162 "Merkle
+Consistency Proofs" and "Merkle Inclusion Proofs"; C2SP tlog-checkpoint; SAIHM "Audit log").
+
+What a signed checkpoint proves is only "the holder of the log key says the log had these n
+receipts": the key lives on the server, so a server that rewrites, drops or forks history
+signs the new view as readily.  What catches it is memory, kept on the person's devices:
+
+    pin       at link (or the first sync) the device keeps the log's verifier key
+              (``GET /v1/log/key``); a different key later is refused, never re-pinned
+    advance   on every sync: the checkpoint, its signature under the pinned key, and, when an
+              earlier one is kept, the consistency proof from the kept size to the new one;
+              only then is the new checkpoint kept
+    witness   the device publishes the checkpoint it verified, signed by the vault's sync key
+              (which every device of the vault holds and the server does not), and checks
+              every other device's against its own: the smaller tree must be a prefix of
+              the larger (a consistency proof from the server), or the same head at one size.
+              A server that shows device A one history and device B another, each
+              consistent on its own, cannot also prove the two consistent with each other.
+    include   a FORGET from the change feed is applied only once its receipt is proven in
+              the verified tree (inclusion proof): an erasure the public cannot see did not
+              happen; it waits (``log_pending_forgets``) and is tried again on each sync
+
+Every failure is a refusal of the sync (``SyncReport.refusals``), never a crash; the kept
+checkpoint stays as it was and the problem is remembered until a later check passes.
+Decisions are pure functions (``key_change``, ``advance_problem``, ``witness_problem`` ...);
+``LogWatch`` is the thin I/O around them.  A server can withhold a device's witness: that
+residual risk, and what a device id is, are in docs/decisions.md ("Log witnesses").
+
+sync_state keys (the PWA reads them through ``log_status``):
+
+    log_key              the pinned verifier key, UTF-8 (``tlog.VerifierKey`` text form)
+    log_checkpoint       the last verified checkpoint: the signed note's bytes
+    log_checked_at       when a check last passed, Unix seconds, decimal ASCII
+    log_problem          what the last check found wrong, UTF-8; empty when it passed
+    log_compared         how many other devices' witnesses the last check compared, decimal
+    log_witness_sent     SHA-256 of the note this device last published as its witness
+    log_pending_forgets  CBOR [[cellId, FORGET receipt], ...] waiting for an inclusion proof
+    device_id            16 random bytes naming this device in witness records
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import syncwire as wire
+from ..crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
+from ..errors import MalformedInput, OwnmemError, SyncError, WireError
+from ..saihm import tlog
+from ..saihm.receipt import parse_receipt
+from ..saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .sync import Syncer
+
+KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
+COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"
+MAX_PENDING = 10_000        # FORGETs waiting for their proof; past that the oldest are dropped
+
+Get = Callable[[str], bytes]    # URL -> body of a 2xx answer; anything else raises SyncError
+
+
+# ---------------------------------------------------------------- what the CLI and the PWA show
+
+
+@dataclass(frozen=True, slots=True)
+class LogStatus:
+    """The device's view of the public log: the last checkpoint it verified and kept, when a
+    check last passed, and what is wrong (None when nothing is)."""
+
+    origin: str
+    size: int
+    root_hash: str              # hex
+    checked_at: int | None      # Unix seconds
+    problem: str | None
+    compared_devices: int = 0   # other devices' witnesses the last check compared
+
+    def lines(self) -> list[str]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.checked_at)) if self.checked_at else "never"
+        out = [f"log: {self.origin or '(no checkpoint kept)'}",
+               f"checkpoint: {self.size} receipt(s), root {self.root_hash or '-'}",
+               f"last passed check: {when}; compared with {self.compared_devices} other device(s)"]
+        out.append(f"PROBLEM: {self.problem}" if self.problem else "problem: none")
+        return out
+
+
+def log_status(store: Store) -> LogStatus | None:
+    """What this device knows of the log; None when it never checked one (not linked yet)."""
+    raw, problem = store.sync_get(CHECKPOINT), _text(store.sync_get(PROBLEM))
+    if not raw and not problem:
+        return None
+    cp = kept_checkpoint(store)
+    pinned = _text(store.sync_get(KEY))
+    origin = cp.origin if cp is not None else (pinned.partition("+")[0] if pinned else "")
+    checked = _text(store.sync_get(CHECKED_AT))
+    return LogStatus(origin, cp.size if cp else 0, cp.root_hash.hex() if cp else "",
+                     int(checked) if checked and checked.isdigit() else None, problem or None,
+                     int(_text(store.sync_get(COMPARED)) or 0))
+
+
+def kept_checkpoint(store: Store) -> Checkpoint | None:
+    """The checkpoint kept (verified when it was stored, so only parsed here)."""
+    raw = store.sync_get(CHECKPOINT)
+    if not raw:
+        return None
+    try:
+        return tlog.parse_checkpoint(tlog.parse_note(raw).text)
+    except NoteRefused:
+        return None
+
+
+def pinned_key(store: Store) -> VerifierKey | None:
+    raw = _text(store.sync_get(KEY))
+    try:
+        return tlog.parse_verifier_key(raw) if raw else None
+    except NoteRefused:
+        return None
+
+
+def forget_log(store: Store) -> None:
+    """Another server is another log: nothing pinned or kept for the old one applies to it
+    (the device id stays: it names the device, not the log).  Within a transaction."""
+    for k in (KEY, CHECKPOINT, CHECKED_AT, PROBLEM, COMPARED, WITNESS_SENT, PENDING):
+        store.sync_set(k, b"")
+
+
+def device_id(store: Store) -> bytes:
+    """This device's id: 16 random bytes made on first use and kept in its store.  Random,
+    not derived from the vault's keys: every device holds the same keys."""
+    got = store.sync_get(DEVICE_ID)
+    if got is not None and len(got) == wire.DEVICE_ID_LEN:
+        return got
+    new = random_bytes(wire.DEVICE_ID_LEN)
+    with store.transaction():
+        store.sync_set(DEVICE_ID, new)
+    return new
+
+
+# ---------------------------------------------------------------- decisions (pure)
+
+
+def served_key(info: wire.LogKeyInfo) -> VerifierKey:
+    """The verifier key a /v1/log/key answer names (its fields agree: ``LogKeyInfo.check``)."""
+    return tlog.parse_verifier_key(info.vkey)
+
+
+def key_change(pinned: VerifierKey | None, served: VerifierKey) -> str | None:
+    """Why the served key cannot be used, or None: a pinned key is never replaced."""
+    if pinned is None or pinned == served:
+        return None
+    return (f"the server's log key changed (pinned {pinned.name}+{pinned.key_id:08x}, now "
+            f"{served.name}+{served.key_id:08x}): another log, or a rewritten one; kept the old checkpoint")
+
+
+def consistency_needed(kept: Checkpoint | None, new: Checkpoint) -> tuple[int, int] | None:
+    """The consistency proof (from, to) to ask for before ``new`` may replace ``kept``; None
+    when none can help (nothing kept, an empty tree kept, or no growth)."""
+    if kept is None or kept.size == 0 or new.size <= kept.size:
+        return None
+    return kept.size, new.size
+
+
+def advance_problem(kept: Checkpoint | None, new: Checkpoint, proof: wire.LogConsistency | None) -> str | None:
+    """Why ``new`` must not replace ``kept``, or None (RFC 9162 consistency, decision 39 for
+    an empty kept tree)."""
+    if kept is None:
+        return None
+    if new.origin != kept.origin:
+        return f"the server's checkpoint is for another log ({new.origin}, kept {kept.origin})"
+    if new.size < kept.size:
+        return (f"the server's log shrank from {kept.size} to {new.size} receipts: history was dropped; "
+                "kept the old checkpoint")
+    if new.size == kept.size:
+        if new.root_hash != kept.root_hash:
+            return (f"the server shows another log of {new.size} receipts than this device kept (a different "
+                    "root at the same size): history was rewritten; kept the old checkpoint")
+        return None
+    if kept.size == 0:
+        return _consistent(kept, new, ())
+    if proof is None:
+        return (f"the server gave no consistency proof from {kept.size} to {new.size} receipts: "
+                "kept the old checkpoint")
+    if (proof.old_size, proof.new_size) != (kept.size, new.size):
+        return "the server's consistency proof is for other tree sizes than asked: kept the old checkpoint"
+    return _consistent(kept, new, proof.proof)
+
+
+def _consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> str | None:
+    try:
+        tlog.check_checkpoint_consistency(old, new, proof)
+    except ProofFailed as e:
+        return (f"the server's log of {new.size} receipts does not extend the one of {old.size} this device "
+                f"kept ({e}): history was rewritten or dropped; kept the old checkpoint")
+    return None
+
+
+def witness_proof_needed(mine: Checkpoint, theirs: Checkpoint) -> tuple[int, int] | None:
+    """The proof (from, to) that relates two devices' views: the smaller to the larger."""
+    lo, hi = sorted((mine.size, theirs.size))
+    return None if lo == hi or lo == 0 else (lo, hi)
+
+
+def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: wire.LogConsistency | None,
+                    device: str) -> str | None:
+    """Why another device's view and this one's cannot both be the one log, or None."""
+    if mine.origin != theirs.origin:
+        return f"device {device} of this vault sees another log ({theirs.origin}): a forked view"
+    small, large = (mine, theirs) if mine.size <= theirs.size else (theirs, mine)
+    if small.size == large.size:
+        if small.root_hash != large.root_hash:
+            return (f"device {device} of this vault saw another log of {small.size} receipts than this device "
+                    "(a different root at the same size): the server shows the devices forked histories")
+        return None
+    if small.size != 0:
+        if proof is None:
+            return (f"the server gave no consistency proof between this device's view and device {device}'s: "
+                    "a forked view cannot be ruled out")
+        if (proof.old_size, proof.new_size) != (small.size, large.size):
+            return "the server's consistency proof between two devices' views is for other sizes than asked"
+    try:
+        tlog.check_checkpoint_consistency(small, large, proof.proof if proof is not None else ())
+    except ProofFailed as e:
+        return (f"device {device} of this vault saw a log ({theirs.size} receipts) that is not consistent with "
+                f"this device's ({mine.size}): the server shows the devices forked histories ({e})")
+    return None
+
+
+def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: wire.Witness) -> str | None:
+    """Why a witness record is not one a device of this vault signed, or None."""
+    if not run_sync(p.ed25519_verify(sync_pub, w.signature, w.message(name))):
+        return (f"the server offered a log witness for device {w.device_id.hex()[:8]} that no device of this "
+                "vault signed: ignored")
+    return None
+
+
+def parse_witnesses(value: Any) -> tuple[list[wire.Witness], int]:
+    """The well-formed witnesses of a /witnesses answer, and how many were not: one bad record
+    must not hide the others."""
+    if not isinstance(value, dict) or not isinstance(value.get("witnesses"), list):
+        raise WireError("a witness list is {witnesses: [...]}")
+    if len(value["witnesses"]) > wire.MAX_WITNESSES:
+        raise WireError(f"at most {wire.MAX_WITNESSES} witnesses a vault")
+    good, bad = [], 0
+    for w in value["witnesses"]:
+        try:
+            good.append(wire.Witness.parse(w))
+        except WireError:
+            bad += 1
+    return good, bad
+
+
+def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: wire.LogInclusion | None) -> str | None:
+    """Why ``receipt`` (its bytes, as logged) is not proven in the tree of ``cp``, or None."""
+    if proof is None:
+        return "the server gave no inclusion proof"
+    if proof.size != cp.size:
+        return "the server's inclusion proof is for another tree size than asked"
+    try:
+        tlog.check_inclusion(proof.proof, cp.size, cp.root_hash, proof.index, tlog.leaf_hash(receipt))
+    except ProofFailed as e:
+        return f"its inclusion proof fails ({e})"
+    return None
+
+
+# ---------------------------------------------------------------- the public endpoints
+
+
+class PublicLog:
+    """The log's public routes, over any ``get`` (the device's Remote, the CLI's client)."""
+
+    def __init__(self, base: str, get: Get) -> None:
+        self.base, self.get = base.rstrip("/"), get
+
+    def key(self) -> wire.LogKeyInfo:
+        return wire.LogKeyInfo.parse(wire.load_json(self.get(self.base + "/v1/log/key")))
+
+    def checkpoint(self) -> bytes:
+        return self.get(self.base + "/v1/log/checkpoint")
+
+    def consistency(self, old: int, new: int) -> wire.LogConsistency:
+        return wire.LogConsistency.parse(wire.load_json(
+            self.get(self.base + f"/v1/log/proof/consistency?from={old}&to={new}")))
+
+    def inclusion(self, receipt_id: bytes, size: int) -> wire.LogInclusion:
+        return wire.LogInclusion.parse(wire.load_json(
+            self.get(self.base + f"/v1/log/proof/inclusion?receipt={receipt_id.hex()}&size={size}")))
+
+    def receipt(self, receipt_id: bytes) -> bytes:
+        """The receipt's bytes as the log holds them (``GET /v1/log/{id}``)."""
+        got = wire.load_json(self.get(self.base + f"/v1/log/{receipt_id.hex()}"))
+        return _hex_field(got, "receipt")
+
+    def receipts(self, **query: str) -> list[bytes]:
+        """Every receipt ``/v1/log`` lists for the query (one page of up to 1000)."""
+        q = "&".join(f"{k}={v}" for k, v in query.items())
+        got = wire.load_json(self.get(self.base + f"/v1/log?{q}&limit=1000"))
+        if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
+            raise WireError("a log listing is {entries: [...]}")
+        return [_hex_field(e, "receipt") for e in got["entries"]]
+
+
+def _hex_field(v: Any, name: str) -> bytes:
+    if not isinstance(v, dict):
+        raise WireError("a log entry is a JSON object")
+    return wire.Hex(limit=wire.MAX_JSON).load(v.get(name), name)
+
+
+def open_served_checkpoint(p: CryptoProvider, note: bytes, key: VerifierKey) -> Checkpoint:
+    return run_sync(tlog.open_checkpoint(p, note, key))
+
+
+# ---------------------------------------------------------------- the device's I/O
+
+
+@dataclass(frozen=True, slots=True)
+class LogCheck:
+    """One sync's log check: what to report (problems first), and FORGETs applied that had waited."""
+
+    refusals: tuple[str, ...]
+    problems: tuple[str, ...]
+    erased: int = 0
+
+
+@dataclass
+class _Findings:
+    refusals: list[str]
+    problems: list[str]
+
+
+class LogWatch:
+    """The log checks of one Syncer (its store, keys and Remote)."""
+
+    def __init__(self, syncer: Syncer) -> None:
+        self.s = syncer
+        self.store = syncer.store
+        self.p = syncer.v.crypto
+        remote = syncer.remote
+        # Remote._req is the one place a request is made (the browser's subclass speaks fetch)
+        self.log = PublicLog(remote.base, lambda url: remote._req("GET", url))  # noqa: SLF001
+        self.verified: Checkpoint | None = None     # verified during this sync
+
+    # ------------------------------------------------------------ pinning
+    def pin(self) -> VerifierKey:
+        """The pinned key; the served one is pinned if none is (trust on first use)."""
+        served = served_key(self.log.key())
+        pinned = pinned_key(self.store)
+        if pinned is None:
+            with self.store.transaction():
+                self.store.sync_set(KEY, str(served).encode())
+            return served
+        why = key_change(pinned, served)
+        if why is not None:
+            raise LogProblem(why)
+        return pinned
+
+    # ------------------------------------------------------------ every sync
+    def check(self) -> LogCheck:
+        """Advance the kept checkpoint, exchange witnesses, retry waiting FORGETs."""
+        out = _Findings([], [])
+        try:
+            self._advance()
+        except LogProblem as e:
+            out.problems.append(str(e))
+        except (SyncError, MalformedInput, NoteRefused) as e:
+            out.problems.append(f"could not check the server's log ({e}): kept the old checkpoint")
+        kept = kept_checkpoint(self.store)
+        compared = 0
+        if kept is not None:
+            try:
+                compared = self._witnesses(kept, publish=not out.problems, out=out)
+            except (SyncError, MalformedInput) as e:
+                out.problems.append(f"could not compare this device's view of the log with the other devices' ({e})")
+        erased = self._retry_pending(out)
+        self._remember(out, compared)
+        return LogCheck((*out.problems, *out.refusals), tuple(out.problems), erased)
+
+    def _advance(self) -> None:
+        key = self.pin()
+        note = self.log.checkpoint()
+        try:
+            new = open_served_checkpoint(self.p, note, key)
+        except NoteRefused as e:
+            raise LogProblem(f"the server's checkpoint does not verify under the pinned log key ({e.reason}): "
+                             "kept the old checkpoint") from None
+        kept = kept_checkpoint(self.store)
+        need = consistency_needed(kept, new)
+        proof = None
+        if need is not None:
+            try:
+                proof = self.log.consistency(*need)
+            except SyncError as e:
+                raise LogProblem(f"the server gave no consistency proof from {need[0]} to {need[1]} receipts "
+                                 f"({e}): kept the old checkpoint") from None
+        why = advance_problem(kept, new, proof)
+        if why is not None:
+            raise LogProblem(why)
+        with self.store.transaction():
+            self.store.sync_set(CHECKPOINT, note)
+        self.verified = new
+
+    def _remember(self, out: _Findings, compared: int) -> None:
+        with self.store.transaction():
+            self.store.sync_set(COMPARED, str(compared).encode())
+            if out.problems:
+                self.store.sync_set(PROBLEM, "; ".join(out.problems).encode())
+            else:
+                self.store.sync_set(PROBLEM, b"")
+                self.store.sync_set(CHECKED_AT, str(int(time.time())).encode())
+
+    # ------------------------------------------------------------ witnesses
+    def _witnesses(self, kept: Checkpoint, *, publish: bool, out: _Findings) -> int:
+        s = self.s
+        name = s.remote.name
+        mine = device_id(self.store)
+        note = self.store.sync_get(CHECKPOINT)
+        key = pinned_key(self.store)
+        assert note is not None
+        if publish and key is not None and self.store.sync_get(WITNESS_SENT) != sha256(note):
+            now = int(time.time())
+            seed = s.v.sync_key().seed
+            sig = run_sync(self.p.ed25519_sign(seed, wire.witness_message(name, mine, str(key), note, now)))
+            w = wire.Witness(mine, str(key), note, now, sig)
+            s._call(lambda: s.remote._json("POST", s.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
+            with self.store.transaction():
+                self.store.sync_set(WITNESS_SENT, sha256(note))
+        listed = s._call(lambda: s.remote._json("GET", s.remote._url("/witnesses"), auth=True))  # noqa: SLF001
+        records, malformed = parse_witnesses(listed)
+        if malformed:
+            out.refusals.append(f"the server offered {malformed} malformed log witness(es): ignored")
+        sync_pub = s.v.sync_key().public
+        compared = 0
+        for w in records:
+            if w.device_id == mine:
+                continue
+            dev = w.device_id.hex()[:8]
+            forged = witness_forgery(self.p, name, sync_pub, w)
+            if forged is not None:
+                out.refusals.append(forged)
+                continue
+            if key is None or w.vkey != str(key):
+                out.problems.append(f"device {dev} of this vault pins another log key than this device: the server "
+                                    "shows the devices different logs")
+                continue
+            try:
+                theirs = open_served_checkpoint(self.p, w.note, key)
+            except NoteRefused as e:
+                out.problems.append(f"device {dev} of this vault published a checkpoint the log key did not sign "
+                                    f"({e.reason})")
+                continue
+            need = witness_proof_needed(kept, theirs)
+            proof = None
+            if need is not None:
+                try:
+                    proof = self.log.consistency(*need)
+                except SyncError:
+                    proof = None
+            why = witness_problem(kept, theirs, proof, dev)
+            if why is not None:
+                out.problems.append(why)
+            compared += 1
+        return compared
+
+    # ------------------------------------------------------------ FORGETs from the feed
+    def forget_refusal(self, cell_id: bytes, receipt: bytes) -> str | None:
+        """Why a holder-signed FORGET from the feed must wait, or None once its receipt is
+        proven in the verified tree (the tree is fetched again, and verified, if the receipt
+        was logged after the checkpoint this sync verified)."""
+        why = self._included(receipt)
+        if why is None:
+            return None
+        self._queue(cell_id, receipt)
+        text = (f"the erasure of cell {cell_id.hex()[:12]} is not proven in the public log ({why}): "
+                "not applied yet, tried again on the next sync")
+        before = _text(self.store.sync_get(PROBLEM))
+        with self.store.transaction():
+            self.store.sync_set(PROBLEM, (f"{before}; {text}" if before else text).encode())
+        return text
+
+    def _included(self, receipt: bytes) -> str | None:
+        try:
+            rid = parse_receipt(receipt).receipt_id
+        except OwnmemError:
+            return "its receipt does not parse"
+        for fresh in (self.verified is None, True):
+            if fresh:
+                try:
+                    self._advance()
+                except (LogProblem, SyncError, MalformedInput, NoteRefused) as e:
+                    return f"no verified checkpoint: {e}"
+            cp = self.verified
+            assert cp is not None
+            try:
+                proof = self.log.inclusion(rid, cp.size)
+            except SyncError as e:
+                if e.server_code == wire.ErrorCode.BEYOND_LOG and not fresh:
+                    continue            # logged after this sync's checkpoint: verify a newer one
+                return f"the server gave no inclusion proof ({e})"
+            return inclusion_problem(cp, receipt, proof)
+        return "not in the log's verified tree"
+
+    def _pending(self) -> list[tuple[bytes, bytes]]:
+        raw = self.store.sync_get(PENDING)
+        if not raw:
+            return []
+        try:
+            got = cbor.decode(raw)
+        except MalformedInput:
+            return []
+        return [(c, r) for c, r in got if isinstance(c, bytes) and isinstance(r, bytes)] if isinstance(got, list) else []
+
+    def _queue(self, cell_id: bytes, receipt: bytes) -> None:
+        have = [x for x in self._pending() if x[0] != cell_id] + [(cell_id, receipt)]
+        with self.store.transaction():
+            self.store.sync_set(PENDING, cbor.encode([list(x) for x in have[-MAX_PENDING:]]))
+
+    def _retry_pending(self, out: _Findings) -> int:
+        waiting = self._pending()
+        if not waiting:
+            return 0
+        left, gone = [], []
+        for cell_id, receipt in waiting:
+            oid = self.store.object_of_cell(cell_id)
+            if oid is None:
+                continue                    # erased meanwhile, or never held: nothing to apply
+            why = self._included(receipt)
+            if why is None:
+                gone.append(oid)
+            else:
+                left.append((cell_id, receipt))
+                out.problems.append(f"the erasure of cell {cell_id.hex()[:12]} is still not proven in the public "
+                                    f"log ({why}): not applied yet")
+        with self.store.transaction():
+            if gone:
+                self.store.erase(gone)
+            self.store.sync_set(PENDING, cbor.encode([list(x) for x in left]) if left else b"")
+        if gone:
+            self.store.checkpoint()
+        return len(gone)
+
+
+class LogProblem(OwnmemError):
+    """A finding about the server's log: it becomes a refusal of the sync and the remembered
+    ``log_problem``; the kept checkpoint stays as it was."""
+
+    code = "log_problem"
+
+
+def _text(raw: bytes | None) -> str:
+    return raw.decode("utf-8", "replace") if raw else ""
