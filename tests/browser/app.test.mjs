@@ -1456,6 +1456,70 @@ test('16. agent-written memories are badged with their agent; a memory lists its
   }
 });
 
+// The server, which holds its own log key, serves a rewritten history: the checkpoint the
+// real log would sign, with another root hash, signed by that key (read from its storage).
+const FORGE_CHECKPOINT = `
+import sys
+from ownmem.crypto import sha256
+from ownmem.saihm import tlog
+from server.storage import open_storage
+from server.tlog_routes import LogKey
+data_dir, note = sys.argv[1], sys.stdin.read()
+real = tlog.parse_checkpoint(tlog.parse_note(note).text)
+st = open_storage(None, data_dir)
+forged = tlog.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
+sys.stdout.write(LogKey.load(st).sign(forged))
+st.close()
+`;
+
+test('17. Settings show the log checkpoint this device verified, and a rewritten log as a warning', { timeout: 240_000 }, async () => {
+  const ctx = await newContext('t17', { serviceWorkers: 'block' });
+  let forge = false;
+  let forged = 0;
+  try {
+    await ctx.route(/\/v1\/log\/checkpoint$/, async (route) => {
+      const resp = await route.fetch();
+      if (!forge || !resp.ok()) return route.fulfill({ response: resp });
+      const r = spawnSync(VENV_PY, ['-c', FORGE_CHECKPOINT, dataDir], { cwd: ROOT, input: await resp.text(), encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      forged++;
+      return route.fulfill({ response: resp, body: r.stdout });
+    });
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t17'));
+    await addMemory(page, 'A memory, so the log has a receipt of this vault');
+    await waitPending(page, (n) => n === 0);
+    await clickSync(page);
+    await openSettings(page);
+    const panel = page.locator('[data-testid="log-status"]');
+    await page.waitForFunction(() => document.querySelector('[data-testid="log-status"] [data-role="log-size"]'), null, { timeout: SYNC_MS });
+    const size = Number(await panel.locator('[data-role="log-size"]').getAttribute('data-size'));
+    assert.ok(size >= 1, `checkpoint size ${size}`);
+    const root = panel.locator('[data-role="log-root"]');
+    assert.match(await root.getAttribute('title'), /^[0-9a-f]{64}$/);
+    assert.equal(await root.textContent(), `${(await root.getAttribute('title')).slice(0, 16)}…`);
+    assert.match(await panel.locator('[data-role="log-checked"]').textContent(), /\d/);
+    assert.equal(await panel.locator('[data-testid="log-problem"]').isHidden(), true);
+    await shot(page, '21-log-status');
+
+    // the server rewrites history: the sync refuses it, Settings say so prominently
+    forge = true;
+    await backToMemories(page);
+    await clickSync(page);
+    assert.ok(forged >= 1, 'the forged checkpoint was not served');
+    await openSettings(page);
+    const problem = panel.locator('[data-testid="log-problem"]');
+    await problem.waitFor({ state: 'visible', timeout: SYNC_MS });
+    assert.match(await problem.textContent(), /rewritten|does not extend/);
+    assert.equal(await problem.getAttribute('role'), 'alert');
+    // the kept checkpoint is the one verified before
+    assert.equal(Number(await panel.locator('[data-role="log-size"]').getAttribute('data-size')) >= size, true);
+    await shot(page, '22-log-problem');
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
 test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
   assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
   const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));

@@ -14,6 +14,7 @@
 //                      card (and forget); views/editor.js editing in place
 //   views/conflicts.js concurrent versions, keep one
 //   views/settings.js  settings; views/transfer.js export and import
+//   views/receipts.js  a memory's receipts in the public log (its card's details)
 //   views/syncstatus.js the top bar: vault name, sync status, syncs the page starts
 //
 // Rules the page keeps:

@@ -357,6 +357,15 @@ class App:
         return {"receipts": [r.to_json() for r in found], "versions": len(versions), "cells": len(cells),
                 "truncated": truncated, "holder_id": self.v.holder().holder_id.hex()}
 
+    def op_log(self) -> dict[str, Any]:
+        """The public log as this device last verified it (vault.logwatch.log_status)."""
+        from ..vault.logwatch import log_status
+
+        st = log_status(self.store)
+        return {"status": None if st is None else {
+            "origin": st.origin, "size": st.size, "root_hash": st.root_hash, "checked_at": st.checked_at,
+            "problem": st.problem, "compared_devices": st.compared_devices}}
+
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run
 
