@@ -111,3 +111,63 @@ def test_share_accept_receive_revoke(backend: Backend, servers: Callable[..., Se
         sharing.accept(p.b.syncer, made.contract_id)
     assert e.value.server_code == "contract_closed"
     assert [o.revoked for o in sharing.offers(p.b.syncer).received] == [True]
+
+
+def test_temporary_expiry_deletes_the_keys(backend: Backend, servers: Callable[..., ServerProcess],
+                                           devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m = p.a.v.add("for a few seconds only")
+    p.a.sync()
+    now = int(time.time())
+    made = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "temporary", expires=now + 3, now=now)
+    assert made.mode == "TEMPORARY" and made.expires_at == now + 3
+    sharing.accept(p.b.syncer, made.contract_id)
+    assert [x.content for x in sharing.received(p.b.syncer).memories] == ["for a few seconds only"]
+    while time.time() <= now + 3.5:
+        time.sleep(0.25)
+    assert sharing.received(p.b.syncer).memories == ()
+    assert share_keys(backend, made.contract_id) == 0          # the sweep deleted them, not only hid them
+    assert [x.expired for x in sharing.offers(p.b.syncer).received] == [True]
+
+
+def test_decline_and_withdraw(backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m = p.a.v.add("an offer to think about")
+    p.a.sync()
+    first = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
+    assert sharing.decline(p.b.syncer, first.contract_id) == "declined"
+    assert share_keys(backend, first.contract_id) == 0
+    assert sharing.received(p.b.syncer).memories == ()
+    with pytest.raises(SyncError) as e:       # declined is final: a new offer is needed
+        sharing.accept(p.b.syncer, first.contract_id)
+    assert e.value.server_code == "contract_closed"
+    assert sharing.decline(p.b.syncer, first.contract_id) == "declined"    # repeating shows the outcome
+
+    second = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "syndicate")
+    sharing.accept(p.b.syncer, second.contract_id)
+    assert len(sharing.received(p.b.syncer).memories) == 1
+    assert sharing.withdraw(p.b.syncer, second.contract_id) == "withdrawn"
+    assert sharing.received(p.b.syncer).memories == ()
+    assert share_keys(backend, second.contract_id) == 0
+    states = {(o.contract_id, o.grantee): o.state for o in sharing.offers(p.a.syncer).offered}
+    assert states == {(first.contract_id, p.b_id): "declined", (second.contract_id, p.b_id): "withdrawn"}
+    with pytest.raises(SyncError) as e:       # a stranger's contract id is no contract of B's
+        sharing.withdraw(p.b.syncer, b"\x07" * 32)
+    assert e.value.server_code == "contract_not_found"
+
+
+def test_erasing_a_shared_cell_removes_it_from_the_grantee(backend: Backend, servers: Callable[..., ServerProcess],
+                                                           devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m1, m2 = p.a.v.add("to be forgotten"), p.a.v.add("to be kept")
+    p.a.sync()
+    made = sharing.share(p.a.syncer, [m1.hex(), m2.hex()], [p.b_id], "permanent")
+    sharing.accept(p.b.syncer, made.contract_id)
+    assert len(sharing.received(p.b.syncer).memories) == 2
+    gone_cell = p.a.v.store.cell_of(m1)
+    assert gone_cell is not None
+    p.a.v.forget(m1.hex())
+    p.a.sync()
+    assert [x.content for x in sharing.received(p.b.syncer).memories] == ["to be kept"]
+    assert backend.rows("SELECT count(*) FROM share_keys WHERE cell_id = ?", (gone_cell[0],))[0][0] == 0
+    assert share_keys(backend, made.contract_id) == 1
