@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 import pytest
-from synckit import PASSPHRASE, Backend, Device, Devices, ServerProcess
+from hostile import Answer, HostileProxy, Seen
+from synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
-from ownmem.crypto import run_sync
+from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import SyncError
-from ownmem.saihm.contract import make_contract
+from ownmem.saihm.contract import CONTRACT_CONTEXT
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import sharing
 from ownmem.vault.sharing import ShareRefused
@@ -171,3 +173,249 @@ def test_erasing_a_shared_cell_removes_it_from_the_grantee(backend: Backend, ser
     assert [x.content for x in sharing.received(p.b.syncer).memories] == ["to be kept"]
     assert backend.rows("SELECT count(*) FROM share_keys WHERE cell_id = ?", (gone_cell[0],))[0][0] == 0
     assert share_keys(backend, made.contract_id) == 1
+
+
+# ---------------------------------------------------------------- the attacker's side
+
+def _signed(dev: Device, body: dict[int, Any]) -> tuple[bytes, bytes]:
+    """A contract map of any content (``body``: keys 2..8 and 10), signed by ``dev``'s holder."""
+    h = dev.v.holder()
+    raw = cbor.encode(body)
+    sig = run_sync(dev.v.crypto.mldsa65_sign(h.xi, raw, CONTRACT_CONTEXT))
+    cid = sha256(raw)
+    return cbor.encode({**body, 1: cid, 9: sig}), cid
+
+
+def _body(dev: Device, grantees: list[bytes], shards: list[bytes], *, mode: str = "PERMANENT", scope: str = "read",
+          expires: int = 0, ts: int | None = None) -> dict[int, Any]:
+    return {2: dev.v.holder().holder_id, 3: grantees, 4: shards, 5: mode, 6: scope, 7: expires,
+            8: int(time.time()) if ts is None else ts, 10: b"\x11" * 16}
+
+
+def _offer(dev: Device, contract: bytes, cid: bytes, pairs: list[tuple[bytes, bytes]],
+           receipt_op: str = "SHARE", signer: Device | None = None) -> W.ShareOffered:
+    h = (signer or dev).v.holder()
+    r = run_sync(make_receipt(dev.v.crypto, xi=h.xi, holder_id=h.holder_id, operation=receipt_op, subject_id=cid,
+                              timestamp=int(time.time())))
+    items = tuple(W.ShareItem(g, c, b"\x22" * W.SHARE_KEY_LEN).encode() for g, c in pairs)
+    return sharing.ShareRemote(dev.syncer).offer(W.ShareOffer(contract, r.to_cbor(), items))
+
+
+def _state(backend: Backend) -> tuple[int, int, int, int]:
+    one = lambda q: int(backend.rows(q)[0][0])   # noqa: E731
+    return (one("SELECT count(*) FROM contracts"), one("SELECT count(*) FROM contract_grantees"),
+            one("SELECT count(*) FROM share_keys"), one("SELECT count(*) FROM log"))
+
+
+def test_forged_and_rule_breaking_offers_are_refused(backend: Backend, servers: Callable[..., ServerProcess],
+                                                     devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m = p.a.v.add("a memory of A's")
+    p.a.sync()
+    b_mem = p.b.v.add("a memory of B's")
+    p.b.sync()
+    a_cell, b_cell = p.a.v.store.cell_of(m), p.b.v.store.cell_of(b_mem)
+    assert a_cell is not None and b_cell is not None
+    cell, bid = a_cell[0], p.b_id
+    now = int(time.time())
+    good, good_id = _signed(p.a, _body(p.a, [bid], [cell]))
+    m_good = cbor.decode(good)
+    altered = cbor.encode({**m_good, 8: m_good[8] + 1})                 # timestamp changed after signing
+    rehashed = dict(m_good)
+    rehashed[5] = "SYNDICATE"
+    rehashed[1] = sha256(cbor.encode({k: v for k, v in rehashed.items() if k not in (1, 9)}))
+    cases: list[tuple[str, bytes, bytes, list[tuple[bytes, bytes]], str]] = [
+        ("altered after signing", altered, good_id, [(bid, cell)], "bad_signature"),
+        ("altered, contractId recomputed", cbor.encode(rehashed), rehashed[1], [(bid, cell)], "bad_signature"),
+    ]
+    for label, body, code in [
+        ("foreign shardIds (B's cell)", _body(p.a, [bid], [b_cell[0]]), "shard_not_found"),
+        ("a cell nobody holds", _body(p.a, [bid], [b"\x05" * 32]), "shard_not_found"),
+        ("duplicate grantees", _body(p.a, [bid, bid], [cell]), "invalid_grantee"),
+        ("a 31-byte grantee", _body(p.a, [bid[:31]], [cell]), "invalid_grantee"),
+        ("a 33-byte grantee", _body(p.a, [bid + b"\x00"], [cell]), "invalid_grantee"),
+        ("an unregistered grantee", _body(p.a, [b"\x09" * 32], [cell]), "invalid_grantee"),
+        ("sharing with oneself", _body(p.a, [p.a_id], [cell]), "invalid_grantee"),
+        ("scope write", _body(p.a, [bid], [cell], scope="write"), "invalid_scope"),
+        ("scope readwrite", _body(p.a, [bid], [cell], scope="readwrite"), "invalid_scope"),
+        ("an unknown mode", _body(p.a, [bid], [cell], mode="FOREVER"), "invalid_mode"),
+        ("TEMPORARY beyond 24 h", _body(p.a, [bid], [cell], mode="TEMPORARY", expires=now + 86401, ts=now),
+         "invalid_expiry"),
+        ("TEMPORARY without expiry", _body(p.a, [bid], [cell], mode="TEMPORARY", expires=0), "invalid_expiry"),
+        ("PERMANENT with an expiry", _body(p.a, [bid], [cell], expires=now + 60), "invalid_expiry"),
+        ("TEMPORARY already expired", _body(p.a, [bid], [cell], mode="TEMPORARY", expires=now - 10, ts=now - 100),
+         "invalid_expiry"),
+        ("backdated by a day", _body(p.a, [bid], [cell], ts=now - 86400), "invalid_expiry"),
+    ]:
+        c, cid = _signed(p.a, body)
+        pairs = [(g if len(g) == 32 else bid, s) for g in body[3] for s in body[4]]
+        cases.append((label, c, cid, pairs, code))
+    # a contract B signed, offered through A's session
+    b_contract, b_cid = _signed(p.b, {**_body(p.b, [p.a_id], [b_cell[0]])})
+    cases.append(("another holder's contract", b_contract, b_cid, [(p.a_id, b_cell[0])], "wrong_holder"))
+    cases.append(("a key missing", good, good_id, [(bid, b_cell[0])], "malformed_contract"))
+    cases.append(("a key twice", good, good_id, [(bid, cell), (bid, cell)], "malformed_contract"))
+    before = _state(backend)
+    for label, c, cid, pairs, code in cases:
+        with pytest.raises(SyncError) as e:
+            _offer(p.a, c, cid, pairs)
+        assert e.value.server_code == code, (label, e.value)
+        assert _state(backend) == before, label
+    # a receipt of another operation, of another subject, of another holder
+    for label, kw, code in [("a FORGET receipt", {"receipt_op": "FORGET"}, "malformed_receipt"),
+                            ("a receipt signed by B", {"signer": p.b}, "wrong_holder")]:
+        with pytest.raises(SyncError) as e:
+            _offer(p.a, good, good_id, [(bid, cell)], **kw)   # type: ignore[arg-type]
+        assert e.value.server_code == code, label
+    with pytest.raises(SyncError) as e:
+        _offer(p.a, good, b"\x01" * 32, [(bid, cell)])
+    assert e.value.server_code == "malformed_receipt"
+    assert _state(backend) == before
+
+    # the honest offer goes through once; replayed, it is refused and changes nothing
+    _offer(p.a, good, good_id, [(bid, cell)])
+    after = _state(backend)
+    assert after == (before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1)
+    with pytest.raises(SyncError) as e:
+        _offer(p.a, good, good_id, [(bid, cell)])
+    assert e.value.server_code == "contract_exists"
+    assert _state(backend) == after
+
+
+def test_revoke_by_someone_else_is_refused(backend: Backend, servers: Callable[..., ServerProcess],
+                                           devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m = p.a.v.add("still shared after the attempt")
+    p.a.sync()
+    made = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
+    sharing.accept(p.b.syncer, made.contract_id)
+    before = _state(backend)
+    # B, with its own REVOKE receipt: B is not the contract's holder
+    with pytest.raises(SyncError) as e:
+        sharing.revoke(p.b.syncer, made.contract_id)
+    assert e.value.server_code == "not_holder"
+    # B, replaying a REVOKE receipt of A's through B's session: not B's holder
+    h = p.a.v.holder()
+    a_receipt = run_sync(make_receipt(p.a.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REVOKE",
+                                      subject_id=made.contract_id, timestamp=int(time.time())))
+    with pytest.raises(SyncError) as e:
+        sharing.ShareRemote(p.b.syncer).revoke(made.contract_id, a_receipt.to_cbor())
+    assert e.value.server_code == "wrong_holder"
+    # A, with a receipt for another contract
+    other = run_sync(make_receipt(p.a.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REVOKE",
+                                  subject_id=b"\x03" * 32, timestamp=int(time.time())))
+    with pytest.raises(SyncError) as e:
+        sharing.ShareRemote(p.a.syncer).revoke(made.contract_id, other.to_cbor())
+    assert e.value.server_code == "malformed_receipt"
+    # A, revoking a contract that does not exist
+    with pytest.raises(SyncError) as e:
+        sharing.revoke(p.a.syncer, b"\x03" * 32)
+    assert e.value.server_code == "contract_not_found"
+    assert _state(backend) == before
+    assert [x.content for x in sharing.received(p.b.syncer).memories] == ["still shared after the attempt"]
+
+
+def _rewrite_record(**fields: Callable[[Any], Any]) -> Callable[[Seen, Answer], Answer]:
+    def fn(seen: Seen, ans: Answer) -> Answer:
+        body = ans.json()
+        for k, f in fields.items():
+            body[k] = f(body)
+        return ans.with_json(body)
+    return fn
+
+
+def test_a_substituted_grantee_key_is_refused_by_the_sharer(backend: Backend, servers: Callable[..., ServerProcess],
+                                                             devices: Devices) -> None:
+    srv = servers(backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        a = devices.first(proxy.url, "alice-proxied", label="a")
+        b = devices.first(srv.url, "bob-direct", label="b", passphrase=B_PASSPHRASE)
+        c = devices.first(srv.url, "carol-direct", label="c", passphrase=C_PASSPHRASE)
+        m = a.v.add("only for B")
+        a.sync()
+        bid = b.v.holder().holder_id
+        c_record = httpx.get(f"{srv.url}/v1/holders/{c.v.holder().holder_id.hex()}").json()
+        server_key = run_sync(a.v.crypto.x25519_public(b"\x44" * 32)).hex()
+        before = _state(backend)
+        for label, rewrite in [
+            ("the server's own X25519 key", _rewrite_record(ka_pub=lambda _: server_key)),
+            ("another owner key", _rewrite_record(owner_pub=lambda _: "ab" * 32)),
+            ("another vault's proof", _rewrite_record(holder_proof=lambda _: c_record["holder_proof"])),
+            ("another holder's whole record", lambda s, ans: ans.with_json(c_record)),
+            ("C's keys under B's holderId", _rewrite_record(ka_pub=lambda _: c_record["ka_pub"],
+                                                            owner_pub=lambda _: c_record["owner_pub"])),
+        ]:
+            proxy.clear()
+            proxy.on("GET", r"^/v1/holders/", rewrite)
+            with pytest.raises(ShareRefused):
+                sharing.share(a.syncer, [m.hex()], [bid], "permanent")
+            assert _state(backend) == before, label
+        proxy.clear()
+        made = sharing.share(a.syncer, [m.hex()], [bid], "permanent")     # the honest directory works
+        sharing.accept(b.syncer, made.contract_id)
+        assert [x.content for x in sharing.received(b.syncer).memories] == ["only for B"]
+    finally:
+        proxy.stop()
+
+
+def test_a_cell_swapped_in_the_grantees_fetch_is_refused(backend: Backend, servers: Callable[..., ServerProcess],
+                                                        devices: Devices) -> None:
+    srv = servers(backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        a = devices.first(srv.url, "alice-direct", label="a")
+        b = devices.first(proxy.url, "bob-proxied", label="b", passphrase=B_PASSPHRASE)
+        m1, m2, m3 = a.v.add("shared one"), a.v.add("shared two"), a.v.add("never shared")
+        a.sync()
+        bid = b.v.holder().holder_id
+        made = sharing.share(a.syncer, [m1.hex(), m2.hex()], [bid], "permanent")
+        sharing.accept(b.syncer, made.contract_id)
+        assert {x.content for x in sharing.received(b.syncer).memories} == {"shared one", "shared two"}
+        uncovered = a.v.store.cell_of(m3)
+        assert uncovered is not None
+
+        def rows(fn: Callable[[list[list[Any]]], None]) -> Callable[[Seen, Answer], Answer]:
+            def rw(seen: Seen, ans: Answer) -> Answer:
+                page = cbor.decode(ans.body)
+                fn(page[1])
+                return replace(ans, body=cbor.encode(page))
+            return rw
+
+        def swap_cells(r: list[list[Any]]) -> None:
+            r[0][2], r[1][2] = r[1][2], r[0][2]
+
+        def uncovered_cell(r: list[list[Any]]) -> None:
+            r[0][2] = uncovered[1]
+
+        def uncovered_id(r: list[list[Any]]) -> None:
+            r[0][1], r[0][2] = uncovered[0], uncovered[1]
+            r.sort(key=lambda x: x[0] + x[1])
+
+        def swap_keys(r: list[list[Any]]) -> None:
+            r[0][3], r[1][3] = r[1][3], r[0][3]
+
+        def flip_ciphertext(r: list[list[Any]]) -> None:
+            cell = cbor.decode(r[0][2])
+            ct = bytearray(cell[6])
+            ct[-1] ^= 1
+            cell[6] = bytes(ct)
+            r[0][2] = cbor.encode(cell)
+
+        def other_contract(r: list[list[Any]]) -> None:
+            r[0][0] = b"\x00" * 32
+            r.sort(key=lambda x: x[0] + x[1])
+
+        for label, fn in [("two cells swapped", swap_cells), ("an uncovered cell under a covered id", uncovered_cell),
+                          ("an uncovered cell and id", uncovered_id), ("two keys swapped", swap_keys),
+                          ("a flipped ciphertext bit", flip_ciphertext), ("a contract B never accepted", other_contract)]:
+            proxy.clear()
+            proxy.on("GET", r"/shared$", rows(fn))
+            got = sharing.received(b.syncer)
+            shown = {x.content for x in got.memories}
+            assert "never shared" not in shown, label
+            assert got.refused, label
+            assert len(got.memories) + len(got.refused) == 2, label
+            assert all(x.owner_holder_id == a.v.holder().holder_id for x in got.memories)
+    finally:
+        proxy.stop()
