@@ -485,6 +485,9 @@ def parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
                         "(a keyless client of SAIHM_ENDPOINT_URL)")
     mc.set_defaults(fn=cmd_mcp)
+
+    from . import share_cli
+    share_cli.register(sub)      # whoami, share ...
     return p
 
 

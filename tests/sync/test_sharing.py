@@ -9,15 +9,17 @@ shared cell, and the attacks: each refused with a clear error, nothing changed.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Device, Devices, ServerProcess
+from synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, run_sync, sha256
@@ -419,3 +421,60 @@ def test_a_cell_swapped_in_the_grantees_fetch_is_refused(backend: Backend, serve
             assert all(x.owner_holder_id == a.v.holder().holder_id for x in got.memories)
     finally:
         proxy.stop()
+
+
+# ---------------------------------------------------------------- the CLI
+
+def test_cli_share_accept_received_revoke(sqlite_backend: Backend, servers: Callable[..., ServerProcess],
+                                          tmp_path: Path) -> None:
+    srv = servers(sqlite_backend)
+    ea = cli_env(tmp_path / "a", tmp_path / "a" / "vault")
+    eb = cli_env(tmp_path / "b", tmp_path / "b" / "vault", B_PASSPHRASE)
+    for env, name in ((ea, "alice-cli"), (eb, "bob-cli")):
+        assert ownmem("init", env=env).returncode == 0
+        r = ownmem("login", "--server", srv.url, "--vault-name", name, env=env)
+        assert r.returncode == 0, r.stderr
+    for text in ("the cli shares this", "and this \x1b[2J\x1b[31mred\r\nforged line"):
+        assert ownmem("add", text, env=ea).returncode == 0
+    assert ownmem("sync", env=ea).returncode == 0
+    ids = [m["id"] for m in json.loads(ownmem("list", "--json", env=ea).stdout)]
+    b_id = ownmem("whoami", env=eb).stdout.strip()
+    assert len(b_id) == 64 and ownmem("share", "id", env=eb).stdout.strip() == b_id
+    a_id = ownmem("whoami", env=ea).stdout.strip()
+
+    bad = ownmem("share", "create", "--to", "0x1234", "--memory", ids[0], "--mode", "permanent", env=ea)
+    assert bad.returncode == 1 and "64 hex digits" in bad.stderr
+    bad = ownmem("share", "create", "--to", b_id, "--memory", ids[0], "--mode", "temporary", "--expires", "soon",
+                 env=ea)
+    assert bad.returncode == 1 and "--expires" in bad.stderr
+    bad = ownmem("share", "create", "--to", b_id, "--memory", ids[0], "--mode", "temporary",
+                 "--expires", str(int(time.time()) + 3 * 86400), env=ea)
+    assert bad.returncode == 1 and "24 hours" in bad.stderr
+
+    r = ownmem("share", "create", "--to", b_id, "--memory", ids[0][:10], "--memory", ids[1], "--mode", "permanent",
+               env=ea)
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.split("offered contract ", 1)[1].split()[0]
+    assert len(cid) == 64
+    listed = ownmem("share", "list", env=eb).stdout
+    assert cid in listed and "offered" in listed and a_id in listed
+    assert "no memories are shared with you" in ownmem("share", "received", env=eb).stdout
+    r = ownmem("share", "accept", cid[:12], env=eb)
+    assert r.returncode == 0 and r.stdout.strip() == f"contract {cid}: accepted", r.stderr
+    got = ownmem("share", "received", env=eb).stdout
+    lines = got.strip().splitlines()
+    assert len(lines) == 2, got
+    assert all(f"shared by {a_id[:16]} (alice-cli)" in line for line in lines)
+    assert "the cli shares this" in got and "\x1b" not in got and "\r" not in got
+    as_json = json.loads(ownmem("share", "received", "--json", env=eb).stdout)
+    assert {m["authorship"] for m in as_json["memories"]} == {"shared"}
+    assert {m["owner_holder_id"] for m in as_json["memories"]} == {a_id}
+    states = json.loads(ownmem("share", "list", "--json", env=ea).stdout)["offered"]
+    assert [(s["contract_id"], s["grantee"], s["state"]) for s in states] == [(cid, b_id, "accepted")]
+
+    r = ownmem("share", "revoke", cid, env=ea)
+    assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
+    assert "no memories are shared with you" in ownmem("share", "received", env=eb).stdout
+    assert "revoked" in ownmem("share", "list", env=eb).stdout
+    r = ownmem("share", "revoke", cid, env=eb)          # not B's to revoke
+    assert r.returncode == 1 and "holder" in r.stderr
