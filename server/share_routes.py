@@ -169,10 +169,10 @@ def share_routes(srv: Server) -> list[Route]:
 
     async def shared(request: Request) -> Response:
         v, _ = await srv.authed(request)
-        after_hex = request.query_params.get("after", "")
-        if len(after_hex) not in (0, 128) or any(ch not in "0123456789abcdef" for ch in after_hex):
+        after_hex = request.query_params.get("after")
+        if after_hex is not None and (len(after_hex) != 128 or any(ch not in "0123456789abcdef" for ch in after_hex)):
             raise ApiError(E.MALFORMED, "after is a contractId and a cellId, 128 lower-case hex digits")
-        after = bytes.fromhex(after_hex) if after_hex else b"\x00" * 64
+        after = bytes.fromhex(after_hex) if after_hex is not None else b"\x00" * 64
         now = int(time.time())
         await srv.call(shares.sweep, now)
         rows = await srv.call(shares.shared, v.holder_id, now, after, wire.MAX_PAGE + 1)

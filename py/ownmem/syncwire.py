@@ -640,7 +640,7 @@ class ChangesPage:
 
 SHARE_KEY_LEN = 32 + 40           # ephemeral X25519 public key || AES-KW of the 32-byte DEK
 SHARE_ITEM_LEN = 32 + 32 + SHARE_KEY_LEN   # granteeId || cellId || share key, as an offer carries it
-MAX_SHARE_KEYS = 4000             # grantees x cells per offer (the JSON body limit bounds it too)
+MAX_SHARE_KEYS = MAX_BATCH        # grantees x cells per offer: 2000 items stay well under the JSON body limit
 SHARE_STATES = ("offered", "accepted", "declined", "withdrawn")
 _STATE = re.compile("|".join(SHARE_STATES))
 

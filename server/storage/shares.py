@@ -52,19 +52,19 @@ ACTIONS = ("accept", "decline", "withdraw")
 
 
 class ContractMissing(StorageError):
-    code = "contract_not_found"
+    code = "storage_no_contract"
 
 
 class NotContractHolder(StorageError):
-    code = "not_holder"
+    code = "storage_other_holder"
 
 
 class ContractClosed(StorageError):
-    code = "contract_closed"
+    code = "storage_contract_closed"
 
 
 class ShardsMissing(StorageError):
-    code = "shard_not_found"
+    code = "storage_no_cell"
 
 
 def transition(state: str, action: str, *, revoked: bool, expired: bool) -> str | None:
