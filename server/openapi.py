@@ -257,6 +257,17 @@ OPENAPI["paths"].update({
                                          "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": _hexn(1952),
                                          "holder_id": _hexn(32), "holder_proof": _hexn(3309)})),
                       **_err(400, 429), **_refused(404, "no vault of that holder published its registration")}}},
+    "/v1/vaults/{name}/holder": {"post": {
+        "operationId": "publishHolder", "parameters": [NAME], "security": AUTH,
+        "description": "A vault registered before the directory publishes its holder proof: the holder's "
+                       "ML-DSA-65 signature (context ownmem-register-v1) over the registration the server keeps. "
+                       "Idempotent: the first proof kept stays. Answers the directory record.",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+            "holder_proof": _hexn(3309)})}}},
+        "responses": {"200": _json(_obj({"name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32),
+                                         "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": _hexn(1952),
+                                         "holder_id": _hexn(32), "holder_proof": _hexn(3309)})),
+                      **_err(400, 401, 403, 408, 413, 429)}}},
     "/v1/vaults/{name}/shares": {
         "post": {"operationId": "shareOffer", "parameters": [NAME], "security": AUTH,
                  "description": "Offer a SAIHM sharing contract (deterministic CBOR, signed by this vault's holder, "

@@ -3,6 +3,8 @@ effect and receipt"; ownmem docs/decisions.md "Sharing between people").
 
     GET  /v1/holders/{holderId}                      the directory: a vault's registration and
                                                      its holder proof (public, paid by the address)
+    POST /v1/vaults/{name}/holder                    a vault registered before the directory
+                                                     publishes its holder proof
     POST /v1/vaults/{name}/shares                    the sharer offers a contract (+ SHARE receipt,
                                                      + DEKs re-wrapped to each grantee)
     GET  /v1/vaults/{name}/shares                    contracts offered by and to this vault's holder
@@ -62,6 +64,18 @@ def share_routes(srv: Server) -> list[Route]:
         row = await srv.call(shares.holder, bytes.fromhex(v))
         if row is None:
             raise ApiError(E.NOT_FOUND, "no vault of that holder published its registration here")
+        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+                                              row.holder_pub, row.holder_id, row.proof).encode())
+
+    async def publish(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        req = _parsed(wire.HolderProof.parse, await srv.json_body(request))
+        msg = wire.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
+        if not srv.holder(v).valid(msg, req.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
+            raise ApiError(E.BAD_SIGNATURE, "the proof is not the holder's signature over this vault's registration")
+        await srv.call(shares.publish, v.id, v.holder_id, req.holder_proof)
+        row = await srv.call(shares.holder, v.holder_id)
+        assert row is not None
         return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
                                               row.holder_pub, row.holder_id, row.proof).encode())
 
@@ -192,6 +206,7 @@ def share_routes(srv: Server) -> list[Route]:
 
     return [
         Route("/v1/holders/{holder_id}", holder),
+        Route("/v1/vaults/{name}/holder", publish, methods=["POST"]),
         Route("/v1/vaults/{name}/shares", contracts, methods=["GET", "POST"]),
         Route("/v1/vaults/{name}/shares/{contract_id}/{action}", act, methods=["POST"]),
         Route("/v1/vaults/{name}/shared", shared),

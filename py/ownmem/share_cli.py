@@ -68,11 +68,25 @@ def _view_state(v: ShareView) -> str:
 
 
 def cmd_whoami(args: argparse.Namespace) -> int:
+    """The holderId; on a linked vault also published in the server's directory (with the
+    holder's proof), so that others can share with it."""
+    import sys
+
     from .cli import _unlock
+    from .errors import OwnmemError
+    from .vault.sharing import publish_holder
+    from .vault.sync import Syncer, syncer_for
 
     v = _unlock(args)
-    print(v.holder().holder_id.hex())
-    v.close()
+    try:
+        print(v.holder().holder_id.hex())
+        if Syncer.linked(v.store) is not None:
+            try:
+                publish_holder(syncer_for(v))
+            except OwnmemError as e:
+                print(f"warning: not published in the server's directory ({e})", file=sys.stderr)
+    finally:
+        v.close()
     return 0
 
 

@@ -629,6 +629,7 @@ class ChangesPage:
 # ---------------------------------------------------------------- sharing between people
 #
 #   HolderRecord      GET  /v1/holders/{holderId}                       <- JSON (public)
+#   HolderProof       POST /v1/vaults/{name}/holder                     -> JSON (answer: the HolderRecord)
 #   ShareOffer        POST /v1/vaults/{name}/shares                     -> JSON
 #   ShareOffered           its answer (201)                             <- JSON
 #   ShareList         GET  /v1/vaults/{name}/shares                     <- JSON
@@ -682,6 +683,14 @@ class HolderRecord(JsonMessage):
     def check(self) -> None:
         if sha256(self.holder_pub) != self.holder_id:
             raise WireError("holder_id is not the SHA-256 of holder_pub")
+
+
+@dataclass(frozen=True, slots=True)
+class HolderProof(JsonMessage):
+    """POST /v1/vaults/{name}/holder: a vault registered before the directory publishes its
+    holder's signature over its registration (the server checks it against what it keeps)."""
+
+    holder_proof: Annotated[bytes, Hex(HOLDER_SIG_LEN)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,6 +151,14 @@ class Shares:
                            "ORDER BY v.id LIMIT 1", (holder_id,)).fetchone()
         return HolderRow(str(r[0]), *(_b(x) for x in r[1:])) if r else None
 
+    def publish(self, vault_id: int, holder_id: bytes, proof: bytes) -> bool:
+        """Keep a vault's holder proof (a vault registered before the directory) -> whether it is new."""
+        with self._tx() as c:
+            if self._x(c, "SELECT 1 FROM holder_proofs WHERE vault_id = ?", (vault_id,)).fetchone():
+                return False
+            self._x(c, PUT_PROOF, (vault_id, holder_id, proof))
+            return True
+
     def known_holders(self, holder_ids: list[bytes]) -> set[bytes]:
         if not holder_ids:
             return set()

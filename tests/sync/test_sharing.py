@@ -478,3 +478,47 @@ def test_cli_share_accept_received_revoke(sqlite_backend: Backend, servers: Call
     assert "revoked" in ownmem("share", "list", env=eb).stdout
     r = ownmem("share", "revoke", cid, env=eb)          # not B's to revoke
     assert r.returncode == 1 and "holder" in r.stderr
+
+
+def _drop_proof(backend: Backend, holder_id: bytes) -> None:
+    """The server's store as a vault registered before the directory left it: no holder proof."""
+    if backend.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(backend.database_url, autocommit=True) as c:
+            c.execute("DELETE FROM holder_proofs WHERE holder_id = %s", (holder_id,))
+        return
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(backend.sqlite_path, timeout=30)) as c, c:
+        c.execute("DELETE FROM holder_proofs WHERE holder_id = ?", (holder_id,))
+
+
+def test_a_vault_registered_before_the_directory_publishes_its_proof(
+        backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
+    p = _people(backend, servers, devices)
+    m = p.a.v.add("for a vault that predates the directory")
+    p.a.sync()
+    _drop_proof(backend, p.b_id)
+    assert httpx.get(f"{p.server.url}/v1/holders/{p.b_id.hex()}").status_code == 404
+    with pytest.raises(ShareRefused):
+        sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
+    # a proof that is not the holder's signature over the registration the server keeps
+    with pytest.raises(SyncError) as e:
+        sharing.ShareRemote(p.b.syncer).publish(b"\x01" * W.HOLDER_SIG_LEN)
+    assert e.value.server_code == "bad_signature"
+    h = p.a.v.holder()          # A's holder signing B's registration: not B's holder
+    reg = W.register_message(p.b.remote.name, p.b.v.store.identity().salt, p.b.v.identity.sign_pub,  # type: ignore[union-attr]
+                             p.b.v.sync_key().public, p.b.v.identity.ka_pub, p.b.v.holder().public)
+    with pytest.raises(SyncError) as e:
+        sharing.ShareRemote(p.b.syncer).publish(run_sync(p.a.v.crypto.mldsa65_sign(h.xi, reg,
+                                                                                    W.REGISTER_HOLDER_CONTEXT)))
+    assert e.value.server_code == "bad_signature"
+    assert httpx.get(f"{p.server.url}/v1/holders/{p.b_id.hex()}").status_code == 404
+    rec = sharing.publish_holder(p.b.syncer)
+    assert rec.holder_id == p.b_id and rec.ka_pub == p.b.v.identity.ka_pub
+    assert sharing.publish_holder(p.b.syncer) == rec           # idempotent
+    made = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
+    sharing.accept(p.b.syncer, made.contract_id)
+    assert len(sharing.received(p.b.syncer).memories) == 1

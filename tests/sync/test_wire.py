@@ -149,6 +149,7 @@ SAMPLES.update({
     W.HolderRecord: W.HolderRecord(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
                                    HOLDER_ID, os.urandom(W.HOLDER_SIG_LEN)),
     W.ShareOffer: W.ShareOffer(os.urandom(400), os.urandom(300), (os.urandom(W.SHARE_ITEM_LEN),)),
+    W.HolderProof: W.HolderProof(os.urandom(W.HOLDER_SIG_LEN)),
     W.ShareOffered: W.ShareOffered(os.urandom(32), os.urandom(32)),
     W.ShareEntry: _SHARE,
     W.ShareList: W.ShareList((), ()),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)

@@ -118,6 +118,10 @@ class ShareRemote:
                 return None
             raise
 
+    def publish(self, proof: bytes) -> wire.HolderRecord:
+        return wire.HolderRecord.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/holder"),
+                                                                          wire.HolderProof(proof), auth=True)))
+
     def offer(self, offer: wire.ShareOffer) -> wire.ShareOffered:
         return wire.ShareOffered.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/shares"), offer,
                                                                           auth=True)))
@@ -140,6 +144,25 @@ class ShareRemote:
     def shared(self, after: bytes = b"") -> wire.SharedPage:
         q = f"?after={after.hex()}" if after else ""
         return wire.SharedPage.parse(self.s._call(lambda: self.r._req("GET", self.r._url(f"/shared{q}"), auth=True)))
+
+
+def publish_holder(syncer: Syncer) -> VerifiedHolder:
+    """Make this vault findable as a grantee: its holder's proof over its registration in the
+    server's directory (a vault registered before the directory has none there)."""
+    v, r = syncer.v, syncer.remote
+    me = v.holder()
+    rec = ShareRemote(syncer).holder(me.holder_id)
+    if rec is None:
+        pub = v.store.identity()
+        assert pub is not None
+        msg = wire.register_message(r.name, pub.salt, v.identity.sign_pub, v.sync_key().public, v.identity.ka_pub,
+                                    me.public)
+        proof = run_sync(v.crypto.mldsa65_sign(me.xi, msg, wire.REGISTER_HOLDER_CONTEXT))
+        rec = ShareRemote(syncer).publish(proof)
+    got = verify_holder_record(v.crypto, rec, me.holder_id)
+    if got.ka_pub != v.identity.ka_pub or got.owner_pub != v.identity.sign_pub:
+        raise ShareRefused("the server's directory shows other keys for this vault's holder")
+    return got
 
 
 def lookup_holder(syncer: Syncer, holder_id: bytes) -> VerifiedHolder:
