@@ -56,7 +56,7 @@ from .openapi import OPENAPI
 from .ratelimit import RateLimiter, client_key
 from .storage import Storage, StorageConflict, open_storage
 from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
-from .share_routes import share_routes
+from .share_routes import share_routes, sweep_expired, sweep_every
 from .tlog_routes import log_routes
 from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
 from .verifypool import VerifyPool, default_processes
@@ -717,9 +717,11 @@ def create_app(config: Config | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await srv.live.start()
         srv.verifier.start()
+        sweeper = asyncio.create_task(sweep_expired(srv, sweep_every()))   # expired shares' keys
         try:
             yield
         finally:
+            sweeper.cancel()
             await srv.live.stop()
             srv.verifier.close()
             srv.storage.close()

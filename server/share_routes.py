@@ -21,6 +21,9 @@ before it accepts; revocation deletes the keys before the REVOKE receipt is logg
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -42,6 +45,28 @@ if TYPE_CHECKING:
 E = wire.ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
 CBOR = "application/cbor"
+_log = logging.getLogger("ownmem.server")
+
+
+def sweep_every() -> float:
+    """Seconds between sweeps of expired contracts' keys (OWNMEM_SHARE_SWEEP_SECONDS, default 60)."""
+    value = float(os.environ.get("OWNMEM_SHARE_SWEEP_SECONDS") or "60")
+    if not value > 0:
+        raise ValueError("OWNMEM_SHARE_SWEEP_SECONDS must be a positive number")
+    return value
+
+
+async def sweep_expired(srv: Server, every: float) -> None:
+    """For as long as the server runs: delete the share keys of every expired contract, so an
+    expired grant's keys are gone within ``every`` seconds even if nobody asks (every sharing
+    request sweeps as well)."""
+    shares = shares_of(srv.storage)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await srv.call(shares.sweep, int(time.time()))
+        except Exception:   # noqa: BLE001 - logged once per round; the next round retries
+            _log.exception("the sweep of expired contracts' keys failed; retried in %s s", every)
 
 
 def share_routes(srv: Server) -> list[Route]:

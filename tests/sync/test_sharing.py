@@ -522,3 +522,20 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
     made = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
     sharing.accept(p.b.syncer, made.contract_id)
     assert len(sharing.received(p.b.syncer).memories) == 1
+
+
+def test_expired_keys_are_swept_without_any_request(sqlite_backend: Backend, servers: Callable[..., ServerProcess],
+                                                    devices: Devices) -> None:
+    srv = servers(sqlite_backend, extra_env={"OWNMEM_SHARE_SWEEP_SECONDS": "0.5"})
+    a = devices.first(srv.url, "alice-sweep", label="a")
+    b = devices.first(srv.url, "bob-sweep", label="b", passphrase=B_PASSPHRASE)
+    m = a.v.add("gone by itself")
+    a.sync()
+    now = int(time.time())
+    made = sharing.share(a.syncer, [m.hex()], [b.v.holder().holder_id], "temporary", expires=now + 2, now=now)
+    sharing.accept(b.syncer, made.contract_id)
+    assert share_keys(sqlite_backend, made.contract_id) == 1
+    deadline = time.monotonic() + 15
+    while share_keys(sqlite_backend, made.contract_id) and time.monotonic() < deadline:
+        time.sleep(0.25)                     # no sharing request meanwhile: the server's own sweep
+    assert share_keys(sqlite_backend, made.contract_id) == 0
