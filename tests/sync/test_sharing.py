@@ -539,3 +539,24 @@ def test_expired_keys_are_swept_without_any_request(sqlite_backend: Backend, ser
     while share_keys(sqlite_backend, made.contract_id) and time.monotonic() < deadline:
         time.sleep(0.25)                     # no sharing request meanwhile: the server's own sweep
     assert share_keys(sqlite_backend, made.contract_id) == 0
+
+
+def test_a_reader_kept_across_recalls_follows_erasure_and_revocation(
+        backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
+    """The agent service keeps one SharedReader: what verified once is not verified again, but
+    every read asks the server, so the next read after an erasure or a revocation has neither."""
+    p = _people(backend, servers, devices)
+    m1, m2 = p.a.v.add("kept one"), p.a.v.add("kept two")
+    p.a.sync()
+    made = sharing.share(p.a.syncer, [m1.hex(), m2.hex()], [p.b_id], "syndicate")
+    reader = sharing.SharedReader(p.b.syncer)
+    assert reader.read().memories == ()
+    sharing.accept(p.b.syncer, made.contract_id)
+    first = reader.read()
+    assert {m.content for m in first.memories} == {"kept one", "kept two"}
+    assert reader.read() == first
+    p.a.v.forget(m1.hex())
+    p.a.sync()
+    assert [m.content for m in reader.read().memories] == ["kept two"]
+    sharing.revoke(p.a.syncer, made.contract_id)
+    assert reader.read().memories == ()

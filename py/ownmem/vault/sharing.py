@@ -40,7 +40,9 @@ from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, run_sync, sha256
 from ..errors import OwnmemError, SyncError, WireError
 from ..saihm.cell import CellRefused, check_cell
-from ..saihm.contract import Contract, ContractRefused, make_contract, parse_contract, verify_contract
+from ..saihm.contract import (
+    Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
+)
 from ..saihm.receipt import make_receipt
 from .sync import Syncer, SyncReport
 
@@ -51,9 +53,14 @@ TEMPORARY_DEFAULT = 86400
 
 class ShareRefused(OwnmemError):
     """A sharing step refused: a grantee whose published key does not verify, a contract or
-    cell that is not what it claims, a memory that cannot be shared.  Nothing was sent or used."""
+    cell that is not what it claims, a memory that cannot be shared.  Nothing was sent or used.
+    ``reason`` names the SAIHM error it amounts to (invalid_grantee, shard_not_found, ...)."""
 
     code = "share_refused"
+
+    def __init__(self, message: str, reason: str = "share_refused") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 # ---------------------------------------------------------------- the share key (pure crypto)
@@ -94,10 +101,11 @@ class VerifiedHolder:
 def verify_holder_record(p: CryptoProvider, rec: wire.HolderRecord, holder_id: bytes) -> VerifiedHolder:
     """The checks that keep a server from giving a sharer its own X25519 key for a grantee."""
     if rec.holder_id != holder_id or sha256(rec.holder_pub) != holder_id:
-        raise ShareRefused(f"the server's directory answered for holder {holder_id.hex()} with another holder")
+        raise ShareRefused(f"the server's directory answered for holder {holder_id.hex()} with another holder",
+                           "invalid_grantee")
     if not run_sync(p.mldsa65_verify(rec.holder_pub, rec.message(), rec.holder_proof, wire.REGISTER_HOLDER_CONTEXT)):
         raise ShareRefused(f"the keys the server publishes for holder {holder_id.hex()} are not signed by that "
-                           "holder (a substituted key?): refused, nothing shared")
+                           "holder (a substituted key?): refused, nothing shared", "invalid_grantee")
     return VerifiedHolder(holder_id, rec.holder_pub, rec.ka_pub, rec.owner_pub, rec.name)
 
 
@@ -168,7 +176,8 @@ def publish_holder(syncer: Syncer) -> VerifiedHolder:
 def lookup_holder(syncer: Syncer, holder_id: bytes) -> VerifiedHolder:
     rec = ShareRemote(syncer).holder(holder_id)
     if rec is None:
-        raise ShareRefused(f"no ownmem vault of holder {holder_id.hex()} is registered on this server")
+        raise ShareRefused(f"no ownmem vault of holder {holder_id.hex()} is registered on this server",
+                           "invalid_grantee")
     return verify_holder_record(syncer.v.crypto, rec, holder_id)
 
 
@@ -192,57 +201,90 @@ def parse_holder_id(text: str) -> bytes:
     return bytes.fromhex(t)
 
 
+def mode_and_expiry(mode: str, expires: int | None, at: int) -> tuple[str, int]:
+    """The contract's mode (either spelling) and expiresAt: TEMPORARY defaults to 24 h (the
+    spec lets the operator choose within the bound), PERMANENT and SYNDICATE to 0."""
+    m = mode.upper() if mode.upper() in MODES.values() else MODES.get(mode.lower())
+    if m is None:
+        raise ContractRefused("invalid_mode", "mode is temporary, permanent or syndicate")
+    if expires is None:
+        return m, at + TEMPORARY_DEFAULT if m == "TEMPORARY" else 0
+    return m, expires
+
+
 def share(syncer: Syncer, memories: Sequence[str], grantees: Sequence[bytes], mode: str, *, scope: str = "read",
           expires: int | None = None, now: int | None = None) -> ShareCreated:
     """Share ``memories`` (ids or unique prefixes) with ``grantees`` (holderIds)."""
+    v = syncer.v
+    if not memories:
+        raise ShareRefused("name at least one memory to share", "shard_not_found")
+    listing = v.open_all(allow_unverified=True)
+    oids: list[bytes] = []
+    for ident in memories:
+        e = v.resolve(ident, listing)
+        if e.id not in oids:
+            oids.append(e.id)
+    return share_objects(syncer, oids, grantees, mode, scope=scope, expires=expires, now=now)
+
+
+def share_cells(syncer: Syncer, cell_ids: Sequence[bytes], grantees: Sequence[bytes], mode: str, *,
+                scope: str = "read", expires: int | None = None, now: int | None = None) -> ShareCreated:
+    """Share the memories of ``cell_ids`` (SAIHM shardIds; what saihm_share names)."""
+    store = syncer.v.store
+    oids: list[bytes] = []
+    for cid in cell_ids:
+        oid = store.object_of_cell(cid)
+        if oid is None or store.get_object(oid) is None:
+            raise ShareRefused(f"no cell {cid.hex()} of this holder", "shard_not_found")
+        if oid not in oids:
+            oids.append(oid)
+    if not oids:
+        raise ShareRefused("name at least one cell to share", "shard_not_found")
+    return share_objects(syncer, oids, grantees, mode, scope=scope, expires=expires, now=now)
+
+
+def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequence[bytes], mode: str, *,
+                  scope: str = "read", expires: int | None = None, now: int | None = None) -> ShareCreated:
     v, p = syncer.v, syncer.v.crypto
     at = int(time.time()) if now is None else now
-    m = MODES.get(mode.lower()) if mode.upper() not in MODES.values() else mode.upper()
-    if m is None:
-        raise ContractRefused("invalid_mode", "mode is temporary, permanent or syndicate")
-    if m == "PERMANENT":
-        expires_at = 0 if expires is None else expires
-    elif m == "TEMPORARY":
-        expires_at = at + TEMPORARY_DEFAULT if expires is None else expires
-    else:
-        expires_at = 0 if expires is None else expires
-    if not memories:
-        raise ShareRefused("name at least one memory to share")
+    m, expires_at = mode_and_expiry(mode, expires, at)
     if not grantees:
-        raise ShareRefused("name at least one grantee")
+        raise ContractRefused("invalid_grantee", "name at least one grantee")
     if len(set(grantees)) != len(grantees):
         raise ContractRefused("invalid_grantee", "a grantee is listed twice")
     me = v.holder()
     if me.holder_id in grantees:
         raise ContractRefused("invalid_grantee", "you cannot share with yourself")
-    listing = v.open_all(allow_unverified=True)
-    entries = []
-    for ident in memories:
-        e = v.resolve(ident, listing)
-        if e.opened.trust is not Trust.SELF:
+    # the rules before any work or request: a contract that breaks one is never made
+    contract_rules(list(grantees), [b"\x00" * 32], m, scope, expires_at, at)
+    scopes_by_id = {s.scope_id: s for s in v.scopes().values()}
+    keyring = v.keyring()
+    rows = []
+    for oid in object_ids:
+        row = v.store.get_object(oid)
+        if row is None:
+            raise ShareRefused(f"no memory {oid.hex()} in this vault", "shard_not_found")
+        if v.open_stored(row, scopes_by_id, keyring, allow_unverified=True).opened.trust is not Trust.SELF:
             # the grantee verifies every shared object against the sharer's owner key
-            raise ShareRefused(f"memory {e.id.hex()} was not written by you: only your own memories can be shared")
-        if e not in entries:
-            entries.append(e)
+            raise ShareRefused(f"memory {oid.hex()} was not written by you (an agent's or another author's): "
+                               "only your own memories can be shared", "shard_not_found")
+        rows.append(row)
     # the memories must be on the server as cells: push what is not
-    if any(v.store.cell_of(e.id) is None or v.store.unpushed_count() for e in entries):
+    if any(v.store.cell_of(r.object_id) is None for r in rows) or v.store.unpushed_count():
         syncer.push(SyncReport())
     cells: list[bytes] = []
-    for e in entries:
-        have = v.store.cell_of(e.id)
+    for r in rows:
+        have = v.store.cell_of(r.object_id)
         if have is None:
-            raise ShareRefused(f"memory {e.id.hex()} is not on the server yet: run `ownmem sync`")
+            raise ShareRefused(f"memory {r.object_id.hex()} is not on the server yet: run `ownmem sync`",
+                               "shard_not_found")
         cells.append(have[0])
     holders = [lookup_holder(syncer, g) for g in grantees]
     contract = run_sync(make_contract(p, xi=me.xi, holder_id=me.holder_id, grantee_ids=list(grantees),
                                       shard_ids=cells, mode=m, scope=scope, expires_at=expires_at, timestamp=at))
-    scopes = v.scopes()
-    by_id = {s.scope_id: s for s in scopes.values()}
     items: list[bytes] = []
-    for e, cid in zip(entries, cells):
-        row = v.store.get_object(e.id)
-        assert row is not None
-        dek = run_sync(aperto_keys.unwrap_dek(p, row.dek_wrapped, v.kek(by_id[row.scope_id])))
+    for r, cid in zip(rows, cells):
+        dek = run_sync(aperto_keys.unwrap_dek(p, r.dek_wrapped, v.kek(scopes_by_id[r.scope_id])))
         for h in holders:
             key = run_sync(wrap_share_dek(p, dek, h.ka_pub, contract.contract_id, cid))
             items.append(wire.ShareItem(h.holder_id, cid, key).encode())
@@ -302,7 +344,9 @@ class Offers:
     sharers: dict[bytes, VerifiedHolder]    # holderId -> verified record, of every received contract
 
 
-def offers(syncer: Syncer) -> Offers:
+def offers(syncer: Syncer, known: dict[bytes, VerifiedHolder] | None = None) -> Offers:
+    """Contracts by and to this vault's holder, each verified.  ``known``: directory records
+    verified before (a holder's registration never changes), kept across calls by a reader."""
     v, p = syncer.v, syncer.v.crypto
     me = v.holder()
     got = ShareRemote(syncer).listing()
@@ -325,9 +369,12 @@ def offers(syncer: Syncer) -> Offers:
             c = parse_contract(e.contract)
             if e.grantee != me.holder_id or me.holder_id not in c.grantee_ids:
                 raise ShareRefused("the contract does not name you")
-            h = sharers.get(c.holder_id)
+            h = sharers.get(c.holder_id) or (known or {}).get(c.holder_id)
             if h is None:
-                h = sharers[c.holder_id] = lookup_holder(syncer, c.holder_id)
+                h = lookup_holder(syncer, c.holder_id)
+                if known is not None:
+                    known[c.holder_id] = h
+            sharers[c.holder_id] = h
             run_sync(verify_contract(p, c, h.holder_pub))
         except (ContractRefused, ShareRefused) as err:
             refused.append(f"a contract offered to you is not what it claims ({err}): ignored")
@@ -383,23 +430,50 @@ class Received:
 
 
 def received(syncer: Syncer, *, now: int | None = None) -> Received:
-    at = int(time.time()) if now is None else now
-    got = offers(syncer)
-    active = {s.contract_id: s for s in got.received if s.active and s.contract.active_at(at)}
-    remote = ShareRemote(syncer)
-    out: list[SharedMemory] = []
-    refused: list[tuple[bytes, str]] = []
-    after = b""
-    while True:
-        page = remote.shared(after)
-        for row in page.rows:
-            why = _open_shared(syncer, row, active, got.sharers, out)
-            if why is not None:
-                refused.append((row.cell_id, why))
-        if not page.more or not page.rows:
-            break
-        after = page.rows[-1].contract_id + page.rows[-1].cell_id
-    return Received(tuple(out), tuple(refused))
+    """What is shared with this vault's holder now: every cell of an active contract, checked
+    and opened (see the module's docstring); what fails is in ``refused``, never shown."""
+    return SharedReader(syncer).read(now=now)
+
+
+class SharedReader:
+    """Reads what is shared with this vault's holder, again and again (the agent service's
+    recall).  Each read asks the server anew, so a revocation, withdrawal, expiry or erasure
+    governs the very next read; only what verified before is not verified again: directory
+    records, and cells that come back byte for byte with the same key under the same contract."""
+
+    def __init__(self, syncer: Syncer) -> None:
+        self.syncer = syncer
+        self._holders: dict[bytes, VerifiedHolder] = {}
+        self._opened: dict[bytes, SharedMemory] = {}
+
+    def read(self, *, now: int | None = None) -> Received:
+        at = int(time.time()) if now is None else now
+        got = offers(self.syncer, self._holders)
+        active = {s.contract_id: s for s in got.received if s.active and s.contract.active_at(at)}
+        remote = ShareRemote(self.syncer)
+        out: list[SharedMemory] = []
+        refused: list[tuple[bytes, str]] = []
+        opened: dict[bytes, SharedMemory] = {}
+        after = b""
+        while True:
+            page = remote.shared(after)
+            for row in page.rows:
+                key = sha256(row.contract_id + row.cell_id + row.key + row.cell)
+                hit = self._opened.get(key)
+                if hit is not None and row.contract_id in active:
+                    out.append(hit)
+                    opened[key] = hit
+                    continue
+                why = _open_shared(self.syncer, row, active, got.sharers, out)
+                if why is not None:
+                    refused.append((row.cell_id, why))
+                else:
+                    opened[key] = out[-1]
+            if not page.more or not page.rows:
+                break
+            after = page.rows[-1].contract_id + page.rows[-1].cell_id
+        self._opened = opened      # what is no longer served is forgotten here too
+        return Received(tuple(out), tuple(refused))
 
 
 def _open_shared(syncer: Syncer, row: wire.SharedCell, active: dict[bytes, ShareView],
