@@ -560,3 +560,55 @@ def test_a_reader_kept_across_recalls_follows_erasure_and_revocation(
     assert [m.content for m in reader.read().memories] == ["kept two"]
     sharing.revoke(p.a.syncer, made.contract_id)
     assert reader.read().memories == ()
+
+
+# ---------------------------------------------------------------- the operator's tools (ownmem agent)
+
+def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend,
+                                                         servers: Callable[..., ServerProcess],
+                                                         devices: Devices) -> None:
+    p = _people(sqlite_backend, servers, devices)
+    m = p.a.v.add("through saihm_share")
+    p.a.sync()
+    cell = p.a.v.store.cell_of(m)
+    assert cell is not None
+    good = {"granteeIdHashesHex": [p.b_id.hex()], "shardIds": [cell[0].hex()], "type": "permanent",
+            "scope": "read", "expiryEpoch": None}
+    before = _state(sqlite_backend)
+    for label, change, code in [
+        ("no grantee", {"granteeIdHashesHex": []}, "invalid_grantee"),
+        ("a short grantee", {"granteeIdHashesHex": [p.b_id.hex()[:62]]}, "invalid_grantee"),
+        ("a grantee twice", {"granteeIdHashesHex": [p.b_id.hex(), "0x" + p.b_id.hex()]}, "invalid_grantee"),
+        ("an unknown grantee", {"granteeIdHashesHex": ["ab" * 32]}, "invalid_grantee"),
+        ("no cell", {"shardIds": []}, "shard_not_found"),
+        ("a cell not held", {"shardIds": ["cd" * 32]}, "shard_not_found"),
+        ("scope write", {"scope": "write"}, "invalid_scope"),
+        ("scope readwrite", {"scope": "readwrite"}, "invalid_scope"),
+        ("an unknown type", {"type": "forever"}, "invalid_mode"),
+        ("a non-decimal expiry", {"expiryEpoch": "12x"}, "invalid_expiry"),
+        ("a numeric expiry", {"expiryEpoch": 12}, "invalid_expiry"),
+        ("temporary beyond 24 h", {"type": "temporary", "expiryEpoch": str(int(time.time()) + 90000)},
+         "invalid_expiry"),
+        ("permanent with an expiry", {"expiryEpoch": str(int(time.time()) + 60)}, "invalid_expiry"),
+    ]:
+        with pytest.raises(sharing.ToolRefused) as e:
+            sharing.tool_share(p.a.syncer, {**good, **change})
+        assert e.value.error == code, (label, e.value)
+        assert 400 <= e.value.status < 500, label
+        assert _state(sqlite_backend) == before, label
+    got = sharing.tool_share(p.a.syncer, {**good, "type": "temporary", "expiryEpoch": ""})
+    assert got["type"] == "temporary" and got["granteeCount"] == 1 and len(str(got["contractId"])) == 64
+    status = sharing.tool_contracts(p.a.syncer)
+    assert [c["contractId"] for c in status] == [got["contractId"]]
+    assert status[0]["mode"] == "TEMPORARY" and status[0]["granteeIds"] == [p.b_id.hex()]
+    assert int(str(status[0]["expiresAt"])) > time.time() + 86000         # the 24 h default
+    with pytest.raises(sharing.ToolRefused) as e:
+        sharing.tool_revoke_share(p.b.syncer, {"contractId": got["contractId"]})
+    assert e.value.error == "not_holder" and e.value.status == 403
+    with pytest.raises(sharing.ToolRefused) as e:
+        sharing.tool_revoke_share(p.a.syncer, {"contractId": "ef" * 32})
+    assert e.value.error == "contract_not_found"
+    first = sharing.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
+    again = sharing.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
+    assert first["revoked"] is True and again["revoked"] is True and first["receiptId"] == again["receiptId"]
+    assert sharing.tool_contracts(p.a.syncer) == []                        # revoked: not listed

@@ -39,7 +39,7 @@ from ..aperto.seal import open_sealed
 from ..aperto.trust import Keyring
 from ..crypto import CryptoProvider, run_sync, sha256
 from ..errors import OwnmemError, SyncError, WireError
-from ..saihm.cell import CellRefused, check_cell
+from ..saihm.cell import Cell, CellRefused, check_cell
 from ..saihm.contract import (
     Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
 )
@@ -420,6 +420,7 @@ class SharedMemory:
     owner_holder_id: bytes
     owner_name: str
     contract_id: bytes
+    cell: Cell                       # the sharer's cell, checked (tier, kekVersion, timestamp, signature)
     authorship: str = "shared"
 
 
@@ -502,5 +503,104 @@ def _open_shared(syncer: Syncer, row: wire.SharedCell, active: dict[bytes, Share
     if not o.signature_verified or o.trust is not Trust.SELF:
         return "it is not signed by the sharer's owner key"
     out.append(SharedMemory(row.cell_id, o.object_id, o.content, o.tags, o.mem_type, o.created, sharer.holder_id,
-                            sharer.name, c.contract_id))
+                            sharer.name, c.contract_id, checked.cell))
     return None
+
+
+# ---------------------------------------------------------------- the SAIHM operator's tools
+# saihm_share, saihm_revoke_share and saihm_status's contracts for `ownmem agent` (SAIHM
+# "saihm_share", "saihm_revoke_share", "saihm_status"): parameters in, result objects out, and
+# every failure as ``ToolRefused`` with the tool's error code and an HTTP status.
+
+class ToolRefused(OwnmemError):
+    """A sharing tool call refused: answer ``status`` with {"error": error}."""
+
+    code = "tool_refused"
+
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error = status, error
+
+
+_STATUS = {"not_holder": 403, "shard_not_found": 404, "contract_not_found": 404, "invalid_grantee": 400,
+           "invalid_mode": 400, "invalid_scope": 400, "invalid_expiry": 400}
+
+
+def _tool_error(e: OwnmemError, unavailable: str) -> ToolRefused:
+    """``e`` as the tool's error: a rule or check it broke, else ``unavailable``."""
+    if isinstance(e, ContractRefused):
+        code = e.code if e.code in _STATUS else "invalid_params"
+    elif isinstance(e, ShareRefused):
+        code = e.reason if e.reason in _STATUS else "invalid_params"
+    elif isinstance(e, SyncError) and e.server_code in _STATUS:
+        code = str(e.server_code)
+    else:
+        return ToolRefused(503, unavailable, str(e))
+    return ToolRefused(_STATUS.get(code, 400), code, str(e))
+
+
+def _hex32_list(v: object, what: str, code: str) -> list[bytes]:
+    if not isinstance(v, list):
+        raise ToolRefused(400, code, f"{what} must be an array of hex strings")
+    out = []
+    for x in v:
+        t = x.lower().removeprefix("0x") if isinstance(x, str) else ""
+        if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+            raise ToolRefused(400, code, f"every entry of {what} is 32 bytes of hex")
+        out.append(bytes.fromhex(t))
+    return out
+
+
+def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
+    """saihm_share: {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} ->
+    {"contractId", "type", "granteeCount", "epoch", "receiptId"}."""
+    at = int(time.time()) if now is None else now
+    grantees = _hex32_list(params.get("granteeIdHashesHex"), "granteeIdHashesHex", "invalid_grantee")
+    cells = _hex32_list(params.get("shardIds"), "shardIds", "shard_not_found")
+    kind, scope, expiry = params.get("type"), params.get("scope"), params.get("expiryEpoch")
+    if not isinstance(kind, str) or kind.lower() not in MODES:
+        raise ToolRefused(400, "invalid_mode", "type is temporary, permanent or syndicate")
+    if not isinstance(scope, str):
+        raise ToolRefused(400, "invalid_scope", "scope is read, write or readwrite")
+    if scope != "read":
+        # SAIHM: write and readwrite are reserved; an operator MUST reject them with invalid_scope
+        raise ToolRefused(400, "invalid_scope", f"scope {scope!r} is not defined: only 'read'")
+    if expiry is not None and not (isinstance(expiry, str) and (expiry == "" or (expiry.isascii() and expiry.isdigit()))):
+        raise ToolRefused(400, "invalid_expiry", "expiryEpoch is a string of decimal digits, or null")
+    expires = int(expiry) if isinstance(expiry, str) and expiry else None
+    try:
+        made = share_cells(syncer, cells, grantees, kind, scope=scope, expires=expires, now=at)
+    except OwnmemError as e:
+        raise _tool_error(e, "operator_storage_unavailable") from None
+    return {"contractId": made.contract_id.hex(), "type": made.mode.lower(), "granteeCount": len(made.grantee_ids),
+            "epoch": str(at), "receiptId": made.receipt_id.hex()}
+
+
+def tool_revoke_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
+    """saihm_revoke_share: {"contractId"} -> {"revoked": true, "epoch", "receiptId"}; a contract
+    revoked before answers revoked = true as well (a retry shows the true state)."""
+    at = int(time.time()) if now is None else now
+    ident = params.get("contractId")
+    t = ident.lower() if isinstance(ident, str) else ""
+    if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+        raise ToolRefused(404, "contract_not_found", "a contractId is 64 hex digits")
+    try:
+        r = revoke(syncer, bytes.fromhex(t), now=at)
+    except OwnmemError as e:
+        # the server withdraws access before it logs the receipt; one that did not answer may
+        # have done either: repeating the call shows the outcome
+        raise _tool_error(e, "operator_storage_unavailable") from None
+    return {"revoked": True, "epoch": str(at), "receiptId": r.receipt_id.hex()}
+
+
+def tool_contracts(syncer: Syncer, *, now: int | None = None) -> list[dict[str, object]]:
+    """saihm_status's contracts: this holder's contracts, revoked ones left out (SAIHM: they
+    MUST NOT be included; expired ones MAY be)."""
+    by_id: dict[bytes, Contract] = {}
+    revoked: set[bytes] = set()
+    for view in offers(syncer).offered:
+        by_id[view.contract_id] = view.contract
+        if view.revoked:
+            revoked.add(view.contract_id)
+    return [{"contractId": c.contract_id.hex(), "mode": c.mode, "granteeIds": [g.hex() for g in c.grantee_ids],
+             "expiresAt": str(c.expires_at)} for cid, c in by_id.items() if cid not in revoked]
