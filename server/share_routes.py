@@ -35,7 +35,7 @@ from ownmem import syncwire as wire
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
 
-from .storage.base import StorageConflict
+from .storage.base import StorageConflict, StorageQuota
 from .storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
 from .verify import Refused, check_receipt
 
@@ -151,6 +151,8 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.CONTRACT_EXISTS, "that contract was offered before") from None
         except ShardsMissing as e:
             raise ApiError(E.SHARD_NOT_FOUND, str(e)) from None
+        except StorageQuota as e:
+            raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
         return JSONResponse(wire.ShareOffered(c.contract_id, r.receipt_id).encode(), status_code=201)
 
     async def listing(request: Request) -> Response:

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from .base import LogEntry, StorageConflict, StorageError
+from .base import LogEntry, StorageConflict, StorageError, StorageQuota
 
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS holder_proofs (
@@ -48,6 +48,8 @@ ERASE_SHARE_KEYS = "DELETE FROM share_keys WHERE vault_id = ? AND cell_id = ?"
 PUT_PROOF = "INSERT INTO holder_proofs (vault_id, holder_id, proof) VALUES (?,?,?)"
 
 STATES = ("offered", "accepted", "declined", "withdrawn")
+MAX_LIVE_CONTRACTS = 1000     # per sharing vault: contracts neither revoked nor expired
+MAX_LISTED = 2000             # entries per side of a listing, the newest (bounds the answer)
 ACTIONS = ("accept", "decline", "withdraw")
 
 
@@ -170,12 +172,16 @@ class Shares:
     def offer(self, vault_id: int, new: NewContract, now: int) -> None:
         """Contract, grantees, share keys and the SHARE receipt, in one transaction.  Raises
         StorageConflict for a contractId offered before, ShardsMissing when a covered cell is
-        not (or no longer) the vault's."""
+        not (or no longer) the vault's, StorageQuota past MAX_LIVE_CONTRACTS in force."""
         with self._tx() as c:
             if self._pg:
                 self._x(c, "SELECT 1 FROM vaults WHERE id = ? FOR UPDATE", (vault_id,))
             if self._x(c, "SELECT 1 FROM contracts WHERE contract_id = ?", (new.contract_id,)).fetchone():
                 raise StorageConflict("that contract was offered before")
+            in_force = int(self._x(c, "SELECT count(*) FROM contracts WHERE vault_id = ? AND revoked = 0 AND "
+                                      "(expires_at = 0 OR expires_at > ?)", (vault_id, now)).fetchone()[0])
+            if in_force >= MAX_LIVE_CONTRACTS:
+                raise StorageQuota(f"this vault has {in_force} contracts in force; revoke some first")
             live = {_b(r[0]) for r in self._x(
                 c, f"SELECT cell_id FROM cells WHERE vault_id = ? AND cell_id IN ({self._in(len(new.shard_ids))})",
                 (vault_id, *new.shard_ids)).fetchall()}
@@ -195,8 +201,9 @@ class Shares:
         with self._tx() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM contracts co "
                               "JOIN contract_grantees g ON g.contract_id = co.contract_id WHERE co.vault_id = ? "
-                              "ORDER BY co.created, co.contract_id, g.grantee_id", (vault_id,)).fetchall()
-        return [_share_row(r, now) for r in rows]
+                              "ORDER BY co.created DESC, co.contract_id DESC, g.grantee_id DESC LIMIT ?",
+                    (vault_id, MAX_LISTED)).fetchall()
+        return [_share_row(r, now) for r in reversed(rows)]
 
     def revoke(self, vault_id: int, contract_id: bytes) -> bool:
         """Withdraw access for every grantee: the contract marked revoked and its share keys
@@ -229,8 +236,9 @@ class Shares:
         with self._tx() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM "
                               "contract_grantees g JOIN contracts co ON co.contract_id = g.contract_id "
-                              "WHERE g.grantee_id = ? ORDER BY co.created, co.contract_id", (grantee_id,)).fetchall()
-        return [_share_row(r, now) for r in rows]
+                              "WHERE g.grantee_id = ? ORDER BY co.created DESC, co.contract_id DESC LIMIT ?",
+                    (grantee_id, MAX_LISTED)).fetchall()
+        return [_share_row(r, now) for r in reversed(rows)]
 
     def answer(self, grantee_id: bytes, contract_id: bytes, action: str, now: int) -> str:
         """Accept, decline or withdraw as the grantee -> the state reached.  Leaving a contract

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from storekit import Store, forget, registration, stocked
 
-from server.storage.base import LogEntry, StorageConflict
+from server.storage.base import LogEntry, StorageConflict, StorageQuota
 from server.storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
 
 GRANTEE = os.urandom(32)
@@ -127,5 +127,27 @@ def test_the_sweep_deletes_the_keys_of_expired_contracts_only(kind: str, tmp_pat
         assert [r[0] for r in sh.shared(GRANTEE, now + 100, b"\x00" * 64, 10)] == [never.contract_id]
         rows = {r.contract: r for r in sh.offered(vault.id, now + 100)}
         assert rows[soon.contract].expired and not rows[never.contract].expired
+    finally:
+        st.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_contracts_in_force_per_vault_are_bounded(kind: str, tmp_path: Any, request: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import server.storage.shares as shares_mod
+
+    monkeypatch.setattr(shares_mod, "MAX_LIVE_CONTRACTS", 2)
+    st, vault, cells = stocked(Store.fresh(kind, tmp_path, request), 1)
+    try:
+        sh = shares_of(st)
+        now = int(time.time())
+        first, second, third = (_contract(vault.holder_id, [cells[0].cell_id]) for _ in range(3))
+        sh.offer(vault.id, first, now)
+        sh.offer(vault.id, second, now)
+        with pytest.raises(StorageQuota):
+            sh.offer(vault.id, third, now)
+        assert sh.key_count(third.contract_id) == 0
+        sh.revoke(vault.id, first.contract_id)          # a revoked contract no longer counts
+        sh.offer(vault.id, third, now)
     finally:
         st.close()
