@@ -16,8 +16,8 @@ or withdrawal, expiry (``sweep``, run on every sharing request), and erasure of 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,8 +129,9 @@ class Shares:
     erasures (PostgreSQL's row lock; SQLite's write lock already does)."""
 
     def __init__(self, tx: Callable[[], AbstractContextManager[Any]], append_log: Callable[[Any, list[LogEntry]], None],
-                 *, postgres: bool) -> None:
+                 *, postgres: bool, read: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
         self._txf, self._append_log, self._pg = tx, append_log, postgres
+        self._readf = read or tx     # SQLite reads need no write lock
 
     def _q(self, sql: str) -> str:
         return sql.replace("?", "%s") if self._pg else sql
@@ -141,13 +142,16 @@ class Shares:
     def _tx(self) -> AbstractContextManager[Any]:
         return self._txf()
 
+    def _read(self) -> AbstractContextManager[Any]:
+        return self._readf()
+
     def _in(self, n: int) -> str:
         return ",".join("?" * n)
 
     # ---------------------------------------------------------------- the directory
     def holder(self, holder_id: bytes) -> HolderRow | None:
         """The first vault registered with this holder key that published its holder proof."""
-        with self._tx() as c:
+        with self._read() as c:
             r = self._x(c, "SELECT v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id, "
                            "p.proof FROM vaults v JOIN holder_proofs p ON p.vault_id = v.id WHERE v.holder_id = ? "
                            "ORDER BY v.id LIMIT 1", (holder_id,)).fetchone()
@@ -164,7 +168,7 @@ class Shares:
     def known_holders(self, holder_ids: list[bytes]) -> set[bytes]:
         if not holder_ids:
             return set()
-        with self._tx() as c:
+        with self._read() as c:
             return {_b(r[0]) for r in self._x(c, f"SELECT DISTINCT holder_id FROM holder_proofs WHERE holder_id IN "
                                                  f"({self._in(len(holder_ids))})", tuple(holder_ids)).fetchall()}
 
@@ -198,7 +202,7 @@ class Shares:
             self._append_log(c, [new.receipt])
 
     def offered(self, vault_id: int, now: int) -> list[ShareRow]:
-        with self._tx() as c:
+        with self._read() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM contracts co "
                               "JOIN contract_grantees g ON g.contract_id = co.contract_id WHERE co.vault_id = ? "
                               "ORDER BY co.created DESC, co.contract_id DESC, g.grantee_id DESC LIMIT ?",
@@ -233,7 +237,7 @@ class Shares:
 
     # ---------------------------------------------------------------- the grantee
     def received(self, grantee_id: bytes, now: int) -> list[ShareRow]:
-        with self._tx() as c:
+        with self._read() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM "
                               "contract_grantees g JOIN contracts co ON co.contract_id = g.contract_id "
                               "WHERE g.grantee_id = ? ORDER BY co.created DESC, co.contract_id DESC LIMIT ?",
@@ -265,7 +269,7 @@ class Shares:
         accepted by it, not revoked, not expired, the cell not erased; after ``after``
         (contractId || cellId), in that order."""
         a_contract, a_cell = after[:32], after[32:]
-        with self._tx() as c:
+        with self._read() as c:
             rows = self._x(
                 c, "SELECT k.contract_id, k.cell_id, ce.cell, k.share_key FROM share_keys k "
                    "JOIN contract_grantees g ON g.contract_id = k.contract_id AND g.grantee_id = k.grantee_id "
@@ -285,7 +289,7 @@ class Shares:
                                   "WHERE expires_at <> 0 AND expires_at <= ?)", (now,)).rowcount or 0)
 
     def key_count(self, contract_id: bytes) -> int:
-        with self._tx() as c:
+        with self._read() as c:
             return int(self._x(c, "SELECT count(*) FROM share_keys WHERE contract_id = ?",
                                (contract_id,)).fetchone()[0])
 
@@ -304,7 +308,11 @@ def shares_of(storage: Any) -> Shares:
     from .sqlite import SqliteStorage
 
     if isinstance(storage, SqliteStorage):
-        return Shares(storage._tx, storage._append_log, postgres=False)
+        @contextmanager
+        def read() -> Iterator[Any]:
+            yield storage._conn()      # this thread's connection, autocommit: a consistent statement
+
+        return Shares(storage._tx, storage._append_log, postgres=False, read=read)
     # PostgreSQL's _append_log takes the tree's lock itself; its _tx commits on success
     return Shares(storage._tx, storage._append_log, postgres=True)
 
