@@ -612,3 +612,30 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
     again = sharing.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
     assert first["revoked"] is True and again["revoked"] is True and first["receiptId"] == again["receiptId"]
     assert sharing.tool_contracts(p.a.syncer) == []                        # revoked: not listed
+
+
+def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, servers: Callable[..., ServerProcess],
+                                                         devices: Devices) -> None:
+    """Blindness with sharing: after an offer, an acceptance and a fetch, neither the shared
+    plaintext nor its DEK (nor the share key's wrapping key material) is anywhere in the store."""
+    from test_blindness import Needles
+
+    from ownmem.aperto import keys as K
+
+    p = _people(backend, servers, devices)
+    secret = "the vault code is 4471-ALPHA-mango"
+    m = p.a.v.add(secret)
+    p.a.sync()
+    made = sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
+    sharing.accept(p.b.syncer, made.contract_id)
+    assert [x.content for x in sharing.received(p.b.syncer).memories] == [secret]
+    row = p.a.v.store.get_object(m)
+    assert row is not None
+    scope = next(s for s in p.a.v.scopes().values() if s.scope_id == row.scope_id)
+    dek = run_sync(K.unwrap_dek(p.a.v.crypto, row.dek_wrapped, p.a.v.kek(scope)))
+    needles = Needles({"plaintext": [secret.encode()], "DEK": [dek],
+                       "B's X25519 seed": [p.b.v.identity.ka_seed], "A's X25519 seed": [p.a.v.identity.ka_seed]})
+    assert needles.found_in(backend.snapshot()) == []
+    # the positive control: the share key is there, so the search would find what is stored
+    key = backend.rows("SELECT share_key FROM share_keys WHERE contract_id = ?", (made.contract_id,))[0][0]
+    assert Needles({"share key": [bytes(key)]}).found_in(backend.snapshot())
