@@ -25,7 +25,7 @@ from ownmem import syncwire as W
 from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import SyncError
 from ownmem.saihm.contract import CONTRACT_CONTEXT
-from ownmem.saihm.receipt import make_receipt
+from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault import sharing
 from ownmem.vault.sharing import ShareRefused
 
@@ -78,6 +78,10 @@ def test_share_accept_receive_revoke(backend: Backend, servers: Callable[..., Se
     # the SHARE receipt is in the public log, subject the contract
     logged = httpx.get(f"{p.server.url}/v1/log/{made.receipt_id.hex()}").json()
     assert logged["operation"] == "SHARE" and logged["subject_id"] == made.contract_id.hex()
+    # anyone can check it against A's holder key (public: A's KEY receipt in the log carries it)
+    key = httpx.get(f"{p.server.url}/v1/log", params={"holder": p.a_id.hex(), "operation": "KEY"}).json()
+    a_pub = parse_receipt(bytes.fromhex(key["entries"][0]["receipt"])).detail
+    run_sync(verify_receipt(p.a.v.crypto, parse_receipt(bytes.fromhex(logged["receipt"])), a_pub))
     assert share_keys(backend, made.contract_id) == 2
 
     # before acceptance: offered, nothing released
@@ -105,6 +109,7 @@ def test_share_accept_receive_revoke(backend: Backend, servers: Callable[..., Se
     assert sharing.received(p.b.syncer).memories == ()
     r = httpx.get(f"{p.server.url}/v1/log", params={"subject": made.contract_id.hex(), "operation": "REVOKE"}).json()
     assert [e["receipt_id"] for e in r["entries"]] == [rv.receipt_id.hex()]
+    run_sync(verify_receipt(p.a.v.crypto, parse_receipt(bytes.fromhex(r["entries"][0]["receipt"])), a_pub))
     # a repeated revoke answers revoked = true and writes no receipt
     again = sharing.revoke(p.a.syncer, made.contract_id)
     assert again.revoked and again.already and again.receipt_id == rv.receipt_id
