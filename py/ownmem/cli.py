@@ -487,6 +487,9 @@ def parser() -> argparse.ArgumentParser:
     mc.set_defaults(fn=cmd_mcp)
     from . import logcli
     logcli.register(sub)
+
+    from . import share_cli
+    share_cli.register(sub)      # whoami, share ...
     return p
 
 
