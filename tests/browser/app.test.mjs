@@ -1520,6 +1520,116 @@ test('17. Settings show the log checkpoint this device verified, and a rewritten
   }
 });
 
+// Holder A's CLI device shares A's memories with holder B (vault.sharing): c1 two memories,
+// PERMANENT; c2 and c3 the third one, TEMPORARY and PERMANENT.
+const SHARE_WITH = `
+import json, os, sys
+from ownmem.vault.sharing import share
+from ownmem.vault.sync import login_new_device
+folder, server, name, grantee, *texts = sys.argv[1:]
+s = login_new_device(folder, server, name, os.environ["PW"])
+s.sync_once()
+ids = {e.opened.content: e.id.hex() for e in s.v.open_all().entries}
+m1, m2, m3 = (ids[t] for t in texts)
+g = [bytes.fromhex(grantee)]
+c1 = share(s, [m1, m2], g, "permanent").contract_id.hex()
+c2 = share(s, [m3], g, "temporary").contract_id.hex()
+c3 = share(s, [m3], g, "permanent").contract_id.hex()
+print(json.dumps({"c1": c1, "c2": c2, "c3": c3, "holder": s.v.holder().holder_id.hex()}))
+`;
+
+async function openShares(page) {
+  if (!(await page.$('[data-testid="shares-view"]'))) await page.click('[data-testid="shares-button"]');
+  await page.waitForSelector('[data-testid="shares-view"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="shares-view"]').getAttribute('aria-busy') === 'false'
+    && document.querySelector('[data-testid="holder-id"]').textContent.length === 64, null, { timeout: SYNC_MS });
+}
+
+async function refreshShares(page) {
+  await page.click('[data-testid="shares-refresh"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="shares-view"]').getAttribute('aria-busy') === 'false',
+    null, { timeout: SYNC_MS });
+}
+
+function shareStates(page, side) {
+  return page.$$eval(`[data-testid="share-${side}"]`, (els) => Object.fromEntries(els.map((li) => [li.dataset.contract, li.dataset.state])));
+}
+
+function sharedTexts(page) {
+  return page.$$eval('[data-testid="shared-memory"]', (els) => els.map((li) => ({
+    content: li.querySelector('[data-role="content"]').textContent,
+    owner: li.querySelector('[data-testid="shared-badge"]').dataset.owner,
+    badge: li.querySelector('[data-testid="shared-badge"]').textContent,
+  })));
+}
+
+test('18. sharing between people: offers with their state; accept, decline, withdraw, revoke; shared memories badged with their owner', { timeout: 300_000 }, async () => {
+  const ca = await newContext('t18-A');
+  const cb = await newContext('t18-B');
+  const M = ['Shared: my flight lands at 18:40 on Friday', 'Shared: the spare key is with the neighbour', 'Shared: dietary needs, no peanuts'];
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const nameA = uniq('t18a');
+    await createVault(a, nameA);
+    for (const m of M) await addMemory(a, m);
+    await waitPending(a, (n) => n === 0);
+    await createVault(b, uniq('t18b'));
+    await openShares(b);
+    const holderB = await b.textContent('[data-testid="holder-id"]');
+    assert.match(holderB, /^[0-9a-f]{64}$/);
+    assert.equal((await sharedTexts(b)).length, 0);
+    const ids = JSON.parse(runPy(SHARE_WITH, [path.join(tmp, 't18-cli'), origin, nameA, holderB, ...M], { PW: PASS }, VENV_PY));
+
+    // B: three offers, nothing released before an answer
+    await refreshShares(b);
+    assert.deepEqual(await shareStates(b, 'received'), { [ids.c1]: 'offered', [ids.c2]: 'offered', [ids.c3]: 'offered' });
+    assert.equal((await sharedTexts(b)).length, 0, 'a memory was shown before the offer was accepted');
+    await shot(b, '23-shares-offered');
+    const row = (page, side, c) => page.locator(`[data-testid="share-${side}"][data-contract="${c}"]`);
+    await row(b, 'received', ids.c2).getByRole('button', { name: /^Decline the share/ }).click();
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'declined', ids.c2, { timeout: SYNC_MS });
+    await row(b, 'received', ids.c1).locator('[data-testid="share-accept"]').click();
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'accepted', ids.c1, { timeout: SYNC_MS });
+    await row(b, 'received', ids.c3).locator('[data-testid="share-accept"]').click();
+    await b.waitForFunction(() => document.querySelectorAll('[data-testid="shared-memory"]').length === 3, null, { timeout: SYNC_MS });
+    const shared = await sharedTexts(b);
+    assert.deepEqual(shared.map((x) => x.content).sort(), [...M].sort());
+    for (const x of shared) {
+      assert.equal(x.owner, ids.holder, 'a shared memory is not badged with its owner\'s holderId');
+      assert.match(x.badge, new RegExp(`^shared by ${nameA} ${ids.holder.slice(0, 12)}…$`));
+    }
+    await shot(b, '24-shares-accepted');
+
+    // B withdraws from c3 (asked first): its memory goes
+    await row(b, 'received', ids.c3).locator('[data-testid="share-withdraw"]').click();
+    await b.waitForSelector('[data-testid="withdraw-dialog"][open]');
+    await b.click('[data-testid="withdraw-confirm"]');
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'withdrawn', ids.c3, { timeout: SYNC_MS });
+    assert.deepEqual((await sharedTexts(b)).map((x) => x.content).sort(), [M[0], M[1]].sort());
+
+    // A sees each offer's state, and revokes c1 (asked first)
+    await openShares(a);
+    assert.equal(await a.textContent('[data-testid="holder-id"]'), ids.holder);
+    assert.deepEqual(await shareStates(a, 'offered'), { [ids.c1]: 'accepted', [ids.c2]: 'declined', [ids.c3]: 'withdrawn' });
+    assert.equal(await row(a, 'offered', ids.c2).locator('[data-testid="share-revoke"]').count(), 0);
+    assert.match(await row(a, 'offered', ids.c1).textContent(), /my flight lands/);
+    await row(a, 'offered', ids.c1).locator('[data-testid="share-revoke"]').click();
+    await a.waitForSelector('[data-testid="revoke-dialog"][open]');
+    await shot(a, '25-share-revoke-dialog', { fullPage: false });
+    await a.click('[data-testid="revoke-confirm"]');
+    await a.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'revoked', ids.c1, { timeout: SYNC_MS });
+    await shot(a, '26-shares-by-me');
+
+    // B's next read has nothing of A's any more
+    await refreshShares(b);
+    assert.equal((await shareStates(b, 'received'))[ids.c1], 'revoked');
+    assert.deepEqual(await sharedTexts(b), []);
+    assert.equal(await row(b, 'received', ids.c1).locator('button').count(), 0);
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
 test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
   assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
   const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));

@@ -366,10 +366,54 @@ class App:
             "origin": st.origin, "size": st.size, "root_hash": st.root_hash, "checked_at": st.checked_at,
             "problem": st.problem, "compared_devices": st.compared_devices}}
 
+    # ------------------------------------------------------------ sharing between people
+    def op_shares(self) -> dict[str, Any]:
+        """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
+        from ..vault.sharing import offers
+        from .shares import share_json
+
+        got = offers(self._syncer())
+        return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
+                "received": [share_json(x, got.sharers, self.store) for x in got.received],
+                "refused": list(got.refused), "holder_id": self.v.holder().holder_id.hex()}
+
+    def op_shared(self) -> dict[str, Any]:
+        """The memories of every active contract offered to this vault and accepted, fetched
+        and checked now (vault.sharing.received); nothing of them is stored here."""
+        from ..vault.sharing import received
+        from .shares import shared_json
+
+        got = received(self._syncer())
+        return {"memories": [shared_json(m) for m in got.memories],
+                "refused": [[cell.hex(), why] for cell, why in got.refused]}
+
+    def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
+        """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
+        from ..vault import sharing
+
+        answers = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
+        if action not in answers:
+            raise MalformedInput("a share is answered with accept, decline or withdraw")
+        return {"state": answers[action](self._syncer(), _contract_id(id))}
+
+    def op_share_revoke(self, id: str) -> dict[str, Any]:
+        """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
+        from ..vault.sharing import revoke
+
+        r = revoke(self._syncer(), _contract_id(id))
+        return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
+
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run
 
         return run(vectors)
+
+
+def _contract_id(text: str) -> bytes:
+    t = text.strip().lower()
+    if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+        raise MalformedInput("a contract id is 64 hex digits")
+    return bytes.fromhex(t)
 
 
 _app: App | None = None
