@@ -56,6 +56,7 @@ from .openapi import OPENAPI
 from .ratelimit import RateLimiter, client_key
 from .storage import Storage, StorageConflict, open_storage
 from .storage.base import Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
+from .share_routes import share_routes, sweep_expired, sweep_every
 from .tlog_routes import log_routes
 from .witness_routes import witness_routes
 from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
@@ -270,7 +271,7 @@ class Server:
         if not hk.valid(reg.message(), reg.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its holder key")
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
-                              reg.metadata, reg.metadata_sig, entry)
+                              reg.metadata, reg.metadata_sig, entry, reg.holder_proof)
         try:
             await self.call(self.storage.register, stored, max_per_key=self.config.vaults_per_key)
         except StorageConflict:
@@ -740,6 +741,7 @@ def create_app(config: Config | None = None) -> Starlette:
         *log_routes(srv.storage, ApiError, srv.limit_address),
         Route("/v1/log/{receipt_id}", srv.log_get),
         Route("/v1/erasures", srv.erasures),
+        *share_routes(srv),     # sharing between people: the holder directory, contracts, shared cells
         Route("/", srv.index),
     ]
     web = srv.web_dir()
@@ -750,9 +752,11 @@ def create_app(config: Config | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await srv.live.start()
         srv.verifier.start()
+        sweeper = asyncio.create_task(sweep_expired(srv, sweep_every()))   # expired shares' keys
         try:
             yield
         finally:
+            sweeper.cancel()
             await srv.live.stop()
             srv.verifier.close()
             srv.storage.close()

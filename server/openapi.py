@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ownmem.saihm.receipt import OPERATIONS
-from ownmem.syncwire import ERRORS
+from ownmem.syncwire import ERRORS, MAX_BATCH
 
 HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
@@ -264,6 +264,84 @@ OPENAPI["paths"]["/v1/vaults/{name}/witnesses"] = {
 for _path, _item in OPENAPI["paths"].items():
     if _path.startswith("/v1/log/") and _path != "/v1/log/{receipt_id}":
         _item["get"]["responses"].update(_err(429))
+
+# ---------------------------------------------------------------- sharing between people (server/share_routes.py)
+
+CONTRACT_ID = {"name": "contract_id", "in": "path", "required": True, "schema": _hexn(32)}
+SHARE_ENTRY = _obj({"contract": HEX, "grantee": _hexn(32),
+                    "state": {"type": "string", "enum": ["offered", "accepted", "declined", "withdrawn"]},
+                    "revoked": {"type": "boolean"}, "expired": {"type": "boolean"}})
+_BINARY = {"type": "string", "format": "binary"}
+
+OPENAPI["paths"].update({
+    "/v1/holders/{holder_id}": {"get": {
+        "operationId": "holder",
+        "description": "The directory: what the server keeps of the registration of the first vault of this "
+                       "holder, with the holder's ML-DSA-65 signature over it (context ownmem-register-v1), so "
+                       "that a sharer checks the grantee's X25519 key itself: SHA-256(holder_pub) = holder_id and "
+                       "holder_proof verifies over [\"ownmem/v1/register\", name, salt, owner_pub, sync_pub, "
+                       "ka_pub, holder_pub]. Public, paid by the client's address.",
+        "parameters": [{"name": "holder_id", "in": "path", "required": True, "schema": _hexn(32)}],
+        "responses": {"200": _json(_obj({"name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32),
+                                         "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": _hexn(1952),
+                                         "holder_id": _hexn(32), "holder_proof": _hexn(3309)})),
+                      **_err(400, 429), **_refused(404, "no vault of that holder published its registration")}}},
+    "/v1/vaults/{name}/holder": {"post": {
+        "operationId": "publishHolder", "parameters": [NAME], "security": AUTH,
+        "description": "A vault registered before the directory publishes its holder proof: the holder's "
+                       "ML-DSA-65 signature (context ownmem-register-v1) over the registration the server keeps. "
+                       "Idempotent: the first proof kept stays. Answers the directory record.",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+            "holder_proof": _hexn(3309)})}}},
+        "responses": {"200": _json(_obj({"name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32),
+                                         "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": _hexn(1952),
+                                         "holder_id": _hexn(32), "holder_proof": _hexn(3309)})),
+                      **_err(400, 401, 403, 408, 413, 429)}}},
+    "/v1/vaults/{name}/shares": {
+        "post": {"operationId": "shareOffer", "parameters": [NAME], "security": AUTH,
+                 "description": "Offer a SAIHM sharing contract (deterministic CBOR, signed by this vault's holder, "
+                                "context SAIHM-CONTRACT-v1) with its SHARE receipt (subject: the contractId) and, per "
+                                "grantee and covered cell, granteeId || cellId || the cell's DEK wrapped to the "
+                                "grantee's X25519 key (72 bytes). Stored with the receipt in one transaction; "
+                                "nothing is released before a grantee accepts.",
+                 "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                     "contract": {**HEX, "maxLength": 2 * 65536}, "receipt": {**HEX, "maxLength": 2 * 16384},
+                     "items": {"type": "array", "items": _hexn(136), "minItems": 1, "maxItems": MAX_BATCH}})}}},
+                 "responses": {"201": _json(_obj({"contract_id": _hexn(32), "receipt_id": _hexn(32)}), "offered"),
+                               **_err(400, 401, 403, 408, 409, 413, 429)}},
+        "get": {"operationId": "shareList", "parameters": [NAME], "security": AUTH,
+                "description": "The contracts this vault offered (one entry per grantee) and those naming its "
+                               "holder, with each grantee's state.",
+                "responses": {"200": _json(_obj({"offered": {"type": "array", "items": SHARE_ENTRY},
+                                                 "received": {"type": "array", "items": SHARE_ENTRY}})),
+                              **_err(401, 403, 429)}}},
+    "/v1/vaults/{name}/shares/{contract_id}/{action}": {"post": {
+        "operationId": "shareAct",
+        "parameters": [NAME, CONTRACT_ID, {"name": "action", "in": "path", "required": True, "schema": {
+            "type": "string", "enum": ["accept", "decline", "withdraw", "revoke"]}}],
+        "security": AUTH,
+        "description": "accept, decline, withdraw: as a grantee (no body); declined and withdrawn are final and "
+                       "delete the grantee's keys. revoke: as the contract's holder, with the body {receipt: a "
+                       "REVOKE receipt of the contract}; every grantee's keys are deleted and the contract marked "
+                       "revoked before the receipt is logged; a repeated revoke answers revoked = true with the "
+                       "receipt logged first, and logs no other.",
+        "requestBody": {"required": False, "content": {"application/json": {"schema": _obj({
+            "receipt": {**HEX, "maxLength": 2 * 16384}})}}},
+        "responses": {"200": _json({"oneOf": [
+            _obj({"contract_id": _hexn(32), "state": {"type": "string"}}),
+            _obj({"revoked": {"type": "boolean"}, "receipt_id": _hexn(32), "already": {"type": "boolean"}})]}),
+            **_err(400, 401, 403, 408, 409, 413, 429), **_refused(404, "no such contract for this vault")}}},
+    "/v1/vaults/{name}/shared": {"get": {
+        "operationId": "shared", "parameters": [
+            NAME, {"name": "after", "in": "query", "schema": _hexn(64),
+                   "description": "the last row's contractId || cellId"}],
+        "security": AUTH,
+        "description": "CBOR {1: [[contractId, cellId, cell, shareKey]], 2: more}: the cells of every contract "
+                       "active for this vault's holder (accepted, not revoked, not expired, the cell not erased), "
+                       "in ascending (contractId, cellId).",
+        "responses": {"200": {"description": "shared cells", "content": {"application/cbor": {"schema": _BINARY}}},
+                      **_err(400, 401, 403, 429)}}},
+})
 
 # Every operation can fail unexpectedly: the same JSON body, never a traceback.
 for _item in OPENAPI["paths"].values():

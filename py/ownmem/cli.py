@@ -489,6 +489,8 @@ def parser() -> argparse.ArgumentParser:
     logcli.register(sub)
     from .agent.cli import register as register_agent
     register_agent(sub)
+    from . import share_cli
+    share_cli.register(sub)      # whoami, share ...
     return p
 
 

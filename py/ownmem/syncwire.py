@@ -115,6 +115,17 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     BUSY = "busy"
     TOO_MANY_RECEIPTS = "too_many_receipts"
+    # sharing between people (SAIHM "Sharing contracts"; routes under /shares, /shared, /v1/holders)
+    MALFORMED_CONTRACT = "malformed_contract"
+    INVALID_GRANTEE = "invalid_grantee"
+    INVALID_SCOPE = "invalid_scope"
+    INVALID_MODE = "invalid_mode"
+    INVALID_EXPIRY = "invalid_expiry"
+    SHARD_NOT_FOUND = "shard_not_found"
+    CONTRACT_NOT_FOUND = "contract_not_found"
+    NOT_HOLDER = "not_holder"
+    CONTRACT_EXISTS = "contract_exists"
+    CONTRACT_CLOSED = "contract_closed"
 
     @property
     def status(self) -> int:
@@ -156,6 +167,20 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INTERNAL: (500, "the server failed; nothing of the request was stored"),
     ErrorCode.BUSY: (503, "the server is busy: too many connections or exports open (see Retry-After)"),
     ErrorCode.TOO_MANY_RECEIPTS: (413, f"more than {MAX_RECEIPTS} receipts in one POST /receipts"),
+    ErrorCode.MALFORMED_CONTRACT: (400, "a sharing contract is malformed, not deterministic CBOR, or its keys do "
+                                        "not match its grantees and cells"),
+    ErrorCode.INVALID_GRANTEE: (400, "a grantee is not a 32-byte holderId, is listed twice, is the sharer, or "
+                                     "has no verified registration on this server"),
+    ErrorCode.INVALID_SCOPE: (400, "only the scope 'read' is defined; 'write' and 'readwrite' are reserved"),
+    ErrorCode.INVALID_MODE: (400, "a contract's mode is TEMPORARY, PERMANENT or SYNDICATE"),
+    ErrorCode.INVALID_EXPIRY: (400, "the expiry breaks the mode's rule (TEMPORARY: within 24 h; PERMANENT: 0), "
+                                    "is past, or the contract's timestamp is too far from the server's time"),
+    ErrorCode.SHARD_NOT_FOUND: (400, "a contract covers a cell this vault does not hold (or erased)"),
+    ErrorCode.CONTRACT_NOT_FOUND: (404, "no contract by that id for this vault (as sharer or as grantee)"),
+    ErrorCode.NOT_HOLDER: (403, "this vault's holder is not the contract's holder"),
+    ErrorCode.CONTRACT_EXISTS: (409, "a contract with that id was offered before (a replayed offer)"),
+    ErrorCode.CONTRACT_CLOSED: (409, "the contract was revoked, has expired, or this grantee declined or "
+                                     "withdrew: it cannot be accepted again"),
 }
 
 
@@ -736,3 +761,183 @@ class WitnessList:
         if len(value["witnesses"]) > MAX_WITNESSES:
             raise WireError(f"at most {MAX_WITNESSES} witnesses a vault")
         return cls(tuple(Witness.parse(w) for w in value["witnesses"]))
+# ---------------------------------------------------------------- sharing between people
+#
+#   HolderRecord      GET  /v1/holders/{holderId}                       <- JSON (public)
+#   HolderProof       POST /v1/vaults/{name}/holder                     -> JSON (answer: the HolderRecord)
+#   ShareOffer        POST /v1/vaults/{name}/shares                     -> JSON
+#   ShareOffered           its answer (201)                             <- JSON
+#   ShareList         GET  /v1/vaults/{name}/shares                     <- JSON
+#   ShareAnswer       POST /v1/vaults/{name}/shares/{id}/accept|decline|withdraw   <- JSON
+#   RevokeRequest     POST /v1/vaults/{name}/shares/{id}/revoke         -> JSON
+#   RevokeResult           its answer                                   <- JSON
+#   SharedPage        GET  /v1/vaults/{name}/shared?after=              <- CBOR {1: [[contractId, cellId,
+#                                                                            cell, shareKey]], 2: more}
+
+SHARE_KEY_LEN = 32 + 40           # ephemeral X25519 public key || AES-KW of the 32-byte DEK
+SHARE_ITEM_LEN = 32 + 32 + SHARE_KEY_LEN   # granteeId || cellId || share key, as an offer carries it
+MAX_SHARE_KEYS = MAX_BATCH        # grantees x cells per offer: 2000 items stay well under the JSON body limit
+SHARE_STATES = ("offered", "accepted", "declined", "withdrawn")
+_STATE = re.compile("|".join(SHARE_STATES))
+
+
+@dataclass(frozen=True, slots=True)
+class MessageList(Codec):
+    """A list of ``lo`` to ``hi`` JSON messages of one class, read as a tuple."""
+
+    cls: type[JsonMessage]
+    lo: int
+    hi: int
+
+    def load(self, value: Any, name: str) -> tuple[Any, ...]:
+        if not isinstance(value, list) or not self.lo <= len(value) <= self.hi:
+            raise WireError(f"{name} must be a list of {self.lo} to {self.hi} items")
+        return tuple(self.cls.parse(v) for v in value)
+
+    def dump(self, value: Any) -> list[Any]:
+        return [v.encode() for v in value]
+
+
+@dataclass(frozen=True, slots=True)
+class HolderRecord(JsonMessage):
+    """The directory's answer: what the server keeps of a vault's registration, so that a
+    sharer checks the grantee's X25519 key itself (``holder_proof`` over ``message()``)."""
+
+    name: Name
+    salt: Salt
+    owner_pub: Key
+    sync_pub: Key
+    ka_pub: Key
+    holder_pub: Annotated[bytes, Hex(HOLDER_PUB_LEN)]
+    holder_id: Id
+    holder_proof: Annotated[bytes, Hex(HOLDER_SIG_LEN)]
+
+    def message(self) -> bytes:
+        return register_message(self.name, self.salt, self.owner_pub, self.sync_pub, self.ka_pub, self.holder_pub)
+
+    def check(self) -> None:
+        if sha256(self.holder_pub) != self.holder_id:
+            raise WireError("holder_id is not the SHA-256 of holder_pub")
+
+
+@dataclass(frozen=True, slots=True)
+class HolderProof(JsonMessage):
+    """POST /v1/vaults/{name}/holder: a vault registered before the directory publishes its
+    holder's signature over its registration (the server checks it against what it keeps)."""
+
+    holder_proof: Annotated[bytes, Hex(HOLDER_SIG_LEN)]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareItem:
+    """One cell's DEK re-wrapped to one grantee's X25519 key."""
+
+    grantee: bytes
+    cell_id: bytes
+    key: bytes             # SHARE_KEY_LEN bytes
+
+    def encode(self) -> bytes:
+        return self.grantee + self.cell_id + self.key
+
+    @classmethod
+    def parse(cls, raw: bytes) -> ShareItem:
+        if len(raw) != SHARE_ITEM_LEN:
+            raise WireError(f"a share item is {SHARE_ITEM_LEN} bytes")
+        return cls(raw[:32], raw[32:64], raw[64:])
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffer(JsonMessage):
+    """A holder-signed contract, its holder-signed SHARE receipt (subject: the contractId), and
+    for every grantee and covered cell that cell's DEK re-wrapped to the grantee."""
+
+    contract: Annotated[bytes, Hex(limit=64 * 1024)]
+    receipt: Annotated[bytes, Hex(limit=MAX_RECEIPT)]
+    items: Annotated[tuple[bytes, ...], HexList(Hex(SHARE_ITEM_LEN), 1, MAX_SHARE_KEYS)]
+
+    def share_items(self) -> tuple[ShareItem, ...]:
+        return tuple(ShareItem.parse(i) for i in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareOffered(JsonMessage):
+    contract_id: Id
+    receipt_id: Id
+
+
+@dataclass(frozen=True, slots=True)
+class ShareEntry(JsonMessage):
+    """One grantee's view of one contract: the signed contract, that grantee's state, and
+    whether the sharer revoked it or it expired (then no key of it is kept any more)."""
+
+    contract: Annotated[bytes, Hex(limit=64 * 1024)]
+    grantee: Id
+    state: Annotated[str, Text(_STATE, 16)]
+    revoked: Annotated[bool, Flag()]
+    expired: Annotated[bool, Flag()]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareList(JsonMessage):
+    offered: Annotated[tuple[ShareEntry, ...], MessageList(ShareEntry, 0, 100_000)]
+    received: Annotated[tuple[ShareEntry, ...], MessageList(ShareEntry, 0, 100_000)]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareAnswer(JsonMessage):
+    contract_id: Id
+    state: Annotated[str, Text(_STATE, 16)]
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeRequest(JsonMessage):
+    """The sharer's holder-signed REVOKE receipt (subject: the contractId)."""
+
+    receipt: Annotated[bytes, Hex(limit=MAX_RECEIPT)]
+
+
+@dataclass(frozen=True, slots=True)
+class RevokeResult(JsonMessage):
+    revoked: Annotated[bool, Flag()]
+    receipt_id: Id           # the REVOKE receipt in the log (the first one, if revoked before)
+    already: Annotated[bool, Flag()]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedCell:
+    """A cell of an active contract, as its grantee fetches it."""
+
+    contract_id: bytes
+    cell_id: bytes
+    cell: bytes
+    key: bytes               # SHARE_KEY_LEN bytes: the DEK, wrapped to this grantee
+
+    def encode(self) -> bytes:
+        return cbor.encode([self.contract_id, self.cell_id, self.cell, self.key])
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPage:
+    rows: tuple[SharedCell, ...]
+    more: bool               # ask again with after = the last row's contractId || cellId
+
+    def encode(self) -> bytes:
+        return cbor.encode({1: [[r.contract_id, r.cell_id, r.cell, r.key] for r in self.rows], 2: self.more})
+
+    @classmethod
+    def parse(cls, raw: bytes) -> SharedPage:
+        m = _cbor(raw, "the shared cells", 5 * MAX_PAGE + 8, 3)
+        if not isinstance(m, dict) or set(m) != {1, 2} or not isinstance(m[1], list) or len(m[1]) > MAX_PAGE:
+            raise WireError("shared cells are a map {1: [[contractId, cellId, cell, key]], 2: more}")
+        if not isinstance(m[2], bool):
+            raise WireError("'more' must be true or false")
+        rows = []
+        for r in m[1]:
+            if not isinstance(r, list) or len(r) != 4:
+                raise WireError("a shared cell is [contractId, cellId, cell, key]")
+            rows.append(SharedCell(_blob(r[0], "contractId", ID_LEN), _blob(r[1], "cellId", ID_LEN),
+                                   _blob(r[2], "cell"), _blob(r[3], "key", SHARE_KEY_LEN)))
+        keys = [r.contract_id + r.cell_id for r in rows]
+        if any(a >= b for a, b in zip(keys, keys[1:])):
+            raise WireError("shared cells are in ascending (contractId, cellId) order")
+        return cls(tuple(rows), m[2])

@@ -84,6 +84,7 @@ class Registration:
     metadata: bytes
     metadata_sig: bytes
     key_receipt: "LogEntry"
+    holder_proof: bytes = b""     # the holder's signature over the registration: the directory serves it
 
 
 @dataclass(frozen=True, slots=True)

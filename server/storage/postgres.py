@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from . import tree, witness
+from . import shares, tree, witness
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
     StorageLimit, StorageQuota, VaultRecord,
@@ -165,6 +165,7 @@ class PostgresStorage:
             _create_schema(c)
             c.execute(tree.POSTGRES_SCHEMA)
             c.execute(witness.POSTGRES_SCHEMA)
+            c.execute(shares.POSTGRES_SCHEMA)
         with self._tx() as c:
             # another process may be at it too: the lock first, then what is left to append
             size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
@@ -202,6 +203,8 @@ class PostgresStorage:
                      reg.metadata, reg.metadata_sig)).fetchone()
                 _add_partition(c, int(_one(r)[0]))
                 self._append_log(c, [reg.key_receipt])
+                if reg.holder_proof:
+                    c.execute(shares.PUT_PROOF.replace("?", "%s"), (int(_one(r)[0]), reg.holder_id, reg.holder_proof))
         except psycopg.errors.UniqueViolation:
             raise StorageConflict("vault name taken") from None
         assert r is not None
@@ -349,6 +352,7 @@ class PostgresStorage:
                 c.execute("UPDATE vaults SET stored_bytes = stored_bytes - %s WHERE id = %s",
                           (sum(int(r[0]) for r in freed), vault_id))
                 c.execute("INSERT INTO erased VALUES (%s,%s)", (vault_id, cid))
+                c.execute(shares.ERASE_SHARE_KEYS.replace("?", "%s"), (vault_id, cid))   # erasure covers shares
                 c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (%s,%s,%s)", (cid, holder, now))
                 last += 1
                 c.execute("INSERT INTO changes VALUES (%s,%s,'erase',%s)", (vault_id, last, cid))

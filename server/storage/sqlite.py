@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import tree, witness
+from . import shares, tree, witness
 from .base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
     StorageConflict, StorageLimit, StorageQuota, VaultRecord,
@@ -92,7 +92,7 @@ class SqliteStorage:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         c = self._conn()
-        c.executescript(SCHEMA + tree.SQLITE_SCHEMA + witness.SQLITE_SCHEMA)
+        c.executescript(SCHEMA + tree.SQLITE_SCHEMA + witness.SQLITE_SCHEMA + shares.SQLITE_SCHEMA)
         with self._tx() as c:    # several processes may open one file at once: one of them adds the column
             if "stored_bytes" not in {r[1] for r in c.execute("PRAGMA table_info(vaults)")}:
                 c.execute(ADD_STORED_BYTES)
@@ -162,6 +162,8 @@ class SqliteStorage:
                 raise StorageConflict("vault name taken") from None
             self._append_log(c, [reg.key_receipt])
             vid = cur.lastrowid
+            if reg.holder_proof:
+                c.execute(shares.PUT_PROOF, (vid, reg.holder_id, reg.holder_proof))
         rec = self.vault_by_id(int(vid or 0))
         assert rec is not None
         return rec
@@ -291,6 +293,7 @@ class SqliteStorage:
                 c.execute("UPDATE vaults SET stored_bytes = stored_bytes - ? WHERE id = ?",
                           (sum(int(r[0]) for r in freed), vault_id))
                 c.execute("INSERT INTO erased VALUES (?,?)", (vault_id, cid))
+                c.execute(shares.ERASE_SHARE_KEYS, (vault_id, cid))   # cryptographic erasure covers shares
                 c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (?,?,?)", (cid, holder, now))
                 last += 1
                 c.execute("INSERT INTO changes VALUES (?,?,'erase',?)", (vault_id, last, cid))

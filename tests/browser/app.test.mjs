@@ -1186,6 +1186,450 @@ test('14. what a sync did not apply is shown until dismissed or a clean sync', {
   }
 });
 
+// ------------------------------------------------------------------ issue 9: erasure, agents, receipts
+
+// A CLI device of the vault (a folder next to this run's data): it forgets, seals agent
+// memories and reads the browser's cache record with the keys the passphrase gives.
+const CLI_DEVICE = `
+import os, sys
+from ownmem.vault.sync import login_new_device
+folder, server, name = sys.argv[1:4]
+login_new_device(folder, server, name, os.environ["PW"]).sync_once()
+`;
+
+// The browser's verified-plaintext cache record, decrypted with nothing but what the
+// passphrase gives (the device-cache key, ownmem/v1/device-cache, derived here by the Python
+// library on the CLI device of the same vault): which object ids it holds, and which of them
+// hold each needle's UTF-8 bytes in their plaintext.
+const READ_CACHE = `
+import json, os, sys
+from ownmem.crypto import cbor, run_sync
+from ownmem.vault.vault import Vault
+folder, blob = sys.argv[1:3]
+v = Vault(folder).unlock(os.environ["PW"])
+raw = bytes.fromhex(blob)
+plain = run_sync(v.crypto.aes_gcm_decrypt(v.purpose_key(b"ownmem/v1/device-cache"), raw[:12], raw[12:], b"verified-v1"))
+m = cbor.decode(plain)
+print(json.dumps({"ids": sorted(k.hex() for k in m),
+                  "holding": {n: sorted(k.hex() for k, e in m.items() if n.encode() in e[1]) for n in sys.argv[3:]}}))
+`;
+
+/** The IndexedDB record of the verified-plaintext cache, as hex ('' when there is none). */
+function cacheRecord(page) {
+  return page.evaluate(() => new Promise((resolve, reject) => {
+    const req = indexedDB.open('ownmem');
+    req.onerror = () => reject(req.error);
+    req.onsuccess = () => {
+      const db = req.result;
+      const r = db.transaction(['cache'], 'readonly').objectStore('cache').get('verified-v1');
+      r.onsuccess = () => {
+        db.close();
+        const v = r.result;
+        resolve(v ? [...new Uint8Array(v.buffer ?? v, v.byteOffset ?? 0, v.byteLength)].map((b) => b.toString(16).padStart(2, '0')).join('') : '');
+      };
+      r.onerror = () => reject(r.error);
+    };
+  }));
+}
+
+async function readCache(page, folder, needles) {
+  const blob = await cacheRecord(page);
+  assert.ok(blob.length > 0, 'no cache record in IndexedDB');
+  return JSON.parse(runPy(READ_CACHE, [folder, blob, ...needles], { PW: PASS }, VENV_PY));
+}
+
+/** The memory's entry as the page holds it (state.js), by its content. */
+function entryOf(page, content) {
+  return page.evaluate(async (c) => (await import('/js/state.js')).entries().find((e) => e.content === c), content);
+}
+
+test('15. erasure reaches the encrypted plaintext cache at once: a forget here, and one from another device', { timeout: 300_000 }, async () => {
+  const ctx = await newContext('t15');
+  const HERE_V1 = 'Erase here: the old door code is 4711';
+  const HERE_V2 = 'Erase here: the old door code is 4711, written down twice';
+  const THERE = 'Erase from the CLI: my previous employer was Initech';
+  const KEEP = 'Keep: the bins go out on Monday';
+  const folder = path.join(tmp, 't15-cli');
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t15');
+    await createVault(page, name);
+    await addMemory(page, HERE_V1);
+    await addMemory(page, THERE);
+    await addMemory(page, KEEP);
+    const card = page.locator('[data-testid="memory-card"]', { hasText: HERE_V1 });
+    await card.locator('[data-testid="edit-button"]').click();
+    await page.locator('[data-testid="edit-form"] [data-testid="edit-content"]').fill(HERE_V2);
+    await page.locator('[data-testid="edit-form"] [data-testid="edit-save"]').click();
+    await waitCard(page, HERE_V2, 30_000);
+    await waitPending(page, (n) => n === 0);
+    runPy(CLI_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY);
+    // a fresh unlock lists every object, so the cache holds every version of each
+    await page.reload();
+    await unlock(page);
+    await waitCard(page, HERE_V2);
+    const v2 = (await entryOf(page, HERE_V2)).id;
+    const v1 = (await entryOf(page, HERE_V2)).supersedes;
+    const there = (await entryOf(page, THERE)).id;
+    const keep = (await entryOf(page, KEEP)).id;
+    assert.match(v1, /^[0-9a-f]{32}$/);
+    const needles = ['old door code', 'previous employer', 'bins go out'];
+    const before = await readCache(page, folder, needles);
+    assert.deepEqual(before.holding['old door code'], [v1, v2].sort(), 'both versions are in the cache before the forget');
+    assert.deepEqual(before.holding['previous employer'], [there]);
+    assert.ok(before.ids.includes(keep));
+
+    // forgotten here: both versions leave the cache record in the same operation
+    await page.locator('[data-testid="memory-card"]', { hasText: HERE_V2 }).locator('[data-testid="forget-button"]').click();
+    await page.waitForSelector('[data-testid="forget-dialog"][open]');
+    await page.click('[data-testid="forget-confirm"]');
+    await waitNoCard(page, HERE_V2, 30_000);
+    const afterHere = await readCache(page, folder, needles);
+    assert.deepEqual(afterHere.holding['old door code'], [], 'the forgotten text is still in the cache');
+    assert.ok(!afterHere.ids.includes(v1) && !afterHere.ids.includes(v2), 'a forgotten version is still in the cache');
+    assert.deepEqual(afterHere.holding['previous employer'], [there]);
+    assert.deepEqual(afterHere.holding['bins go out'], [keep]);
+
+    // forgotten on the CLI device: the live sync that applies the erasure drops it too
+    let r = cli(folder, ['forget', there]);
+    assert.equal(r.status, 0, r.stderr);
+    r = cli(folder, ['sync']);
+    assert.equal(r.status, 0, r.stderr);
+    await waitNoCard(page, THERE, SYNC_MS);
+    const afterThere = await readCache(page, folder, needles);
+    assert.deepEqual(afterThere.holding['previous employer'], [], 'the text forgotten on another device is still in the cache');
+    assert.ok(!afterThere.ids.includes(there));
+    assert.deepEqual(afterThere.holding['bins go out'], [keep]);
+    assert.ok(!(await idbKeys(page, 'objects')).includes(there));
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+// A CLI device seals memories the way `ownmem agent` does: the agent's author key is the
+// Ed25519 key seeded by purpose_key("ownmem/v1/agent/" + name), accepted into the keyring;
+// the payload's extension "uomp" says {"source": "agent", "agent_id": name}.  Beside it an
+// impostor (another accepted key claiming that agent's name) and a stranger (no accepted key).
+// Then receipts of the agent memory's cell go into the server's log as its storage holds it:
+// one REMEMBER signed by this vault's holder key (what the agent operator writes), one
+// signed by another ML-DSA-65 key under this holderId (a forgery), and one genuine receipt of
+// the own note's cell filed under the agent memory's cell (a replay onto another memory).
+const AGENT_MEMORIES = `
+import json, os, sys, time
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ownmem.aperto import keys as K
+from ownmem.aperto.model import Memory
+from ownmem.crypto import random_bytes, run_sync
+from ownmem.saihm.receipt import make_receipt
+from ownmem.vault.sync import login_new_device
+from server.storage import open_storage
+from server.storage.base import LogEntry
+folder, server, name, data_dir, agent, content, impostor, stranger, own = sys.argv[1:10]
+s = login_new_device(folder, server, name, os.environ["PW"])
+s.sync_once()
+v = s.v
+now = int(time.time())
+ext = {"uomp": {"source": "agent", "agent_id": agent}}
+def random_key():
+    return run_sync(K.signing_key(v.crypto, Ed25519PrivateKey.generate().private_bytes_raw()))
+agent_key = run_sync(K.signing_key(v.crypto, v.purpose_key(b"ownmem/v1/agent/" + agent.encode())))
+v.trust_add(agent_key.public)
+other = random_key()
+v.trust_add(other.public)
+seal = lambda text, key: v._seal_into(Memory(content=text, created=now, extensions=ext), v.scope("default"), signer=key).object_id
+oid = seal(content, agent_key)
+imp = seal(impostor, other)
+seal(stranger, random_key())
+r = s.sync_once()
+assert r.pushed == 3, r
+own_oid = next(e.id for e in v.open_all().entries if e.opened.content == own)
+cells = v.store.cell_ids_of([oid, own_oid])
+cell, own_cell = cells[oid], cells[own_oid]
+h = v.holder()
+good = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER", subject_id=cell, timestamp=now))
+forged = run_sync(make_receipt(v.crypto, xi=random_bytes(32), holder_id=h.holder_id, operation="SHARE", subject_id=cell, timestamp=now + 1))
+replayed = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER", subject_id=own_cell, timestamp=now + 2))
+st = open_storage(None, data_dir)
+with st._tx() as c:
+    st._append_log(c, [LogEntry(x.receipt_id, cell, x.operation, x.holder_id, x.timestamp, x.to_cbor()) for x in (good, forged, replayed)])
+st.close()
+print(json.dumps({"agent": oid.hex(), "impostor": imp.hex(), "good": good.receipt_id.hex(),
+                  "forged": forged.receipt_id.hex(), "replayed": replayed.receipt_id.hex()}))
+`;
+
+test('16. agent-written memories are badged with their agent; a memory lists its receipts, a forged one flagged', { timeout: 300_000 }, async () => {
+  const ctx = await newContext('t16');
+  const OWN = 'My own note: water the plants on Fridays';
+  const AGENT = 'The person prefers window seats on long flights';
+  const IMPOSTOR = 'Written by another trusted key that claims to be the agent';
+  const STRANGER = 'A stranger claims to be the agent too';
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t16');
+    await createVault(page, name);
+    await addMemory(page, OWN);
+    await waitPending(page, (n) => n === 0);
+    const ids = JSON.parse(runPy(AGENT_MEMORIES, [path.join(tmp, 't16-cli'), origin, name, dataDir, 'claude-desktop',
+      AGENT, IMPOSTOR, STRANGER, OWN], { PW: PASS }, VENV_PY));
+    await clickSync(page);
+    await waitCard(page, AGENT);
+    await waitCard(page, IMPOSTOR);
+
+    const card = (text) => page.locator('[data-testid="memory-card"]', { hasText: text });
+    const agentCard = card(AGENT);
+    assert.equal(await agentCard.getAttribute('data-id'), ids.agent);
+    assert.equal(await agentCard.locator('[data-testid="trust-badge"]').textContent(), 'trusted');
+    const badge = agentCard.locator('[data-testid="agent-badge"]');
+    assert.equal(await badge.isVisible(), true);
+    assert.equal(await badge.textContent(), 'agent: claude-desktop');
+    assert.equal(await badge.getAttribute('data-confirmed'), 'true');
+    const impostor = card(IMPOSTOR).locator('[data-testid="agent-badge"]');
+    assert.equal(await impostor.textContent(), 'agent: claude-desktop (unconfirmed)');
+    assert.equal(await impostor.getAttribute('data-confirmed'), 'false');
+    assert.match(await impostor.getAttribute('class'), /badge-agent-unconfirmed/);
+    assert.equal(await card(OWN).locator('[data-testid="agent-badge"]').isHidden(), true);
+    assert.equal(await card(OWN).locator('[data-testid="trust-badge"]').textContent(), 'self');
+    // another author's memory offers no edit (it would be re-signed as this vault's own)
+    assert.equal(await agentCard.locator('[data-testid="edit-button"]').count(), 0);
+    assert.equal(await card(OWN).locator('[data-testid="edit-button"]').count(), 1);
+    // the Agent-written filter shows the two whose signature verifies
+    await page.selectOption('[data-testid="filter-trust"]', 'agent');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="memory-card"]').length === 2);
+    await page.selectOption('[data-testid="filter-trust"]', '');
+    await waitCard(page, OWN);
+    await shot(page, '19-agent-badges');
+
+    // the stranger's claim is unauthenticated: shown only on request, badged unverified, no agent badge
+    await page.locator('[data-testid="show-unverified"]').check();
+    await waitCard(page, STRANGER, 30_000);
+    assert.equal(await card(STRANGER).getAttribute('data-trust'), 'unverified');
+    assert.equal(await card(STRANGER).locator('[data-testid="agent-badge"]').isHidden(), true);
+    await page.locator('[data-testid="show-unverified"]').uncheck();
+    await waitNoCard(page, STRANGER, 30_000);
+
+    // the detail view: the agent, and the receipts of the memory, each checked in the worker
+    await agentCard.locator('.card-details summary').click();
+    const details = agentCard.locator('[data-role="details"]');
+    assert.match(await details.textContent(), /Agentclaude-desktop \(its own key\)/);
+    const receipts = agentCard.locator('[data-testid="receipt"]');
+    // read once the log has answered (the sync itself may log REMEMBER receipts of its own:
+    // those must verify too)
+    await page.waitForFunction((id) => document.querySelectorAll(`li[data-id="${id}"] [data-testid="receipt"]`).length >= 3,
+      ids.agent, { timeout: SYNC_MS });
+    const rows = await receipts.evaluateAll((els) => els.map((li) => ({
+      id: li.dataset.receiptId, op: li.dataset.operation, verified: li.dataset.verified,
+      title: li.querySelector('code')?.title, code: li.querySelector('code')?.textContent,
+      status: li.querySelector('[data-role="receipt-status"]').textContent,
+    })));
+    const byId = Object.fromEntries(rows.map((x) => [x.id, x]));
+    for (const id of [ids.good, ids.forged, ids.replayed]) assert.ok(byId[id], `receipt ${id} is not listed`);
+    const others = rows.filter((x) => ![ids.good, ids.forged, ids.replayed].includes(x.id));
+    assert.deepEqual(others.filter((x) => x.verified !== 'true' || x.op !== 'REMEMBER'), [], 'a receipt the vault wrote itself does not verify');
+    assert.equal(byId[ids.good].verified, 'true');
+    assert.equal(byId[ids.good].op, 'REMEMBER');
+    assert.equal(byId[ids.good].title, ids.good, 'the full receipt id is on hover');
+    assert.equal(byId[ids.good].code, `${ids.good.slice(0, 12)}…`);
+    assert.match(byId[ids.good].status, /Signature verified/);
+    assert.equal(byId[ids.forged].verified, 'false');
+    assert.match(byId[ids.forged].status, /Does not verify: its signature does not verify under this vault's holder key/);
+    assert.equal(byId[ids.replayed].verified, 'false');
+    assert.match(byId[ids.replayed].status, /another memory/);
+    const warning = agentCard.locator('[data-testid="receipts-warning"]');
+    assert.equal(await warning.isVisible(), true);
+    assert.match(await warning.textContent(), /^2 receipts do not verify against this vault's holder key/);
+    assert.equal(await agentCard.getByRole('button', { name: `Copy receipt ID ${ids.good}` }).count(), 1);
+    await shot(page, '20-receipts');
+    await agentCard.screenshot({ path: path.join(SHOTS, '20-receipts-card-desktop.png') });
+
+    // a memory of this browser: whatever the log holds for it verifies, and no warning shows
+    const ownId = await card(OWN).getAttribute('data-id');
+    await card(OWN).locator('.card-details summary').click();
+    await page.waitForFunction((id) => {
+      const t = document.querySelector(`li[data-id="${id}"] [data-role="receipts-state"]`)?.textContent || '';
+      return t && !t.startsWith('Reading');
+    }, ownId, { timeout: SYNC_MS });
+    const state = await card(OWN).locator('[data-role="receipts-state"]').textContent();
+    assert.match(state, /^(The public log holds no receipt for this memory\.|(\d+) receipts? in the public log, \2 verified)/);
+    assert.equal(await card(OWN).locator('[data-testid="receipts-warning"]').isHidden(), true);
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+// The server, which holds its own log key, serves a rewritten history: the checkpoint the
+// real log would sign, with another root hash, signed by that key (read from its storage).
+const FORGE_CHECKPOINT = `
+import sys
+from ownmem.crypto import sha256
+from ownmem.saihm import tlog
+from server.storage import open_storage
+from server.tlog_routes import LogKey
+data_dir, note = sys.argv[1], sys.stdin.read()
+real = tlog.parse_checkpoint(tlog.parse_note(note).text)
+st = open_storage(None, data_dir)
+forged = tlog.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
+sys.stdout.write(LogKey.load(st).sign(forged))
+st.close()
+`;
+
+test('17. Settings show the log checkpoint this device verified, and a rewritten log as a warning', { timeout: 240_000 }, async () => {
+  const ctx = await newContext('t17', { serviceWorkers: 'block' });
+  let forge = false;
+  let forged = 0;
+  try {
+    await ctx.route(/\/v1\/log\/checkpoint$/, async (route) => {
+      const resp = await route.fetch();
+      if (!forge || !resp.ok()) return route.fulfill({ response: resp });
+      const r = spawnSync(VENV_PY, ['-c', FORGE_CHECKPOINT, dataDir], { cwd: ROOT, input: await resp.text(), encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      forged++;
+      return route.fulfill({ response: resp, body: r.stdout });
+    });
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t17'));
+    await addMemory(page, 'A memory, so the log has a receipt of this vault');
+    await waitPending(page, (n) => n === 0);
+    await clickSync(page);
+    await openSettings(page);
+    const panel = page.locator('[data-testid="log-status"]');
+    await page.waitForFunction(() => document.querySelector('[data-testid="log-status"] [data-role="log-size"]'), null, { timeout: SYNC_MS });
+    const size = Number(await panel.locator('[data-role="log-size"]').getAttribute('data-size'));
+    assert.ok(size >= 1, `checkpoint size ${size}`);
+    const root = panel.locator('[data-role="log-root"]');
+    assert.match(await root.getAttribute('title'), /^[0-9a-f]{64}$/);
+    assert.equal(await root.textContent(), `${(await root.getAttribute('title')).slice(0, 16)}…`);
+    assert.match(await panel.locator('[data-role="log-checked"]').textContent(), /\d/);
+    assert.equal(await panel.locator('[data-testid="log-problem"]').isHidden(), true);
+    await shot(page, '21-log-status');
+
+    // the server rewrites history: the sync refuses it, Settings say so prominently
+    forge = true;
+    await backToMemories(page);
+    await clickSync(page);
+    assert.ok(forged >= 1, 'the forged checkpoint was not served');
+    await openSettings(page);
+    const problem = panel.locator('[data-testid="log-problem"]');
+    await problem.waitFor({ state: 'visible', timeout: SYNC_MS });
+    assert.match(await problem.textContent(), /rewritten|does not extend/);
+    assert.equal(await problem.getAttribute('role'), 'alert');
+    // the kept checkpoint is the one verified before
+    assert.equal(Number(await panel.locator('[data-role="log-size"]').getAttribute('data-size')) >= size, true);
+    await shot(page, '22-log-problem');
+  } finally {
+    await closeContexts(ctx);
+  }
+});
+
+// Holder A's CLI device shares A's memories with holder B (vault.sharing): c1 two memories,
+// PERMANENT; c2 and c3 the third one, TEMPORARY and PERMANENT.
+const SHARE_WITH = `
+import json, os, sys
+from ownmem.vault.sharing import share
+from ownmem.vault.sync import login_new_device
+folder, server, name, grantee, *texts = sys.argv[1:]
+s = login_new_device(folder, server, name, os.environ["PW"])
+s.sync_once()
+ids = {e.opened.content: e.id.hex() for e in s.v.open_all().entries}
+m1, m2, m3 = (ids[t] for t in texts)
+g = [bytes.fromhex(grantee)]
+c1 = share(s, [m1, m2], g, "permanent").contract_id.hex()
+c2 = share(s, [m3], g, "temporary").contract_id.hex()
+c3 = share(s, [m3], g, "permanent").contract_id.hex()
+print(json.dumps({"c1": c1, "c2": c2, "c3": c3, "holder": s.v.holder().holder_id.hex()}))
+`;
+
+async function openShares(page) {
+  if (!(await page.$('[data-testid="shares-view"]'))) await page.click('[data-testid="shares-button"]');
+  await page.waitForSelector('[data-testid="shares-view"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="shares-view"]').getAttribute('aria-busy') === 'false'
+    && document.querySelector('[data-testid="holder-id"]').textContent.length === 64, null, { timeout: SYNC_MS });
+}
+
+async function refreshShares(page) {
+  await page.click('[data-testid="shares-refresh"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="shares-view"]').getAttribute('aria-busy') === 'false',
+    null, { timeout: SYNC_MS });
+}
+
+function shareStates(page, side) {
+  return page.$$eval(`[data-testid="share-${side}"]`, (els) => Object.fromEntries(els.map((li) => [li.dataset.contract, li.dataset.state])));
+}
+
+function sharedTexts(page) {
+  return page.$$eval('[data-testid="shared-memory"]', (els) => els.map((li) => ({
+    content: li.querySelector('[data-role="content"]').textContent,
+    owner: li.querySelector('[data-testid="shared-badge"]').dataset.owner,
+    badge: li.querySelector('[data-testid="shared-badge"]').textContent,
+  })));
+}
+
+test('18. sharing between people: offers with their state; accept, decline, withdraw, revoke; shared memories badged with their owner', { timeout: 300_000 }, async () => {
+  const ca = await newContext('t18-A');
+  const cb = await newContext('t18-B');
+  const M = ['Shared: my flight lands at 18:40 on Friday', 'Shared: the spare key is with the neighbour', 'Shared: dietary needs, no peanuts'];
+  try {
+    const [{ page: a }, { page: b }] = await Promise.all([openApp(ca), openApp(cb)]);
+    const nameA = uniq('t18a');
+    await createVault(a, nameA);
+    for (const m of M) await addMemory(a, m);
+    await waitPending(a, (n) => n === 0);
+    await createVault(b, uniq('t18b'));
+    await openShares(b);
+    const holderB = await b.textContent('[data-testid="holder-id"]');
+    assert.match(holderB, /^[0-9a-f]{64}$/);
+    assert.equal((await sharedTexts(b)).length, 0);
+    const ids = JSON.parse(runPy(SHARE_WITH, [path.join(tmp, 't18-cli'), origin, nameA, holderB, ...M], { PW: PASS }, VENV_PY));
+
+    // B: three offers, nothing released before an answer
+    await refreshShares(b);
+    assert.deepEqual(await shareStates(b, 'received'), { [ids.c1]: 'offered', [ids.c2]: 'offered', [ids.c3]: 'offered' });
+    assert.equal((await sharedTexts(b)).length, 0, 'a memory was shown before the offer was accepted');
+    await shot(b, '23-shares-offered');
+    const row = (page, side, c) => page.locator(`[data-testid="share-${side}"][data-contract="${c}"]`);
+    await row(b, 'received', ids.c2).getByRole('button', { name: /^Decline the share/ }).click();
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'declined', ids.c2, { timeout: SYNC_MS });
+    await row(b, 'received', ids.c1).locator('[data-testid="share-accept"]').click();
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'accepted', ids.c1, { timeout: SYNC_MS });
+    await row(b, 'received', ids.c3).locator('[data-testid="share-accept"]').click();
+    await b.waitForFunction(() => document.querySelectorAll('[data-testid="shared-memory"]').length === 3, null, { timeout: SYNC_MS });
+    const shared = await sharedTexts(b);
+    assert.deepEqual(shared.map((x) => x.content).sort(), [...M].sort());
+    for (const x of shared) {
+      assert.equal(x.owner, ids.holder, 'a shared memory is not badged with its owner\'s holderId');
+      assert.match(x.badge, new RegExp(`^shared by ${nameA} ${ids.holder.slice(0, 12)}…$`));
+    }
+    await shot(b, '24-shares-accepted');
+
+    // B withdraws from c3 (asked first): its memory goes
+    await row(b, 'received', ids.c3).locator('[data-testid="share-withdraw"]').click();
+    await b.waitForSelector('[data-testid="withdraw-dialog"][open]');
+    await b.click('[data-testid="withdraw-confirm"]');
+    await b.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'withdrawn', ids.c3, { timeout: SYNC_MS });
+    assert.deepEqual((await sharedTexts(b)).map((x) => x.content).sort(), [M[0], M[1]].sort());
+
+    // A sees each offer's state, and revokes c1 (asked first)
+    await openShares(a);
+    assert.equal(await a.textContent('[data-testid="holder-id"]'), ids.holder);
+    assert.deepEqual(await shareStates(a, 'offered'), { [ids.c1]: 'accepted', [ids.c2]: 'declined', [ids.c3]: 'withdrawn' });
+    assert.equal(await row(a, 'offered', ids.c2).locator('[data-testid="share-revoke"]').count(), 0);
+    assert.match(await row(a, 'offered', ids.c1).textContent(), /my flight lands/);
+    await row(a, 'offered', ids.c1).locator('[data-testid="share-revoke"]').click();
+    await a.waitForSelector('[data-testid="revoke-dialog"][open]');
+    await shot(a, '25-share-revoke-dialog', { fullPage: false });
+    await a.click('[data-testid="revoke-confirm"]');
+    await a.waitForFunction((c) => document.querySelector(`[data-contract="${c}"]`)?.dataset.state === 'revoked', ids.c1, { timeout: SYNC_MS });
+    await shot(a, '26-shares-by-me');
+
+    // B's next read has nothing of A's any more
+    await refreshShares(b);
+    assert.equal((await shareStates(b, 'received'))[ids.c1], 'revoked');
+    assert.deepEqual(await sharedTexts(b), []);
+    assert.equal(await row(b, 'received', ids.c1).locator('button').count(), 0);
+  } finally {
+    await closeContexts(ca, cb);
+  }
+});
+
 test('9. no request of any test above leaves the app\'s origin or carries the passphrase', () => {
   assert.ok(requests.length > 50, `only ${requests.length} requests were recorded`);
   const paths = new Set(requests.map((r) => r.url.startsWith(origin + '/') ? new URL(r.url).pathname : r.url));

@@ -110,7 +110,8 @@ def test_rate_limited(backend, linked_vault, start_server, http):
     assert 1 <= retry <= 2
     # per address: another name, or another public route, is no way around it
     refused(http.get(f"{url}/v1/vaults/{two.name}"), 429, "rate_limited")
-    for path in ("/v1/log", "/v1/erasures", "/v1/log/checkpoint", "/v1/log/entries", "/v1/log/key"):
+    for path in ("/v1/log", "/v1/erasures", "/v1/log/checkpoint", "/v1/log/entries", "/v1/log/key",
+                 f"/v1/holders/{'00' * 32}"):
         refused(http.get(url + path), 429, "rate_limited")
     # the vault's own routes are charged to the vault, not to the address
     metadata = f"{url}/v1/vaults/{one.name}/metadata"

@@ -14,6 +14,8 @@
 //                      card (and forget); views/editor.js editing in place
 //   views/conflicts.js concurrent versions, keep one
 //   views/settings.js  settings; views/transfer.js export and import
+//   views/shares.js    sharing between people: offered by and to this vault, shared memories
+//   views/receipts.js  a memory's receipts in the public log (its card's details)
 //   views/syncstatus.js the top bar: vault name, sync status, syncs the page starts
 //
 // Rules the page keeps:
@@ -35,6 +37,7 @@ import { call, connect } from './vault.js';
 import './views/list.js';
 import './views/conflicts.js';
 import './views/settings.js';
+import './views/shares.js';
 import { onOnline, onSynced } from './views/syncstatus.js';
 import { showUnlock, showWelcome } from './views/welcome.js';
 
@@ -130,6 +133,9 @@ document.getElementById('lock-button').addEventListener('click', () => lock('but
 document.getElementById('settings-button').addEventListener('click', () => {
   showView(currentView() === 'settings' ? 'memories' : 'settings');
 });
+document.getElementById('shares-button').addEventListener('click', () => {
+  showView(currentView() === 'shares' ? 'memories' : 'shares');
+});
 
 let lastActivity = Date.now();
 for (const type of ['pointerdown', 'keydown', 'wheel', 'touchstart', 'input']) {
@@ -143,10 +149,10 @@ function checkIdle() {
 setInterval(checkIdle, 10000);
 document.addEventListener('visibilitychange', checkIdle);
 
-// Escape leaves the settings and conflicts views (outside a field); <dialog> closes itself.
+// Escape leaves the settings, shares and conflicts views (outside a field); <dialog> closes itself.
 document.addEventListener('keydown', (e) => {
   const view = currentView();
-  if (e.key === 'Escape' && isUnlocked() && (view === 'settings' || view === 'conflicts')
+  if (e.key === 'Escape' && isUnlocked() && ['settings', 'shares', 'conflicts'].includes(view)
       && !anyDialogOpen() && !e.defaultPrevented && !e.target.closest?.('input, select, textarea')) {
     showView('memories');
   }

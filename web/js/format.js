@@ -23,6 +23,34 @@ export function trustBadge(node, e) {
   node.dataset.trust = e.trust;
 }
 
+/** Written by an AI agent, as far as this vault can tell: the signed payload says so ("uomp"
+ * "source": "agent") and its signature verifies.  An unverified memory's claim is not shown:
+ * nothing of it is authenticated. */
+export function isAgentWritten(e) {
+  return e.source === 'agent' && e.trust !== 'unverified';
+}
+
+/** The agent badge: which agent, and whether the key that signed is the one this vault
+ * derives for that agent's name (`agent_confirmed`), or only a trusted key claiming it. */
+export function agentBadge(node, e) {
+  node.hidden = !isAgentWritten(e);
+  if (node.hidden) return;
+  const name = e.agent_id;
+  node.classList.toggle('badge-agent-unconfirmed', Boolean(name && !e.agent_confirmed));
+  if (!name) {
+    node.textContent = 'agent';
+    node.title = 'Written by an AI agent';
+  } else if (e.agent_confirmed) {
+    node.textContent = `agent: ${name}`;
+    node.title = `Written by the AI agent “${name}”, signed with that agent's own key`;
+  } else {
+    node.textContent = `agent: ${name} (unconfirmed)`;
+    node.title = `Says it was written by the AI agent “${name}”, but it is signed by another key this vault trusts, not by that agent's key`;
+  }
+  node.dataset.agent = name || '';
+  node.dataset.confirmed = String(Boolean(e.agent_confirmed));
+}
+
 export function percent(c) {
   return c === null || c === undefined ? '' : `${Math.round(Number(c) * 100)}%`;
 }

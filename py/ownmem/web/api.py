@@ -15,15 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..aperto.container import parse_container
-from ..aperto.model import MemType
+from ..aperto.keys import signing_key
+from ..aperto.model import MemType, Trust
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError
+from ..errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ..vault.transfer import export_bytes, import_bytes
-from ..vault.vault import DEFAULT_SCOPE, UnlockedVault, create_in, unlock_store
+from ..vault.vault import DEFAULT_SCOPE, Entry, UnlockedVault, create_in, link_honoured, unlock_store
 from .store import IdbStore
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
+# An agent's author key: the Ed25519 key seeded by purpose_key(AGENT_INFO + name), which
+# `ownmem agent` signs that agent's memories with and the keyring accepts (trust_add).
+AGENT_INFO = b"ownmem/v1/agent/"
+MAX_AGENT_ID = 64
+MAX_VERSIONS = 1000          # versions of one memory whose receipts are looked up
 
 
 @dataclass
@@ -43,6 +49,16 @@ class DeviceCache:
         self.entries[oid] = (_digest(sealed), payload, signer_pub)
         self.dirty = True
 
+    def keep_only(self, live: set[bytes]) -> int:
+        """Drop every entry whose object the store no longer holds (forgotten here, or erased
+        through a sync) -> how many went."""
+        gone = [oid for oid in self.entries if oid not in live]
+        for oid in gone:
+            del self.entries[oid]
+        if gone:
+            self.dirty = True
+        return len(gone)
+
 
 def _digest(b: bytes) -> bytes:
     from ..crypto import sha256
@@ -59,6 +75,7 @@ class App:
         self.cache = DeviceCache()
         self.syncer: Any = None
         self.last_sync: int | None = None
+        self._agent_kids: dict[str, bytes] = {}   # agent name -> its derived author key id
 
     # ------------------------------------------------------------ helpers
     @property
@@ -85,6 +102,14 @@ class App:
         except (OwnmemError, KeyError, TypeError, IndexError):
             self.cache = DeviceCache(dirty=True)   # unreadable: rebuilt by the next listing
 
+    def _erase_from_cache(self) -> None:
+        """Erasure reaches the plaintext cache at once (DESIGN.md "Browser specifics"; issue 9
+        item 4): the verified plaintext of every object the store no longer holds leaves the
+        IndexedDB record now, not at some later listing.  The record is sealed again without
+        them, under a fresh nonce, replacing the old one in the same put."""
+        if self.vault is not None and self.cache.keep_only(self.store.object_ids()):
+            self._save_cache()
+
     def _save_cache(self) -> None:
         if not self.cache.dirty:
             return
@@ -96,6 +121,33 @@ class App:
 
         run_sync(self.js.idb_put("cache", CACHE_KEY, to_js(nonce + ct)))
         self.cache.dirty = False
+
+    # ------------------------------------------------------------ entries
+    def _agent_key_id(self, name: str) -> bytes:
+        kid = self._agent_kids.get(name)
+        if kid is None:
+            seed = self.v.purpose_key(AGENT_INFO + name.encode())
+            kid = self._agent_kids[name] = run_sync(signing_key(self.v.crypto, seed)).key_id
+        return kid
+
+    def _entry_json(self, e: Entry) -> dict[str, Any]:
+        """The list item (Entry.to_json) and, for an agent-written memory, which agent wrote it:
+        ``agent_id`` (payload extension "uomp" "agent_id", when it is a usable name) and
+        ``agent_confirmed``: whether the key whose signature verified is the one this vault
+        derives for that agent name.  A name is a claim inside the signed payload: any key
+        the keyring accepts could claim any agent's name, so only the derived key confirms it.
+        Unverified memories carry no agent claim at all: nothing of them is authenticated."""
+        j = e.to_json()
+        o = e.opened
+        uomp = o.extensions.get("uomp")
+        name = uomp.get("agent_id") if isinstance(uomp, dict) else None
+        agent = j.get("source") == "agent" and o.trust is not Trust.UNVERIFIED
+        if not agent or not (isinstance(name, str) and 0 < len(name) <= MAX_AGENT_ID and name.isprintable()):
+            name = None
+        j["agent_id"] = name
+        j["agent_confirmed"] = bool(name is not None and o.signature_verified and o.signer_key_id is not None
+                                    and o.signer_key_id == self._agent_key_id(name))
+        return j
 
     def _linked(self) -> tuple[str, str] | None:
         from ..vault.sync import Syncer
@@ -123,6 +175,7 @@ class App:
     def op_unlock(self, passphrase: str, master: Any = None) -> dict[str, Any]:
         self.vault = unlock_store(self.store, passphrase, provider(), master=bytes(master) if master else None)
         self._load_cache()
+        self._erase_from_cache()   # a record written before erasures reached the cache at once
         return {"count": self.store.count()}
 
     def op_lock(self) -> dict[str, Any]:
@@ -131,13 +184,14 @@ class App:
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
+        self._agent_kids = {}
         return {}
 
     def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
         listing = self.v.open_all(allow_unverified=include_unverified, cache=self.cache)
         self._save_cache()
         heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
-        return {"entries": [e.to_json() for e in heads], "refused": len(listing.refused),
+        return {"entries": [self._entry_json(e) for e in heads], "refused": len(listing.refused),
                 "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
@@ -153,7 +207,7 @@ class App:
         keyring = self.v.keyring()
         entry = self.v.open_stored(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
         UnlockedVault._remember(self.cache, row, entry.opened, keyring)  # noqa: SLF001
-        return {"id": oid.hex(), "entry": entry.to_json()}
+        return {"id": oid.hex(), "entry": self._entry_json(entry)}
 
     def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
                 type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
@@ -165,7 +219,9 @@ class App:
         return {"id": self.v.resolve_conflict(id).hex()}
 
     def op_forget(self, id: str) -> dict[str, Any]:
-        return {"erased": len(self.v.forget(id))}
+        gone = self.v.forget(id)
+        self._erase_from_cache()
+        return {"erased": len(gone)}
 
     def op_import(self, data: Any, accept_container_keys: bool = False, passphrase: str = "") -> dict[str, Any]:
         raw = bytes(data)
@@ -220,7 +276,11 @@ class App:
         return self.op_sync()
 
     def op_sync(self) -> dict[str, Any]:
-        r = self._syncer().sync_once()
+        try:
+            r = self._syncer().sync_once()
+        finally:
+            # a sync that failed part way may still have applied erasures from the feed
+            self._erase_from_cache()
         self.last_sync = int(time.time())
         return {"pushed": r.pushed, "pulled": r.pulled, "erased_remote": r.erased_remote,
                 "erased_here": r.erased_here, "pending": self.store.unpushed_count(), "refusals": list(r.refusals)}
@@ -237,10 +297,123 @@ class App:
                 "name": linked[1] if linked else None, "unlocked": self.vault is not None,
                 "count": self.store.count()}
 
+    # ------------------------------------------------------------ the public log
+    def _versions(self, head: bytes) -> list[bytes]:
+        """``head`` and every version it replaced (``supersedes``, ``merges``), following only
+        the links the list honours (vault.link_honoured): a stranger's edit cannot pull the
+        owner's versions, and their receipts, under its own memory."""
+        scopes = {s.scope_id: s for s in self.v.scopes().values()}
+        keyring = self.v.keyring()
+        opened: dict[bytes, Entry | None] = {}
+
+        def open_one(oid: bytes) -> Entry | None:
+            if oid not in opened:
+                row = self.store.get_object(oid)
+                try:
+                    opened[oid] = None if row is None else self.v.open_stored(row, scopes, keyring,
+                                                                               allow_unverified=True)
+                except OwnmemError:
+                    opened[oid] = None
+            return opened[oid]
+
+        first = open_one(head)
+        if first is None:
+            raise NotFound(f"no memory with id {head.hex()}")
+        out, stack = [head], [first]
+        while stack and len(out) < MAX_VERSIONS:
+            e = stack.pop()
+            for parent in ([e.supersedes] if e.supersedes else []) + list(e.merges):
+                p = None if parent in out else open_one(parent)
+                if p is not None and link_honoured(e.opened, p.opened) is None:
+                    out.append(parent)
+                    stack.append(p)
+        return out
+
+    def op_receipts(self, id: str) -> dict[str, Any]:
+        """The receipts the public log holds for every version of memory ``id``, each checked
+        here against this vault's holder key (ownmem.web.receipts)."""
+        from .. import syncwire as wire
+        from .receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
+
+        oid = bytes.fromhex(id)
+        if len(oid) != 16:
+            raise MalformedInput("a memory id is 32 hex digits")
+        versions = self._versions(oid)
+        cells = self.store.cell_ids_of(versions)
+        found: list[ReceiptView] = []
+        truncated = False
+        if cells and self._linked() is not None:
+            remote = self._syncer().remote
+            holder = self.v.holder().public
+            for v in versions:
+                cid = cells.get(v)
+                if cid is None:
+                    continue
+                url = f"{remote.base}/v1/log?subject={cid.hex()}&limit={PER_CELL}"
+                rows = parse_log_page(wire.load_json(remote._req("GET", url)))  # noqa: SLF001
+                truncated = truncated or len(rows) > PER_CELL
+                found.extend(run_sync(check_entry(self.v.crypto, row, cid, v, holder)) for row in rows[:PER_CELL])
+        found.sort(key=lambda r: (r.timestamp or 0, r.receipt_id))
+        return {"receipts": [r.to_json() for r in found], "versions": len(versions), "cells": len(cells),
+                "truncated": truncated, "holder_id": self.v.holder().holder_id.hex()}
+
+    def op_log(self) -> dict[str, Any]:
+        """The public log as this device last verified it (vault.logwatch.log_status)."""
+        from ..vault.logwatch import log_status
+
+        st = log_status(self.store)
+        return {"status": None if st is None else {
+            "origin": st.origin, "size": st.size, "root_hash": st.root_hash, "checked_at": st.checked_at,
+            "problem": st.problem, "compared_devices": st.compared_devices}}
+
+    # ------------------------------------------------------------ sharing between people
+    def op_shares(self) -> dict[str, Any]:
+        """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
+        from ..vault.sharing import offers
+        from .shares import share_json
+
+        got = offers(self._syncer())
+        return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
+                "received": [share_json(x, got.sharers, self.store) for x in got.received],
+                "refused": list(got.refused), "holder_id": self.v.holder().holder_id.hex()}
+
+    def op_shared(self) -> dict[str, Any]:
+        """The memories of every active contract offered to this vault and accepted, fetched
+        and checked now (vault.sharing.received); nothing of them is stored here."""
+        from ..vault.sharing import received
+        from .shares import shared_json
+
+        got = received(self._syncer())
+        return {"memories": [shared_json(m) for m in got.memories],
+                "refused": [[cell.hex(), why] for cell, why in got.refused]}
+
+    def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
+        """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
+        from ..vault import sharing
+
+        answers = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
+        if action not in answers:
+            raise MalformedInput("a share is answered with accept, decline or withdraw")
+        return {"state": answers[action](self._syncer(), _contract_id(id))}
+
+    def op_share_revoke(self, id: str) -> dict[str, Any]:
+        """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
+        from ..vault.sharing import revoke
+
+        r = revoke(self._syncer(), _contract_id(id))
+        return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
+
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run
 
         return run(vectors)
+
+
+def _contract_id(text: str) -> bytes:
+    t = text.strip().lower()
+    if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+        raise MalformedInput("a contract id is 64 hex digits")
+    return bytes.fromhex(t)
 
 
 _app: App | None = None

@@ -1,6 +1,7 @@
 // One memory's card in the list: trust and agent badges, a conflict badge that opens the
 // conflicts view, content, tag chips (a click filters the list by that tag), meta line,
-// schema warnings, details; Edit turns the card into the edit form (views/editor.js) and
+// schema warnings, details (with the memory's receipts from the public log, read when they
+// open: views/receipts.js); Edit turns the card into the edit form (views/editor.js) and
 // Forget asks first (the confirm dialog, dialog.js).
 //
 // Each entry's card is built once and kept while the entry (a new object after every list)
@@ -9,11 +10,12 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, main, q, role, tpl } from '../dom.js';
-import { dateTime, excerpt, percent, shortId, trustBadge, typeLabel } from '../format.js';
+import { agentBadge, dateTime, excerpt, percent, shortId, trustBadge, typeLabel } from '../format.js';
 import { showView } from '../nav.js';
 import { editingId, entryById, isInConflict, on, setEditing } from '../state.js';
 import { call } from '../vault.js';
 import { editForm } from './editor.js';
+import { showReceipts } from './receipts.js';
 import { saved } from './syncstatus.js';
 
 let cards = new WeakMap();   // entry -> {node, editing, conflict}
@@ -35,11 +37,7 @@ function card(e, onTag) {
   li.dataset.trust = e.trust;
   li.classList.add(`card-${e.trust}`);
   trustBadge(role(li, 'trust'), e);
-  if (e.source === 'agent') {
-    const a = role(li, 'agent');
-    a.hidden = false;
-    a.title = 'Written by an AI agent';
-  }
+  agentBadge(role(li, 'agent'), e);
   if (isInConflict(e.id)) {
     const c = role(li, 'conflict');
     c.hidden = false;
@@ -79,13 +77,17 @@ function card(e, onTag) {
   const label = excerpt(e.content, 40);
   edit.setAttribute('aria-label', `Edit: ${label}`);
   forget.setAttribute('aria-label', `Forget: ${label}`);
-  if (e.trust === 'unverified') {
-    edit.remove();   // an edit would launder it into "self"; the vault refuses it
+  if (e.trust !== 'self') {
+    // an edit would re-sign another author's text (an agent's, a trusted key's) as this
+    // vault's own, or launder an unverified one into "self": the vault refuses both
+    edit.remove();
   } else {
     edit.addEventListener('click', () => startEdit(e.id));
   }
   forget.addEventListener('click', () => openForget(e, forget));
   details(role(li, 'details'), e);
+  const box = q(li, '.card-details');
+  box.addEventListener('toggle', () => { if (box.open) showReceipts(role(li, 'receipts'), e); });
   return li;
 }
 
@@ -95,6 +97,7 @@ function details(dl, e) {
     ['Author', e.trust === 'self' ? 'this vault' : (e.author_key_id ? `key ${e.author_key_id}` : 'unknown')],
     ['Authorship', e.authorship],
     ['Source', e.source || null],
+    ['Agent', e.agent_id ? `${e.agent_id}${e.agent_confirmed ? ' (its own key)' : ' (unconfirmed: signed by another trusted key)'}` : null],
     ['Created', dateTime(e.created)],
     ['Updated', e.updated ? dateTime(e.updated) : null],
     ['Replaces', e.supersedes ? shortId(e.supersedes) : null],

@@ -5,7 +5,7 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, focusTitle, mount, role, tpl } from '../dom.js';
-import { dateTime, trustBadge, typeLabel } from '../format.js';
+import { agentBadge, dateTime, trustBadge, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import { conflictGroups, currentView, entryById, on } from '../state.js';
 import { call } from '../vault.js';
@@ -39,9 +39,11 @@ function group(ids, gi) {
 function version(e, vi) {
   const badge = el('span');
   trustBadge(badge, e);
+  const agent = el('span', { class: 'badge badge-agent', 'data-testid': 'agent-badge' });
+  agentBadge(agent, e);
   return el('article', { class: 'version', 'data-testid': 'conflict-version', 'aria-label': `Version ${vi + 1}` },
     el('div', { class: 'card-head' }, el('span', { class: 'version-no', text: `Version ${vi + 1}` }), badge,
-      e.source === 'agent' ? el('span', { class: 'badge badge-agent', text: 'agent' }) : null),
+      agent.hidden ? null : agent),
     el('p', { class: 'card-content', text: e.content }),
     e.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...e.tags.map((t) => el('li', { class: 'chip', text: t }))) : null,
     el('p', { class: 'card-meta', text: [typeLabel(e.type), e.scope, dateTime(e.updated || e.created)].filter(Boolean).join(' · ') }),

@@ -7,7 +7,7 @@
 // search and filters never see them otherwise.
 
 import { el, enterSubmits, errorText, main, mount, notice, q, role, setBusy, showError, showsPercent, tpl } from '../dom.js';
-import { parseTags, typeLabel } from '../format.js';
+import { isAgentWritten, parseTags, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
   conflictGroups, currentSession, currentView, entries, isCurrent, isLoaded, on, refusedCount, scopeNames,
@@ -184,7 +184,7 @@ function visibleEntries() {
     if (f.tag && !e.tags.includes(f.tag)) return false;
     if (f.type && e.type !== f.type) return false;
     if (f.scope && e.scope !== f.scope) return false;
-    if (f.trust === 'agent' ? e.source !== 'agent' : f.trust && e.trust !== f.trust) return false;
+    if (f.trust === 'agent' ? !isAgentWritten(e) : f.trust && e.trust !== f.trust) return false;
     if (terms.length) {
       const h = hay(e);
       if (!terms.every((t) => h.includes(t))) return false;

@@ -1,8 +1,10 @@
 // The settings screen: backup and transfer (views/transfer.js), the sync server link,
-// auto-lock minutes, and what this device holds and uses.
+// the public log as this device last verified it (checkpoint size, root, when; a warning
+// when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
+// what this device holds and uses.
 
 import { el, errorText, focusTitle, mount, notice, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
-import { NAME_RE, plural, serverUrl } from '../format.js';
+import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
   bootInfo, currentSession, entries, idleMinutes, isCurrent, isLinked, rememberName, rememberedName, setIdleMinutes,
@@ -19,7 +21,43 @@ function showSettings() {
   wireLink(node);
   wireIdle(role(node, 'idle-form'));
   showFacts(role(node, 'facts'));
+  showLog(role(node, 'log'));
   focusTitle(node);
+}
+
+async function showLog(panel) {
+  const facts = role(panel, 'log-facts');
+  const problem = role(panel, 'log-problem');
+  const state = role(panel, 'log-state');
+  const session = currentSession();
+  let st;
+  try {
+    st = (await call('log')).status;
+  } catch (ex) {
+    if (isCurrent(session) && panel.isConnected) state.textContent = `Could not read the log status: ${errorText(ex)}`;
+    return;
+  }
+  if (!isCurrent(session) || !panel.isConnected) return;
+  problem.hidden = !st?.problem;
+  // a log that failed a check is the first thing the screen shows
+  if (st?.problem) panel.parentElement.querySelector('.screen-head').after(panel);
+  problem.textContent = st?.problem
+    ? `The server's public log failed a check: ${st.problem}. Your memories on this device are unchanged; the server may be faulty or tampered with.`
+    : '';
+  if (!st) {
+    state.textContent = isLinked() ? 'Not checked yet: this device checks the server\'s log at its next sync.'
+      : 'Not linked: there is no public log to check.';
+    return;
+  }
+  state.textContent = 'Every sync checks that the server\'s log only grew since the checkpoint below (a consistency proof), so a server that rewrites or drops receipts is caught.';
+  const rows = [
+    ['Log', el('dd', { text: st.origin || 'unknown' })],
+    ['Checkpoint', el('dd', { 'data-role': 'log-size', 'data-size': String(st.size), text: plural(st.size, 'receipt') })],
+    ['Root hash', el('dd', {}, el('code', { 'data-role': 'log-root', title: st.root_hash, text: st.root_hash ? `${st.root_hash.slice(0, 16)}…` : '—' }))],
+    ['Last passed check', el('dd', { 'data-role': 'log-checked', text: st.checked_at ? dateTime(st.checked_at) : 'never' })],
+    ['Other devices compared', el('dd', { text: String(st.compared_devices ?? 0) })],
+  ];
+  facts.replaceChildren(...rows.flatMap(([k, dd]) => [el('dt', { text: k }), dd]));
 }
 
 function wireLink(node) {

@@ -30,6 +30,7 @@ export function renderHeader() {
   document.title = `${vaultName()} · ownmem`;
   const sb = document.getElementById('settings-button');
   sb.setAttribute('aria-pressed', String(currentView() === 'settings'));
+  document.getElementById('shares-button').setAttribute('aria-pressed', String(currentView() === 'shares'));
   renderSync();
 }
 

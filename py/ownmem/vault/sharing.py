@@ -1,0 +1,606 @@
+"""Sharing memories between people: SAIHM sharing contracts between two ownmem vaults over
+the blind server (SAIHM "Sharing contracts", "Signed messages", "Order of effect and
+receipt"; ApertoMemory §9 "Key Hierarchy" for the X25519 wrapping it mirrors; ownmem
+docs/decisions.md "Sharing between people").
+
+    share(sharer)      memories -> their cellIds; each grantee's directory record VERIFIED
+                       (holderId = SHA-256(holder_pub), holder_proof over the registration),
+                       so a server that substitutes its own X25519 key is caught; a signed
+                       contract; each covered DEK re-wrapped to each grantee; a SHARE receipt
+    offers()           contracts offered by me and to me, each verified against its holder
+    accept/decline/withdraw (grantee), revoke (sharer, with a REVOKE receipt)
+    received(grantee)  the cells of every active contract, each checked (cellId, the sharer's
+                       holder signature, covered by a verified contract naming me), its DEK
+                       unwrapped, the object opened and verified against the sharer's owner
+                       key; what fails is refused and reported, never shown
+
+The share-key construction (one per grantee and cell):
+
+    eph             fresh X25519 key pair
+    wk              HKDF-SHA256(X25519(eph, grantee ka_pub),
+                                info "ownmem/v1/share-dek" || contractId || cellId || eph_pub || ka_pub)
+    share key       eph_pub || AES-KW(wk, DEK)                                  (72 bytes)
+
+Binding contractId and cellId into the info means the server cannot move a key to another
+cell or contract: it would not unwrap.  Nothing of a shared memory is kept by the grantee:
+each ``received()`` fetches again, so revocation governs every later read.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .. import syncwire as wire
+from ..aperto import keys as aperto_keys
+from ..aperto.model import Trust
+from ..aperto.seal import open_sealed
+from ..aperto.trust import Keyring
+from ..crypto import CryptoProvider, run_sync, sha256
+from ..errors import OwnmemError, SyncError, WireError
+from ..saihm.cell import Cell, CellRefused, check_cell
+from ..saihm.contract import (
+    Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
+)
+from ..saihm.receipt import make_receipt
+from .sync import Syncer, SyncReport
+
+SHARE_DEK_INFO = b"ownmem/v1/share-dek"
+MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
+TEMPORARY_DEFAULT = 86400
+
+
+class ShareRefused(OwnmemError):
+    """A sharing step refused: a grantee whose published key does not verify, a contract or
+    cell that is not what it claims, a memory that cannot be shared.  Nothing was sent or used.
+    ``reason`` names the SAIHM error it amounts to (invalid_grantee, shard_not_found, ...)."""
+
+    code = "share_refused"
+
+    def __init__(self, message: str, reason: str = "share_refused") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# ---------------------------------------------------------------- the share key (pure crypto)
+
+async def wrap_share_dek(p: CryptoProvider, dek: bytes, ka_pub: bytes, contract_id: bytes, cell_id: bytes,
+                         eph_seed: bytes | None = None) -> bytes:
+    eph = eph_seed if eph_seed is not None else aperto_keys.new_key()
+    eph_pub = await p.x25519_public(eph)
+    wk = await p.hkdf_sha256(await p.x25519_shared(eph, ka_pub), SHARE_DEK_INFO + contract_id + cell_id + eph_pub + ka_pub)
+    return eph_pub + await p.aes_kw_wrap(wk, dek)
+
+
+async def unwrap_share_dek(p: CryptoProvider, key: bytes, ident: aperto_keys.Identity, contract_id: bytes,
+                           cell_id: bytes) -> bytes:
+    """Raises AuthenticationFailed if the key was altered, or moved to another cell or contract."""
+    if len(key) != wire.SHARE_KEY_LEN:
+        raise ShareRefused("a share key is 72 bytes")
+    eph_pub = key[:32]
+    wk = await p.hkdf_sha256(await p.x25519_shared(ident.ka_seed, eph_pub),
+                             SHARE_DEK_INFO + contract_id + cell_id + eph_pub + ident.ka_pub)
+    return await p.aes_kw_unwrap(wk, key[32:])
+
+
+# ---------------------------------------------------------------- the directory
+
+@dataclass(frozen=True, slots=True)
+class VerifiedHolder:
+    """A holder's published keys, checked: its holder key hashes to its holderId and signed
+    the registration that names its X25519 (ka) and owner (Ed25519) keys."""
+
+    holder_id: bytes
+    holder_pub: bytes
+    ka_pub: bytes
+    owner_pub: bytes
+    name: str
+
+
+def verify_holder_record(p: CryptoProvider, rec: wire.HolderRecord, holder_id: bytes) -> VerifiedHolder:
+    """The checks that keep a server from giving a sharer its own X25519 key for a grantee."""
+    if rec.holder_id != holder_id or sha256(rec.holder_pub) != holder_id:
+        raise ShareRefused(f"the server's directory answered for holder {holder_id.hex()} with another holder",
+                           "invalid_grantee")
+    if not run_sync(p.mldsa65_verify(rec.holder_pub, rec.message(), rec.holder_proof, wire.REGISTER_HOLDER_CONTEXT)):
+        raise ShareRefused(f"the keys the server publishes for holder {holder_id.hex()} are not signed by that "
+                           "holder (a substituted key?): refused, nothing shared", "invalid_grantee")
+    return VerifiedHolder(holder_id, rec.holder_pub, rec.ka_pub, rec.owner_pub, rec.name)
+
+
+# ---------------------------------------------------------------- the server's sharing routes
+
+class ShareRemote:
+    """The sharing routes of the blind server, through a Syncer's Remote and its login."""
+
+    def __init__(self, syncer: Syncer) -> None:
+        self.s = syncer
+        self.r = syncer.remote
+
+    def holder(self, holder_id: bytes) -> wire.HolderRecord | None:
+        try:
+            return wire.HolderRecord.parse(self.r._json("GET", f"{self.r.base}/v1/holders/{holder_id.hex()}"))
+        except SyncError as e:
+            if e.server_code == wire.ErrorCode.NOT_FOUND:
+                return None
+            raise
+
+    def publish(self, proof: bytes) -> wire.HolderRecord:
+        return wire.HolderRecord.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/holder"),
+                                                                          wire.HolderProof(proof), auth=True)))
+
+    def offer(self, offer: wire.ShareOffer) -> wire.ShareOffered:
+        return wire.ShareOffered.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/shares"), offer,
+                                                                          auth=True)))
+
+    def listing(self) -> wire.ShareList:
+        return wire.ShareList.parse(self.s._call(lambda: self.r._json("GET", self.r._url("/shares"), auth=True)))
+
+    def answer(self, contract_id: bytes, action: str) -> wire.ShareAnswer:
+        got = wire.ShareAnswer.parse(self.s._call(
+            lambda: self.r._json("POST", self.r._url(f"/shares/{contract_id.hex()}/{action}"), auth=True)))
+        if got.contract_id != contract_id:
+            raise WireError("the server answered for another contract")
+        return got
+
+    def revoke(self, contract_id: bytes, receipt: bytes) -> wire.RevokeResult:
+        return wire.RevokeResult.parse(self.s._call(
+            lambda: self.r._json("POST", self.r._url(f"/shares/{contract_id.hex()}/revoke"),
+                                 wire.RevokeRequest(receipt), auth=True)))
+
+    def shared(self, after: bytes = b"") -> wire.SharedPage:
+        q = f"?after={after.hex()}" if after else ""
+        return wire.SharedPage.parse(self.s._call(lambda: self.r._req("GET", self.r._url(f"/shared{q}"), auth=True)))
+
+
+def publish_holder(syncer: Syncer) -> VerifiedHolder:
+    """Make this vault findable as a grantee: its holder's proof over its registration in the
+    server's directory (a vault registered before the directory has none there)."""
+    v, r = syncer.v, syncer.remote
+    me = v.holder()
+    rec = ShareRemote(syncer).holder(me.holder_id)
+    if rec is None:
+        pub = v.store.identity()
+        assert pub is not None
+        msg = wire.register_message(r.name, pub.salt, v.identity.sign_pub, v.sync_key().public, v.identity.ka_pub,
+                                    me.public)
+        proof = run_sync(v.crypto.mldsa65_sign(me.xi, msg, wire.REGISTER_HOLDER_CONTEXT))
+        rec = ShareRemote(syncer).publish(proof)
+    got = verify_holder_record(v.crypto, rec, me.holder_id)
+    if got.ka_pub != v.identity.ka_pub or got.owner_pub != v.identity.sign_pub:
+        raise ShareRefused("the server's directory shows other keys for this vault's holder")
+    return got
+
+
+def lookup_holder(syncer: Syncer, holder_id: bytes) -> VerifiedHolder:
+    rec = ShareRemote(syncer).holder(holder_id)
+    if rec is None:
+        raise ShareRefused(f"no ownmem vault of holder {holder_id.hex()} is registered on this server",
+                           "invalid_grantee")
+    return verify_holder_record(syncer.v.crypto, rec, holder_id)
+
+
+# ---------------------------------------------------------------- the sharer
+
+@dataclass(frozen=True, slots=True)
+class ShareCreated:
+    contract_id: bytes
+    receipt_id: bytes
+    mode: str
+    expires_at: int
+    grantee_ids: tuple[bytes, ...]
+    cell_ids: tuple[bytes, ...]
+
+
+def parse_holder_id(text: str) -> bytes:
+    """A holderId as a person types it: 64 hex digits (an optional 0x), never decoded to another identity."""
+    t = text.strip().lower().removeprefix("0x")
+    if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+        raise ShareRefused(f"a holderId is 64 hex digits, not {text!r}")
+    return bytes.fromhex(t)
+
+
+def mode_and_expiry(mode: str, expires: int | None, at: int) -> tuple[str, int]:
+    """The contract's mode (either spelling) and expiresAt: TEMPORARY defaults to 24 h (the
+    spec lets the operator choose within the bound), PERMANENT and SYNDICATE to 0."""
+    m = mode.upper() if mode.upper() in MODES.values() else MODES.get(mode.lower())
+    if m is None:
+        raise ContractRefused("invalid_mode", "mode is temporary, permanent or syndicate")
+    if expires is None:
+        return m, at + TEMPORARY_DEFAULT if m == "TEMPORARY" else 0
+    return m, expires
+
+
+def share(syncer: Syncer, memories: Sequence[str], grantees: Sequence[bytes], mode: str, *, scope: str = "read",
+          expires: int | None = None, now: int | None = None) -> ShareCreated:
+    """Share ``memories`` (ids or unique prefixes) with ``grantees`` (holderIds)."""
+    v = syncer.v
+    if not memories:
+        raise ShareRefused("name at least one memory to share", "shard_not_found")
+    listing = v.open_all(allow_unverified=True)
+    oids: list[bytes] = []
+    for ident in memories:
+        e = v.resolve(ident, listing)
+        if e.id not in oids:
+            oids.append(e.id)
+    return share_objects(syncer, oids, grantees, mode, scope=scope, expires=expires, now=now)
+
+
+def share_cells(syncer: Syncer, cell_ids: Sequence[bytes], grantees: Sequence[bytes], mode: str, *,
+                scope: str = "read", expires: int | None = None, now: int | None = None) -> ShareCreated:
+    """Share the memories of ``cell_ids`` (SAIHM shardIds; what saihm_share names)."""
+    store = syncer.v.store
+    oids: list[bytes] = []
+    for cid in cell_ids:
+        oid = store.object_of_cell(cid)
+        if oid is None or store.get_object(oid) is None:
+            raise ShareRefused(f"no cell {cid.hex()} of this holder", "shard_not_found")
+        if oid not in oids:
+            oids.append(oid)
+    if not oids:
+        raise ShareRefused("name at least one cell to share", "shard_not_found")
+    return share_objects(syncer, oids, grantees, mode, scope=scope, expires=expires, now=now)
+
+
+def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequence[bytes], mode: str, *,
+                  scope: str = "read", expires: int | None = None, now: int | None = None) -> ShareCreated:
+    v, p = syncer.v, syncer.v.crypto
+    at = int(time.time()) if now is None else now
+    m, expires_at = mode_and_expiry(mode, expires, at)
+    if not grantees:
+        raise ContractRefused("invalid_grantee", "name at least one grantee")
+    if len(set(grantees)) != len(grantees):
+        raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+    me = v.holder()
+    if me.holder_id in grantees:
+        raise ContractRefused("invalid_grantee", "you cannot share with yourself")
+    # the rules before any work or request: a contract that breaks one is never made
+    contract_rules(list(grantees), [b"\x00" * 32], m, scope, expires_at, at)
+    scopes_by_id = {s.scope_id: s for s in v.scopes().values()}
+    keyring = v.keyring()
+    rows = []
+    for oid in object_ids:
+        row = v.store.get_object(oid)
+        if row is None:
+            raise ShareRefused(f"no memory {oid.hex()} in this vault", "shard_not_found")
+        if v.open_stored(row, scopes_by_id, keyring, allow_unverified=True).opened.trust is not Trust.SELF:
+            # the grantee verifies every shared object against the sharer's owner key
+            raise ShareRefused(f"memory {oid.hex()} was not written by you (an agent's or another author's): "
+                               "only your own memories can be shared", "shard_not_found")
+        rows.append(row)
+    # the memories must be on the server as cells: push what is not
+    if any(v.store.cell_of(r.object_id) is None for r in rows) or v.store.unpushed_count():
+        syncer.push(SyncReport())
+    cells: list[bytes] = []
+    for r in rows:
+        have = v.store.cell_of(r.object_id)
+        if have is None:
+            raise ShareRefused(f"memory {r.object_id.hex()} is not on the server yet: run `ownmem sync`",
+                               "shard_not_found")
+        cells.append(have[0])
+    holders = [lookup_holder(syncer, g) for g in grantees]
+    contract = run_sync(make_contract(p, xi=me.xi, holder_id=me.holder_id, grantee_ids=list(grantees),
+                                      shard_ids=cells, mode=m, scope=scope, expires_at=expires_at, timestamp=at))
+    items: list[bytes] = []
+    for r, cid in zip(rows, cells):
+        dek = run_sync(aperto_keys.unwrap_dek(p, r.dek_wrapped, v.kek(scopes_by_id[r.scope_id])))
+        for h in holders:
+            key = run_sync(wrap_share_dek(p, dek, h.ka_pub, contract.contract_id, cid))
+            items.append(wire.ShareItem(h.holder_id, cid, key).encode())
+    receipt = run_sync(make_receipt(p, xi=me.xi, holder_id=me.holder_id, operation="SHARE",
+                                    subject_id=contract.contract_id, timestamp=at))
+    got = ShareRemote(syncer).offer(wire.ShareOffer(contract.to_cbor(), receipt.to_cbor(), tuple(items)))
+    if got.contract_id != contract.contract_id or got.receipt_id != receipt.receipt_id:
+        raise WireError("the server confirmed another contract or receipt than the one offered")
+    return ShareCreated(contract.contract_id, receipt.receipt_id, m, expires_at, tuple(grantees), tuple(cells))
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    revoked: bool
+    receipt_id: bytes
+    already: bool
+
+
+def revoke(syncer: Syncer, contract_id: bytes, *, now: int | None = None) -> Revocation:
+    v = syncer.v
+    me = v.holder()
+    at = int(time.time()) if now is None else now
+    r = run_sync(make_receipt(v.crypto, xi=me.xi, holder_id=me.holder_id, operation="REVOKE", subject_id=contract_id,
+                              timestamp=at))
+    got = ShareRemote(syncer).revoke(contract_id, r.to_cbor())
+    if not got.revoked:
+        raise ShareRefused("the server did not confirm the revocation: treat access as still in force")
+    return Revocation(got.revoked, got.receipt_id, got.already)
+
+
+# ---------------------------------------------------------------- both sides: the contracts
+
+@dataclass(frozen=True, slots=True)
+class ShareView:
+    """One grantee's view of a verified contract."""
+
+    contract: Contract
+    grantee: bytes
+    state: str
+    revoked: bool
+    expired: bool
+
+    @property
+    def contract_id(self) -> bytes:
+        return self.contract.contract_id
+
+    @property
+    def active(self) -> bool:
+        return self.state == "accepted" and not self.revoked and not self.expired
+
+
+@dataclass(frozen=True, slots=True)
+class Offers:
+    offered: tuple[ShareView, ...]          # by me
+    received: tuple[ShareView, ...]         # to me
+    refused: tuple[str, ...]                # entries that did not verify, one sentence each
+    sharers: dict[bytes, VerifiedHolder]    # holderId -> verified record, of every received contract
+
+
+def offers(syncer: Syncer, known: dict[bytes, VerifiedHolder] | None = None) -> Offers:
+    """Contracts by and to this vault's holder, each verified.  ``known``: directory records
+    verified before (a holder's registration never changes), kept across calls by a reader."""
+    v, p = syncer.v, syncer.v.crypto
+    me = v.holder()
+    got = ShareRemote(syncer).listing()
+    refused: list[str] = []
+    mine: list[ShareView] = []
+    for e in got.offered:
+        try:
+            c = parse_contract(e.contract)
+            run_sync(verify_contract(p, c, me.public))
+            if e.grantee not in c.grantee_ids:
+                raise ShareRefused("the server lists a grantee the contract does not name")
+        except (ContractRefused, ShareRefused) as err:
+            refused.append(f"an offered contract from the server is not one you signed ({err}): ignored")
+            continue
+        mine.append(ShareView(c, e.grantee, e.state, e.revoked, e.expired))
+    theirs: list[ShareView] = []
+    sharers: dict[bytes, VerifiedHolder] = {}
+    for e in got.received:
+        try:
+            c = parse_contract(e.contract)
+            if e.grantee != me.holder_id or me.holder_id not in c.grantee_ids:
+                raise ShareRefused("the contract does not name you")
+            h = sharers.get(c.holder_id) or (known or {}).get(c.holder_id)
+            if h is None:
+                h = lookup_holder(syncer, c.holder_id)
+                if known is not None:
+                    known[c.holder_id] = h
+            sharers[c.holder_id] = h
+            run_sync(verify_contract(p, c, h.holder_pub))
+        except (ContractRefused, ShareRefused) as err:
+            refused.append(f"a contract offered to you is not what it claims ({err}): ignored")
+            continue
+        theirs.append(ShareView(c, e.grantee, e.state, e.revoked, e.expired))
+    return Offers(tuple(mine), tuple(theirs), tuple(refused), sharers)
+
+
+def _received_offer(syncer: Syncer, contract_id: bytes) -> ShareView:
+    got = offers(syncer)
+    for s in got.received:
+        if s.contract_id == contract_id:
+            return s
+    raise ShareRefused(f"no verified contract {contract_id.hex()} is offered to you")
+
+
+def accept(syncer: Syncer, contract_id: bytes) -> str:
+    """Accept a contract offered to you, once it verifies against its holder's published key."""
+    _received_offer(syncer, contract_id)
+    return ShareRemote(syncer).answer(contract_id, "accept").state
+
+
+def decline(syncer: Syncer, contract_id: bytes) -> str:
+    return ShareRemote(syncer).answer(contract_id, "decline").state
+
+
+def withdraw(syncer: Syncer, contract_id: bytes) -> str:
+    return ShareRemote(syncer).answer(contract_id, "withdraw").state
+
+
+# ---------------------------------------------------------------- the grantee: what was shared
+
+@dataclass(frozen=True, slots=True)
+class SharedMemory:
+    """A memory another holder shared with you: opened and verified, never yours."""
+
+    cell_id: bytes
+    object_id: bytes
+    content: str
+    tags: tuple[str, ...]
+    mem_type: int
+    created: int | None
+    owner_holder_id: bytes
+    owner_name: str
+    contract_id: bytes
+    cell: Cell                       # the sharer's cell, checked (tier, kekVersion, timestamp, signature)
+    authorship: str = "shared"
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    memories: tuple[SharedMemory, ...]
+    refused: tuple[tuple[bytes, str], ...]      # (cellId, why): never shown as a memory
+
+
+def received(syncer: Syncer, *, now: int | None = None) -> Received:
+    """What is shared with this vault's holder now: every cell of an active contract, checked
+    and opened (see the module's docstring); what fails is in ``refused``, never shown."""
+    return SharedReader(syncer).read(now=now)
+
+
+class SharedReader:
+    """Reads what is shared with this vault's holder, again and again (the agent service's
+    recall).  Each read asks the server anew, so a revocation, withdrawal, expiry or erasure
+    governs the very next read; only what verified before is not verified again: directory
+    records, and cells that come back byte for byte with the same key under the same contract."""
+
+    def __init__(self, syncer: Syncer) -> None:
+        self.syncer = syncer
+        self._holders: dict[bytes, VerifiedHolder] = {}
+        self._opened: dict[bytes, SharedMemory] = {}
+
+    def read(self, *, now: int | None = None) -> Received:
+        at = int(time.time()) if now is None else now
+        got = offers(self.syncer, self._holders)
+        active = {s.contract_id: s for s in got.received if s.active and s.contract.active_at(at)}
+        remote = ShareRemote(self.syncer)
+        out: list[SharedMemory] = []
+        refused: list[tuple[bytes, str]] = []
+        opened: dict[bytes, SharedMemory] = {}
+        after = b""
+        while True:
+            page = remote.shared(after)
+            for row in page.rows:
+                key = sha256(row.contract_id + row.cell_id + row.key + row.cell)
+                hit = self._opened.get(key)
+                if hit is not None and row.contract_id in active:
+                    out.append(hit)
+                    opened[key] = hit
+                    continue
+                why = _open_shared(self.syncer, row, active, got.sharers, out)
+                if why is not None:
+                    refused.append((row.cell_id, why))
+                else:
+                    opened[key] = out[-1]
+            if not page.more or not page.rows:
+                break
+            after = page.rows[-1].contract_id + page.rows[-1].cell_id
+        self._opened = opened      # what is no longer served is forgotten here too
+        return Received(tuple(out), tuple(refused))
+
+
+def _open_shared(syncer: Syncer, row: wire.SharedCell, active: dict[bytes, ShareView],
+                 sharers: dict[bytes, VerifiedHolder], out: list[SharedMemory]) -> str | None:
+    """Check, unwrap and open one shared cell into ``out`` -> None, or why it is refused."""
+    p, ident = syncer.v.crypto, syncer.v.identity
+    view = active.get(row.contract_id)
+    if view is None:
+        return "no active contract you accepted covers it"
+    c = view.contract
+    if row.cell_id not in c.shard_ids:
+        return "the contract does not cover this cell"
+    sharer = sharers[c.holder_id]
+    try:
+        checked = run_sync(check_cell(row.cell, sharer.holder_id,
+                                      verify_signature=functools.partial(p.mldsa65_verify, sharer.holder_pub)))
+    except CellRefused as e:
+        return f"the cell is not the sharer's ({e.code})"
+    if checked.cell.cell_id != row.cell_id:
+        return "the server sent another cell than the one named"
+    try:
+        dek = run_sync(unwrap_share_dek(p, row.key, ident, c.contract_id, row.cell_id))
+        o = run_sync(open_sealed(p, checked.sealed, dek, Keyring(sharer.owner_pub, {})))
+    except OwnmemError:
+        return "its key or contents do not authenticate"
+    if not o.signature_verified or o.trust is not Trust.SELF:
+        return "it is not signed by the sharer's owner key"
+    out.append(SharedMemory(row.cell_id, o.object_id, o.content, o.tags, o.mem_type, o.created, sharer.holder_id,
+                            sharer.name, c.contract_id, checked.cell))
+    return None
+
+
+# ---------------------------------------------------------------- the SAIHM operator's tools
+# saihm_share, saihm_revoke_share and saihm_status's contracts for `ownmem agent` (SAIHM
+# "saihm_share", "saihm_revoke_share", "saihm_status"): parameters in, result objects out, and
+# every failure as ``ToolRefused`` with the tool's error code and an HTTP status.
+
+class ToolRefused(OwnmemError):
+    """A sharing tool call refused: answer ``status`` with {"error": error}."""
+
+    code = "tool_refused"
+
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error = status, error
+
+
+_STATUS = {"not_holder": 403, "shard_not_found": 404, "contract_not_found": 404, "invalid_grantee": 400,
+           "invalid_mode": 400, "invalid_scope": 400, "invalid_expiry": 400}
+
+
+def _tool_error(e: OwnmemError, unavailable: str) -> ToolRefused:
+    """``e`` as the tool's error: a rule or check it broke, else ``unavailable``."""
+    if isinstance(e, ContractRefused):
+        code = e.code if e.code in _STATUS else "invalid_params"
+    elif isinstance(e, ShareRefused):
+        code = e.reason if e.reason in _STATUS else "invalid_params"
+    elif isinstance(e, SyncError) and e.server_code in _STATUS:
+        code = str(e.server_code)
+    else:
+        return ToolRefused(503, unavailable, str(e))
+    return ToolRefused(_STATUS.get(code, 400), code, str(e))
+
+
+def _hex32_list(v: object, what: str, code: str) -> list[bytes]:
+    if not isinstance(v, list):
+        raise ToolRefused(400, code, f"{what} must be an array of hex strings")
+    out = []
+    for x in v:
+        t = x.lower().removeprefix("0x") if isinstance(x, str) else ""
+        if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+            raise ToolRefused(400, code, f"every entry of {what} is 32 bytes of hex")
+        out.append(bytes.fromhex(t))
+    return out
+
+
+def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
+    """saihm_share: {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} ->
+    {"contractId", "type", "granteeCount", "epoch", "receiptId"}."""
+    at = int(time.time()) if now is None else now
+    grantees = _hex32_list(params.get("granteeIdHashesHex"), "granteeIdHashesHex", "invalid_grantee")
+    cells = _hex32_list(params.get("shardIds"), "shardIds", "shard_not_found")
+    kind, scope, expiry = params.get("type"), params.get("scope"), params.get("expiryEpoch")
+    if not isinstance(kind, str) or kind.lower() not in MODES:
+        raise ToolRefused(400, "invalid_mode", "type is temporary, permanent or syndicate")
+    if not isinstance(scope, str):
+        raise ToolRefused(400, "invalid_scope", "scope is read, write or readwrite")
+    if scope != "read":
+        # SAIHM: write and readwrite are reserved; an operator MUST reject them with invalid_scope
+        raise ToolRefused(400, "invalid_scope", f"scope {scope!r} is not defined: only 'read'")
+    if expiry is not None and not (isinstance(expiry, str) and (expiry == "" or (expiry.isascii() and expiry.isdigit()))):
+        raise ToolRefused(400, "invalid_expiry", "expiryEpoch is a string of decimal digits, or null")
+    expires = int(expiry) if isinstance(expiry, str) and expiry else None
+    try:
+        made = share_cells(syncer, cells, grantees, kind, scope=scope, expires=expires, now=at)
+    except OwnmemError as e:
+        raise _tool_error(e, "operator_storage_unavailable") from None
+    return {"contractId": made.contract_id.hex(), "type": made.mode.lower(), "granteeCount": len(made.grantee_ids),
+            "epoch": str(at), "receiptId": made.receipt_id.hex()}
+
+
+def tool_revoke_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
+    """saihm_revoke_share: {"contractId"} -> {"revoked": true, "epoch", "receiptId"}; a contract
+    revoked before answers revoked = true as well (a retry shows the true state)."""
+    at = int(time.time()) if now is None else now
+    ident = params.get("contractId")
+    t = ident.lower() if isinstance(ident, str) else ""
+    if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
+        raise ToolRefused(404, "contract_not_found", "a contractId is 64 hex digits")
+    try:
+        r = revoke(syncer, bytes.fromhex(t), now=at)
+    except OwnmemError as e:
+        # the server withdraws access before it logs the receipt; one that did not answer may
+        # have done either: repeating the call shows the outcome
+        raise _tool_error(e, "operator_storage_unavailable") from None
+    return {"revoked": True, "epoch": str(at), "receiptId": r.receipt_id.hex()}
+
+
+def tool_contracts(syncer: Syncer, *, now: int | None = None) -> list[dict[str, object]]:
+    """saihm_status's contracts: this holder's contracts, revoked ones left out (SAIHM: they
+    MUST NOT be included; expired ones MAY be)."""
+    by_id: dict[bytes, Contract] = {}
+    revoked: set[bytes] = set()
+    for view in offers(syncer).offered:
+        by_id[view.contract_id] = view.contract
+        if view.revoked:
+            revoked.add(view.contract_id)
+    return [{"contractId": c.contract_id.hex(), "mode": c.mode, "granteeIds": [g.hex() for g in c.grantee_ids],
+             "expiresAt": str(c.expires_at)} for cid, c in by_id.items() if cid not in revoked]

@@ -1,0 +1,240 @@
+"""The blind server's routes for sharing between people (SAIHM "Sharing contracts", "Order of
+effect and receipt"; ownmem docs/decisions.md "Sharing between people").
+
+    GET  /v1/holders/{holderId}                      the directory: a vault's registration and
+                                                     its holder proof (public, paid by the address)
+    POST /v1/vaults/{name}/holder                    a vault registered before the directory
+                                                     publishes its holder proof
+    POST /v1/vaults/{name}/shares                    the sharer offers a contract (+ SHARE receipt,
+                                                     + DEKs re-wrapped to each grantee)
+    GET  /v1/vaults/{name}/shares                    contracts offered by and to this vault's holder
+    POST /v1/vaults/{name}/shares/{id}/accept        the grantee accepts, declines, withdraws
+    POST /v1/vaults/{name}/shares/{id}/decline
+    POST /v1/vaults/{name}/shares/{id}/withdraw
+    POST /v1/vaults/{name}/shares/{id}/revoke        the sharer revokes (+ REVOKE receipt)
+    GET  /v1/vaults/{name}/shared?after=             the grantee's cells of every active contract
+
+The server decrypts nothing: it checks the contract (shape, rules, the holder's signature,
+that every covered cell is a live cell of this vault), the receipts, and that the offer
+carries exactly one re-wrapped key per grantee and cell.  Nothing is released to a grantee
+before it accepts; revocation deletes the keys before the REVOKE receipt is logged.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ownmem import syncwire as wire
+from ownmem.errors import WireError
+from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
+
+from .storage.base import StorageConflict, StorageQuota
+from .storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
+from .verify import Refused, check_receipt
+
+if TYPE_CHECKING:
+    from .app import Server
+
+E = wire.ErrorCode
+CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
+CBOR = "application/cbor"
+_log = logging.getLogger("ownmem.server")
+
+
+def sweep_every() -> float:
+    """Seconds between sweeps of expired contracts' keys (OWNMEM_SHARE_SWEEP_SECONDS, default 60)."""
+    value = float(os.environ.get("OWNMEM_SHARE_SWEEP_SECONDS") or "60")
+    if not value > 0:
+        raise ValueError("OWNMEM_SHARE_SWEEP_SECONDS must be a positive number")
+    return value
+
+
+async def sweep_expired(srv: Server, every: float) -> None:
+    """For as long as the server runs: delete the share keys of every expired contract, so an
+    expired grant's keys are gone within ``every`` seconds even if nobody asks (every sharing
+    request sweeps as well)."""
+    shares = shares_of(srv.storage)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await srv.call(shares.sweep, int(time.time()))
+        except Exception:   # noqa: BLE001 - logged once per round; the next round retries
+            _log.exception("the sweep of expired contracts' keys failed; retried in %s s", every)
+
+
+def share_routes(srv: Server) -> list[Route]:
+    from .app import ApiError, _parsed
+
+    shares = shares_of(srv.storage)
+
+    def cid_param(request: Request) -> bytes:
+        v = request.path_params["contract_id"]
+        if len(v) != 64 or any(ch not in "0123456789abcdef" for ch in v):
+            raise ApiError(E.MALFORMED, "a contractId is 64 lower-case hex digits")
+        return bytes.fromhex(v)
+
+    async def holder(request: Request) -> Response:
+        srv.limit_address(request)
+        v = request.path_params["holder_id"]
+        if len(v) != 64 or any(ch not in "0123456789abcdef" for ch in v):
+            raise ApiError(E.MALFORMED, "a holderId is 64 lower-case hex digits")
+        # holderIds are public (every KEY receipt in the log names one), so a miss tells nothing new
+        row = await srv.call(shares.holder, bytes.fromhex(v))
+        if row is None:
+            raise ApiError(E.NOT_FOUND, "no vault of that holder published its registration here")
+        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+                                              row.holder_pub, row.holder_id, row.proof).encode())
+
+    async def publish(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        req = _parsed(wire.HolderProof.parse, await srv.json_body(request))
+        msg = wire.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
+        if not srv.holder(v).valid(msg, req.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
+            raise ApiError(E.BAD_SIGNATURE, "the proof is not the holder's signature over this vault's registration")
+        await srv.call(shares.publish, v.id, v.holder_id, req.holder_proof)
+        row = await srv.call(shares.holder, v.holder_id)
+        assert row is not None
+        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+                                              row.holder_pub, row.holder_id, row.proof).encode())
+
+    async def offer(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        req = _parsed(wire.ShareOffer.parse, await srv.json_body(request))
+        now = int(time.time())
+        try:
+            c = parse_contract(req.contract)
+        except ContractRefused as e:
+            raise ApiError(E(e.code), str(e)) from None
+        if c.holder_id != v.holder_id:
+            raise ApiError(E.WRONG_HOLDER, "the contract is another holder's")
+        hk = srv.holder(v)
+        if not hk.valid(c.body(), c.signature, CONTRACT_CONTEXT):
+            raise ApiError(E.BAD_SIGNATURE, "the contract is not signed by this vault's holder key")
+        if abs(c.timestamp - now) > CLOCK_SKEW:
+            raise ApiError(E.INVALID_EXPIRY, f"the contract's timestamp is more than {CLOCK_SKEW} s from the "
+                                             "server's time")
+        if not c.active_at(now):
+            raise ApiError(E.INVALID_EXPIRY, "the contract has expired already")
+        if v.holder_id in c.grantee_ids:
+            raise ApiError(E.INVALID_GRANTEE, "a holder does not share with itself")
+        known = await srv.call(shares.known_holders, list(c.grantee_ids))
+        unknown = [g for g in c.grantee_ids if g not in known]
+        if unknown:
+            raise ApiError(E.INVALID_GRANTEE, f"no vault of holder {unknown[0].hex()} published its registration "
+                                              "here")
+        try:
+            items = req.share_items()
+        except WireError as e:
+            raise ApiError(E.MALFORMED, str(e)) from None
+        pairs = [(i.grantee, i.cell_id) for i in items]
+        wanted = {(g, s) for g in c.grantee_ids for s in c.shard_ids}
+        if len(set(pairs)) != len(pairs) or set(pairs) != wanted:
+            raise ApiError(E.MALFORMED_CONTRACT, "an offer carries exactly one key per grantee and covered cell")
+        try:
+            r, entry = check_receipt(req.receipt, hk, v.holder_pub, "SHARE")
+        except Refused as e:
+            raise ApiError(e.code, str(e)) from None
+        if r.subject_id != c.contract_id:
+            raise ApiError(E.MALFORMED_RECEIPT, "a SHARE receipt names the contract as its subject")
+        new = NewContract(c.contract_id, c.holder_id, req.contract, c.expires_at, c.grantee_ids, c.shard_ids,
+                          tuple((i.grantee, i.cell_id, i.key) for i in items), entry)
+        try:
+            await srv.call(shares.offer, v.id, new, now)
+        except StorageConflict:
+            raise ApiError(E.CONTRACT_EXISTS, "that contract was offered before") from None
+        except ShardsMissing as e:
+            raise ApiError(E.SHARD_NOT_FOUND, str(e)) from None
+        except StorageQuota as e:
+            raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
+        return JSONResponse(wire.ShareOffered(c.contract_id, r.receipt_id).encode(), status_code=201)
+
+    async def listing(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        now = int(time.time())
+        await srv.call(shares.sweep, now)
+        offered = await srv.call(shares.offered, v.id, now)
+        received = await srv.call(shares.received, v.holder_id, now)
+
+        def entries(rows: list[object]) -> tuple[wire.ShareEntry, ...]:
+            return tuple(wire.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired)  # type: ignore[attr-defined]
+                         for r in rows)
+
+        return JSONResponse(wire.ShareList(entries(list(offered)), entries(list(received))).encode())
+
+    async def act(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        cid, action = cid_param(request), request.path_params["action"]
+        now = int(time.time())
+        if action == "revoke":
+            return await revoke(request, v, cid)
+        if action not in ("accept", "decline", "withdraw"):
+            raise ApiError(E.NOT_FOUND, "a contract is accepted, declined, withdrawn or revoked")
+        await srv.call(shares.sweep, now)
+        try:
+            state = await srv.call(shares.answer, v.holder_id, cid, action, now)
+        except ContractMissing as e:
+            raise ApiError(E.CONTRACT_NOT_FOUND, str(e)) from None
+        except ContractClosed as e:
+            raise ApiError(E.CONTRACT_CLOSED, str(e)) from None
+        return JSONResponse(wire.ShareAnswer(cid, state).encode())
+
+    async def revoke(request: Request, v: object, cid: bytes) -> Response:
+        from .storage.base import VaultRecord
+
+        assert isinstance(v, VaultRecord)
+        req = _parsed(wire.RevokeRequest.parse, await srv.json_body(request))
+        try:
+            r, entry = check_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
+        except Refused as e:
+            raise ApiError(e.code, str(e)) from None
+        if r.subject_id != cid:
+            raise ApiError(E.MALFORMED_RECEIPT, "a REVOKE receipt names the contract as its subject")
+        # SAIHM "Order of effect and receipt": access is withdrawn (committed) first; the receipt
+        # after, so a failed log write never restores access, and a repeated revoke logs it then
+        try:
+            already = await srv.call(shares.revoke, v.id, cid)
+        except ContractMissing as e:
+            raise ApiError(E.CONTRACT_NOT_FOUND, str(e)) from None
+        except NotContractHolder as e:
+            raise ApiError(E.NOT_HOLDER, str(e)) from None
+        rid = await srv.call(shares.log_revoke, v.holder_id, cid, entry)
+        assert rid is not None
+        return JSONResponse(wire.RevokeResult(True, rid, already).encode())
+
+    async def shared(request: Request) -> Response:
+        v, _ = await srv.authed(request)
+        after_hex = request.query_params.get("after")
+        if after_hex is not None and (len(after_hex) != 128 or any(ch not in "0123456789abcdef" for ch in after_hex)):
+            raise ApiError(E.MALFORMED, "after is a contractId and a cellId, 128 lower-case hex digits")
+        after = bytes.fromhex(after_hex) if after_hex is not None else b"\x00" * 64
+        now = int(time.time())
+        await srv.call(shares.sweep, now)
+        rows = await srv.call(shares.shared, v.holder_id, now, after, wire.MAX_PAGE + 1)
+        keep: list[wire.SharedCell] = []
+        size = 0
+        for row in rows[:wire.MAX_PAGE]:
+            size += len(row[2]) + 200
+            if keep and size > wire.MAX_PAGE_BYTES:
+                break
+            keep.append(wire.SharedCell(*row))
+        page = wire.SharedPage(tuple(keep), len(keep) < len(rows))
+        return Response(page.encode(), media_type=CBOR)
+
+    async def contracts(request: Request) -> Response:
+        # one route for both methods, so a 405 lists both (as the metadata route does)
+        return await (offer(request) if request.method == "POST" else listing(request))
+
+    return [
+        Route("/v1/holders/{holder_id}", holder),
+        Route("/v1/vaults/{name}/holder", publish, methods=["POST"]),
+        Route("/v1/vaults/{name}/shares", contracts, methods=["GET", "POST"]),
+        Route("/v1/vaults/{name}/shares/{contract_id}/{action}", act, methods=["POST"]),
+        Route("/v1/vaults/{name}/shared", shared),
+    ]

@@ -1,0 +1,180 @@
+// The shares screen: sharing between people (SAIHM "Sharing contracts"; ownmem
+// py/ownmem/vault/sharing.py).  This vault's holderId (what another person needs to share
+// with it), the contracts offered by this vault and to it, each with its state (offered,
+// accepted, declined, withdrawn; revoked; expired) and what can be done with it (Revoke for
+// the sharer; Accept, Decline, Withdraw for the grantee), and the memories shared with this
+// vault, each badged with its owner's holderId.  Every contract and shared memory is checked
+// in the vault worker before it is listed; what does not verify is said, never shown.
+// Shared memories are read from the server each time the screen shows and kept nowhere:
+// a revocation governs every later read.
+
+import { ConfirmDialog } from '../dialog.js';
+import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
+import { dateTime, excerpt, shortId, typeLabel } from '../format.js';
+import { defineScreen, showView } from '../nav.js';
+import { currentSession, entryById, isCurrent, isLinked } from '../state.js';
+import { call } from '../vault.js';
+
+const STATE = { offered: 'Waiting for an answer', accepted: 'Accepted', declined: 'Declined', withdrawn: 'Withdrawn' };
+const MODE = { TEMPORARY: 'Temporary', PERMANENT: 'Permanent', SYNDICATE: 'Syndicate' };
+
+function showShares() {
+  const node = mount(tpl('tpl-shares'));
+  role(node, 'back').addEventListener('click', () => showView('memories'));
+  role(node, 'refresh').addEventListener('click', () => load(node));
+  focusTitle(node);
+  load(node);
+}
+
+async function load(node) {
+  const state = role(node, 'shares-state');
+  const err = role(node, 'error');
+  showError(err, '');
+  if (!isLinked()) {
+    state.textContent = 'Sharing goes through a sync server: link this vault first (Settings).';
+    return;
+  }
+  node.setAttribute('aria-busy', 'true');
+  state.textContent = 'Reading the shares from the server…';
+  const session = currentSession();
+  try {
+    const [offers, shared] = await Promise.all([call('shares'), call('shared')]);
+    if (!isCurrent(session) || !node.isConnected) return;
+    render(node, offers, shared);
+    state.textContent = '';
+  } catch (ex) {
+    if (!isCurrent(session) || !node.isConnected) return;
+    state.textContent = '';
+    showError(err, `Could not read the shares: ${oneLine(errorText(ex))}`);
+  } finally {
+    node.setAttribute('aria-busy', 'false');
+  }
+}
+
+function render(node, offers, shared) {
+  const me = role(node, 'holder-id');
+  me.textContent = offers.holder_id;
+  me.title = offers.holder_id;
+  role(node, 'copy-holder').onclick = () => copy(offers.holder_id, 'Holder ID copied.');
+
+  const refused = role(node, 'refused');
+  const bad = [...offers.refused, ...shared.refused.map(([cell, why]) => `Shared cell ${shortId(cell)}…: ${why}`)];
+  refused.hidden = bad.length === 0;
+  role(refused, 'refused-line').textContent = bad.length
+    ? `${bad.length === 1 ? '1 entry' : `${bad.length} entries`} from the server did not verify and ${bad.length === 1 ? 'is' : 'are'} not shown.` : '';
+  role(refused, 'refused-list').replaceChildren(...bad.map((s) => el('li', { text: s })));
+
+  list(role(node, 'offered'), offers.offered, (s) => contractRow(node, s, 'offered'),
+    'You have not shared any memory. Share one from the command line: ownmem share.');
+  list(role(node, 'received'), offers.received, (s) => contractRow(node, s, 'received'),
+    'Nobody has offered to share memories with you.');
+  list(role(node, 'shared'), shared.memories, sharedCard, 'No memory is shared with you right now.');
+}
+
+const memoryCount = (n) => (n === 1 ? '1 memory' : `${n} memories`);
+
+function list(ul, items, row, empty) {
+  ul.replaceChildren(...(items.length ? items.map(row) : [el('li', { class: 'muted', text: empty })]));
+}
+
+function stateText(s) {
+  if (s.revoked) return 'Revoked';
+  if (s.expired) return 'Expired';
+  return STATE[s.state] || s.state;
+}
+
+function contractRow(node, s, side) {
+  const who = side === 'offered' ? s.grantee : s.holder_id;
+  const li = el('li', {
+    class: `share ${s.active ? 'share-active' : ''}`, 'data-testid': `share-${side}`, 'data-contract': s.contract_id,
+    'data-state': s.revoked ? 'revoked' : s.expired ? 'expired' : s.state,
+  });
+  const covered = side === 'offered'
+    ? s.memories.map((id) => entryById(id)?.content).filter(Boolean) : [];
+  li.append(...[
+    el('div', { class: 'share-head' },
+      el('span', { class: `badge share-state share-state-${s.revoked ? 'revoked' : s.expired ? 'expired' : s.state}`, text: stateText(s) }),
+      el('span', { class: 'share-mode', text: `${MODE[s.mode] || s.mode} · read only` }),
+      s.expires_at ? el('span', { class: 'muted', text: `until ${dateTime(s.expires_at)}` }) : null),
+    el('p', { class: 'share-who' },
+      side === 'offered' ? 'With ' : 'From ',
+      s.holder_name && side === 'received' ? el('strong', { text: `${s.holder_name} ` }) : null,
+      el('code', { title: who, text: `${shortId(who)}…` }),
+      ` · ${memoryCount(s.cells.length)}`),
+    covered.length ? el('ul', { class: 'share-memories', 'aria-label': 'Memories it covers' },
+      ...covered.map((t) => el('li', { text: excerpt(t, 80) }))) : null,
+    el('p', { class: 'muted small', text: `Contract ${shortId(s.contract_id)}… · offered ${dateTime(s.timestamp)}` }),
+  ].filter(Boolean));
+  const actions = el('div', { class: 'actions' });
+  const label = side === 'offered' ? `with ${shortId(who)}` : `from ${s.holder_name || shortId(who)}`;
+  const act = (text, op, args, cls, quote) => actions.append(el('button', {
+    type: 'button', class: `btn btn-small ${cls}`, text, 'data-testid': `share-${text.toLowerCase()}`,
+    'aria-label': `${text} the share ${label}`,
+    onclick: (ev) => answer(node, ev.currentTarget, op, args, quote),
+  }));
+  if (side === 'offered' && !s.revoked && !s.expired && s.state !== 'declined' && s.state !== 'withdrawn') {
+    act('Revoke', 'share_revoke', { id: s.contract_id }, 'btn-danger-ghost',
+      `Shared with holder ${shortId(who)}… · ${memoryCount(s.cells.length)}`);
+  }
+  if (side === 'received' && !s.revoked && !s.expired) {
+    if (s.state === 'offered') {
+      act('Accept', 'share_answer', { id: s.contract_id, action: 'accept' }, 'btn-primary');
+      act('Decline', 'share_answer', { id: s.contract_id, action: 'decline' }, '');
+    } else if (s.state === 'accepted') {
+      act('Withdraw', 'share_answer', { id: s.contract_id, action: 'withdraw' }, '',
+        `Shared by ${s.holder_name || 'holder'} ${shortId(who)}… · ${memoryCount(s.cells.length)}`);
+    }
+  }
+  if (actions.childElementCount) li.append(actions);
+  return li;
+}
+
+const revokeDialog = new ConfirmDialog('revoke-dialog');
+const withdrawDialog = new ConfirmDialog('withdraw-dialog');
+
+// Revoke and Withdraw ask first (they cannot be undone); Accept and Decline do not: an
+// offer is only an answer away, and declining is what doing nothing means anyway.
+async function answer(node, button, op, args, quote) {
+  const done = async () => {
+    notice(op === 'share_revoke' ? 'Share revoked.'
+      : `Share ${{ accept: 'accepted', decline: 'declined', withdraw: 'withdrawn' }[args.action]}.`);
+    await load(node);
+  };
+  if (quote) {
+    (op === 'share_revoke' ? revokeDialog : withdrawDialog).ask(quote, button, () => call(op, args), done);
+    return;
+  }
+  button.disabled = true;
+  try {
+    await call(op, args);
+    await done();
+  } catch (ex) {
+    showError(role(node, 'error'), errorText(ex));
+    if (button.isConnected) button.disabled = false;
+  }
+}
+
+function sharedCard(m) {
+  return el('li', { class: 'card card-shared', 'data-testid': 'shared-memory', 'data-id': m.object_id },
+    el('div', { class: 'card-head' },
+      el('span', {
+        class: 'badge badge-shared', 'data-testid': 'shared-badge', 'data-owner': m.owner_holder_id,
+        title: `Shared with you by holder ${m.owner_holder_id}: another person's memory, signed by their key`,
+        text: `shared by ${m.owner_name ? `${m.owner_name} ` : ''}${shortId(m.owner_holder_id)}…`,
+      }),
+      el('span', { class: 'card-type', text: typeLabel(m.type) })),
+    el('p', { class: 'card-content', 'data-role': 'content', text: m.content }),
+    m.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...m.tags.map((t) => el('li', { class: 'chip', text: t }))) : null,
+    el('p', { class: 'card-meta', text: [dateTime(m.created), `contract ${shortId(m.contract_id)}…`].filter(Boolean).join(' · ') }));
+}
+
+async function copy(text, done) {
+  try {
+    await navigator.clipboard.writeText(text);
+    notice(done);
+  } catch {
+    notice(text);
+  }
+}
+
+defineScreen('shares', showShares);
