@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ownmem import syncwire as wire
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
-from ownmem.saihm.receipt import OPERATIONS
+from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 
 from .decoy import Decoys
 from .guard import BodyDeadline, BodyTimeout
@@ -55,7 +55,7 @@ from .live import Live
 from .openapi import OPENAPI
 from .ratelimit import RateLimiter, client_key
 from .storage import Storage, StorageConflict, open_storage
-from .storage.base import Change, ExportSnapshot, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
+from .storage.base import Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
 from .share_routes import share_routes, sweep_expired, sweep_every
 from .tlog_routes import log_routes
 from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
@@ -67,6 +67,9 @@ E = wire.ErrorCode
 P = ParamSpec("P")
 T = TypeVar("T")
 _log = logging.getLogger("ownmem.server")
+# what POST /receipts logs; KEY comes with registration, FORGET with erasure (it withdraws the
+# cell in the same transaction), SHARE/REVOKE with their contracts
+LOGGED_HERE = frozenset({"REMEMBER", "RECALL", "STATUS"})
 NO_VAULT = 0      # the vault id a decoy's challenge is stored under (ids start at 1 on both backends)
 
 
@@ -449,6 +452,35 @@ class Server:
         erased = set(done)
         return JSONResponse(wire.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
 
+    async def receipts(self, request: Request) -> Response:
+        """Holder-signed receipts of this vault for the public log (SAIHM "Audit log", "Receipt
+        semantics"): REMEMBER before a cell is pushed, and RECALL/STATUS if a device's policy
+        writes any.  Every receipt is checked before any is logged, then all are logged in one
+        transaction, idempotently by receiptId; the answer names them all."""
+        v, _ = await self.authed(request)
+        b = await self.json_body(request)
+        raw = b.get("receipts")
+        # the count before the hex of each is decoded: over the cap is its own 413, not "malformed"
+        if isinstance(raw, list) and len(raw) > wire.MAX_RECEIPTS:
+            raise ApiError(E.TOO_MANY_RECEIPTS, f"at most {wire.MAX_RECEIPTS} receipts per request")
+        req = _parsed(wire.ReceiptsRequest.parse, b)
+        holder = self.holder(v)
+        entries: dict[bytes, LogEntry] = {}
+        for i, one in enumerate(req.receipts):
+            try:
+                op = parse_receipt(one).operation
+            except OwnmemError as e:
+                raise ApiError(E.MALFORMED_RECEIPT, f"receipt {i}: {e}") from None
+            if op not in LOGGED_HERE:
+                raise ApiError(E.MALFORMED_RECEIPT, f"receipt {i}: {op} receipts are not logged by this route")
+            try:
+                r, entry = check_receipt(one, holder, v.holder_pub, op)
+            except Refused as e:
+                raise ApiError(e.code, f"receipt {i}: {e}") from None
+            entries.setdefault(r.receipt_id, entry)
+        await self.call(self.storage.log_receipts, list(entries.values()))
+        return JSONResponse(wire.ReceiptsLogged(tuple(entries)).encode())
+
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
         v, _ = await self.authed(request)
@@ -700,6 +732,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/v1/vaults/{name}/changes", srv.changes),
         Route("/v1/vaults/{name}/events", srv.events),
         Route("/v1/vaults/{name}/erase", srv.erase, methods=["POST"]),
+        Route("/v1/vaults/{name}/receipts", srv.receipts, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", srv.export),
         Route("/v1/log", srv.log_list),
         # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint; public: paid by the address

@@ -144,6 +144,14 @@ OPENAPI: dict[str, Any] = {
                                                          "erased bytes of this vault may still be on the "
                                                          "server's disk; send the receipts again to ask"}})),
                           **_err(400, 401, 403, 408, 413, 429)}}},
+        "/v1/vaults/{name}/receipts": {"post": {
+            "operationId": "logReceipts", "parameters": [NAME], "security": AUTH,
+            "description": "REMEMBER, RECALL or STATUS receipts signed by the vault's holder, appended to the "
+                           "public log in one transaction, idempotently by receiptId (at most 128 per request)",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
+            "responses": {"200": _json(_obj({"logged": {"type": "array", "items": _hexn(32)}})),
+                          **_err(400, 401, 403, 408, 413, 429)}}},
         "/v1/vaults/{name}/export.amem": {"get": {
             "operationId": "export", "parameters": [NAME], "security": AUTH,
             "responses": {"200": {"description": "the vault as an ApertoMemory .amem container",

@@ -486,6 +486,8 @@ def parser() -> argparse.ArgumentParser:
                         "(a keyless client of SAIHM_ENDPOINT_URL)")
     mc.set_defaults(fn=cmd_mcp)
 
+    from .agent.cli import register as register_agent
+    register_agent(sub)
     from . import share_cli
     share_cli.register(sub)      # whoami, share ...
     return p

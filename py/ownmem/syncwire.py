@@ -51,6 +51,7 @@ METADATA_CONTEXT = "ownmem/v1/vault-metadata"
 
 VAULT_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 MAX_BATCH = 2000            # cells per push, receipts per erase
+MAX_RECEIPTS = 128          # receipts per POST /receipts: 128 hex receipts (~7 KB each) fit in MAX_JSON
 MAX_BODY = 32 << 20         # bytes per request body
 MAX_JSON = 1 << 20          # bytes per JSON request body; it also bounds every hex field in one
 MAX_ANSWER = MAX_BODY + (1 << 20)   # bytes a device reads of one answer (a page holds cells of pushes)
@@ -112,6 +113,7 @@ class ErrorCode(enum.StrEnum):
     TIMEOUT = "timeout"
     INTERNAL = "internal"
     BUSY = "busy"
+    TOO_MANY_RECEIPTS = "too_many_receipts"
     # sharing between people (SAIHM "Sharing contracts"; routes under /shares, /shared, /v1/holders)
     MALFORMED_CONTRACT = "malformed_contract"
     INVALID_GRANTEE = "invalid_grantee"
@@ -163,6 +165,7 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.TIMEOUT: (408, "the request was not received in time"),
     ErrorCode.INTERNAL: (500, "the server failed; nothing of the request was stored"),
     ErrorCode.BUSY: (503, "the server is busy: too many connections or exports open (see Retry-After)"),
+    ErrorCode.TOO_MANY_RECEIPTS: (413, f"more than {MAX_RECEIPTS} receipts in one POST /receipts"),
     ErrorCode.MALFORMED_CONTRACT: (400, "a sharing contract is malformed, not deterministic CBOR, or its keys do "
                                         "not match its grantees and cells"),
     ErrorCode.INVALID_GRANTEE: (400, "a grantee is not a 32-byte holderId, is listed twice, is the sharer, or "
@@ -449,6 +452,21 @@ class EraseResult(JsonMessage):
     # erased bytes may still be on the server's disk (server/storage/scrub.py); sending the
     # same receipts again asks again
     pending: Annotated[bool, Flag()]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptsRequest(JsonMessage):
+    """Holder-signed REMEMBER, RECALL or STATUS receipts for the public log (POST /receipts);
+    KEY and FORGET receipts travel with registration and erasure, SHARE/REVOKE with contracts."""
+
+    receipts: Annotated[tuple[bytes, ...], HexList(Hex(), 1, MAX_RECEIPTS)]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptsLogged(JsonMessage):
+    """The receiptIds of the request, every one now in the log (newly, or logged before)."""
+
+    logged: Annotated[tuple[bytes, ...], HexList(Hex(ID_LEN), 0, MAX_RECEIPTS)]
 
 
 @dataclass(frozen=True, slots=True)

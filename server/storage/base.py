@@ -191,6 +191,11 @@ class Storage(Protocol):
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None: ...
 
+    def log_receipts(self, receipts: list[LogEntry]) -> None:
+        """Append checked receipts to the log, in one transaction; one already logged (same
+        receiptId) is no new entry and no new leaf."""
+        ...
+
     def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
                  after: int, limit: int) -> list[LoggedReceipt]: ...
 

@@ -441,6 +441,10 @@ class PostgresStorage:
         return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
+    def log_receipts(self, receipts: list[LogEntry]) -> None:
+        with self._tx() as c:
+            self._append_log(c, receipts)
+
     @classmethod
     def _append_log(cls, c: psycopg.Connection, entries: list[LogEntry]) -> None:
         if not entries:

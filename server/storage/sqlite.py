@@ -351,6 +351,10 @@ class SqliteStorage:
         return n, fetch, c.close
 
     # ---------------------------------------------------------------- public log
+    def log_receipts(self, receipts: list[LogEntry]) -> None:
+        with self._tx() as c:
+            self._append_log(c, receipts)
+
     @classmethod
     def _append_log(cls, c: sqlite3.Connection, entries: list[LogEntry]) -> None:
         new = []

@@ -104,9 +104,9 @@ def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault, http):
     log = LogClient(http, lv.base)
     key = log.key()
     before = log.checkpoint(key)
-    # the vault's registration logged the last receipt so far: its KEY receipt
-    last = http.get(lv.base + f"/v1/log/entries/{before.size - 1}").json()
-    assert (last["operation"], last["holder_id"]) == ("KEY", lv.v.holder().holder_id.hex())
+    # the vault's registration logged its KEY receipt (its pushes, a REMEMBER receipt per cell)
+    (last,) = http.get(lv.base + "/v1/log", params={"holder": lv.v.holder().holder_id.hex(),
+                                                     "operation": "KEY"}).json()["entries"]
     key_receipt = bytes.fromhex(last["receipt_id"])
     assert parse_receipt(log.check_included(before, key_receipt)).subject_id == lv.v.holder().holder_id
 
@@ -115,7 +115,7 @@ def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault, http):
     after = log.checkpoint(key)
     assert after.size == before.size + 3 and after.origin == before.origin == key.name
     log.check_consistent(before, after)
-    forgets = [bytes.fromhex(http.get(lv.base + "/v1/log", params={"subject": c.hex()}).json()["entries"][0]["receipt_id"])
+    forgets = [bytes.fromhex(http.get(lv.base + "/v1/log", params={"subject": c.hex(), "operation": "FORGET"}).json()["entries"][0]["receipt_id"])
                for c in cells]
     for rid in [key_receipt, *forgets]:
         log.check_included(after, rid)
@@ -261,7 +261,7 @@ def _with_receipts(own_server: OwnServer, http: httpx.Client, make_vault: Any) -
     log = LogClient(http, own_server.url)
     key = log.key()
     kept = log.checkpoint(key)
-    assert kept.size == 5
+    assert kept.size == 11          # per vault a KEY and three REMEMBER receipts; three FORGETs
     ids = [bytes.fromhex(e["receipt_id"]) for e in http.get(own_server.url + "/v1/log/entries").json()["entries"]]
     for rid in ids:
         log.check_included(kept, rid)
@@ -303,7 +303,7 @@ def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(own_server
         log.check_consistent(kept, shrunk)
     make_vault("c")                                 # grown back past the kept size, without the dropped receipt
     grown = log.checkpoint(key)
-    assert grown.size == kept.size
+    assert grown.size >= kept.size                  # its KEY and REMEMBER receipts
     with pytest.raises(ProofFailed):
         log.check_consistent(kept, grown)
     r = http.get(own_server.url + "/v1/log/proof/inclusion", params={"receipt": ids[2].hex(), "size": kept.size})
@@ -349,7 +349,7 @@ def test_two_server_processes_appending_at_once_keep_one_tree(own_server, http, 
             v.lock()
     log = LogClient(http, own_server.url)
     cp = log.checkpoint(log.key())
-    assert cp.size == 12 and LogClient(http, urls[1]).checkpoint(log.key()) == cp
+    assert cp.size == 18 and LogClient(http, urls[1]).checkpoint(log.key()) == cp   # KEY, REMEMBER, FORGET each
 
     class Monitor:                                  # the tree rebuilt from the served entries alone
         hashes: list[bytes] = []
@@ -359,9 +359,9 @@ def test_two_server_processes_appending_at_once_keep_one_tree(own_server, http, 
 
     m = Monitor()
     entries = http.get(own_server.url + "/v1/log/entries", params={"limit": 1000}).json()["entries"]
-    assert [e["leaf_index"] for e in entries] == list(range(12))
+    assert [e["leaf_index"] for e in entries] == list(range(18))
     for e in entries:
         m.hashes = m.hashes + stored_hashes(e["leaf_index"], leaf_hash(bytes.fromhex(e["receipt"])), m)
-    assert tree_hash(12, m) == cp.root_hash
+    assert tree_hash(18, m) == cp.root_hash
     listed = http.get(own_server.url + "/v1/log", params={"limit": 1000}).json()["entries"]
     assert [e["receipt_id"] for e in listed] == [e["receipt_id"] for e in entries]    # tree order is log order

@@ -140,6 +140,8 @@ SAMPLES: dict[type[W.JsonMessage], W.JsonMessage] = {
     W.PushResult: W.PushResult(3, 1, 0, 41),
     W.EraseRequest: W.EraseRequest((os.urandom(3000), os.urandom(3000))),
     W.EraseResult: W.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
+    W.ReceiptsRequest: W.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
+    W.ReceiptsLogged: W.ReceiptsLogged((os.urandom(32), os.urandom(32))),
     W.LiveEvent: W.LiveEvent(41),
     W.ErrorBody: W.ErrorBody("stale_version", "the metadata changed; pull and retry"),
 }

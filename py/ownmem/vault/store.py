@@ -46,6 +46,17 @@ CREATE TABLE IF NOT EXISTS cells (object_id BLOB PRIMARY KEY, cell_id BLOB NOT N
                                   cell BLOB NOT NULL, pushed INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS erase_outbox (cell_id BLOB PRIMARY KEY, receipt BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS sync_state (k TEXT PRIMARY KEY, v BLOB NOT NULL);
+-- the REMEMBER receipt signed for each cell before its first push, and whether the public
+-- log holds it: a retry re-sends the same receipt and never signs a second one.  Created
+-- here, so a store made before it gains it on open (its cells already pushed get none)
+CREATE TABLE IF NOT EXISTS remember_receipts (cell_id BLOB PRIMARY KEY, receipt BLOB NOT NULL,
+                                              logged INTEGER NOT NULL DEFAULT 0);
+-- writes of the agent service stored durably but invisibly until their REMEMBER receipt is
+-- logged (SAIHM "Order of effect and receipt"): not objects, so neither sync nor recall sees them
+CREATE TABLE IF NOT EXISTS pending_writes (object_id BLOB PRIMARY KEY, scope_id BLOB NOT NULL,
+                                           format_version INTEGER NOT NULL, sealed BLOB NOT NULL,
+                                           dek_wrapped BLOB NOT NULL, cell_id BLOB NOT NULL UNIQUE,
+                                           cell BLOB NOT NULL, receipt BLOB NOT NULL);
 """
 
 
@@ -63,6 +74,16 @@ class StoredObject:
     format_version: int
     sealed: bytes
     dek_wrapped: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A sealed object, its cell and its REMEMBER receipt, not yet visible."""
+
+    obj: StoredObject
+    cell_id: bytes
+    cell: bytes
+    receipt: bytes
 
 
 @contextmanager
@@ -319,3 +340,57 @@ class Store:
 
     def clear_erasures(self, cell_ids: Iterable[bytes]) -> None:
         self.db.executemany("DELETE FROM erase_outbox WHERE cell_id = ?", ((c,) for c in cell_ids))
+
+    # ------------------------------------------------------------- REMEMBER receipts
+    def remember_receipts(self, cell_ids: Iterable[bytes]) -> dict[bytes, tuple[bytes, bool]]:
+        """cellId -> (its REMEMBER receipt, whether the log holds it), for those that have one."""
+        out = {}
+        for cid in cell_ids:
+            r = self.db.execute("SELECT receipt, logged FROM remember_receipts WHERE cell_id = ?", (cid,)).fetchone()
+            if r:
+                out[cid] = (bytes(r[0]), bool(r[1]))
+        return out
+
+    def put_remember_receipt(self, cell_id: bytes, receipt: bytes, *, logged: bool = False) -> None:
+        """The first receipt of a cell is kept: a cell has one REMEMBER receipt."""
+        self.db.execute("INSERT OR IGNORE INTO remember_receipts VALUES (?, ?, ?)", (cell_id, receipt, int(logged)))
+        if logged:
+            self.mark_remember_logged([cell_id])
+
+    def mark_remember_logged(self, cell_ids: Iterable[bytes]) -> None:
+        self.db.executemany("UPDATE remember_receipts SET logged = 1 WHERE cell_id = ?", ((c,) for c in cell_ids))
+
+    # ------------------------------------------------------------- pending writes (agent service)
+    def put_pending(self, w: PendingWrite) -> None:
+        o = w.obj
+        self.db.execute("INSERT INTO pending_writes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (o.object_id, o.scope_id, o.format_version, o.sealed, o.dek_wrapped, w.cell_id, w.cell,
+                         w.receipt))
+
+    def pending_writes(self) -> list[PendingWrite]:
+        return [PendingWrite(StoredObject(*r[:5]), r[5], r[6], r[7]) for r in self.db.execute(
+            "SELECT object_id, scope_id, format_version, sealed, dek_wrapped, cell_id, cell, receipt "
+            "FROM pending_writes ORDER BY object_id")]
+
+    def drop_pending(self, object_id: bytes) -> None:
+        self.db.execute("DELETE FROM pending_writes WHERE object_id = ?", (object_id,))
+
+    def complete_pending(self, w: PendingWrite) -> None:
+        """Within a transaction: the write becomes an object with its cell (to push) and its
+        logged REMEMBER receipt, and is no longer pending."""
+        self.put_object(w.obj)
+        self.put_cell(w.obj.object_id, w.cell_id, w.cell, pushed=False)
+        self.put_remember_receipt(w.cell_id, w.receipt, logged=True)
+        self.drop_pending(w.obj.object_id)
+
+    def recallable_cells(self) -> dict[bytes, tuple[bytes, bytes]]:
+        """object id -> (cellId, cell) of every object an agent may see: its cell reached the
+        server (pushed or pulled) or its REMEMBER receipt is in the public log."""
+        return {bytes(r[0]): (bytes(r[1]), bytes(r[2])) for r in self.db.execute(
+            "SELECT c.object_id, c.cell_id, c.cell FROM cells c JOIN objects o ON o.object_id = c.object_id "
+            "LEFT JOIN remember_receipts m ON m.cell_id = c.cell_id WHERE c.pushed = 1 OR m.logged = 1")}
+
+    def erase_receipt(self, cell_id: bytes) -> bytes | None:
+        """The FORGET receipt queued for ``cell_id``, while its erasure has not reached the server."""
+        r = self.db.execute("SELECT receipt FROM erase_outbox WHERE cell_id = ?", (cell_id,)).fetchone()
+        return bytes(r[0]) if r else None

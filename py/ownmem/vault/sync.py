@@ -260,6 +260,31 @@ class Remote:
         return wire.EraseResult.parse(self._json("POST", self._url("/erase"), wire.EraseRequest(tuple(receipts)),
                                               auth=True))
 
+    def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
+        """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""
+        got = wire.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),
+                                                   wire.ReceiptsRequest(tuple(receipts)), auth=True))
+        return got.logged
+
+    def get_receipt(self, receipt_id: bytes) -> bytes | None:
+        """The receipt the public log holds under ``receipt_id``, or None if it holds none.
+        Its bytes must hash to that id: a server cannot answer with another receipt."""
+        try:
+            entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}")
+        except SyncError as e:
+            if e.server_code == wire.ErrorCode.NOT_FOUND:
+                return None
+            raise
+        raw = entry.get("receipt") if isinstance(entry, dict) else None
+        try:
+            got = bytes.fromhex(raw) if isinstance(raw, str) else b""
+            r = parse_receipt(got)
+        except (ValueError, OwnmemError):
+            raise WireError("the log's entry is malformed") from None
+        if r.receipt_id != receipt_id or sha256(r.body()) != receipt_id:
+            raise WireError("the log answered with another receipt than the one asked for")
+        return got
+
     def events(self) -> Iterator[int]:
         """Yields the server's last sequence number whenever it changes (server-sent events)."""
         if self.http is None:
@@ -427,6 +452,7 @@ class Syncer:
             with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
                 for r, (cid, cell) in zip(rows, cells):
                     self.store.put_cell(r.object_id, cid, cell, pushed=False)
+            self._log_remembers([cid for cid, _ in cells], now)
             items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
             for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES):
                 self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
@@ -441,6 +467,29 @@ class Syncer:
             report.erased_remote += len(res.erased)
             with self.store.transaction():
                 self.store.clear_erasures(c for c, _ in chunk)
+
+    def _log_remembers(self, cell_ids: list[bytes], now: int) -> None:
+        """SAIHM "Order of effect and receipt", "Receipt semantics": each cell's REMEMBER receipt
+        (subject = cellId, holder-signed, no plaintext) is in the public log before the cell is
+        pushed, so before any other device can see it.  A receipt is kept once signed and marked
+        once logged: a retry re-sends the same bytes (logged idempotently) and never signs twice."""
+        have = self.store.remember_receipts(cell_ids)
+        new = [cid for cid in cell_ids if cid not in have]
+        if new:
+            h = self.v.holder()
+            made = [(cid, run_sync(make_receipt(self.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
+                                                subject_id=cid, timestamp=now)).to_cbor()) for cid in new]
+            with self.store.transaction():
+                for cid, r in made:
+                    self.store.put_remember_receipt(cid, r)
+            have.update((cid, (r, False)) for cid, r in made)
+        todo = [(cid, have[cid][0]) for cid in cell_ids if not have[cid][1]]
+        for chunk in _runs(todo, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES, wire.MAX_RECEIPTS):
+            logged = set(self._call(functools.partial(self.remote.post_receipts, [r for _, r in chunk])))
+            if any(parse_receipt(r).receipt_id not in logged for _, r in chunk):
+                raise WireError("the server did not log every REMEMBER receipt it was sent")
+            with self.store.transaction():
+                self.store.mark_remember_logged(c for c, _ in chunk)
 
     # ----------------------------------------------------------- pull
     def pull(self, report: SyncReport, progress: Callable[[int, int], None] | None = None) -> bool:

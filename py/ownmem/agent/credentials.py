@@ -1,0 +1,184 @@
+"""Agent credentials: bearer tokens for the SAIHM HTTPS binding of `ownmem agent`
+(SAIHM "Authentication", "Credential handling": scoped to one holder, with an expiry, revocable).
+
+    issue:   secret = 32 random bytes;  token = "om_agent_" + base64url(secret)
+             the person is shown "Bearer <token>" once; the file keeps SHA-256(token) only
+    check:   SHA-256(presented token) against every live entry, constant-time; an expired or
+             revoked credential fails exactly as an unknown one (one "unauthenticated")
+
+The file (``agent-credentials.json`` in the vault folder, mode 0600) is rewritten whole by an
+atomic rename under an exclusive lock, so the CLI and a running service never lose each
+other's writes; the service re-reads it when it changes, so a revocation takes effect on the
+next request, without a restart.  A credential names an agent: its name is the ``agent_id`` of
+the memories it writes and picks the author key (HKDF info ``ownmem/v1/agent/<name>``).
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..errors import MalformedInput, NotFound, VaultError
+
+FILENAME = "agent-credentials.json"
+PREFIX = "om_agent_"
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+LAST_USED_EVERY = 60      # seconds: a credential's "last used" is written at most this often
+MAX_HEADER = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    name: str
+    digest: bytes            # SHA-256 of the token; the token itself is never stored
+    created: int
+    expires: int | None      # UNIX seconds; None: no expiry
+    last_used: int | None
+
+    def live(self, now: int) -> bool:
+        return self.expires is None or now < self.expires
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    credential: Credential
+    header: str              # the Authorization value, shown once: "Bearer om_agent_..."
+
+
+def valid_name(name: str) -> bool:
+    return bool(NAME.fullmatch(name))
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def authenticate(creds: tuple[Credential, ...], authorization: str | None, now: int) -> Credential | None:
+    """The live credential an Authorization header presents, or None (one answer for every cause).
+
+    Every entry is compared, in constant time per entry, so how long this takes does not say
+    which entry, if any, came close."""
+    if authorization is None or len(authorization) > MAX_HEADER or not authorization.startswith("Bearer "):
+        return None
+    digest = token_digest(authorization[7:].strip())
+    found = None
+    for c in creds:
+        if hmac.compare_digest(c.digest, digest) and c.live(now):
+            found = c
+    return found
+
+
+def _encode(creds: tuple[Credential, ...]) -> bytes:
+    return json.dumps({"version": 1, "credentials": [
+        {"name": c.name, "sha256": c.digest.hex(), "created": c.created, "expires": c.expires,
+         "last_used": c.last_used} for c in creds]}, indent=1).encode()
+
+
+def _decode(raw: bytes) -> tuple[Credential, ...]:
+    try:
+        doc = json.loads(raw)
+        out = []
+        for e in doc["credentials"]:
+            name, digest = e["name"], bytes.fromhex(e["sha256"])
+            created, expires, last = e["created"], e["expires"], e["last_used"]
+            if (not isinstance(name, str) or not valid_name(name) or len(digest) != 32 or type(created) is not int
+                    or not (expires is None or type(expires) is int) or not (last is None or type(last) is int)):
+                raise ValueError
+            out.append(Credential(name, digest, created, expires, last))
+        return tuple(out)
+    except (ValueError, KeyError, TypeError):
+        raise VaultError(f"the agent credentials file is damaged ({FILENAME}); "
+                         "remove it to revoke every credential") from None
+
+
+class CredentialFile:
+    """The credentials of one vault folder."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / FILENAME
+        self._lock_path = Path(folder) / (FILENAME + ".lock")
+        self._cache: tuple[tuple[int, int, int] | None, tuple[Credential, ...]] = (None, ())
+        self._mutex = threading.Lock()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)      # releases the lock
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _read(self) -> tuple[Credential, ...]:
+        try:
+            return _decode(self.path.read_bytes())
+        except FileNotFoundError:
+            return ()
+
+    def _write(self, creds: tuple[Credential, ...]) -> None:
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, _encode(creds))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def all(self) -> tuple[Credential, ...]:
+        """The credentials as the file holds them now (re-read only when the file changed)."""
+        with self._mutex:
+            stamp = self._stamp()
+            if stamp != self._cache[0]:
+                self._cache = (stamp, self._read())
+            return self._cache[1]
+
+    def issue(self, name: str, now: int, *, expires_days: float | None = None) -> Issued:
+        if not valid_name(name):
+            raise MalformedInput("a credential name is 1-64 of a-z 0-9 . _ - and starts with a letter or digit")
+        if expires_days is not None and not 0 < expires_days <= 36500:
+            raise MalformedInput("--expires is a number of days between 0 and 36500")
+        token = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+        cred = Credential(name, token_digest(token), now,
+                          None if expires_days is None else now + int(expires_days * 86400), None)
+        with self._locked():
+            creds = self._read()
+            if any(c.name == name for c in creds):
+                raise VaultError(f"a credential named {name!r} exists (revoke it first)")
+            self._write(creds + (cred,))
+        return Issued(cred, f"Bearer {token}")
+
+    def revoke(self, name: str) -> None:
+        with self._locked():
+            creds = self._read()
+            if not any(c.name == name for c in creds):
+                raise NotFound(f"no agent credential named {name!r}")
+            self._write(tuple(c for c in creds if c.name != name))
+
+    def touch(self, cred: Credential, now: int) -> None:
+        """Record a use, at most once a LAST_USED_EVERY seconds (a write per request would be
+        a disk write per recall); a credential revoked meanwhile stays revoked."""
+        if cred.last_used is not None and now - cred.last_used < LAST_USED_EVERY:
+            return
+        with self._locked():
+            creds = self._read()
+            if not any(c.digest == cred.digest for c in creds):
+                return
+            self._write(tuple(replace(c, last_used=now) if c.digest == cred.digest else c for c in creds))

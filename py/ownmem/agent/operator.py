@@ -1,0 +1,375 @@
+"""The custodial SAIHM operator over the person's unlocked vault (SAIHM "Tool surface",
+"Order of effect and receipt", "Receipt semantics", "Erasure"; DESIGN.md "Agent access").
+
+    saihm_remember  seal the content as an ApertoMemory memory signed by the agent's own
+                    author key (HKDF info ownmem/v1/agent/<name>; in the keyring, so it opens
+                    as trusted, never self; payload extension "uomp": {source: agent, agent_id})
+                    1. store it durably but invisibly (pending_writes: sync does not push it,
+                       recall does not show it), with its cell and REMEMBER receipt
+                    2. write the receipt to the public log; on failure or doubt look it up by
+                       receiptId: absent -> discard, operator_log_unavailable
+                    3. make it visible (an object with its cell), index it, push it
+                    after a restart: pending writes whose receipt is logged are completed,
+                    the others discarded
+    saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py)
+    saihm_forget    holder check (not_holder for another holder's cell); withdraw access first
+                    (out of the index, erased locally with its FORGET receipt queued), then the
+                    erasure is pushed; unreachable -> operator_log_unavailable, retried by sync
+    saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
+    governance      403 governance_disabled (docs/decisions.md)
+
+A cell is visible to agents once its REMEMBER receipt is logged or it came from the server
+(``Store.recallable_cells``): the owner's own memories, added on a device, appear here once
+synced, which is when their receipt is written.  Every call runs under one lock shared with the
+sync loop (``AgentSyncer``), so no transaction of one interleaves with the other's on the one
+store connection.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..aperto import keys as aperto_keys
+from ..aperto.model import Memory, Trust
+from ..aperto.seal import seal
+from ..crypto import run_sync
+from ..errors import OwnmemError, StoreError, SyncError
+from ..saihm.cell import make_cell, parse_cell, verify_cell
+from ..saihm.receipt import make_receipt, parse_receipt
+from ..vault.store import PendingWrite, StoredObject
+from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
+from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from .credentials import Credential
+from .recall_index import RecallEntry, RecallIndex
+
+_log = logging.getLogger("ownmem.agent")
+
+AGENT_INFO = b"ownmem/v1/agent/"
+LOOKUP_TRIES = 3
+LOOKUP_WAIT = 1.0
+MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
+
+
+class OperatorError(OwnmemError):
+    """A tool call's failure: answered with ``status`` and {"error": error}."""
+
+    code = "operator"
+
+    def __init__(self, status: int, error: str, message: str = "") -> None:
+        super().__init__(message or error)
+        self.status, self.error = status, error
+
+
+def agent_info(name: str) -> bytes:
+    return AGENT_INFO + name.encode()
+
+
+def trust_label(e: Entry) -> str:
+    """ownmemTrust: the derived trust, with agent-written memories named as such."""
+    o = e.opened
+    if o.trust is Trust.TRUSTED:
+        uomp = o.extensions.get("uomp")
+        if isinstance(uomp, dict) and uomp.get("source") == "agent":
+            return "agent"
+    return o.trust.value
+
+
+def recall_entry(e: Entry, cell: bytes) -> RecallEntry:
+    c = parse_cell(cell)
+    o = e.opened
+    return RecallEntry(c.cell_id, o.content, c.holder_id, c.cell_nonce, c.kek_version, c.timestamp, c.tier,
+                       c.signature[:8], trust_label(e), o.authorship.value, o.author_key_id, o.custody_present)
+
+
+def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | None:
+    v = params.get(name)
+    if v is None:
+        if required:
+            raise OperatorError(400, "invalid_params", f"{name} is required")
+        return None
+    if not isinstance(v, str):
+        raise OperatorError(400, "invalid_params", f"{name} must be a string")
+    return v
+
+
+class AgentSyncer(Syncer):
+    """The sync loop of the service: every sync runs under the operator's lock, and the
+    operator catches up with what it brought (pulled cells, erasures, pending writes)."""
+
+    def __init__(self, v: UnlockedVault, remote: Remote, lock: threading.RLock,
+                 after: Callable[[], None]) -> None:
+        super().__init__(v, remote)
+        self.lock, self.after = lock, after
+
+    def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        with self.lock:
+            report = super().sync_once(progress)
+            self.after()
+        return report
+
+
+class Operator:
+    def __init__(self, v: UnlockedVault, remote: Remote, *, now: Callable[[], int] = lambda: int(time.time())) -> None:
+        self.v, self.now = v, now
+        self.lock = threading.RLock()
+        self.index = RecallIndex()
+        self.syncer = AgentSyncer(v, remote, self.lock, self.catch_up)
+        self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
+        self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
+        self._meta_dirty = False
+
+    # ------------------------------------------------------------------ the index
+    def catch_up(self) -> None:
+        """After a sync (or at start): settle pending writes, then index what changed."""
+        with self.lock:
+            self.recover_pending()
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Bring the index in line with the store: open only objects not yet opened, drop the
+        ones gone (erased here or through the feed), re-derive heads.  Trust is derived at read
+        time: a key added re-opens what read as unverified, a key removed or revoked re-opens
+        everything."""
+        with self.lock:
+            store = self.v.store
+            ring = (store.known_keys(), store.revoked_keys())
+            if self._keyring is not None and ring != self._keyring:
+                old_keys, old_revoked = self._keyring
+                added_only = old_revoked == ring[1] and all(ring[0].get(k) == pub for k, pub in old_keys.items())
+                stale = [o for o, (e, _, _) in self._opened.items()
+                         if not added_only or e.opened.trust is Trust.UNVERIFIED]
+                # out of the index too, so each goes back in with its trust as derived now
+                self.index.remove(self._opened[o][1] for o in stale)
+                for oid in stale:
+                    del self._opened[oid]
+            self._keyring = ring
+            visible = store.recallable_cells()
+            for oid in set(self._opened) - set(visible):
+                del self._opened[oid]
+            new = [oid for oid in visible if oid not in self._opened]
+            if new:
+                self._open(new, visible)
+            entries, _ = honour_links([e for e, _, _ in self._opened.values()])
+            heads = {self._opened[e.id][1]: e for e in entries if e.is_head}
+            have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}
+            self.index.remove(have - set(heads))
+            self.index.put(recall_entry(e, self._opened[e.id][2]) for cid, e in heads.items() if cid not in have)
+
+    def _open(self, oids: list[bytes], visible: dict[bytes, tuple[bytes, bytes]]) -> None:
+        """Open and check each new visible object: its cell must be this holder's, name this
+        very object, and verify (SAIHM "saihm_recall": omit and log a cell that fails)."""
+        store, p = self.v.store, self.v.crypto
+        holder = self.v.holder()
+        scopes = {s.scope_id: s for s in store.scopes().values()}
+        keyring = self.v.keyring()
+        for oid in oids:
+            row = store.get_object(oid)
+            cell_id, cell_bytes = visible[oid]
+            if row is None:
+                continue
+            try:
+                cell = parse_cell(cell_bytes)
+                if cell.cell_nonce != oid or cell.ciphertext != row.sealed or cell.cell_id != cell_id:
+                    raise OwnmemError("the cell does not carry this object")
+                run_sync(verify_cell(p, cell, holder.public))
+                entry = self.v.open_stored(row, scopes, keyring, allow_unverified=True)
+            except OwnmemError as e:
+                _log.warning("cell of object %s omitted from recall: %s", oid.hex()[:12], type(e).__name__)
+                continue
+            self._opened[oid] = (entry, cell_id, cell_bytes)
+
+    # ------------------------------------------------------------------ pending writes
+    def recover_pending(self) -> None:
+        """SAIHM "Order of effect and receipt": once the receipt is written the effect is
+        completed, including after a restart; a write whose receipt is not in the log is
+        discarded.  A pending write whose log cannot be asked now stays pending."""
+        with self.lock:
+            for w in self.v.store.pending_writes():
+                rid = parse_receipt(w.receipt).receipt_id
+                try:
+                    found = self.syncer.remote.get_receipt(rid)
+                except SyncError:
+                    continue
+                with self.v.store.transaction():
+                    if found is not None:
+                        self.v.store.complete_pending(w)
+                    else:
+                        self.v.store.drop_pending(w.obj.object_id)
+
+    # ------------------------------------------------------------------ keys
+    def author_key(self, name: str) -> aperto_keys.SigningKey:
+        return run_sync(aperto_keys.signing_key(self.v.crypto, self.v.purpose_key(agent_info(name))))
+
+    def _ensure_author(self, key: aperto_keys.SigningKey) -> None:
+        store = self.v.store
+        if key.key_id in store.revoked_keys():
+            # the person revoked this agent's author key (`ownmem trust remove`): the service
+            # does not lift that by writing under it again
+            raise OperatorError(401, "unauthenticated", "this agent's author key was revoked in the vault")
+        if key.key_id not in store.known_keys():
+            self.v.trust_add(key.public)
+            self._meta_dirty = True
+        if self._meta_dirty:
+            # the key reaches the other devices before the memory it signs does (sync_once
+            # syncs metadata before it pushes; so does this)
+            try:
+                self.syncer.sync_metadata(SyncReport())
+                self._meta_dirty = False
+            except SyncError:
+                pass
+
+    # ------------------------------------------------------------------ tools
+    def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        content = text_param(params, "content", required=True)
+        assert content is not None
+        if not content.strip():
+            raise OperatorError(400, "empty_content", "content is empty or only white space")
+        if len(content) > MAX_CONTENT:
+            raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
+        with self.lock:
+            w = self._write_pending(cred, content)
+            self._log_receipt(w)
+            with self.v.store.transaction():
+                self.v.store.complete_pending(w)
+            self.refresh()
+            if not self._meta_dirty:
+                try:
+                    self.syncer.push(SyncReport())
+                except SyncError:
+                    pass       # visible, and pushed by the sync loop once the server answers
+            c = parse_cell(w.cell)
+            return {"cellId": c.cell_id.hex(), "cellNonce": c.cell_nonce.hex(), "tier": c.tier,
+                    "kekVersion": c.kek_version, "epoch": str(c.timestamp),
+                    "signaturePrefix": c.signature[:8].hex(), "receiptId": parse_receipt(w.receipt).receipt_id.hex()}
+
+    def _write_pending(self, cred: Credential, content: str) -> PendingWrite:
+        v = self.v
+        key = self.author_key(cred.name)
+        self._ensure_author(key)
+        now = self.now()
+        scope = v.scope(DEFAULT_SCOPE)
+        memory = Memory(content=content, created=now, tool=TOOL,
+                        extensions={"uomp": {"source": "agent", "agent_id": cred.name}})
+        dek = aperto_keys.new_key()
+        so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
+        wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
+        h = v.holder()
+        cell = run_sync(make_cell(v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
+                                  cell_nonce=so.object_id, ciphertext=so.encoded, timestamp=now))
+        receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
+                                        subject_id=cell.cell_id, timestamp=now))
+        w = PendingWrite(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped),
+                         cell.cell_id, cell.to_cbor(), receipt.to_cbor())
+        try:
+            with v.store.transaction():
+                v.store.put_pending(w)
+        except StoreError as e:
+            raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+        return w
+
+    def _log_receipt(self, w: PendingWrite) -> None:
+        """Write the receipt; if that fails or its outcome is unknown, ask the log.  Found:
+        written.  Absent: the write is discarded.  The log cannot be asked either: the write
+        stays pending (completed or discarded by ``recover_pending`` once the log answers)."""
+        rid = parse_receipt(w.receipt).receipt_id
+        try:
+            if rid in self.syncer._call(lambda: self.syncer.remote.post_receipts([w.receipt])):
+                return
+        except SyncError as e:
+            _log.info("the REMEMBER receipt write failed or is uncertain (%s): looking it up", type(e).__name__)
+        for attempt in range(LOOKUP_TRIES):
+            try:
+                found = self.syncer.remote.get_receipt(rid)
+            except SyncError:
+                if attempt + 1 < LOOKUP_TRIES:
+                    time.sleep(LOOKUP_WAIT)
+                continue
+            if found is not None:
+                return
+            with self.v.store.transaction():
+                self.v.store.drop_pending(w.obj.object_id)
+            raise OperatorError(503, "operator_log_unavailable", "the receipt could not be written; nothing was stored")
+        raise OperatorError(503, "operator_log_unavailable",
+                            "the log cannot be reached to tell whether the receipt was written")
+
+    def recall(self, cred: Credential, params: dict[str, Any]) -> list[dict[str, Any]]:
+        query = text_param(params, "query", required=False)
+        with self.lock:
+            # a key revoked in the vault meanwhile (`ownmem trust remove`, on this machine: no
+            # sync brings it) downgrades what it signed before this recall answers
+            if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
+                self.refresh()
+            return [e.to_json() for e in self.index.search(query)]
+
+    def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        ident = text_param(params, "id", required=True)
+        assert ident is not None
+        try:
+            cid = bytes.fromhex(ident) if len(ident) == 64 else b""
+        except ValueError:
+            cid = b""
+        with self.lock:
+            if cid and self.index.is_shared(cid):
+                raise OperatorError(403, "not_holder", "that cell is another holder's")
+            store = self.v.store
+            oid = store.object_of_cell(cid) if cid else None
+            if oid is None or store.get_object(oid) is None:
+                return {"success": False}
+            now = self.now()
+            # 1. withdraw access: out of recall, then erased here (one transaction) with the
+            #    FORGET receipts queued; nothing is restored if the receipt write fails
+            chain_cells = self._chain_cells(oid)
+            withdrawn = self.index.remove(chain_cells)
+            try:
+                gone = self.v.forget(oid.hex())
+            except OwnmemError as e:
+                self.index.put(withdrawn)     # nothing changed: the erasure did not happen
+                raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+            for o in gone:
+                self._opened.pop(o, None)
+            receipt = store.erase_receipt(cid)
+            anchor = parse_receipt(receipt).receipt_id.hex() if receipt is not None else None
+            self.refresh()
+            # 2. the receipt to the log, with the erasure on the server
+            try:
+                self.syncer.push(SyncReport())
+            except SyncError:
+                raise OperatorError(503, "operator_log_unavailable",
+                                    "access is withdrawn; the FORGET receipt is pending and retried") from None
+            out: dict[str, Any] = {"success": True, "cellId": ident, "epoch": str(now)}
+            if anchor is not None:
+                out["destructionAnchor"] = anchor
+            return out
+
+    def _chain_cells(self, oid: bytes) -> set[bytes]:
+        """The cellIds of every indexed version linked to ``oid`` (what ``forget`` erases)."""
+        by_id = {o: e for o, (e, _, _) in self._opened.items()}
+        seen, stack = set(), [oid]
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            for o, succ in by_id.items():
+                if succ.supersedes == cur or cur in succ.merges:
+                    stack.append(o)
+            here = by_id.get(cur)
+            if here is not None:
+                stack.extend(((here.supersedes,) if here.supersedes else ()) + here.merges)
+        return {self._opened[o][1] for o in seen if o in self._opened}
+
+    def status(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            shards: dict[str, int] = {}
+            for cid in self.index.cell_ids():
+                e = self.index.get(cid)
+                if e is not None and not self.index.is_shared(cid):
+                    shards[e.tier] = shards.get(e.tier, 0) + 1
+            return {"agentIdHashHex": self.v.holder().holder_id.hex(), "custody": "custodial",
+                    "shards": shards, "contracts": []}
+
+    def close(self) -> None:
+        self.index.close()

@@ -1,0 +1,153 @@
+"""`ownmem agent`: the person's custodial SAIHM operator on their own machine (DESIGN.md
+"Processes", "Agent access"; SAIHM "HTTPS binding").
+
+    unlock once (passphrase prompt, OWNMEM_PASSPHRASE, or the OS keyring when opted in)
+      -> index the visible memories (recall_index.py, in memory only)
+      -> sync in a background thread, live (Syncer.watch under the operator's lock)
+      -> serve 127.0.0.1:9374 only:
+           POST /saihm  {"method": <tool>, "params": {...}}   Authorization: Bearer <credential>
+             2xx: the tool's result (an array for saihm_recall), no envelope
+             4xx/5xx: {"error": <code>}  (the codes per tool of the spec, plus
+                      invalid_params, unknown_method, not_enabled, governance_disabled)
+           GET /health  {"status": "ok"}  (no credential, says nothing of the vault)
+
+Any other bind address is refused before the vault is unlocked: the service hands out
+plaintext to whoever holds a credential, and the transport is plain HTTP on loopback
+(the client's 127.0.0.1 exception).  A remote profile would need TLS and is not built.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import OwnmemError
+from .credentials import Credential, CredentialFile, authenticate
+from .operator import Operator, OperatorError
+
+_log = logging.getLogger("ownmem.agent")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9374
+PATH = "/saihm"
+MAX_REQUEST = 2 << 20      # a memory of MAX_CONTENT characters, JSON-escaped, fits
+GOVERNANCE = ("saihm_governance_propose", "saihm_governance_vote")
+TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saihm_share",
+         "saihm_revoke_share", *GOVERNANCE)
+
+
+class BindRefused(OwnmemError):
+    code = "bind_refused"
+
+
+def check_bind(host: str) -> None:
+    """Only 127.0.0.1: not 0.0.0.0, not a LAN address, not a host name (which /etc/hosts or DNS
+    could point anywhere)."""
+    if host != DEFAULT_HOST:
+        raise BindRefused(f"ownmem agent listens on {DEFAULT_HOST} only (refused {host!r}): it serves your "
+                          "memories in plaintext to credential holders over plain HTTP, which is safe on "
+                          "loopback only")
+
+
+def _fail(status: int, error: str) -> Response:
+    return JSONResponse({"error": error}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+class Binding:
+    """The HTTP layer: read a bounded JSON body, authenticate, dispatch, answer."""
+
+    def __init__(self, op: Operator, creds: CredentialFile, now: Callable[[], int] = lambda: int(time.time())) -> None:
+        self.op, self.creds, self.now = op, creds, now
+        self.tools: dict[str, Callable[[Credential, dict[str, Any]], Any]] = {
+            "saihm_remember": op.remember, "saihm_recall": op.recall, "saihm_forget": op.forget,
+            "saihm_status": op.status}
+
+    async def _body(self, request: Request) -> bytes | None:
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_REQUEST):
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_REQUEST:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def saihm(self, request: Request) -> Response:
+        cred = authenticate(await run_in_threadpool(self.creds.all), request.headers.get("authorization"), self.now())
+        if cred is None:
+            return _fail(401, "unauthenticated")
+        try:
+            raw = await self._body(request)
+        except ClientDisconnect:
+            return _fail(400, "invalid_params")
+        if raw is None:
+            return _fail(413, "request_too_large")
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError):
+            return _fail(400, "invalid_params")
+        if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
+            return _fail(400, "invalid_params")
+        method, params = doc["method"], doc.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return _fail(400, "invalid_params")
+        if method in GOVERNANCE:
+            return _fail(403, "governance_disabled")
+        fn = self.tools.get(method)
+        if fn is None:
+            return _fail(501, "not_enabled") if method in TOOLS else _fail(400, "unknown_method")
+        await run_in_threadpool(self.creds.touch, cred, self.now())
+        try:
+            result = await run_in_threadpool(fn, cred, params)
+        except OperatorError as e:
+            return _fail(e.status, e.error)
+        except OwnmemError as e:
+            _log.warning("%s failed: %s", method, type(e).__name__)
+            return _fail(503, "operator_storage_unavailable")
+        return JSONResponse(result, headers={"Cache-Control": "no-store"})
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route(PATH, self.saihm, methods=["POST"]), Route("/health", self.health)])
+
+
+class SyncThread:
+    """Syncer.watch in a daemon thread, restarted after any failure (the server may be down
+    at start, or go away): the service keeps answering from the local vault meanwhile."""
+
+    def __init__(self, op: Operator) -> None:
+        self.op = op
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ownmem-agent-sync", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.op.syncer.watch(lambda report: None, stop=self.stopping.is_set)
+            except OwnmemError as e:
+                _log.info("sync failed (%s): retrying", e)
+            except Exception:   # noqa: BLE001 - a sync bug must not end the service; it is logged
+                _log.exception("sync failed unexpectedly: retrying")
+            self.stopping.wait(2.0)
+
+    def start(self) -> SyncThread:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()

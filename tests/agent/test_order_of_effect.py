@@ -1,0 +1,164 @@
+"""SAIHM "Order of effect and receipt" under failure, with a hostile proxy between `ownmem agent`
+and the real blind server (tests/sync/hostile.py) and the agent process killed mid-write.
+
+    remember: stored invisibly -> receipt -> visible.  A receipt answer lost: looked up, found,
+              success.  The log unreachable: operator_log_unavailable, nothing visible; after a
+              restart the write is discarded.  Killed while the receipt was being written (and
+              was logged): after a restart the write is completed and synced.
+    forget:   access withdrawn before the receipt; the server unreachable answers
+              operator_log_unavailable, a repeat answers success false, and the sync loop
+              delivers the erasure once the server is back."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from agentkit import AgentProcess, LogReader, issue
+from conftest import AgentVault
+from hostile import Answer, HostileProxy, Seen
+from synckit import PASSPHRASE, Backend, Devices, ServerProcess
+
+DEAD = "http://127.0.0.1:1"
+
+
+def _pending(v: AgentVault) -> int:
+    with sqlite3.connect(f"file:{v.folder / 'vault.db'}?mode=ro", uri=True) as c:
+        return int(c.execute("SELECT count(*) FROM pending_writes").fetchone()[0])
+
+
+def _wait(cond: Callable[[], Any], timeout: float = 45.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def _remembers(srv: ServerProcess, holder: str) -> list[dict[str, Any]]:
+    r = httpx.get(srv.url + "/v1/log", params={"holder": holder, "operation": "REMEMBER", "limit": "1000"})
+    return list(r.json()["entries"])
+
+
+def test_a_lost_receipt_answer_is_looked_up_and_the_write_completes(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        # the receipt reaches the log, its answer does not
+        proxy.on("POST", r"/receipts$", lambda s, a: Answer(-1, {}, b""), once=True)
+        status, res = agent.call("saihm_remember", {"content": "answer lost, receipt kept"}, auth=token)
+        assert status == 200, (res, agent.logs())
+        assert [g["cellId"] for g in agent.call("saihm_recall", {}, auth=token)[1]] == [res["cellId"]]
+        holder = agent.call("saihm_status", auth=token)[1]["agentIdHashHex"]
+        assert [e["receipt_id"] for e in _remembers(srv, holder) if e["subject_id"] == res["cellId"]] == [
+            res["receiptId"]]
+        assert any(s.method == "GET" and s.path == f"/v1/log/{res['receiptId']}" for s in proxy.seen)
+        assert _pending(v) == 0
+    finally:
+        proxy.stop()
+
+
+def test_an_unreachable_log_stores_nothing_and_a_restart_discards_the_pending_write(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        holder = agent.call("saihm_status", auth=token)[1]["agentIdHashHex"]
+        proxy.upstream = DEAD
+        status, res = agent.call("saihm_remember", {"content": "never receipted"}, auth=token)
+        assert (status, res) == (503, {"error": "operator_log_unavailable"})
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])
+        # it could not even ask the log, so the write waits, invisible, for the log's answer
+        assert _pending(v) == 1
+        agent.kill()
+        proxy.upstream = srv.url
+        agent.start()
+        _wait(lambda: _pending(v) == 0)
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])
+        assert _remembers(srv, holder) == []
+    finally:
+        proxy.stop()
+
+
+def test_killed_mid_write_after_the_receipt_was_logged_the_restart_completes_it(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess], devices: Devices) -> None:
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    release = threading.Event()
+
+    def hold(seen: Seen, ans: Answer) -> Answer:
+        release.wait(60)      # the receipt is logged upstream; its answer is held
+        return ans
+
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        holder = agent.call("saihm_status", auth=token)[1]["agentIdHashHex"]
+        proxy.on("POST", r"/receipts$", hold, once=True)
+        caller = threading.Thread(target=lambda: _swallow(agent, token), daemon=True)
+        caller.start()
+        logged = _wait(lambda: _remembers(srv, holder))
+        assert _pending(v) == 1
+        agent.kill()          # mid-write: the receipt is in the log, the memory is not visible
+        proxy.clear()
+        release.set()
+        caller.join(30)
+        agent.start()
+        got = _wait(lambda: agent.call("saihm_recall", {}, auth=token)[1])
+        assert [g["cellId"] for g in got] == [logged[0]["subject_id"]]
+        assert got[0]["plaintext"] == "written while the process dies" and got[0]["ownmemTrust"] == "agent"
+        assert _pending(v) == 0 and len(_remembers(srv, holder)) == 1
+        # and it is synced: another device sees it, as the agent's
+        other = devices.join(srv.url, v.name, label="phone", passphrase=PASSPHRASE)
+        _wait(lambda: other.sync() and "written while the process dies" in other.contents())
+    finally:
+        release.set()
+        proxy.stop()
+
+
+def _swallow(agent: AgentProcess, token: str) -> None:
+    try:
+        agent.call("saihm_remember", {"content": "written while the process dies"}, auth=token, timeout=90)
+    except httpx.HTTPError:
+        pass      # the process was killed under it
+
+
+def test_forget_with_the_server_unreachable_withdraws_access_and_the_erasure_follows(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    log = LogReader(srv.url)
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        cell = agent.call("saihm_remember", {"content": "forget me offline"}, auth=token)[1]["cellId"]
+        proxy.upstream = DEAD
+        assert agent.call("saihm_forget", {"id": cell}, auth=token) == (503, {"error": "operator_log_unavailable"})
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])
+        assert agent.call("saihm_forget", {"id": cell}, auth=token) == (200, {"success": False})
+        proxy.upstream = srv.url
+        erased = _wait(lambda: [e for e in log.http.get(srv.url + "/v1/erasures").json()["entries"]
+                                if e["cell_id"] == cell])
+        assert len(erased) == 1
+        assert len(log.list(subject=cell, operation="FORGET")) == 1
+    finally:
+        log.close()
+        proxy.stop()
