@@ -16,6 +16,8 @@
                     (out of the index, erased locally with its FORGET receipt queued), then the
                     erasure is pushed; unreachable -> operator_log_unavailable, retried by sync
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
+    saihm_share, saihm_revoke_share  vault/sharing.py (tool_share, tool_revoke_share): contracts
+                    signed here, DEKs re-wrapped to each grantee's verified key, SHARE/REVOKE receipts
     governance      403 governance_disabled (docs/decisions.md)
 
 A cell is visible to agents once its REMEMBER receipt is logged or it came from the server
