@@ -487,6 +487,7 @@ def parser() -> argparse.ArgumentParser:
     mc.set_defaults(fn=cmd_mcp)
     from . import logcli
     logcli.register(sub)
+
     from .agent.cli import register as register_agent
     register_agent(sub)
     from . import share_cli

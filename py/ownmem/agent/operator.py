@@ -16,6 +16,8 @@
                     (out of the index, erased locally with its FORGET receipt queued), then the
                     erasure is pushed; unreachable -> operator_log_unavailable, retried by sync
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
+    saihm_share, saihm_revoke_share  vault/sharing.py (tool_share, tool_revoke_share): contracts
+                    signed here, DEKs re-wrapped to each grantee's verified key, SHARE/REVOKE receipts
     governance      403 governance_disabled (docs/decisions.md)
 
 A cell is visible to agents once its REMEMBER receipt is logged or it came from the server
@@ -43,6 +45,7 @@ from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from .credentials import Credential
+from ..vault.sharing import SharedReader, ToolRefused, tool_contracts, tool_revoke_share, tool_share
 from .recall_index import RecallEntry, RecallIndex
 
 _log = logging.getLogger("ownmem.agent")
@@ -117,6 +120,7 @@ class Operator:
         self.lock = threading.RLock()
         self.index = RecallIndex()
         self.syncer = AgentSyncer(v, remote, self.lock, self.catch_up)
+        self.shared = SharedReader(self.syncer)     # what other holders share with this one
         self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
         self._meta_dirty = False
@@ -302,7 +306,53 @@ class Operator:
             # sync brings it) downgrades what it signed before this recall answers
             if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
                 self.refresh()
+            self.refresh_shared()
             return [e.to_json() for e in self.index.search(query)]
+
+    def refresh_shared(self) -> None:
+        """SAIHM "Sharing contracts": a recall includes the covered cells of every contract
+        active for this holder and no other, so each recall asks the server again (only what
+        is new is verified: vault/sharing.py SharedReader).  When the server cannot say, no
+        shared cell is shown: one whose grant may have ended must not be."""
+        try:
+            got = self.shared.read(now=self.now())
+            memories, refused = got.memories, got.refused
+        except OwnmemError as e:
+            _log.warning("shared cells left out of recall: %s", type(e).__name__)
+            memories, refused = (), ()
+        for cid, why in refused:
+            _log.warning("shared cell %s omitted from recall: %s", cid.hex()[:12], why)
+        entries = [RecallEntry(m.cell_id, m.content, m.owner_holder_id, m.cell.cell_nonce, m.cell.kek_version,
+                               m.cell.timestamp, m.cell.tier, m.cell.signature[:8], "shared", "shared", None, False)
+                   for m in memories]
+        now_shared = {e.cell_id for e in entries}
+        self.index.remove({cid for cid in self.index.cell_ids() if self.index.is_shared(cid)} - now_shared)
+        new = [e for e in entries if not self.index.is_shared(e.cell_id)]   # a list: the index locks while it puts
+        self.index.put_shared(new)
+
+    def share(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        """saihm_share (vault/sharing.py tool_share): a contract signed by this holder, each
+        covered DEK re-wrapped to each grantee's verified key, the SHARE receipt logged with it."""
+        with self.lock:
+            shards = params.get("shardIds")
+            for x in shards if isinstance(shards, list) else ():
+                t = x.lower() if isinstance(x, str) else ""
+                if len(t) == 64 and all(c in "0123456789abcdef" for c in t) and self.index.is_shared(bytes.fromhex(t)):
+                    # a cell another holder shared with this one: not this holder's to share
+                    raise OperatorError(403, "not_holder", "a listed cell is another holder's")
+            try:
+                return tool_share(self.syncer, params, now=self.now())
+            except ToolRefused as e:
+                raise OperatorError(e.status, e.error, str(e)) from None
+
+    def revoke_share(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        """saihm_revoke_share: the server withdraws access (keys deleted) before it logs the
+        REVOKE receipt; a contract revoked before answers revoked = true."""
+        with self.lock:
+            try:
+                return tool_revoke_share(self.syncer, params, now=self.now())
+            except ToolRefused as e:
+                raise OperatorError(e.status, e.error, str(e)) from None
 
     def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         ident = text_param(params, "id", required=True)
@@ -369,7 +419,14 @@ class Operator:
                 if e is not None and not self.index.is_shared(cid):
                     shards[e.tier] = shards.get(e.tier, 0) + 1
             return {"agentIdHashHex": self.v.holder().holder_id.hex(), "custody": "custodial",
-                    "shards": shards, "contracts": []}
+                    "shards": shards, "contracts": self._contracts()}
+
+    def _contracts(self) -> list[dict[str, object]]:
+        try:
+            return tool_contracts(self.syncer, now=self.now())
+        except OwnmemError as e:
+            _log.warning("saihm_status without contracts: %s", type(e).__name__)
+            return []
 
     def close(self) -> None:
         self.index.close()

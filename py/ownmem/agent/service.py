@@ -69,7 +69,7 @@ class Binding:
         self.op, self.creds, self.now = op, creds, now
         self.tools: dict[str, Callable[[Credential, dict[str, Any]], Any]] = {
             "saihm_remember": op.remember, "saihm_recall": op.recall, "saihm_forget": op.forget,
-            "saihm_status": op.status}
+            "saihm_status": op.status, "saihm_share": op.share, "saihm_revoke_share": op.revoke_share}
 
     async def _body(self, request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
