@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import core, logbench, machine, server, web
+from . import agent, core, machine, server, web
 from .report import FAIL, AreaResult, Check, markdown, previous_areas, summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ AREAS: dict[str, Callable[[argparse.Namespace], AreaResult]] = {
     "core": lambda a: core.run(_core_sizes(a)),
     "server": lambda a: server.run(a.quick),
     "web": lambda a: web.run(a.quick),
-    "log": lambda a: logbench.run(a.quick),
+    "agent": lambda a: agent.run(a.quick),
 }
 
 PREFACE = (
@@ -30,7 +30,8 @@ PREFACE = (
     "Every figure of area `core` puts ownmem next to the reference implementation, `apertomemory` {ref}, "
     "measured in the same run on the same machine, ownmem and reference repetitions alternating; area "
     "`server` holds the sync server to absolute targets on SQLite and PostgreSQL, measured side by side; area "
-    "`web` holds the web app in headless Chromium to absolute targets.  "
+    "`web` holds the web app in headless Chromium to absolute targets; area `agent` holds the agent path "
+    "(MCP, operator, public log) to absolute targets, with the reference's MCP adapter as its anchor.  "
     "Times are wall-clock (`time.perf_counter`), medians of several repetitions after a warm-up, "
     "garbage collector emptied before and left enabled during each timed region.  Other work "
     "running on the machine (see the load average) inflates absolute times on both sides alike; "

@@ -97,3 +97,49 @@ def test_a_dead_worker_costs_a_fallback_not_a_refusal(batch, pool):
     # and a new pool serves the next push
     assert asyncio.run(pool.check(items, holder, pub)) == check_items(items, holder)
     assert pool._pool is not None and pool._pool is not first
+
+
+# ---------------------------------------------------------------- receipts (POST /receipts, /erase)
+
+@pytest.fixture(scope="module")
+def receipts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[tuple[bytes, str]], bytes, HolderKey]]:
+    from ownmem.saihm.receipt import make_receipt
+
+    v: UnlockedVault = Vault.create(tmp_path_factory.mktemp("verifypool-receipts") / "vault",
+                                    "verify pool tests: quiet river stones")
+    try:
+        h, now = v.holder(), int(time.time())
+        items = [(run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
+                                        subject_id=os.urandom(32), timestamp=now)).to_cbor(), "REMEMBER")
+                 for _ in range(N)]
+        yield items, h.public, HolderKey(h.public, h.holder_id)
+    finally:
+        v.lock()
+
+
+def test_pool_logs_the_receipts_one_thread_logs(receipts, pool):
+    from server.verifypool import check_receipts_here
+
+    items, pub, holder = receipts
+    got = asyncio.run(pool.check_receipts(items, holder, pub))
+    assert got == check_receipts_here(items, holder, pub)
+    assert [e.receipt for e in got] == [raw for raw, _ in items]
+    assert pool._pool is not None, "a batch this large goes to the worker processes"
+
+
+@pytest.mark.parametrize("bad", [0, MIN_BATCH + 3, N - 1])
+def test_pool_names_the_first_forged_receipt_as_one_thread_does(receipts, pool, bad):
+    from server.verifypool import check_receipts_here
+
+    items, pub, holder = receipts
+    forged = list(items)
+    raw = bytearray(forged[bad][0])
+    raw[-40] ^= 1          # inside the signature: still a receipt, no longer a valid one
+    forged[bad] = (bytes(raw), "REMEMBER")
+    wrong_op = list(items)
+    wrong_op[bad] = (items[bad][0], "FORGET")   # a REMEMBER receipt offered where a FORGET is due
+    for case in (forged, wrong_op):
+        got = asyncio.run(pool.check_receipts(case, holder, pub))
+        assert isinstance(got, tuple) and got[0] == bad and isinstance(got[1], Refused)
+        here = check_receipts_here(case, holder, pub)
+        assert isinstance(here, tuple) and here[0] == bad and here[1].code == got[1].code
