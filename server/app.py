@@ -195,6 +195,20 @@ class Server:
         """Public routes and failed credentials: the client's address pays, never a vault."""
         self._charge(self.address_limiter, client_key(request.scope), "too many requests from this address")
 
+    async def limit_reader(self, request: Request) -> None:
+        """The public log's routes: a device of a vault reads them on every sync (checkpoint,
+        consistency and inclusion proofs), so one presenting its vault's credential pays from that
+        vault's budget; a person's devices behind one address then never run out of the address's
+        budget by syncing.  Anyone else (no, or an unknown, credential) pays by address."""
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer ") and len(auth) <= 200:
+            found = await self.call(self.storage.token_vault, hashlib.sha256(auth[7:].strip().encode()).digest(),
+                                    time.time())
+            if found is not None:
+                self._charge(self.vault_limiter, found[0], "too many requests for this vault")
+                return
+        self.limit_address(request)
+
     async def named(self, request: Request) -> tuple[VaultRecord | None, wire.VaultInfo]:
         """The vault a public route names (None for a decoy) and what its lookup shows."""
         self.limit_address(request)
@@ -740,7 +754,7 @@ def create_app(config: Config | None = None) -> Starlette:
         *witness_routes(srv.storage, ApiError, srv.authed, srv.json_body, srv.call),
         Route("/v1/log", srv.log_list),
         # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint; public: paid by the address
-        *log_routes(srv.storage, ApiError, srv.limit_address),
+        *log_routes(srv.storage, ApiError, srv.limit_reader),
         Route("/v1/log/{receipt_id}", srv.log_get),
         Route("/v1/erasures", srv.erasures),
         *share_routes(srv),     # sharing between people: the holder directory, contracts, shared cells

@@ -150,15 +150,16 @@ class LogRoutes:
         return JSONResponse(_entry(rows[0]))
 
 
-def log_routes(storage: Storage, refuse: Refusal, charge: Callable[[Request], None]) -> list[Route]:
+def log_routes(storage: Storage, refuse: Refusal, charge: Callable[[Request], Awaitable[None]]) -> list[Route]:
     """The routes, to be listed before ``/v1/log/{receipt_id}`` (which would take ``checkpoint``).
-    ``charge`` runs first on every request: public routes are paid for by the client's address
-    (app.py), and a checkpoint costs a tree hash and a signature."""
+    ``charge`` runs first on every request: public routes are paid for by the client's address,
+    a vault's own devices by their vault (app.py ``limit_reader``); a checkpoint costs a tree
+    hash and a signature."""
     r = LogRoutes(storage, refuse)
 
     def charged(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
-            charge(request)
+            await charge(request)
             return await endpoint(request)
         return run
 

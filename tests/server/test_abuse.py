@@ -243,6 +243,27 @@ def test_a_strangers_requests_never_spend_the_vaults_budget(backend, start_serve
         refused(owner.get(base + "/metadata", headers=cred), 429, "rate_limited")
 
 
+def test_a_devices_log_reads_are_charged_to_its_vault_not_to_a_shared_address(backend, start_server, fresh_vault):
+    """Every sync reads the public log (checkpoint, consistency proof): a person's devices behind
+    one address would spend that address's budget and lock each other out.  With the vault's
+    credential the reads are the vault's; without one (a stranger, the same address) they stay
+    the address's, and a made-up credential buys nothing."""
+    url = start_server(backend.strict_env(), OWNMEM_ADDRESS_RATE_PER_SECOND="0.01", OWNMEM_ADDRESS_BURST="6")
+    v = fresh_vault(2)
+    name = "reads-" + secrets.token_hex(4)
+    with httpx.Client(timeout=30) as owner:
+        s = link(v, url, name, client=owner)     # registration, then the first sync's login: the address's
+        for _ in range(6):                       # six syncs, each reading the log at least twice
+            assert not s.sync_once().refusals
+        cred = {"Authorization": f"Bearer {s.remote.token}"}
+        assert owner.get(f"{url}/v1/log/checkpoint", headers=cred).status_code == 200
+        codes = [owner.get(f"{url}/v1/log/checkpoint").status_code for _ in range(8)]
+        assert codes[-1] == 429, codes           # the same address without the credential: spent
+        fake = {"Authorization": "Bearer " + secrets.token_urlsafe(32)}
+        refused(owner.get(f"{url}/v1/log/checkpoint", headers=fake), 429, "rate_limited")
+        assert owner.get(f"{url}/v1/log/checkpoint", headers=cred).status_code == 200
+
+
 def test_forwarded_for_is_believed_from_a_trusted_proxy_only(backend, start_server):
     """A stranger cannot escape its address's limit by naming another in X-Forwarded-For; a
     trusted proxy (127.0.0.1 by default) does name its clients, each with a budget of its own."""

@@ -104,11 +104,14 @@ def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault, http):
     log = LogClient(http, lv.base)
     key = log.key()
     before = log.checkpoint(key)
-    # the vault's registration logged its KEY receipt (its pushes, a REMEMBER receipt per cell)
-    (last,) = http.get(lv.base + "/v1/log", params={"holder": lv.v.holder().holder_id.hex(),
-                                                     "operation": "KEY"}).json()["entries"]
-    key_receipt = bytes.fromhex(last["receipt_id"])
-    assert parse_receipt(log.check_included(before, key_receipt)).subject_id == lv.v.holder().holder_id
+    # the vault's registration logged its KEY receipt (its pushes, a REMEMBER receipt per cell); the
+    # identity is shared by other vaults of the session's server, each registration with its own
+    keys = http.get(lv.base + "/v1/log", params={"holder": lv.v.holder().holder_id.hex(),
+                                                  "operation": "KEY", "limit": 1000}).json()["entries"]
+    assert keys
+    for k in keys:
+        key_receipt = bytes.fromhex(k["receipt_id"])
+        assert parse_receipt(log.check_included(before, key_receipt)).subject_id == lv.v.holder().holder_id
 
     cells = pushed(http, lv.syncer, lv.base, lv.name)[:3]
     forget_all(lv.v, http, lv.base, lv.name, lv.token, cells)

@@ -337,8 +337,10 @@ class LogWatch:
         self.store = syncer.store
         self.p = syncer.v.crypto
         remote = syncer.remote
-        # Remote._req is the one place a request is made (the browser's subclass speaks fetch)
-        self.log = PublicLog(remote.base, lambda url: remote._req("GET", url))  # noqa: SLF001
+        # Remote._req is the one place a request is made (the browser's subclass speaks fetch); the
+        # vault's credential goes along when the device holds one, so the server charges these
+        # reads to the vault's budget, not to an address the person's devices may share
+        self.log = PublicLog(remote.base, lambda url: remote._req("GET", url, auth=remote.token is not None))  # noqa: SLF001
         self.verified: Checkpoint | None = None     # verified during this sync
 
     # ------------------------------------------------------------ pinning
