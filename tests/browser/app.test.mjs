@@ -1645,3 +1645,103 @@ test('9. no request of any test above leaves the app\'s origin or carries the pa
   assert.deepEqual(requests.filter((r) => r.url.includes(PASS) || (r.body && r.body.indexOf(pass) >= 0)).map((r) => r.url), []);
   assert.deepEqual(consoleLines.filter((l) => l.text.includes(PASS)), []);
 });
+
+// An MCP host's session through the keyless `ownmem mcp` to `ownmem agent` (the custodial
+// SAIHM operator on the person's machine): the official SDK's ClientSession over stdio.
+const MCP_CALL = `
+import json, os, sys
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+tool, args = sys.argv[1], json.loads(sys.argv[2])
+params = StdioServerParameters(command=os.environ["OWNMEM_CLI"], args=["mcp"], env=dict(os.environ))
+async def go():
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            with anyio.fail_after(90):
+                res = await s.call_tool(tool, args)
+    print(json.dumps({"error": res.is_error, "structured": res.structured_content,
+                      "text": "\\n".join(getattr(c, "text", "") for c in res.content)}))
+anyio.run(go)
+`;
+
+async function startAgent(env, port) {
+  const proc = spawn(OWNMEM_CLI, ['agent', '--port', String(port)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`ownmem agent exited (${proc.exitCode}):\n${log}`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/health`)).ok) return { proc, log: () => log };
+    } catch { /* not up yet */ }
+    if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`ownmem agent did not come up:\n${log}`); }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA shows it badged, the agent\'s forget leaves no trace in it, the FORGET receipt verifies from outside', { timeout: 300_000 }, async () => {
+  const ctx = await newContext('t19');
+  const folder = path.join(tmp, 't19-agent-machine');
+  const home = path.join(tmp, 't19-home');
+  const MEMORY = 'The person takes their coffee black, no sugar';
+  fs.mkdirSync(home, { recursive: true });
+  let agent;
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t19');
+    await createVault(page, name);
+    // the agent's machine: one more device of the same vault, through the server
+    runPy(CLI_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY);
+    const env = { ...process.env, OWNMEM_VAULT: folder, OWNMEM_PASSPHRASE: PASS, HOME: home };
+    for (const k of Object.keys(env)) if (k.startsWith('SAIHM_')) delete env[k];
+    const issued = spawnSync(OWNMEM_CLI, ['agent', 'credential', 'issue', '--name', 'claude-desktop'],
+      { env, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(issued.status, 0, issued.stderr);
+    const agentPort = await freePort();
+    agent = await startAgent(env, agentPort);
+    const mcpEnv = { HOME: home, PATH: process.env.PATH, OWNMEM_CLI, SAIHM_AUTH_HEADER: issued.stdout.trim(),
+                     SAIHM_ENDPOINT_URL: `http://127.0.0.1:${agentPort}/saihm` };
+    const mcp = (tool, args) => JSON.parse(runPy(MCP_CALL, [tool, JSON.stringify(args)], mcpEnv, VENV_PY));
+
+    const remembered = mcp('saihm_remember', { content: MEMORY });
+    assert.equal(remembered.error, false, remembered.text);
+    const cellId = remembered.structured.cellId;
+    assert.match(cellId, /^[0-9a-f]{64}$/);
+    await waitCard(page, MEMORY);                      // the PWA's live sync, no click
+    const card = page.locator('[data-testid="memory-card"]', { hasText: MEMORY });
+    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'trusted');
+    const badge = card.locator('[data-testid="agent-badge"]');
+    assert.equal(await badge.textContent(), 'agent: claude-desktop');
+    assert.equal(await badge.getAttribute('data-confirmed'), 'true');
+    await shot(page, '23-agent-memory-from-mcp');
+
+    const forgot = mcp('saihm_forget', { id: cellId });
+    assert.equal(forgot.error, false, forgot.text);
+    assert.equal(forgot.structured.outcome, 'forgotten', forgot.text);
+    assert.equal(forgot.structured.cellId, cellId);
+    const anchor = forgot.structured.destructionAnchor;
+    assert.match(anchor, /^[0-9a-f]{64}$/);
+    await waitNoCard(page, MEMORY);
+    const recalled = mcp('saihm_recall', { query: 'coffee' });
+    assert.equal(recalled.error, false, recalled.text);
+    assert.equal(recalled.text, 'RECALL: nothing matched the query.');
+
+    agent.proc.kill('SIGTERM');                        // the vault folder is the agent's while it runs
+    await new Promise((r) => agent.proc.once('exit', r));
+    agent = undefined;
+    const cache = await readCache(page, folder, [MEMORY]);
+    assert.deepEqual(cache.holding[MEMORY], [], 'the forgotten text is still in the PWA\'s plaintext cache');
+    // a third machine: no vault, no passphrase, only the server's public endpoints
+    const third = path.join(tmp, 't19-third');
+    fs.mkdirSync(third);
+    const verified = spawnSync(OWNMEM_CLI, ['log', 'verify', '--receipt', anchor, '--server', origin,
+      '--state', path.join(third, 'log-state.json')], { env: { PATH: process.env.PATH, HOME: third }, encoding: 'utf8', timeout: 60_000 });
+    assert.equal(verified.status, 0, verified.stdout + verified.stderr);
+    assert.match(verified.stdout, /FORGET/);
+  } finally {
+    if (agent) agent.proc.kill('SIGKILL');
+    await closeContexts(ctx);
+  }
+});
