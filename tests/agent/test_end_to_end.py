@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from agentkit import AgentProcess, LogReader, ownmem_cli
 from conftest import AgentVault
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
@@ -96,3 +98,48 @@ def test_an_mcp_agent_remembers_another_device_sees_it_as_the_agents_then_forget
     finally:
         log.close()
     assert PASSPHRASE not in agent.logs()
+
+
+def _holding(needle: bytes, *folders: Path) -> list[str]:
+    """Every file under ``folders`` whose bytes hold ``needle`` (raw or as hex)."""
+    hexed = needle.hex().encode()
+    return sorted(str(p) for f in folders for p in f.rglob("*")
+                  if p.is_file() and (needle in (b := p.read_bytes()) or hexed in b))
+
+
+def test_after_an_agents_forget_no_stored_byte_of_server_devices_or_agent_holds_the_memorys_key(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess], devices: Devices) -> None:
+    """SAIHM "Erasure", cryptographic erasure as ownmem states it (README, docs/decisions.md): the
+    memory's DEK was random and wrapped for that one object, so once every copy of the wrapped DEK
+    is gone, whoever holds every byte the server, the person's devices and the agent service
+    stored cannot decrypt the ciphertext copies that remain.  Checked on the files themselves."""
+    import time
+
+    from agentkit import issue
+
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url, ("the owner's own note",))
+    agent = agents(v)
+    auth = issue(v.env, "claude")
+    status, got = agent.call("saihm_remember", {"content": "the person's locker code is 2718"}, auth=auth)
+    assert status == 200, got
+    oid = bytes.fromhex(got["cellNonce"])
+    phone = devices.join(srv.url, v.name, label="phone")
+    wrapped = (phone.v.store.get_object(oid) or pytest.fail("the phone did not get the memory")).dek_wrapped
+    kept = next(o.dek_wrapped for o in phone.v.store.objects() if o.object_id != oid)
+    places = (sqlite_backend.data_dir, v.folder, phone.folder)
+    # positive control: the search finds the wrapped DEK on the server, in the agent's store and the phone's
+    before = _holding(wrapped, *places)
+    for place in places:
+        assert any(h.startswith(str(place)) for h in before), (place, before)
+
+    status, got = agent.call("saihm_forget", {"id": got["cellId"]}, auth=auth)
+    assert status == 200 and got["success"] is True, got
+    phone.sync()
+    deadline = time.monotonic() + 30
+    while _holding(wrapped, *places) and time.monotonic() < deadline:   # the server's scrub may wait a moment
+        time.sleep(0.5)
+    assert _holding(wrapped, *places) == []
+    assert all(any(h.startswith(str(p)) for h in _holding(kept, *places)) for p in places), \
+        "the search must still see the wrapped DEK of the memory that was kept"
