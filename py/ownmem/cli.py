@@ -489,6 +489,8 @@ def parser() -> argparse.ArgumentParser:
     logcli.register(sub)
     from .agent.cli import register as register_agent
     register_agent(sub)
+    from .uomp import records_cli
+    records_cli.register(sub)
     return p
 
 
