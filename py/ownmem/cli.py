@@ -491,6 +491,8 @@ def parser() -> argparse.ArgumentParser:
     register_agent(sub)
     from .uomp import records_cli
     records_cli.register(sub)
+    from .uomp import staged_cli
+    staged_cli.register(sub)
     return p
 
 
