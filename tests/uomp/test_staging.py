@@ -62,14 +62,18 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     # a high-sensitivity write is refused (11.3) and nothing is stored
     status, body = agent.call("saihm_remember", {"content": "the person's PIN", "sensitivity": "high"}, auth=planner)
     assert status == 403 and body == {"error": "write_refused"}
+    status, _ = agent.call("saihm_remember", {"content": "  "}, auth=other)
+    assert status == 400
 
     assert set(_recall(agent, planner, "tea")) == {"the owner's own note about tea", "the person likes green tea",
                                                    "the person dislikes tea bags"}
     assert _recall(agent, other, "tea") == ["the owner's own note about tea"]
 
     audit = read_write_audit(v.folder)
-    assert [(a["agent_id"], a["outcome"]) for a in audit] == [("planner", "staged"), ("planner", "staged"),
-                                                              ("planner", "refused")]
+    assert [(a["agent_id"], a["outcome"], a["reason"]) for a in audit] == [
+        ("planner", "staged", ""), ("planner", "staged", ""), ("planner", "refused", "write_refused"),
+        ("other", "refused", "empty_content")]
+    assert audit[0]["object_id"] == res["cellNonce"]
     agent.stop()
 
     staged = _staged(v.env)
@@ -97,3 +101,60 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     mine = {m["content"]: m for m in json.loads(ownmem_cli("list", "--json", env=v.env).stdout)}
     assert mine["the person likes green tea"]["trust"] == "trusted"
     assert "the person dislikes tea bags" not in mine
+
+
+# --- the decisions, on a real vault: who may confirm, what the agent cannot lift ---------------
+
+def _vault_with_agent_write(tmp_path: Path):
+    import os
+
+    from ownmem.aperto import keys as aperto_keys
+    from ownmem.aperto.model import Memory
+    from ownmem.crypto import run_sync
+    from ownmem.vault import Vault
+
+    v = Vault.create(tmp_path / "v", "staging tests: an orange kite over the bay 7")
+    agent_key = run_sync(aperto_keys.signing_key(v.crypto, os.urandom(32)))
+    v.trust_add(agent_key.public)
+
+    def seal(ext: dict, content: str, signer=None) -> bytes:
+        return v._seal_into(Memory(content=content, created=1, tool="t", extensions=ext), v.scope("default"),
+                            signer).object_id
+
+    staged = seal({"uomp": {"source": "agent", "agent_id": "planner", "staged": True}}, "staged note", agent_key)
+    return v, agent_key, seal, staged
+
+
+def test_only_the_owner_can_confirm_and_an_owner_signed_staged_flag_is_not_a_staged_write(tmp_path: Path) -> None:
+    from ownmem.uomp import staging
+
+    v, agent_key, seal, staged = _vault_with_agent_write(tmp_path)
+    [w] = staging.pending(v.open_all().entries)
+    assert w.agent_id == "planner" and w.entry.id == staged
+    # the agent (a trusted key, not the owner) "confirms" its own write: not honoured
+    seal({"uomp": {"confirms": staged.hex()}}, "self-confirmation", agent_key)
+    entries = v.open_all().entries
+    assert [s.entry.id for s in staging.pending(entries)] == [staged]
+    assert all(staging.hidden_from(e, "other", staging.confirmed_ids(entries))
+               for e in entries if e.id == staged)
+    # the owner's confirmation is
+    seal({"uomp": {"confirms": staged.hex()}}, "confirmation")
+    entries = v.open_all().entries
+    assert staging.pending(entries) == []
+    done = staging.confirmed_ids(entries)
+    e = next(e for e in entries if e.id == staged)
+    assert not staging.hidden_from(e, "other", done) and e.opened.trust.value == "trusted"
+    # an owner-signed memory claiming to be an agent's staged write is the owner's, not staged
+    seal({"uomp": {"source": "agent", "agent_id": "planner", "staged": True}}, "owner pretending")
+    assert staging.pending(v.open_all().entries) == []
+
+
+def test_high_sensitivity_writes_are_refused() -> None:
+    import pytest
+
+    from ownmem.uomp.staging import WriteRefused, check_write
+
+    with pytest.raises(WriteRefused):
+        check_write("high")
+    check_write("medium")
+    check_write(None)

@@ -230,23 +230,34 @@ class Operator:
 
     # ------------------------------------------------------------------ tools
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited."""
+        try:
+            res = self._remember(cred, params)
+        except OperatorError as e:
+            staging.audit_write(self.v.store.folder, cred.name, "refused", e.error)
+            raise
+        except OwnmemError as e:
+            staging.audit_write(self.v.store.folder, cred.name, "failed", type(e).__name__)
+            raise
+        # the cell's nonce is the sealed object's id
+        staging.audit_write(self.v.store.folder, cred.name, "staged", "", bytes.fromhex(res["cellNonce"]))
+        return res
+
+    def _remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         content = text_param(params, "content", required=True)
         assert content is not None
         if not content.strip():
             raise OperatorError(400, "empty_content", "content is empty or only white space")
         if len(content) > MAX_CONTENT:
             raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
+        sensitivity = params.get("sensitivity")
+        try:
+            staging.check_write(sensitivity if isinstance(sensitivity, str) else None)
+        except staging.WriteRefused as e:
+            raise OperatorError(403, "write_refused", str(e)) from None
         with self.lock:
-            try:
-                staging.check_write(params.get("sensitivity") if isinstance(params.get("sensitivity"), str) else None)
-                w = self._write_pending(cred, content)
-                self._log_receipt(w)
-            except (staging.WriteRefused, OperatorError) as e:
-                staging.audit_write(self.v.store.folder, cred.name, "refused", type(e).__name__)
-                if isinstance(e, staging.WriteRefused):
-                    raise OperatorError(403, "write_refused", str(e)) from None
-                raise
-            staging.audit_write(self.v.store.folder, cred.name, "staged", "", w.obj.object_id)
+            w = self._write_pending(cred, content)
+            self._log_receipt(w)
             with self.v.store.transaction():
                 self.v.store.complete_pending(w)
             self.refresh()
