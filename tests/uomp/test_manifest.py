@@ -344,3 +344,20 @@ def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_
     path.write_bytes(b'{"uomp_version": "1.0"}')
     r = ownmem("agent", "register", str(path), env=env)
     assert r.returncode != 0 and "$: 'agent' is a required property" in r.stderr
+
+
+@needs_gpg
+def test_gpg_garbage_signature_is_forged_and_an_unknown_key_is_unverified(tmp_path, gnupghome):
+    path = tmp_path / "uom.json"
+    path.write_bytes(raw(base()))
+    sig = Path(str(path) + ".asc")
+    sig.write_bytes(b"-----BEGIN PGP SIGNATURE-----\n\nAAAA\n-----END PGP SIGNATURE-----\n")
+    with pytest.raises(ManifestForged):
+        verify_publisher(parse_manifest(path.read_bytes()), TrustList(), gpg_signature=sig, now=NOW)
+    # signed by a key the person's keyring does not hold: verified by no one
+    fpr = _gpg_key("Stranger <x@example.org>")
+    _gpg("--local-user", fpr, "--armor", "--yes", "--detach-sign", "--output", str(sig), str(path))
+    _gpg("--yes", "--delete-secret-and-public-key", fpr)
+    s = verify_publisher(parse_manifest(path.read_bytes()), TrustList(gpg_fingerprints=(fpr,)), gpg_signature=sig,
+                         now=NOW)
+    assert not s.verified and [r.outcome for r in s.results if r.method == "gpg"] == ["untrusted"]
