@@ -492,6 +492,10 @@ def parser() -> argparse.ArgumentParser:
     register_agent(sub)
     from . import share_cli
     share_cli.register(sub)      # whoami, share ...
+    from .uomp import records_cli
+    records_cli.register(sub)
+    from .uomp import staged_cli
+    staged_cli.register(sub)
     return p
 
 

@@ -186,3 +186,6 @@ def register(sub: Any) -> None:
     cn.add_argument("--expires", type=_days, metavar="DAYS")
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
     cn.set_defaults(fn=cmd_connect)
+
+    from ..uomp import manifest_cli
+    manifest_cli.register(asub)

@@ -44,6 +44,7 @@ from ..saihm.receipt import make_receipt, parse_receipt
 from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from ..uomp import staging
 from .credentials import Credential
 from ..vault.sharing import SharedReader, ToolRefused, tool_contracts, tool_revoke_share, tool_share
 from .recall_index import RecallEntry, RecallIndex
@@ -124,6 +125,7 @@ class Operator:
         self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
         self._meta_dirty = False
+        self.staged: dict[bytes, str] = {}   # cell id -> agent, of unconfirmed staged writes
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -157,7 +159,12 @@ class Operator:
             if new:
                 self._open(new, visible)
             entries, _ = honour_links([e for e, _, _ in self._opened.values()])
-            heads = {self._opened[e.id][1]: e for e in entries if e.is_head}
+            # staged agent writes (ownmem.uomp.staging): confirmation records are no memory;
+            # an unconfirmed staged write is recalled by its own agent only (see recall)
+            confirmed = staging.confirmed_ids(entries)
+            heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not staging.is_confirmation(e)}
+            self.staged = {cid: a for cid, e in heads.items()
+                           if (a := staging.staged_agent(e)) is not None and e.id not in confirmed}
             have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}
             self.index.remove(have - set(heads))
             self.index.put(recall_entry(e, self._opened[e.id][2]) for cid, e in heads.items() if cid not in have)
@@ -227,12 +234,31 @@ class Operator:
 
     # ------------------------------------------------------------------ tools
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
+        """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited."""
+        try:
+            res = self._remember(cred, params)
+        except OperatorError as e:
+            staging.audit_write(self.v.store.folder, cred.name, "refused", e.error)
+            raise
+        except OwnmemError as e:
+            staging.audit_write(self.v.store.folder, cred.name, "failed", type(e).__name__)
+            raise
+        # the cell's nonce is the sealed object's id
+        staging.audit_write(self.v.store.folder, cred.name, "staged", "", bytes.fromhex(res["cellNonce"]))
+        return res
+
+    def _remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         content = text_param(params, "content", required=True)
         assert content is not None
         if not content.strip():
             raise OperatorError(400, "empty_content", "content is empty or only white space")
         if len(content) > MAX_CONTENT:
             raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
+        sensitivity = params.get("sensitivity")
+        try:
+            staging.check_write(sensitivity if isinstance(sensitivity, str) else None)
+        except staging.WriteRefused as e:
+            raise OperatorError(403, "write_refused", str(e)) from None
         with self.lock:
             w = self._write_pending(cred, content)
             self._log_receipt(w)
@@ -256,7 +282,7 @@ class Operator:
         now = self.now()
         scope = v.scope(DEFAULT_SCOPE)
         memory = Memory(content=content, created=now, tool=TOOL,
-                        extensions={"uomp": {"source": "agent", "agent_id": cred.name}})
+                        extensions={"uomp": {"source": "agent", "agent_id": cred.name, "staged": True}})
         dek = aperto_keys.new_key()
         so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
         wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
@@ -307,7 +333,8 @@ class Operator:
             if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
                 self.refresh()
             self.refresh_shared()
-            return [e.to_json() for e in self.index.search(query)]
+            return [e.to_json() for e in self.index.search(query)
+                    if self.staged.get(e.cell_id, cred.name) == cred.name]
 
     def refresh_shared(self) -> None:
         """SAIHM "Sharing contracts": a recall includes the covered cells of every contract
