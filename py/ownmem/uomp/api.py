@@ -17,6 +17,12 @@
       POST /v1/memory/query {"query": text}        ranked (the agent's RecallIndex), same scope rules
       PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE
 
+Revocation from another device: ``ownmem agent revoke SESSION`` on a device without the
+admin credential seals a memory signed by the owner key with payload extension
+"uomp_revocation": {"session_id"} and syncs it; the blind server carries it like any cell and
+notifies the live stream, the agent's watch loop pulls it, and the refresh hook revokes the
+session (durably, blacklisted, audited) before the next read is decided.
+
 Thin: parse, tokens.verify, guard.decide, audit (durable before the answer), answer.  Every
 error is {"error": {"code", "message", "session_id"}}.  Items are read from a snapshot that
 the operator's refresh replaces (never under the operator's lock on the event loop).
@@ -50,6 +56,7 @@ _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 MAX_MINUTES = 24 * 60
 DEFAULT_MINUTES = 30
+REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
 # refused before the quota step: such a request does not consume the session's quota
 _UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
 
@@ -346,6 +353,15 @@ class Uomp:
                     except Exception:   # noqa: BLE001 - retried on the next tick
                         _log.exception("deletion_proof_missing not recorded")
 
+    def revoke_remote(self, sid: str) -> None:
+        """A revocation record from another of the person's devices (see revocation_of)."""
+        s = self.sessions.get(sid)
+        if s is None or s.status in ("closed", "revoked"):
+            return
+        ended = self.sessions.end(s, "revoked", self.now())
+        self.audit.record(AuditEntry(new_id(), self.now(), sid, ended.agent_id, "revoked", None, None, (), True,
+                                     "session revoked from another device"))
+
     async def close_session(self, r: HttpRequest) -> Response:
         return await self._end(r, "closed")
 
@@ -435,6 +451,20 @@ class Uomp:
         ]
 
 
+def revocation_of(e: Any) -> str | None:
+    """The session id an owner-signed revocation record names, or None.  Only a memory that
+    opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
+    that carries it, or an agent writing memories, cannot forge one."""
+    from ..aperto.model import Trust
+
+    o = e.opened
+    rec = o.extensions.get(REVOCATION)
+    if o.trust is not Trust.SELF or not isinstance(rec, dict) or not isinstance(rec.get("session_id"), str):
+        return None
+    sid: str = rec["session_id"]
+    return sid
+
+
 def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     """Mount the UOMP API in the agent's app, keyed from the unlocked vault, with its item view
     kept in step with the operator's index (rebuilt after every refresh)."""
@@ -442,11 +472,18 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
              search=lambda q: [e.cell_id for e in op.index.search(q)])
     inner = op.refresh
+    seen: set[bytes] = set()
 
     def refresh() -> None:
         with op.lock:
             inner()
             u.items.rebuild(op._opened)
+            fresh = [(oid, e) for oid, (e, _, _) in op._opened.items() if oid not in seen]
+            seen.update(oid for oid, _ in fresh)
+        for _, e in fresh:
+            sid = revocation_of(e)
+            if sid is not None:
+                u.revoke_remote(sid)
     op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
     refresh()
     app.router.routes.extend(u.routes())

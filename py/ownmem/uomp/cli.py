@@ -137,8 +137,23 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    _admin(args, "POST", f"/v1/sessions/{args.session}/revoke")
-    print(f"revoked {args.session}")
+    if AdminCredential(Path(_folder(args))).path.exists() and not args.via_server:
+        _admin(args, "POST", f"/v1/sessions/{args.session}/revoke")
+        print(f"revoked {args.session}")
+        return 0
+    # another device: an owner-signed revocation record, carried by the sync server
+    from ..cli import _unlock
+    from ..vault.sync import syncer_for
+    from .api import REVOCATION
+
+    v = _unlock(args)
+    try:
+        v.add(f"UOMP session {args.session} revoked", tags=("uomp-revocation",),
+              extensions={REVOCATION: {"session_id": args.session, "revoked_at": int(time.time())}})
+        syncer_for(v).sync_once()
+    finally:
+        v.close()
+    print(f"revocation of {args.session} sent through the sync server")
     return 0
 
 
@@ -208,6 +223,9 @@ def register(asub: Any) -> None:
     ss.set_defaults(fn=cmd_sessions)
     rv = asub.add_parser("revoke", help="revoke a UOMP session now")
     rv.add_argument("session")
+    rv.add_argument("--via-server", action="store_true",
+                    help="send an owner-signed revocation through the sync server (the default on a device "
+                         "without the agent's admin credential)")
     rv.add_argument("--port", type=int, default=DEFAULT_PORT)
     rv.set_defaults(fn=cmd_revoke)
     ad = asub.add_parser("audit", help="the UOMP audit log")
