@@ -28,9 +28,9 @@ def _read_until_revoked(u: Uomp, token: str, limit: float) -> float:
 
 
 def test_a_reading_agent_is_cut_off_within_2s_of_a_revoke_on_another_device(
-        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
         agents: Callable[..., Any], devices: Devices, tmp_path: Path) -> None:
-    srv = servers(sqlite_backend)
+    srv = servers(backend)        # SQLite and PostgreSQL: the record travels as an ordinary cell
     uv = uomp_vault(srv.url)
     agent = agents(uv.vault)
     u = Uomp(agent.port, uv.vault.folder)
