@@ -489,6 +489,10 @@ def parser() -> argparse.ArgumentParser:
     logcli.register(sub)
     from .agent.cli import register as register_agent
     register_agent(sub)
+    from .uomp import records_cli
+    records_cli.register(sub)
+    from .uomp import staged_cli
+    staged_cli.register(sub)
     return p
 
 

@@ -194,3 +194,6 @@ def register(sub: Any) -> None:
     from ..uomp.cli import register as register_uomp
 
     register_uomp(asub)
+
+    from ..uomp import manifest_cli
+    manifest_cli.register(asub)

@@ -42,6 +42,7 @@ from ..saihm.receipt import make_receipt, parse_receipt
 from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from ..uomp import staging
 from .credentials import Credential
 from .recall_index import RecallEntry, RecallIndex
 
@@ -120,6 +121,7 @@ class Operator:
         self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
         self._meta_dirty = False
+        self.staged: dict[bytes, str] = {}   # cell id -> agent, of unconfirmed staged writes
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -153,7 +155,12 @@ class Operator:
             if new:
                 self._open(new, visible)
             entries, _ = honour_links([e for e, _, _ in self._opened.values()])
-            heads = {self._opened[e.id][1]: e for e in entries if e.is_head}
+            # staged agent writes (ownmem.uomp.staging): confirmation records are no memory;
+            # an unconfirmed staged write is recalled by its own agent only (see recall)
+            confirmed = staging.confirmed_ids(entries)
+            heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not staging.is_confirmation(e)}
+            self.staged = {cid: a for cid, e in heads.items()
+                           if (a := staging.staged_agent(e)) is not None and e.id not in confirmed}
             have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}
             self.index.remove(have - set(heads))
             self.index.put(recall_entry(e, self._opened[e.id][2]) for cid, e in heads.items() if cid not in have)
@@ -230,8 +237,16 @@ class Operator:
         if len(content) > MAX_CONTENT:
             raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
         with self.lock:
-            w = self._write_pending(cred, content)
-            self._log_receipt(w)
+            try:
+                staging.check_write(params.get("sensitivity") if isinstance(params.get("sensitivity"), str) else None)
+                w = self._write_pending(cred, content)
+                self._log_receipt(w)
+            except (staging.WriteRefused, OperatorError) as e:
+                staging.audit_write(self.v.store.folder, cred.name, "refused", type(e).__name__)
+                if isinstance(e, staging.WriteRefused):
+                    raise OperatorError(403, "write_refused", str(e)) from None
+                raise
+            staging.audit_write(self.v.store.folder, cred.name, "staged", "", w.obj.object_id)
             with self.v.store.transaction():
                 self.v.store.complete_pending(w)
             self.refresh()
@@ -252,7 +267,7 @@ class Operator:
         now = self.now()
         scope = v.scope(DEFAULT_SCOPE)
         memory = Memory(content=content, created=now, tool=TOOL,
-                        extensions={"uomp": {"source": "agent", "agent_id": cred.name}})
+                        extensions={"uomp": {"source": "agent", "agent_id": cred.name, "staged": True}})
         dek = aperto_keys.new_key()
         so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
         wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
@@ -302,7 +317,8 @@ class Operator:
             # sync brings it) downgrades what it signed before this recall answers
             if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
                 self.refresh()
-            return [e.to_json() for e in self.index.search(query)]
+            return [e.to_json() for e in self.index.search(query)
+                    if self.staged.get(e.cell_id, cred.name) == cred.name]
 
     def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         ident = text_param(params, "id", required=True)

@@ -1,1 +1,1 @@
-"""UOMP draft-00 on `ownmem agent`: capability tokens, sessions, the Memory Guard, audit."""
+"""UOMP draft-00 on ownmem (manifests, staging, records import, sessions, capability tokens, the Memory Guard, audit)."""

@@ -77,8 +77,9 @@ class ItemView:
         self.by_key: dict[str, Item] = {}
         self.by_cell: dict[bytes, Item] = {}
 
-    def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]]) -> None:
-        entries, _ = honour_links([e for e, _, _ in opened.values()])
+    def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]], staged: frozenset[bytes] | set[bytes] = frozenset()) -> None:
+        """``staged``: cellIds of agent writes the person has not confirmed: no item yet."""
+        entries, _ = honour_links([e for e, cid, _ in opened.values() if cid not in staged])
         live = live_items(e for e in entries if e.is_head)
         cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
         self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
@@ -477,7 +478,7 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     def refresh() -> None:
         with op.lock:
             inner()
-            u.items.rebuild(op._opened)
+            u.items.rebuild(op._opened, set(getattr(op, "staged", {})))
             fresh = [(oid, e) for oid, (e, _, _) in op._opened.items() if oid not in seen]
             seen.update(oid for oid, _ in fresh)
         for _, e in fresh:

@@ -57,48 +57,55 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None) -
     return doc
 
 
-def _manifest(path: str) -> dict[str, Any]:
-    """The fields of uom.json these commands use (agent.id/name, requested_scopes.read,
-    data_retention_policy); full validation is the manifest module's."""
+def _identity_key(m: Any) -> str | None:
+    """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
+    import base64
+
+    from .manifest import did_key_public
+
+    did = m.identity.did if m.identity is not None else None
+    if not did or not did.startswith("did:key:"):
+        return None
     try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise MalformedInput(f"{path}: not a readable JSON file ({e})") from None
-    agent = doc.get("agent") if isinstance(doc, dict) else None
-    if not isinstance(agent, dict) or not isinstance(agent.get("id"), str):
-        raise MalformedInput(f"{path}: agent.id is required")
-    out: dict[str, Any] = doc
-    return out
+        return base64.urlsafe_b64encode(did_key_public(did)).rstrip(b"=").decode()
+    except MalformedInput:
+        return None
 
 
 def _authorize(args: argparse.Namespace) -> dict[str, Any]:
-    m = _manifest(args.manifest)
-    read = (m.get("requested_scopes") or {}).get("read") or {}
-    grant = args.grant if args.grant is not None else list(read.get("tags") or [])
-    deny = sorted(set((args.deny or []) + list(read.get("deny_tags") or [])))
-    keys = list(read.get("keys") or [])
-    policy = m.get("data_retention_policy") or {}
+    from .manifest import load_manifest, retention_level
+
+    m = load_manifest(args.manifest)          # schema-validated, one problem per line when refused
+    read = m.requested_scopes.read
+    grant = args.grant if args.grant is not None else list(read.tags if read else ())
+    deny = sorted(set((args.deny or []) + list(read.deny_tags if read else ())))
+    keys = list(read.keys if read else ())
+    policy = m.data_retention_policy
     if not args.yes:
         if not sys.stdin.isatty():
             raise VaultError("not a terminal: pass --yes to authorize without the panel")
-        print(f"Agent {m['agent'].get('name', m['agent']['id'])} ({m['agent']['id']}) asks to read:")
+        view = retention_level(policy, args.minutes * 60)
+        print(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:")
         print(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}")
-        print(f"  for {args.minutes} minutes; retention {policy.get('max_retention_seconds', 'undeclared')} s "
-              f"({policy.get('deletion_method', 'undeclared')})")
+        print(f"  for {args.minutes:g} minutes")
+        print(("\033[31m" if view.warning else "") + f"  retention: {view.text}" + ("\033[0m" if view.warning else ""))
         if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
             raise VaultError("not authorized")
-    ident = m.get("identity") or {}
     created = _admin(args, "POST", "/v1/sessions", {
-        "agent_id": m["agent"]["id"], "agent_name": m["agent"].get("name"),
-        "requested_scopes": m.get("requested_scopes"), "duration_minutes": args.minutes,
-        "proof_required": bool(policy.get("proof_required", False)),
-        "deletion_method": policy.get("deletion_method"),
-        "identity_key": ident.get("public_key") if isinstance(ident.get("public_key"), str) else None})
+        "agent_id": m.agent.id, "agent_name": m.agent.name,
+        "requested_scopes": {"read": {"tags": list(read.tags), "keys": list(read.keys)}} if read else {},
+        "duration_minutes": args.minutes,
+        "proof_required": bool(policy.proof_required) if policy else False,
+        "deletion_method": policy.deletion_method if policy else None,
+        "identity_key": _identity_key(m)})
     sid = created["session_id"]
-    granted = _admin(args, "POST", f"/v1/sessions/{sid}/grant", {
+    grant_doc: dict[str, Any] = {
         "granted_scopes": {"read": {"tags": grant, "keys": keys, "deny_tags": deny,
-                                    "deny_keys": list(read.get("deny_keys") or [])}},
-        "aggregation_only": args.aggregation_only, "task_bound": args.task_bound})
+                                    "deny_keys": list(read.deny_keys if read else ())}},
+        "aggregation_only": args.aggregation_only, "task_bound": args.task_bound}
+    if read is not None and read.allowed_fields is not None:
+        grant_doc["allowed_fields"] = [str(f) for f in read.allowed_fields]
+    granted = _admin(args, "POST", f"/v1/sessions/{sid}/grant", grant_doc)
     return {"session_id": sid, "token": granted["token"], "expires_at": granted["expires_at"]}
 
 
