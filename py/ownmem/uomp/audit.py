@@ -87,6 +87,7 @@ class AuditLog:
         self._cond = threading.Condition()
         self._queue: list[tuple[AuditEntry, Callable[[BaseException | None], None]]] = []
         self._stopping = False
+        self.batches = 0                       # transactions committed (group commit, for tests)
         self._writer = threading.Thread(target=self._run, name="ownmem-uomp-audit", daemon=True)
         self._writer.start()
 
@@ -112,6 +113,7 @@ class AuditLog:
                     self._db.executemany("INSERT INTO audit (id, ts, session_id, nonce, ct) VALUES (?, ?, ?, ?, ?)",
                                          rows)
                     self._db.execute("COMMIT")          # the one fsync of the batch
+                    self.batches += 1
             except sqlite3.Error as e:
                 err = StoreError(f"the audit log failed: {e}")
                 with self._lock:
