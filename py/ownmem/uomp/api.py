@@ -100,6 +100,7 @@ class Uomp:
         self.now = now
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
+        self._verified: dict[str, Claims] = {}
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
@@ -153,7 +154,17 @@ class Uomp:
         token = self._bearer(r)
         if token is None:
             raise InvalidToken("missing bearer token")
-        return verify(token, self.key, self.now()), token
+        # a token string whose signature verified once need not be verified again (the bytes
+        # are the same); its expiry is checked on every request all the same
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = verify(token, self.key, self.now())
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[token] = claims
+        elif self.now() >= claims.expires_at:
+            raise TokenExpired("token expired", reason="expired")
+        return claims, token
 
     async def _audit(self, claims: Claims | None, action: str, request: guard.Request, d: guard.Decision,
                      tags: tuple[str, ...] = (), response_size: int = 0, key: str | None = None) -> None:
