@@ -148,11 +148,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sync = SyncThread(op).start()
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
+    app = Binding(op, CredentialFile(vault.folder)).app()
+    from ..uomp.api import mount
+
+    uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     try:
-        uvicorn.run(Binding(op, CredentialFile(vault.folder)).app(), host=args.host, port=args.port,
-                    log_level="warning", access_log=False)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     finally:
         sync.stop()
+        uomp.close()
         with op.lock:
             op.close()
             v.close()
@@ -186,6 +190,10 @@ def register(sub: Any) -> None:
     cn.add_argument("--expires", type=_days, metavar="DAYS")
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
     cn.set_defaults(fn=cmd_connect)
+
+    from ..uomp.cli import register as register_uomp
+
+    register_uomp(asub)
 
     from ..uomp import manifest_cli
     manifest_cli.register(asub)

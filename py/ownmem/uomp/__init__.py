@@ -1,1 +1,1 @@
-"""UOMP draft-00 on ownmem (manifests, staging, records import, sessions, the Memory Guard)."""
+"""UOMP draft-00 on ownmem (manifests, staging, records import, sessions, capability tokens, the Memory Guard, audit)."""

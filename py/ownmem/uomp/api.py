@@ -1,0 +1,505 @@
+"""The UOMP HTTP API on `ownmem agent` (UOMP draft-00 "HTTP API", "Auth Service API",
+"Memory Guard API", "Error Format"; DESIGN.md "Agent access").
+
+    admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices)
+      POST /v1/sessions                 create        -> created
+      POST /v1/sessions/{id}/grant      grant         -> {token, token_type, expires_at}
+      POST /v1/sessions/{id}/revoke     revoke        (blacklisted at once, durably)
+      GET  /v1/sessions                 list
+    admin or the session's own token
+      POST /v1/sessions/{id}/close
+      GET  /v1/audit[?session_id=]      (a token sees its own session's entries only)
+    anyone holding a token
+      POST /v1/tokens/validate
+    capability token (Authorization: Bearer)
+      POST /v1/sessions/{id}/deletion-proof
+      GET  /v1/memory/{key}   GET /v1/memory?tag=   GET /v1/memory/aggregate?tag=&op=&field=
+      POST /v1/memory/query {"query": text}        ranked (the agent's RecallIndex), same scope rules
+      PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE
+
+Revocation from another device: ``ownmem agent revoke SESSION`` on a device without the
+admin credential seals a memory signed by the owner key with payload extension
+"uomp_revocation": {"session_id"} and syncs it; the blind server carries it like any cell and
+notifies the live stream, the agent's watch loop pulls it, and the refresh hook revokes the
+session (durably, blacklisted, audited) before the next read is decided.
+
+Thin: parse, tokens.verify, guard.decide, audit (durable before the answer), answer.  Every
+error is {"error": {"code", "message", "session_id"}}.  Items are read from a snapshot that
+the operator's refresh replaces (never under the operator's lock on the event loop).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request as HttpRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..vault.vault import honour_links
+from . import guard
+from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
+from .items import Item, live_items
+from .sessions import ADMIN_HEADER, AdminCredential, Session, SessionStore
+from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, issue, iso,
+                     token_hash, verify)
+
+_log = logging.getLogger("ownmem.uomp")
+MAX_BODY = 64 * 1024
+MAX_MINUTES = 24 * 60
+DEFAULT_MINUTES = 30
+REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
+# refused before the quota step: such a request does not consume the session's quota
+_UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
+
+
+def error(status: int, code: str, message: str, session_id: str | None = None) -> Response:
+    return JSONResponse({"error": {"code": code, "message": message, "session_id": session_id}},
+                        status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def ok(doc: Any, status: int = 200) -> Response:
+    return JSONResponse(doc, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+class ItemView:
+    """The live items and cellId -> item, rebuilt after each operator refresh."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[str, Item] = {}
+        self.by_cell: dict[bytes, Item] = {}
+
+    def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]], staged: frozenset[bytes] | set[bytes] = frozenset()) -> None:
+        """``staged``: cellIds of agent writes the person has not confirmed: no item yet."""
+        entries, _ = honour_links([e for e, cid, _ in opened.values() if cid not in staged])
+        live = live_items(e for e in entries if e.is_head)
+        cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
+        self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
+        self.by_key = live          # one assignment each: readers see the old or the new view
+
+
+class Uomp:
+    def __init__(self, folder: Path, auth_seed: bytes, audit_key: bytes, *, port: int,
+                 search: Callable[[str], list[bytes]] | None = None,
+                 now: Callable[[], int] = lambda: int(time.time())) -> None:
+        self.key = AuthKey.from_seed(auth_seed)
+        self.sessions = SessionStore(folder)
+        self.audit = AuditLog(folder, audit_key)
+        self.admin_secret = AdminCredential(folder).ensure()
+        self.audience = f"http://127.0.0.1:{port}"
+        self.items = ItemView()
+        self.search = search
+        self.now = now
+        self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
+        self._count_lock = threading.Lock()
+        self._verified: dict[str, Claims] = {}
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
+        self._stopping = threading.Event()
+        self._sweeper.start()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self.audit.close()
+        self.sessions.close()
+
+    # ------------------------------------------------------------------ plumbing
+    def _is_admin(self, r: HttpRequest) -> bool:
+        return AdminCredential.matches(self.admin_secret, r.headers.get(ADMIN_HEADER))
+
+    async def _json(self, r: HttpRequest) -> Any:
+        declared = r.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+            raise UompError("body too large")
+        raw = b""
+        async for chunk in r.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY:
+                raise UompError("body too large")
+        try:
+            return json.loads(raw) if raw else {}
+        except (ValueError, RecursionError):
+            raise UompError("body is not JSON") from None
+
+    def _bearer(self, r: HttpRequest) -> str | None:
+        h = r.headers.get("authorization", "")
+        return h[7:].strip() if h[:7].lower() == "bearer " else None
+
+    def _counters(self, sid: str) -> list[int]:
+        with self._count_lock:
+            c = self._counts.get(sid)
+            if c is None:
+                entries = self.audit.entries(sid, limit=1_000_000)
+                c = self._counts[sid] = [sum(1 for e in entries if e.action in ("read", "aggregate", "query")),
+                                         sum(1 for e in entries if e.action == "write")]
+            return c
+
+    def _state(self, claims: Claims, token: str) -> guard.SessionState:
+        s = self.sessions.get(claims.session_id)
+        h = token_hash(token)
+        if s is None:
+            return guard.SessionState("missing", False, self.sessions.blacklisted(h), 0, 0)
+        reads, writes = self._counters(s.session_id)
+        return guard.SessionState(s.state(self.now()), s.token_hash == h and s.agent_id == claims.agent_id,
+                                  self.sessions.blacklisted(h), reads, writes)
+
+    def _claims(self, r: HttpRequest) -> tuple[Claims, str]:
+        token = self._bearer(r)
+        if token is None:
+            raise InvalidToken("missing bearer token")
+        # a token string whose signature verified once need not be verified again (the bytes
+        # are the same); its expiry is checked on every request all the same
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = verify(token, self.key, self.now())
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[token] = claims
+        elif self.now() >= claims.expires_at:
+            raise TokenExpired("token expired", reason="expired")
+        return claims, token
+
+    async def _audit(self, claims: Claims | None, action: str, request: guard.Request, d: guard.Decision,
+                     tags: tuple[str, ...] = (), response_size: int = 0, key: str | None = None) -> None:
+        remaining = None
+        if claims is not None and claims.max_read_queries is not None and action in ("read", "aggregate", "query"):
+            remaining = max(0, claims.max_read_queries - self._counters(claims.session_id)[0])
+        e = AuditEntry(new_id(), self.now(), claims.session_id if claims else "", claims.agent_id if claims else "",
+                       action, key if key is not None else request.key, request.tag, tags, d.allowed, d.reason,
+                       0, response_size, remaining)
+        await self.audit.arecord(e)
+
+    def _count(self, claims: Claims, action: str) -> None:
+        c = self._counters(claims.session_id)
+        with self._count_lock:
+            c[0 if action == "read" else 1] += 1
+
+    # ------------------------------------------------------------------ Guard
+    async def _guarded(self, r: HttpRequest, req: guard.Request, action: str) -> Response:
+        try:
+            claims, token = self._claims(r)
+        except UompError as e:
+            # steps 1-2 failed: nothing is known of the caller, so nothing is audited under a session
+            return error(e.status, e.error_code, str(e))
+        sid = claims.session_id
+        state = self._state(claims, token)
+        if req.path == "key":
+            item = self.items.by_key.get(req.key or "")
+            d = guard.decide(claims, state, req, item)
+            if d.code not in _UNCOUNTED:
+                self._count(claims, req.action)
+            await self._audit(claims, action, req, d, item.tags if item and d.allowed else ())
+            if not d.allowed:
+                return error(d.status, d.code or "ACCESS_DENIED", d.reason, sid)
+            assert item is not None
+            return ok(guard.project(claims, item))
+        first = guard.decide(claims, state, req)
+        if first.code not in _UNCOUNTED:
+            self._count(claims, req.action)
+        if not first.allowed:
+            await self._audit(claims, action, req, first)
+            return error(first.status, first.code or "ACCESS_DENIED", first.reason, sid)
+        if req.path == "query":
+            text = req.key or ""
+            cells = await run_in_threadpool(self.search, text) if self.search else []
+            pool = [self.items.by_cell[c] for c in cells if c in self.items.by_cell]
+        else:
+            pool = [it for it in self.items.by_key.values() if req.tag in it.tags]
+        passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
+        if req.path == "aggregate":
+            agg = guard.aggregate(claims, req, passed)
+            await self._audit(claims, action, req, agg.decision)
+            if not agg.decision.allowed:
+                return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
+            out: dict[str, Any] = {"op": req.op, "result": agg.result}
+            out.update({"tag": req.tag} if req.op == "count" else {"field": req.field})
+            return ok(out)
+        d = guard.Decision(True, None, f"{len(passed)} of {len(pool)} items in scope")
+        await self._audit(claims, action, req, d, tuple(sorted({t for it in passed for t in it.tags})))
+        return ok({"items": [guard.project(claims, it) for it in passed]})
+
+    def _req(self, path: str, **kw: Any) -> guard.Request:
+        return guard.Request(path, profile="local", audience=self.audience, **kw)
+
+    async def memory_key(self, r: HttpRequest) -> Response:
+        key = r.path_params["key"]
+        if r.method in ("PUT", "DELETE"):
+            return await self._guarded(r, self._req("write" if r.method == "PUT" else "delete", key=key), "write")
+        return await self._guarded(r, self._req("key", key=key), "read")
+
+    async def memory_tag(self, r: HttpRequest) -> Response:
+        tag = r.query_params.get("tag")
+        if not tag:
+            return error(400, "INVALID_REQUEST", "tag is required")
+        return await self._guarded(r, self._req("tag", tag=tag), "read")
+
+    async def memory_aggregate(self, r: HttpRequest) -> Response:
+        q = r.query_params
+        if not q.get("tag") or not q.get("op"):
+            return error(400, "INVALID_REQUEST", "tag and op are required")
+        return await self._guarded(r, self._req("aggregate", tag=q["tag"], op=q["op"], field=q.get("field")),
+                                   "aggregate")
+
+    async def memory_query(self, r: HttpRequest) -> Response:
+        try:
+            doc = await self._json(r)
+        except UompError as e:
+            return error(400, "INVALID_REQUEST", str(e))
+        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str) or len(doc["query"]) > 4096:
+            return error(400, "INVALID_REQUEST", "query must be a string of at most 4096 characters")
+        return await self._guarded(r, self._req("query", key=doc["query"]), "query")
+
+    # ------------------------------------------------------------------ Auth Service
+    async def create(self, r: HttpRequest) -> Response:
+        if not self._is_admin(r):
+            return error(401, "INVALID_TOKEN", "admin credential required")
+        try:
+            d = await self._json(r)
+            if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
+                raise UompError("agent_id is required")
+            minutes = d.get("duration_minutes", DEFAULT_MINUTES)
+            if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not 0 < minutes <= MAX_MINUTES:
+                raise UompError(f"duration_minutes must be in (0, {MAX_MINUTES}]")
+            requested = Scopes.from_json(d.get("requested_scopes"))
+            for name in ("identity_key", "deletion_method", "agent_name"):
+                if d.get(name) is not None and not isinstance(d[name], str):
+                    raise UompError(f"{name} must be a string")
+        except (UompError, ValueError) as e:
+            return error(400, "INVALID_REQUEST", str(e))
+        now = self.now()
+        s = Session(self.sessions.new_id(), d["agent_id"], d.get("agent_name") or d["agent_id"], "created", now,
+                    now + int(minutes * 60), None, requested, None, None, bool(d.get("proof_required", False)),
+                    d.get("deletion_method"), d.get("identity_key"))
+        await run_in_threadpool(self.sessions.put, s)
+        return ok({"session_id": s.session_id, "status": "created", "agent_id": s.agent_id,
+                   "requested_scopes": requested.to_json(), "expires_at": iso(s.expires_at)}, 201)
+
+    def _session(self, r: HttpRequest) -> Session:
+        from .tokens import SessionNotFound
+
+        s = self.sessions.get(r.path_params["sid"])
+        if s is None:
+            raise SessionNotFound("no such session")
+        return s
+
+    async def grant(self, r: HttpRequest) -> Response:
+        if not self._is_admin(r):
+            return error(401, "INVALID_TOKEN", "admin credential required")
+        try:
+            s = self._session(r)
+            d = await self._json(r)
+            if not isinstance(d, dict):
+                raise UompError("body must be an object")
+            scopes = Scopes.from_json(d.get("granted_scopes"))
+            limits = d.get("limits") or {}
+            fields = d.get("allowed_fields")
+            if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
+                raise UompError("allowed_fields must be a list of strings")
+        except (UompError, ValueError) as e:
+            code = e.error_code if isinstance(e, UompError) else "INVALID_REQUEST"
+            return error(e.status if isinstance(e, UompError) else 400, code, str(e))
+        now = self.now()
+        if s.state(now) != "created":
+            return error(409 if s.state(now) == "active" else 401, "SESSION_REVOKED" if s.state(now) != "active"
+                         else "INVALID_REQUEST", f"session is {s.state(now)}", s.session_id)
+        claims = Claims(s.session_id, s.agent_id, now, s.expires_at, scopes,
+                        limits.get("max_read_queries"), limits.get("max_write_queries"), "local", self.audience,
+                        ("127.0.0.1",), tuple(fields) if fields is not None else None,
+                        bool(d.get("aggregation_only", False)), bool(d.get("task_bound", False)))
+        token = issue(self.key, claims)
+        await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=scopes,
+                                                           token_hash=token_hash(token)))
+        await self._audit(claims, "grant", guard.Request("session"), guard.Decision(True, None, "granted"))
+        return ok({"token": token, "token_type": "Bearer", "expires_at": iso(s.expires_at)})
+
+    async def _end(self, r: HttpRequest, status: str) -> Response:
+        try:
+            s = self._session(r)
+        except UompError as e:
+            return error(e.status, e.error_code, str(e))
+        allowed = self._is_admin(r)
+        if not allowed and status == "closed":
+            # the agent may end its own session with its own (valid) token
+            try:
+                claims, token = self._claims(r)
+                allowed = claims.session_id == s.session_id and s.token_hash == token_hash(token)
+            except UompError:
+                allowed = False
+        if not allowed:
+            return error(401, "INVALID_TOKEN", "admin credential required", s.session_id)
+        now = self.now()
+        if s.status in ("closed", "revoked"):
+            return ok({"session_id": s.session_id, "status": s.status})
+        ended = await run_in_threadpool(self.sessions.end, s, status, now)
+        await self._log_session(ended, status, "session " + status)
+        if ended.proof_required and not ended.proof_accepted and not ended.proof_missing:
+            await self._proof_missing(ended)
+        return ok({"session_id": s.session_id, "status": status})
+
+    async def _log_session(self, s: Session, action: str, reason: str, allowed: bool = True) -> None:
+        await self.audit.arecord(AuditEntry(new_id(), self.now(), s.session_id, s.agent_id, action, None, None, (),
+                                            allowed, reason))
+
+    async def _proof_missing(self, s: Session) -> None:
+        await self._log_session(s, "deletion_proof_missing", "no deletion proof before the session ended", False)
+        await run_in_threadpool(self.sessions.put, replace(self.sessions.get(s.session_id) or s, proof_missing=True))
+
+    def _sweep_loop(self) -> None:
+        """deletion_proof_missing for sessions that expired without the proof they owed."""
+        while not self._stopping.wait(1.0):
+            now = self.now()
+            for s in self.sessions.all():
+                if s.proof_required and not s.proof_accepted and not s.proof_missing and s.state(now) == "expired":
+                    try:
+                        self.audit.record(AuditEntry(new_id(), now, s.session_id, s.agent_id,
+                                                     "deletion_proof_missing",
+                                                     None, None, (), False, "session expired without a deletion proof"))
+                        self.sessions.put(replace(s, proof_missing=True))
+                    except Exception:   # noqa: BLE001 - retried on the next tick
+                        _log.exception("deletion_proof_missing not recorded")
+
+    def revoke_remote(self, sid: str) -> None:
+        """A revocation record from another of the person's devices (see revocation_of)."""
+        s = self.sessions.get(sid)
+        if s is None or s.status in ("closed", "revoked"):
+            return
+        ended = self.sessions.end(s, "revoked", self.now())
+        self.audit.record(AuditEntry(new_id(), self.now(), sid, ended.agent_id, "revoked", None, None, (), True,
+                                     "session revoked from another device"))
+
+    async def close_session(self, r: HttpRequest) -> Response:
+        return await self._end(r, "closed")
+
+    async def revoke(self, r: HttpRequest) -> Response:
+        return await self._end(r, "revoked")
+
+    async def list_sessions(self, r: HttpRequest) -> Response:
+        if not self._is_admin(r):
+            return error(401, "INVALID_TOKEN", "admin credential required")
+        now = self.now()
+        return ok({"sessions": [s.to_json(now) for s in self.sessions.all()]})
+
+    async def validate(self, r: HttpRequest) -> Response:
+        try:
+            d = await self._json(r)
+            token = d.get("token") if isinstance(d, dict) else None
+            if not isinstance(token, str):
+                raise UompError("token is required")
+            claims = verify(token, self.key, self.now())
+        except UompError as e:
+            return ok({"valid": False, "error": {"code": e.error_code, "message": str(e), "session_id": None}})
+        st = self._state(claims, token)
+        d2 = guard.decide(claims, st, self._req("session"))
+        if not d2.allowed:
+            return ok({"valid": False, "error": {"code": d2.code, "message": d2.reason,
+                                                 "session_id": claims.session_id}})
+        return ok({"valid": True, "session_id": claims.session_id, "expires_at": iso(claims.expires_at)})
+
+    async def deletion_proof(self, r: HttpRequest) -> Response:
+        try:
+            claims, token = self._claims(r)
+            s = self._session(r)
+            doc = await self._json(r)
+        except UompError as e:
+            return error(e.status, e.error_code, str(e))
+        st = self._state(claims, token)
+        d = guard.decide(claims, st, self._req("session"))       # steps 3-4b: a live session's own token
+        if d.allowed:
+            pid = doc.get("deletion_proof_id") if isinstance(doc, dict) else None
+            d = guard.check_deletion_proof(claims, s.session_id, s.identity_key, s.deletion_method,
+                                           isinstance(pid, str) and self.sessions.proof_seen(pid), doc, self.now())
+        if d.allowed:
+            assert isinstance(doc, dict)
+            if not await run_in_threadpool(self.sessions.accept_proof, doc["deletion_proof_id"], s, doc, self.now()):
+                d = guard.Decision(False, "ACCESS_DENIED", "deletion proof replayed")
+        await self.audit.arecord(AuditEntry(new_id(), self.now(), claims.session_id, claims.agent_id,
+                                            "deletion_proof", None, None, (), d.allowed, d.reason))
+        if not d.allowed:
+            return error(d.status, d.code or "ACCESS_DENIED", d.reason, claims.session_id)
+        if claims.task_bound:
+            s2 = self.sessions.get(s.session_id) or s
+            ended = await run_in_threadpool(self.sessions.end, s2, "closed", self.now())
+            await self._log_session(ended, "closed", "task_bound session closed by its deletion proof")
+        return ok({"status": "accepted", "deletion_proof_id": doc["deletion_proof_id"]})
+
+    async def audit_log(self, r: HttpRequest) -> Response:
+        want = r.query_params.get("session_id")
+        if not self._is_admin(r):
+            try:
+                claims, token = self._claims(r)
+            except UompError as e:
+                return error(e.status, e.error_code, str(e))
+            st = self._state(claims, token)
+            d = guard.decide(claims, st, self._req("session"))
+            if not d.allowed:
+                return error(d.status, d.code or "ACCESS_DENIED", d.reason, claims.session_id)
+            if want is not None and want != claims.session_id:
+                return error(403, "ACCESS_DENIED", "another session's audit", claims.session_id)
+            want = claims.session_id
+        entries = await run_in_threadpool(self.audit.entries, want)
+        return ok({"entries": [e.to_json() for e in entries]})
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/v1/sessions", self.create, methods=["POST"]),
+            Route("/v1/sessions", self.list_sessions, methods=["GET"]),
+            Route("/v1/sessions/{sid}/grant", self.grant, methods=["POST"]),
+            Route("/v1/sessions/{sid}/close", self.close_session, methods=["POST"]),
+            Route("/v1/sessions/{sid}/revoke", self.revoke, methods=["POST"]),
+            Route("/v1/sessions/{sid}/deletion-proof", self.deletion_proof, methods=["POST"]),
+            Route("/v1/tokens/validate", self.validate, methods=["POST"]),
+            Route("/v1/audit", self.audit_log, methods=["GET"]),
+            Route("/v1/memory/aggregate", self.memory_aggregate, methods=["GET"]),
+            Route("/v1/memory/query", self.memory_query, methods=["POST"]),
+            Route("/v1/memory", self.memory_tag, methods=["GET"]),
+            Route("/v1/memory/{key:path}", self.memory_key, methods=["GET", "PUT", "DELETE"]),
+        ]
+
+
+def revocation_of(e: Any) -> str | None:
+    """The session id an owner-signed revocation record names, or None.  Only a memory that
+    opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
+    that carries it, or an agent writing memories, cannot forge one."""
+    from ..aperto.model import Trust
+
+    o = e.opened
+    rec = o.extensions.get(REVOCATION)
+    if o.trust is not Trust.SELF or not isinstance(rec, dict) or not isinstance(rec.get("session_id"), str):
+        return None
+    sid: str = rec["session_id"]
+    return sid
+
+
+def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
+    """Mount the UOMP API in the agent's app, keyed from the unlocked vault, with its item view
+    kept in step with the operator's index (rebuilt after every refresh)."""
+    v = op.v
+    u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
+             search=lambda q: [e.cell_id for e in op.index.search(q)])
+    inner = op.refresh
+    seen: set[bytes] = set()
+
+    def refresh() -> None:
+        with op.lock:
+            inner()
+            u.items.rebuild(op._opened, set(getattr(op, "staged", {})))
+            fresh = [(oid, e) for oid, (e, _, _) in op._opened.items() if oid not in seen]
+            seen.update(oid for oid, _ in fresh)
+        for _, e in fresh:
+            sid = revocation_of(e)
+            if sid is not None:
+                u.revoke_remote(sid)
+    op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
+    refresh()
+    app.router.routes.extend(u.routes())
+    return u
+
+
+__all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "TokenExpired"]

@@ -1,0 +1,246 @@
+"""`ownmem agent` UOMP session commands (UOMP draft-00 "Local Profile": "Token Delivery";
+"Auth Service API"; "Audit and Logging").
+
+    ownmem agent authorize uom.json [--grant TAG...] [--deny TAG...] [--minutes N] [--yes]
+        create + grant a session on the running service; prints the session id and token
+    ownmem agent run [authorize options] --manifest uom.json -- CMD...
+        CMD runs with UOM_TOKEN and UOMP_BASE_URL; the session is revoked when CMD exits
+    ownmem agent sessions [--json]
+    ownmem agent revoke SESSION
+    ownmem agent audit [--session ID] [--json]
+    ownmem agent audit prune [--as-of DATE]      drop entries older than 90 days before DATE
+
+Every command but ``audit prune`` talks to the running `ownmem agent` with the admin
+credential of the vault folder (uomp-admin, 0600); ``audit prune`` needs no key: entry
+times are stored in clear.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..cli import _folder
+from ..errors import MalformedInput, VaultError
+from .audit import DB_NAME as AUDIT_DB
+from .audit import RETENTION_DAYS
+from .sessions import ADMIN_HEADER, AdminCredential
+
+DEFAULT_PORT = 9374
+
+
+def _base(args: argparse.Namespace) -> str:
+    return f"http://127.0.0.1:{args.port}"
+
+
+def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    cred = AdminCredential(Path(_folder(args)))
+    if not cred.path.exists():
+        raise VaultError("no UOMP admin credential in the vault folder: is `ownmem agent` running on this vault?")
+    try:
+        r = httpx.request(method, _base(args) + path, json=body, headers={ADMIN_HEADER: cred.read()}, timeout=30)
+    except httpx.HTTPError as e:
+        raise VaultError(f"`ownmem agent` does not answer on {_base(args)} ({type(e).__name__})") from None
+    doc = r.json()
+    if r.status_code >= 400:
+        err = doc.get("error", {}) if isinstance(doc, dict) else {}
+        raise VaultError(f"{err.get('code', r.status_code)}: {err.get('message', '')}")
+    return doc
+
+
+def _identity_key(m: Any) -> str | None:
+    """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
+    import base64
+
+    from .manifest import did_key_public
+
+    did = m.identity.did if m.identity is not None else None
+    if not did or not did.startswith("did:key:"):
+        return None
+    try:
+        return base64.urlsafe_b64encode(did_key_public(did)).rstrip(b"=").decode()
+    except MalformedInput:
+        return None
+
+
+def _authorize(args: argparse.Namespace) -> dict[str, Any]:
+    from .manifest import load_manifest, retention_level
+
+    m = load_manifest(args.manifest)          # schema-validated, one problem per line when refused
+    read = m.requested_scopes.read
+    grant = args.grant if args.grant is not None else list(read.tags if read else ())
+    deny = sorted(set((args.deny or []) + list(read.deny_tags if read else ())))
+    keys = list(read.keys if read else ())
+    policy = m.data_retention_policy
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise VaultError("not a terminal: pass --yes to authorize without the panel")
+        view = retention_level(policy, args.minutes * 60)
+        print(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:")
+        print(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}")
+        print(f"  for {args.minutes:g} minutes")
+        print(("\033[31m" if view.warning else "") + f"  retention: {view.text}" + ("\033[0m" if view.warning else ""))
+        if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
+            raise VaultError("not authorized")
+    created = _admin(args, "POST", "/v1/sessions", {
+        "agent_id": m.agent.id, "agent_name": m.agent.name,
+        "requested_scopes": {"read": {"tags": list(read.tags), "keys": list(read.keys)}} if read else {},
+        "duration_minutes": args.minutes,
+        "proof_required": bool(policy.proof_required) if policy else False,
+        "deletion_method": policy.deletion_method if policy else None,
+        "identity_key": _identity_key(m)})
+    sid = created["session_id"]
+    grant_doc: dict[str, Any] = {
+        "granted_scopes": {"read": {"tags": grant, "keys": keys, "deny_tags": deny,
+                                    "deny_keys": list(read.deny_keys if read else ())}},
+        "aggregation_only": args.aggregation_only, "task_bound": args.task_bound}
+    if read is not None and read.allowed_fields is not None:
+        grant_doc["allowed_fields"] = [str(f) for f in read.allowed_fields]
+    granted = _admin(args, "POST", f"/v1/sessions/{sid}/grant", grant_doc)
+    return {"session_id": sid, "token": granted["token"], "expires_at": granted["expires_at"]}
+
+
+def cmd_authorize(args: argparse.Namespace) -> int:
+    out = _authorize(args)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cmd = [c for c in args.cmd if c != "--"] if args.cmd and args.cmd[0] == "--" else args.cmd
+    if not cmd:
+        raise VaultError("no command to run (ownmem agent run --manifest uom.json -- CMD ...)")
+    out = _authorize(args)
+    env = dict(os.environ, UOM_TOKEN=out["token"], UOMP_BASE_URL=_base(args))
+    try:
+        rc = subprocess.call(cmd, env=env)
+    finally:
+        _admin(args, "POST", f"/v1/sessions/{out['session_id']}/revoke")
+        print(f"session {out['session_id']} revoked", file=sys.stderr)
+    return rc
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    ss = _admin(args, "GET", "/v1/sessions")["sessions"]
+    if args.json:
+        print(json.dumps(ss, indent=2))
+        return 0
+    if not ss:
+        print("no sessions")
+    for s in ss:
+        g = s.get("granted_scopes") or {}
+        tags = ",".join((g.get("read") or {}).get("tags") or [])
+        print(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  tags {tags or '-'}")
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    if AdminCredential(Path(_folder(args))).path.exists() and not args.via_server:
+        _admin(args, "POST", f"/v1/sessions/{args.session}/revoke")
+        print(f"revoked {args.session}")
+        return 0
+    # another device: an owner-signed revocation record, carried by the sync server
+    from ..cli import _unlock
+    from ..vault.sync import syncer_for
+    from .api import REVOCATION
+
+    v = _unlock(args)
+    try:
+        v.add(f"UOMP session {args.session} revoked", tags=("uomp-revocation",),
+              extensions={REVOCATION: {"session_id": args.session, "revoked_at": int(time.time())}})
+        syncer_for(v).sync_once()
+    finally:
+        v.close()
+    print(f"revocation of {args.session} sent through the sync server")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    q = f"?session_id={args.session}" if args.session else ""
+    entries = _admin(args, "GET", "/v1/audit" + q)["entries"]
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    for e in entries:
+        verdict = "allowed" if e["allowed"] else "DENIED "
+        print(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
+              f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}")
+    return 0
+
+
+def _date(s: str) -> int:
+    try:
+        d = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 date: {s!r}") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return int(d.timestamp())
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    path = Path(_folder(args)) / AUDIT_DB
+    if not path.exists():
+        print("no audit log")
+        return 0
+    as_of = args.as_of if args.as_of is not None else int(time.time())
+    before = as_of - RETENTION_DAYS * 86400
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        with db:
+            n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
+    finally:
+        db.close()
+    print(f"pruned {n} audit entries older than {RETENTION_DAYS} days")
+    return 0
+
+
+def _auth_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grant", nargs="*", metavar="TAG", help="tags to grant (default: the manifest's)")
+    p.add_argument("--deny", nargs="*", metavar="TAG", help="tags to deny")
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--yes", action="store_true", help="grant without the interactive panel")
+    p.add_argument("--aggregation-only", action="store_true")
+    p.add_argument("--task-bound", action="store_true")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+
+
+def register(asub: Any) -> None:
+    au = asub.add_parser("authorize", help="create and grant a UOMP session for an agent's uom.json")
+    au.add_argument("manifest")
+    _auth_options(au)
+    au.set_defaults(fn=cmd_authorize)
+    rn = asub.add_parser("run", help="run CMD with UOM_TOKEN and UOMP_BASE_URL; revoke when it exits")
+    rn.add_argument("--manifest", required=True)
+    _auth_options(rn)
+    rn.add_argument("cmd", nargs=argparse.REMAINDER)
+    rn.set_defaults(fn=cmd_run)
+    ss = asub.add_parser("sessions", help="list UOMP sessions")
+    ss.add_argument("--json", action="store_true")
+    ss.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ss.set_defaults(fn=cmd_sessions)
+    rv = asub.add_parser("revoke", help="revoke a UOMP session now")
+    rv.add_argument("session")
+    rv.add_argument("--via-server", action="store_true",
+                    help="send an owner-signed revocation through the sync server (the default on a device "
+                         "without the agent's admin credential)")
+    rv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    rv.set_defaults(fn=cmd_revoke)
+    ad = asub.add_parser("audit", help="the UOMP audit log")
+    ad.add_argument("--session")
+    ad.add_argument("--json", action="store_true")
+    ad.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ad.set_defaults(fn=cmd_audit)
+    asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than {RETENTION_DAYS} days")
+    pr.add_argument("--as-of", type=_date, metavar="DATE")
+    pr.set_defaults(fn=cmd_prune)

@@ -1,0 +1,65 @@
+"""The audit log (UOMP draft-00 "Audit and Logging": "Storage"): sealed at rest, bound to its
+clear columns, durable before record() returns, fsyncs shared by concurrent writers."""
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from ownmem.errors import AuthenticationFailed
+from ownmem.uomp.audit import AuditEntry, AuditLog, new_id
+
+KEY = b"\x07" * 32
+
+
+def entry(sid: str, ts: int = 1000, key: str = "preference.theme") -> AuditEntry:
+    return AuditEntry(new_id(), ts, sid, "cal", "read", key, None, ("preference",), True, "scope matched")
+
+
+def test_entries_are_sealed_and_survive_reopen(tmp_path: Path) -> None:
+    a = AuditLog(tmp_path, KEY)
+    e = entry("sess_a")
+    a.record(e)
+    a.close()
+    assert b"preference.theme" not in (tmp_path / "audit.db").read_bytes()
+    b = AuditLog(tmp_path, KEY)
+    try:
+        assert b.entries("sess_a") == [e]
+        assert b.entries("sess_b") == []
+    finally:
+        b.close()
+
+
+def test_an_entry_moved_to_another_session_fails_to_open(tmp_path: Path) -> None:
+    a = AuditLog(tmp_path, KEY)
+    a.record(entry("sess_a"))
+    a.close()
+    db = sqlite3.connect(tmp_path / "audit.db")
+    with db:
+        db.execute("UPDATE audit SET session_id = 'sess_b'")
+    db.close()
+    b = AuditLog(tmp_path, KEY)
+    try:
+        with pytest.raises(AuthenticationFailed):
+            b.entries("sess_b")
+    finally:
+        b.close()
+
+
+def test_concurrent_records_share_commits_and_prune_drops_old(tmp_path: Path) -> None:
+    a = AuditLog(tmp_path, KEY)
+    try:
+        threads = [threading.Thread(target=lambda i=i: [a.record(entry("sess_a", ts=i)) for _ in range(10)])
+                   for i in range(32)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(a.entries("sess_a", limit=10_000)) == 320
+        assert a.batches < 320          # group commit: fewer transactions than entries
+        assert a.prune(before=16) == 160
+        assert len(a.entries("sess_a", limit=10_000)) == 160
+    finally:
+        a.close()
