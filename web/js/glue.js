@@ -162,7 +162,11 @@ function detect() {
 /** What this browser provides: {webcrypto_ed25519, webcrypto_x25519, webcrypto_mldsa, argon2, mldsa}. */
 export async function features() {
   const f = await detect();
-  return { ...f, argon2: 'hash-wasm', mldsa: f.webcrypto_mldsa ? 'webcrypto' : 'noble' };
+  return {
+    ...f, jspi: true, argon2: 'hash-wasm', mldsa: f.webcrypto_mldsa ? 'webcrypto' : 'noble',
+    ed25519: f.webcrypto_ed25519 ? 'webcrypto' : 'noble', x25519: f.webcrypto_x25519 ? 'webcrypto' : 'noble',
+    aes: 'webcrypto', hkdf: 'webcrypto',
+  };
 }
 
 async function need(flag, what) {
