@@ -12,7 +12,7 @@
 //
 // Environment: WEBKIT_DRIVER (default /usr/bin/WebKitWebDriver), MINIBROWSER (default the
 // Debian path below), XVFB (default /usr/bin/Xvfb); screenshots go to test-output/screenshots/
-// (webkit-*.png, 390x844) and /tmp/shots/.
+// (webkit-*-phone.png: 844 px high, 447 wide, the narrowest MiniBrowser's window gets) and /tmp/shots/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -195,8 +195,21 @@ before(async () => {
   });
   session = s.sessionId;
   await cmd('POST', '/timeouts', { script: BOOT_MS, pageLoad: 60_000, implicit: 0 });
-  await cmd('POST', '/window/rect', { width: 390, height: 844 });
 }, { timeout: 120_000 });
+
+// The viewport at phone size: the window's rect includes its frame, so correct by what the
+// page measures.
+async function phoneViewport(width = 390, height = 844) {
+  let rect = { width, height };
+  for (let i = 0; i < 4; i++) {
+    await cmd('POST', '/window/rect', rect);
+    const [w, h] = await run('return [window.innerWidth, window.innerHeight];');
+    if (w === width && h === height) return [w, h];
+    const now = await cmd('GET', '/window/rect');
+    rect = { width: now.width + width - w, height: now.height + height - h };
+  }
+  return run('return [window.innerWidth, window.innerHeight];');
+}
 
 after(async () => {
   if (session) await wd('DELETE', `/session/${session}`).catch(() => {});
@@ -211,6 +224,9 @@ after(async () => {
 
 test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip, timeout: 600_000 }, async () => {
   await cmd('POST', '/url', { url: `${origin}/` });
+  // MiniBrowser's window is at least 447 px wide (its toolbar): the narrowest it gets
+  const [vw, vh] = await phoneViewport();
+  assert.ok(vw <= 450 && vh === 844, `the phone-size viewport is ${vw}x${vh}`);
   // the engine has no JSPI: the app must start anyway
   assert.equal(await run('return typeof WebAssembly.Suspending;'), 'undefined', 'this WebKit has JSPI: the test proves nothing');
   await until('the welcome screen', () => run(`return !!document.querySelector('[data-testid="tab-create"]')
@@ -245,7 +261,7 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
   await waitVault(BOOT_MS);
   await waitContents((c) => c.length === 2, 'both memories after the unlock');
   assert.deepEqual((await contents()).sort(), ['Forget me: an old address', 'I prefer tea over coffee']);
-  await shot('list-390x844');
+  await shot('list-phone');
 
   // edit
   await run(`const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
@@ -291,7 +307,7 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
       import('/js/state.js').then((m) => done(m.bootInfo()), (e) => done(String(e)));`))));
   const settings = (await settingsText()).replace(/\s+/g, ' ');
   assert.match(settings, /without WebAssembly JSPI; AES-GCM, AES-KW, HKDF: JavaScript; Ed25519: JavaScript; X25519: JavaScript; ML-DSA-65: JavaScript; Argon2id: hash-wasm/);
-  await shot('settings-390x844');
+  await shot('settings-phone');
 });
 
 test('WebKit: the vector self-test passes in the vault worker (ApertoMemory v2, SAIHM example, KATs)', { skip, timeout: 600_000 }, async () => {
