@@ -307,6 +307,10 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
       import('/js/state.js').then((m) => done(m.bootInfo()), (e) => done(String(e)));`))));
   const settings = (await settingsText()).replace(/\s+/g, ' ');
   assert.match(settings, /without WebAssembly JSPI; AES-GCM, AES-KW, HKDF: JavaScript; Ed25519: JavaScript; X25519: JavaScript; ML-DSA-65: JavaScript; Argon2id: hash-wasm/);
+  // shown, and painted: the screenshot follows two animation frames
+  await until('Settings on screen', () => run(`const v = document.querySelector('[data-testid="settings-view"]');
+    return !!v && v.getClientRects().length > 0 && !v.closest('[hidden]');`), OP_MS);
+  await runAsync('const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));');
   await shot('settings-phone');
 });
 
