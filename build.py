@@ -3,12 +3,14 @@
 
     python3 build.py setup          create .venv and install ownmem with its test dependencies;
                                     npm ci (pyodide, hash-wasm, @noble/post-quantum, playwright-core,
-                                    esbuild); Chromium for the browser tests (apt-get, as root)
+                                    esbuild); Chromium, and WebKit (webkit2gtk-driver: WebKitWebDriver +
+                                    MiniBrowser, xvfb) for the browser tests (apt-get, as root)
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
     python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, pytest, browser
-                                    tests (with ARGS, only pytest, with those arguments)
+                                    tests in Chromium (app.test.mjs twice: with JSPI and OWNMEM_JSPI=0)
+                                    and WebKit (with ARGS, only pytest, with those arguments)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
                                     and write the results to docs/benchmarks.md (an area not run
                                     keeps its section from the previous report)
@@ -72,6 +74,7 @@ def setup() -> None:
     _setup_python()
     _setup_npm()
     _setup_chromium()
+    _setup_webkit()
 
 
 def _setup_python() -> None:
@@ -117,6 +120,28 @@ def _setup_chromium() -> None:
         _die("installing Chromium with apt-get failed (see above); install it, then run this again")
     if not CHROMIUM.exists():
         _die(f"apt-get installed chromium but {CHROMIUM} is still missing")
+
+
+WEBKIT = (Path("/usr/bin/WebKitWebDriver"), Path("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"),
+          Path("/usr/bin/Xvfb"))
+
+
+def _setup_webkit() -> None:
+    # tests/browser/webkit.test.mjs: WebKitGTK's MiniBrowser under Xvfb, driven by WebKitWebDriver.
+    if all(p.exists() for p in WEBKIT):
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        _die("WebKit is missing (WebKitWebDriver, MiniBrowser, Xvfb) and cannot be installed here (needs root "
+             "and apt-get): install it, e.g. `sudo apt-get install -y webkit2gtk-driver xvfb`, then run this again")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        _run(["apt-get", "install", "-y", "webkit2gtk-driver", "xvfb"], env=env)
+    except subprocess.CalledProcessError:
+        _run(["apt-get", "update"], env=env)
+        _run(["apt-get", "install", "-y", "webkit2gtk-driver", "xvfb"], env=env)
+    missing = [str(p) for p in WEBKIT if not p.exists()]
+    if missing:
+        _die(f"apt-get installed webkit2gtk-driver and xvfb but {', '.join(missing)} is still missing")
 
 
 # ------------------------------------------------------------------ the web bundle
@@ -270,6 +295,11 @@ def test(args: list[str]) -> int:
     browser = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "browser").glob("*.test.mjs"))
     env["OWNMEM_PYTHON"] = str(PY)
     node_rc = subprocess.run(["node", "--test", "--test-concurrency=1", *browser], cwd=ROOT, env=env).returncode
+    # the vault worker's path without WebAssembly JSPI (WebKit's), in Chromium too
+    print("+ tests/browser/app.test.mjs with OWNMEM_JSPI=0 (the worker's path without JSPI)", flush=True)
+    nojspi_rc = subprocess.run(["node", "--test", "tests/browser/app.test.mjs"], cwd=ROOT,
+                               env=dict(env, OWNMEM_JSPI="0")).returncode
+    node_rc = node_rc or nojspi_rc
     print(f"build.py test: pytest exit {py_rc}, browser tests exit {node_rc}", flush=True)
     return py_rc or node_rc
 

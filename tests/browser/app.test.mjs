@@ -30,6 +30,9 @@ const PY = process.env.OWNMEM_PYTHON || path.join(ROOT, '.venv', 'bin', 'python'
 const VENV_PY = path.join(ROOT, '.venv', 'bin', 'python');
 const OWNMEM_CLI = path.join(ROOT, '.venv', 'bin', 'ownmem');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+// OWNMEM_JSPI=0: open the app as /?jspi=0, the vault worker's path without WebAssembly JSPI
+// (web/js/glue-sync.js, the one WebKit takes), so Chromium runs every test on both paths.
+const APP_PATH = process.env.OWNMEM_JSPI === '0' ? '/?jspi=0' : '/';
 const SHOTS = path.join(ROOT, 'test-output', 'screenshots');
 const require = createRequire(path.join(ROOT, 'package.json'));
 
@@ -154,7 +157,7 @@ async function closeContexts(...ctxs) {
 async function openApp(ctx) {
   const page = await ctx.newPage();
   const t0 = Date.now();
-  const resp = await page.goto(origin + '/');
+  const resp = await page.goto(origin + APP_PATH);
   await waitBooted(page);
   (timings.boot_ms ??= []).push(Date.now() - t0);
   return { page, resp };
@@ -671,7 +674,7 @@ test('6. .amem files made by the reference import in the browser and list as sel
     assert.equal(r.imp.identity_adopted, true);
     assert.deepEqual(r.imp.refused, []);
     assert.deepEqual(r.list.entries.map((e) => e.trust), ['self', 'self']);
-    await c.goto(origin + '/');
+    await c.goto(origin + APP_PATH);
     await unlock(c);
     await waitCard(c, 'Foreign: made by Vault.init');
     await waitCard(c, 'Foreign: a second one');

@@ -55,7 +55,7 @@ export class VaultClient {
   }
 
   #start() {
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    const worker = new Worker(workerUrl(), { type: 'module' });
     this.worker = worker;
     worker.addEventListener('message', (e) => { if (this.worker === worker) this.#receive(e.data); });
     worker.addEventListener('error', (e) => {
@@ -132,4 +132,11 @@ export class VaultClient {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
   }
+}
+
+// ?jspi=0 on the page forces the vault worker's path without WebAssembly JSPI (worker.js).
+function workerUrl() {
+  const url = new URL('./worker.js', import.meta.url);
+  if (new URLSearchParams(self.location.search).get('jspi') === '0') url.search = '?jspi=0';
+  return url;
 }

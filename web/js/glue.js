@@ -9,7 +9,8 @@
 // Verification answers false instead of throwing.
 //
 //   Argon2id     hash-wasm (../vendor/vendor.js)
-//   HKDF, AES-256-GCM, AES-KW, Ed25519, X25519      WebCrypto
+//   HKDF, AES-256-GCM, AES-KW                       WebCrypto
+//   Ed25519, X25519   WebCrypto where the browser has them, @noble/curves otherwise
 //   ML-DSA-65    WebCrypto where the browser has it (keygen from seed, hedged sign, verify);
 //                @noble/post-quantum otherwise, and always for deterministic signing
 //                (WebCrypto's ML-DSA signs hedged only).
@@ -17,7 +18,7 @@
 // Each call from Python costs ~0.16 ms, so the hot paths of opening a vault have
 // batch forms (aes_kw_unwrap_many, aes_gcm_decrypt_many, ed25519_verify_many).
 
-import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65 } from '../vendor/vendor.js';
+import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65, nobleEd25519, nobleX25519 } from '../vendor/vendor.js';
 
 const subtle = globalThis.crypto.subtle;
 
@@ -162,7 +163,11 @@ function detect() {
 /** What this browser provides: {webcrypto_ed25519, webcrypto_x25519, webcrypto_mldsa, argon2, mldsa}. */
 export async function features() {
   const f = await detect();
-  return { ...f, argon2: 'hash-wasm', mldsa: f.webcrypto_mldsa ? 'webcrypto' : 'noble' };
+  return {
+    ...f, jspi: true, argon2: 'hash-wasm', mldsa: f.webcrypto_mldsa ? 'webcrypto' : 'noble',
+    ed25519: f.webcrypto_ed25519 ? 'webcrypto' : 'noble', x25519: f.webcrypto_x25519 ? 'webcrypto' : 'noble',
+    aes: 'webcrypto', hkdf: 'webcrypto',
+  };
 }
 
 async function need(flag, what) {
@@ -312,11 +317,35 @@ async function seededPair(alg, pkcs8Prefix, usage, cache, seed) {
 
 const edPair = (seed) => seededPair('Ed25519', ED25519_PKCS8, 'sign', edPrivate, seed);
 
+// Where WebCrypto has no Ed25519 or X25519 (Safari before 17, older Chromium), @noble/curves
+// does it: RFC 8032 verification (zip215: false), as WebCrypto's.
+const noEd = async () => !(await detect()).webcrypto_ed25519;
+const noX = async () => !(await detect()).webcrypto_x25519;
+
+function nobleEdVerify(pub, sig, msg) {
+  pub = bytes(pub);
+  sig = bytes(sig);
+  if (pub.length !== 32 || sig.length !== 64) return false;
+  try {
+    return nobleEd25519.verify(sig, bytes(msg), pub, { zip215: false });
+  } catch {
+    return false;
+  }
+}
+
+function seed32(seed, alg) {
+  seed = bytes(seed);
+  if (seed.length !== 32) throw malformed(`${alg} seed must be 32 bytes`);
+  return seed;
+}
+
 export async function ed25519_public(seed) {
+  if (await noEd()) return nobleEd25519.getPublicKey(seed32(seed, 'Ed25519'));
   return (await edPair(seed)).pub.slice();
 }
 
 export async function ed25519_sign(seed, msg) {
+  if (await noEd()) return nobleEd25519.sign(bytes(msg), seed32(seed, 'Ed25519'));
   const { key } = await edPair(seed);
   return new Uint8Array(await subtle.sign({ name: 'Ed25519' }, key, bytes(msg)));
 }
@@ -334,13 +363,13 @@ async function edVerify(pub, sig, msg) {
 }
 
 export async function ed25519_verify(pub, sig, msg) {
-  await need('webcrypto_ed25519', 'Ed25519');
+  if (await noEd()) return nobleEdVerify(pub, sig, msg);
   return edVerify(pub, sig, msg);
 }
 
 /** Many verifications at once; one boolean each. */
 export async function ed25519_verify_many(pubs, sigs, msgs) {
-  await need('webcrypto_ed25519', 'Ed25519');
+  if (await noEd()) return Array.from(pubs, (pub, i) => nobleEdVerify(pub, sigs[i], msgs[i]));
   return Promise.all(Array.from(pubs, (pub, i) => edVerify(pub, sigs[i], msgs[i])));
 }
 
@@ -349,11 +378,25 @@ export async function ed25519_verify_many(pubs, sigs, msgs) {
 const xPair = (seed) => seededPair('X25519', X25519_PKCS8, 'deriveBits', xPrivate, seed);
 
 export async function x25519_public(seed) {
+  if (await noX()) return nobleX25519.getPublicKey(seed32(seed, 'X25519'));
   return (await xPair(seed)).pub.slice();
 }
 
 /** X25519 shared secret; a malformed or low-order peer (all-zero result) throws AuthenticationFailed. */
 export async function x25519_shared(seed, peerPub) {
+  if (await noX()) {
+    seed = seed32(seed, 'X25519');
+    peerPub = bytes(peerPub);
+    if (peerPub.length !== 32) throw authFailed('bad X25519 public key');
+    let shared;
+    try {
+      shared = nobleX25519.getSharedSecret(seed, peerPub);
+    } catch {
+      throw authFailed('bad X25519 public key');
+    }
+    if (shared.every((b) => b === 0)) throw authFailed('bad X25519 public key');
+    return shared;
+  }
   const { key } = await xPair(seed);
   peerPub = bytes(peerPub);
   if (peerPub.length !== 32) throw authFailed('bad X25519 public key');

@@ -20,3 +20,9 @@ export async function loadZxcvbn() {
     translations: en.translations,
   });
 }
+// The synchronous crypto of the path without WebAssembly JSPI (glue-sync.js).
+export { gcm as nobleGcm, aeskw as nobleAesKw } from "@noble/ciphers/aes.js";
+export { ed25519 as nobleEd25519, x25519 as nobleX25519 } from "@noble/curves/ed25519.js";
+export { hkdf as nobleHkdf } from "@noble/hashes/hkdf.js";
+export { sha256 as nobleSha256 } from "@noble/hashes/sha2.js";
+export { argon2id as nobleArgon2id } from "@noble/hashes/argon2.js";

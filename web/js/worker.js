@@ -9,12 +9,25 @@
 import { loadPyodide } from "../pyodide/pyodide.mjs";
 import * as glue from "./glue.js";
 import * as idb from "./idb.js";
+import * as syncGlue from "./glue-sync.js";
+
+// WebAssembly JSPI (stack switching) lets synchronous Python wait for a JS promise; WebKit
+// has none.  Without it the worker registers glue-sync.js, whose functions answer
+// synchronously, and calls Python directly.  ?jspi=0 on the page (passed on by client.js)
+// forces that path where JSPI exists, so Chromium tests both.
+const JSPI = typeof WebAssembly.Suspending === "function"
+  && new URL(import.meta.url).searchParams.get("jspi") !== "0";
 
 let live = null;   // AbortController of the event stream
 
 async function boot() {
   const pyodide = await loadPyodide({ indexURL: new URL("../pyodide/", import.meta.url).href });
-  pyodide.registerJsModule("ownmem_js", { ...glue, ...idb });
+  if (JSPI) {
+    pyodide.registerJsModule("ownmem_js", { ...glue, ...idb, JSPI: true });
+  } else {
+    await syncGlue.prepareFeatures();
+    pyodide.registerJsModule("ownmem_js", { ...syncGlue });
+  }
   const wheel = await wheelPath();
   if (!wheel) throw new Error("the app bundle has no ownmem wheel");
   const buf = await (await fetch(wheel)).arrayBuffer();
@@ -103,7 +116,17 @@ function pump() {
 
 async function callNow(op, args) {
   const handle = await ready;
-  const out = await handle.callPromising(op, args);
+  let out;
+  if (JSPI) {
+    out = await handle.callPromising(op, args);
+  } else {
+    await syncGlue.prepare();
+    try {
+      out = handle(op, args);
+    } finally {
+      await syncGlue.settle();   // the answer goes out once its writes are in IndexedDB
+    }
+  }
   // most results come as one JSON string (ownmem.web.api.handle); those with bytes as an object
   const res = typeof out === "string" ? JSON.parse(out) : out instanceof Map ? Object.fromEntries(out) : out;
   if (!res.ok) {

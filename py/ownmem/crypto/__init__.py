@@ -48,7 +48,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser tests
     # Under Pyodide the browser provider blocks on each WebCrypto promise itself (JSPI),
     # so its coroutines never suspend and the plain driver above serves them; a bare
-    # JavaScript promise (fetch, IndexedDB) is waited for through JSPI here.
+    # JavaScript promise (fetch, IndexedDB) is waited for through JSPI here.  Where the
+    # engine has no JSPI (WebKit) the worker's JS module answers synchronously
+    # (web/js/glue-sync.js): a value that is not a promise is the answer itself.
     import inspect
 
     from pyodide.ffi import run_sync as _jspi_run_sync
@@ -58,4 +60,6 @@ if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser 
     def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]  # noqa: F811
         if inspect.iscoroutine(coro):
             return _drive(coro)
+        if not hasattr(coro, "then"):
+            return coro  # type: ignore[return-value]
         return _jspi_run_sync(coro)  # type: ignore[no-any-return]

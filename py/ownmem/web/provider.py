@@ -23,7 +23,9 @@ verification answers False, never raises.
 The methods are coroutines (the CryptoProvider protocol) that complete without ever
 suspending: each blocks on its JS promise with ``pyodide.ffi.run_sync`` (JSPI).  So the
 Python stack must have been entered from JavaScript through an async call
-(``callPromising``, ``runPythonAsync``, or an async Python function).
+(``callPromising``, ``runPythonAsync``, or an async Python function).  Where the engine
+has no JSPI (WebKit) the worker registers web/js/glue-sync.js instead, whose functions
+answer synchronously (@noble/*): a result that is not a promise is taken as it is.
 """
 from __future__ import annotations
 
@@ -51,7 +53,9 @@ def _call(fn: Any, *args: Any) -> Any:
     # about twice the JSPI round trip itself), and ownmem.crypto.run_sync could drive it
     # with a bare ``send(None)``.
     try:
-        return run_sync(fn(*args))
+        out = fn(*args)
+        # Without JSPI the glue answers synchronously (web/js/glue-sync.js): no promise to wait for.
+        return run_sync(out) if hasattr(out, "then") else out
     except JsException as e:
         mapped = _ERRORS.get(e.name)
         if mapped is None:

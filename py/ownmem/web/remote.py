@@ -1,10 +1,13 @@
 """The sync client's HTTP under Pyodide: the same Remote, speaking through fetch.
 
 Only ``Remote._exchange`` touches the network; here it awaits ``fetch`` (through JSPI,
-like every other wait in the browser) and hands back the status and the body.  Everything
+like every other wait in the browser) and hands back the status and the body; where the
+engine has no JSPI, it makes one synchronous XMLHttpRequest instead (a worker may).  Everything
 else -- the wire messages, their parsing, the refusals -- is the CPython client's own.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from .. import syncwire as wire
 from ..crypto import run_sync
@@ -18,8 +21,11 @@ class FetchRemote(Remote):
 
     def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
         import js
+        import ownmem_js
         from pyodide.ffi import to_js
 
+        if not getattr(ownmem_js, "JSPI", True):
+            return self._exchange_sync(ownmem_js, method, url, body, headers)
         init = to_js({"method": method, "headers": headers, "body": to_js(body) if body is not None else None,
                       "redirect": "error", "cache": "no-store"}, dict_converter=js.Object.fromEntries)
         try:
@@ -31,6 +37,22 @@ class FetchRemote(Remote):
         except WireError:
             raise
         except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS, a redirect
+            raise SyncError(f"cannot reach the server at {self.base}") from None
+        if len(data) > wire.MAX_ANSWER:
+            raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+        return int(resp.status), data
+
+    def _exchange_sync(self, glue: Any, method: str, url: str, body: bytes | None,
+                       headers: dict[str, str]) -> tuple[int, bytes]:
+        """Without JSPI: one synchronous XMLHttpRequest (web/js/glue-sync.js ``http``)."""
+        import js
+        from pyodide.ffi import to_js
+
+        try:
+            resp = glue.http(method, url, to_js(headers, dict_converter=js.Object.fromEntries),
+                             to_js(body) if body is not None else None)
+            data = bytes(resp.body.to_bytes())
+        except Exception:  # noqa: BLE001 - a JS NetworkError or TypeError: offline, refused, a redirect
             raise SyncError(f"cannot reach the server at {self.base}") from None
         if len(data) > wire.MAX_ANSWER:
             raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")

@@ -129,7 +129,16 @@ function showFacts(facts) {
     ['Sync server', s.server ? `${s.server} (as ${s.name})` : 'not linked'],
     ['Signatures', p.mldsa ? `Ed25519 + ML-DSA-65 (${p.mldsa === 'webcrypto' ? 'built into the browser' : 'JavaScript'})` : null],
   ];
+  rows.push(['Crypto', cryptoLine(p)]);
   for (const [k, v] of rows) if (v) facts.append(el('dt', { text: k }), el('dd', { text: v }));
 }
 
 defineScreen('settings', showSettings);
+
+// Which implementation does each primitive (the worker's feature detection, `boot`'s provider).
+function cryptoLine(p) {
+  if (!p.aes) return null;
+  const by = (v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
+  return `${p.jspi ? 'with' : 'without'} WebAssembly JSPI; AES-GCM, AES-KW, HKDF: ${by(p.aes)}; `
+    + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly)`;
+}
