@@ -43,38 +43,47 @@ class UompError(OwnmemError):
 
 class InvalidToken(UompError):
     status, error_code = 401, "INVALID_TOKEN"
+    code = "uomp_invalid_token"
 
 
 class TokenExpired(UompError):
     status, error_code = 401, "TOKEN_EXPIRED"
+    code = "uomp_token_expired"
 
 
 class SessionRevoked(UompError):
     status, error_code = 401, "SESSION_REVOKED"
+    code = "uomp_session_revoked"
 
 
 class AccessDenied(UompError):
     status, error_code = 403, "ACCESS_DENIED"
+    code = "uomp_access_denied"
 
 
 class QuotaExceeded(UompError):
     status, error_code = 429, "QUOTA_EXCEEDED"
+    code = "uomp_quota_exceeded"
 
 
 class WriteNotAvailable(UompError):
     status, error_code = 501, "WRITE_NOT_AVAILABLE"
+    code = "uomp_write_not_available"
 
 
 class SessionNotFound(UompError):
     status, error_code = 404, "SESSION_NOT_FOUND"
+    code = "uomp_session_not_found"
 
 
 class InvalidRequest(UompError):
     status, error_code = 400, "INVALID_REQUEST"
+    code = "uomp_invalid_request"
 
 
 class StoreUnavailable(UompError):
     status, error_code = 503, "STORE_UNAVAILABLE"
+    code = "uomp_store_unavailable"
 
 
 def iso(t: float) -> str:
