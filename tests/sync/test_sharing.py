@@ -644,3 +644,27 @@ def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, serv
     # the positive control: the share key is there, so the search would find what is stored
     key = backend.rows("SELECT share_key FROM share_keys WHERE contract_id = ?", (made.contract_id,))[0][0]
     assert Needles({"share key": [bytes(key)]}).found_in(backend.snapshot())
+
+
+def test_a_revocation_confirmed_with_another_receipt_is_refused(backend: Backend, servers: Callable[..., ServerProcess],
+                                                                devices: Devices) -> None:
+    """A server that answers "revoked" naming a REVOKE receipt other than the one sent (it logged
+    none, or another) is caught: the sharer is told, not shown a revocation the log may not hold."""
+    from ownmem.errors import WireError
+
+    srv = servers(backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        a = devices.first(proxy.url, "alice-revokes", label="a")
+        b = devices.first(srv.url, "bob-revoked", label="b", passphrase=B_PASSPHRASE)
+        m = a.v.add("shared, then revoked")
+        a.sync()
+        made = sharing.share(a.syncer, [m.hex()], [b.v.holder().holder_id], "permanent")
+        proxy.on("POST", r"/revoke$", _rewrite_record(receipt_id=lambda _: "ab" * 32))
+        with pytest.raises(WireError):
+            sharing.revoke(a.syncer, made.contract_id)
+        proxy.clear()
+        again = sharing.revoke(a.syncer, made.contract_id)    # the honest answer: already revoked, first receipt
+        assert again.revoked and again.already
+    finally:
+        proxy.stop()

@@ -312,6 +312,10 @@ def revoke(syncer: Syncer, contract_id: bytes, *, now: int | None = None) -> Rev
     got = ShareRemote(syncer).revoke(contract_id, r.to_cbor())
     if not got.revoked:
         raise ShareRefused("the server did not confirm the revocation: treat access as still in force")
+    if not got.already and got.receipt_id != r.receipt_id:
+        # as share_objects checks its SHARE receipt: a first revocation names the receipt sent,
+        # or the server did not log it (the log is how anyone else learns of the revocation)
+        raise WireError("the server confirmed the revocation with another REVOKE receipt than the one sent")
     return Revocation(got.revoked, got.receipt_id, got.already)
 
 
