@@ -1,0 +1,25 @@
+"""Control records: memories that carry UOMP bookkeeping rather than memory (a session's
+revocation, the confirmation of a staged agent write, and what later kinds join them).
+
+They travel as ordinary sealed objects so that any of the person's devices can make them
+and every device (and the agent service) receives them through the blind server; only the
+owner's signature gives one effect (see api.revocation_of, staging.confirms).  One predicate
+decides what is control, so every view (SAIHM recall, the Guard, the CLI list, the PWA)
+leaves the same records out.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# payload extensions that make a memory a control record, whoever signed it: an unsigned or
+# foreign one has no effect, and is still not memory to show
+CONTROL_EXTENSIONS = ("uomp_revocation", "uomp_session", "uomp_audit")
+
+
+def is_control(extensions: Mapping[str, Any]) -> bool:
+    """Whether a memory with these payload extensions is a control record."""
+    if any(k in extensions for k in CONTROL_EXTENSIONS):
+        return True
+    u = extensions.get("uomp")
+    return isinstance(u, dict) and "confirms" in u
