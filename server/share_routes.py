@@ -35,9 +35,10 @@ from ownmem import syncwire as wire
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
 
-from .storage.base import StorageConflict, StorageQuota
-from .storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
-from .verify import Refused, check_receipt
+from .storage.base import LogEntry, StorageConflict, StorageQuota
+from .storage.shares import (ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow,
+                             shares_of)
+from .verify import HolderKey
 
 if TYPE_CHECKING:
     from .app import Server
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 E = wire.ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
 CBOR = "application/cbor"
+SWEEP_AT_MOST_EVERY = 1.0   # seconds between the sweeps sharing requests make, per process
+# bytes of contracts per side of a listing: hex doubles them, so both sides stay under a
+# third of wire.MAX_ANSWER
+LISTING_BYTES = wire.MAX_ANSWER // 12
+ENTRY_OVERHEAD = 200        # the JSON of an entry beside its contract
 _log = logging.getLogger("ownmem.server")
 
 
@@ -69,10 +75,43 @@ async def sweep_expired(srv: Server, every: float) -> None:
             _log.exception("the sweep of expired contracts' keys failed; retried in %s s", every)
 
 
+def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire.ShareEntry, ...], bool]:
+    """The entries of one side of a listing that fit LISTING_BYTES, in the storage's order
+    (active contracts first, then the newest) -> (entries, whether any were left out).  A
+    listing must stay far below what a device reads of one answer (wire.MAX_ANSWER), or
+    strangers' unanswered offers of large contracts would stop a grantee listing anything."""
+    out: list[wire.ShareEntry] = []
+    size = 0
+    for r in rows:
+        size += len(r.contract) + ENTRY_OVERHEAD
+        if size > LISTING_BYTES:
+            return tuple(out), True
+        out.append(wire.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired))
+    return tuple(out), False
+
+
 def share_routes(srv: Server) -> list[Route]:
     from .app import ApiError, _parsed
 
     shares = shares_of(srv.storage)
+
+    async def checked_receipt(raw: bytes, hk: HolderKey, holder_pub: bytes, operation: str) -> LogEntry:
+        # an ML-DSA-65 verification: in the pool, as a push's cells and the erase route's
+        # receipts are, never on the event loop every other request waits on
+        got = await srv.verifier.check_receipts([(raw, operation)], hk, holder_pub)
+        if isinstance(got, tuple):
+            raise ApiError(got[1].code, str(got[1]))
+        return got[0]
+
+    last_sweep = [float("-inf")]
+
+    async def sweep_soon(now: int) -> None:
+        # a sharing request deletes expired contracts' keys too, but at most once a second per
+        # process: a write per request would let any caller turn reads into write load
+        t = time.monotonic()
+        if t - last_sweep[0] >= SWEEP_AT_MOST_EVERY:
+            last_sweep[0] = t
+            await srv.call(shares.sweep, now)
 
     def cid_param(request: Request) -> bytes:
         v = request.path_params["contract_id"]
@@ -137,11 +176,8 @@ def share_routes(srv: Server) -> list[Route]:
         wanted = {(g, s) for g in c.grantee_ids for s in c.shard_ids}
         if len(set(pairs)) != len(pairs) or set(pairs) != wanted:
             raise ApiError(E.MALFORMED_CONTRACT, "an offer carries exactly one key per grantee and covered cell")
-        try:
-            r, entry = check_receipt(req.receipt, hk, v.holder_pub, "SHARE")
-        except Refused as e:
-            raise ApiError(e.code, str(e)) from None
-        if r.subject_id != c.contract_id:
+        entry = await checked_receipt(req.receipt, hk, v.holder_pub, "SHARE")
+        if entry.subject_id != c.contract_id:
             raise ApiError(E.MALFORMED_RECEIPT, "a SHARE receipt names the contract as its subject")
         new = NewContract(c.contract_id, c.holder_id, req.contract, c.expires_at, c.grantee_ids, c.shard_ids,
                           tuple((i.grantee, i.cell_id, i.key) for i in items), entry)
@@ -153,20 +189,18 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.SHARD_NOT_FOUND, str(e)) from None
         except StorageQuota as e:
             raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
-        return JSONResponse(wire.ShareOffered(c.contract_id, r.receipt_id).encode(), status_code=201)
+        return JSONResponse(wire.ShareOffered(c.contract_id, entry.receipt_id).encode(), status_code=201)
 
     async def listing(request: Request) -> Response:
         v, _ = await srv.authed(request)
         now = int(time.time())
-        await srv.call(shares.sweep, now)
+        await sweep_soon(now)
         offered = await srv.call(shares.offered, v.id, now)
         received = await srv.call(shares.received, v.holder_id, now)
 
-        def entries(rows: list[object]) -> tuple[wire.ShareEntry, ...]:
-            return tuple(wire.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired)  # type: ignore[attr-defined]
-                         for r in rows)
-
-        return JSONResponse(wire.ShareList(entries(list(offered)), entries(list(received))).encode())
+        mine, more_mine = within_budget(offered)
+        theirs, more_theirs = within_budget(received)
+        return JSONResponse(wire.ShareList(mine, theirs, more_mine or more_theirs).encode())
 
     async def act(request: Request) -> Response:
         v, _ = await srv.authed(request)
@@ -176,7 +210,7 @@ def share_routes(srv: Server) -> list[Route]:
             return await revoke(request, v, cid)
         if action not in ("accept", "decline", "withdraw"):
             raise ApiError(E.NOT_FOUND, "a contract is accepted, declined, withdrawn or revoked")
-        await srv.call(shares.sweep, now)
+        await sweep_soon(now)
         try:
             state = await srv.call(shares.answer, v.holder_id, cid, action, now)
         except ContractMissing as e:
@@ -190,11 +224,8 @@ def share_routes(srv: Server) -> list[Route]:
 
         assert isinstance(v, VaultRecord)
         req = _parsed(wire.RevokeRequest.parse, await srv.json_body(request))
-        try:
-            r, entry = check_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
-        except Refused as e:
-            raise ApiError(e.code, str(e)) from None
-        if r.subject_id != cid:
+        entry = await checked_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
+        if entry.subject_id != cid:
             raise ApiError(E.MALFORMED_RECEIPT, "a REVOKE receipt names the contract as its subject")
         # SAIHM "Order of effect and receipt": access is withdrawn (committed) first; the receipt
         # after, so a failed log write never restores access, and a repeated revoke logs it then
@@ -215,7 +246,7 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.MALFORMED, "after is a contractId and a cellId, 128 lower-case hex digits")
         after = bytes.fromhex(after_hex) if after_hex is not None else b"\x00" * 64
         now = int(time.time())
-        await srv.call(shares.sweep, now)
+        await sweep_soon(now)
         rows = await srv.call(shares.shared, v.holder_id, now, after, wire.MAX_PAGE + 1)
         keep: list[wire.SharedCell] = []
         size = 0

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from .vault.sharing import Offers, ShareView
     from .vault.sync import Syncer
 
+MORE_OFFERS = ("the server listed only part of the contracts (active ones first, then the newest): "
+               "decline offers you do not want to see the rest")
+
 
 def _syncer(args: argparse.Namespace) -> Syncer:
     from .cli import _unlock
@@ -148,7 +151,7 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
                     "revoked": v.revoked, "expired": v.expired, "cells": [x.hex() for x in c.shard_ids]}
         print(json.dumps({"offered": [view(v, "grantee") for v in got.offered],
                           "received": [view(v, "owner") for v in got.received],
-                          "refused": list(got.refused)}, indent=2))
+                          "refused": list(got.refused), "more": got.more}, indent=2))
         return 0
     print("offered by me:" if got.offered else "offered by me: none")
     for v in got.offered:
@@ -161,6 +164,8 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
               f"{_view_state(v):<9}  {len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
     for why in got.refused:
         print(f"warning: {why}")
+    if got.more:
+        print(f"warning: {MORE_OFFERS}")
     return 0
 
 

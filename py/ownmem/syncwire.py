@@ -879,8 +879,12 @@ class ShareEntry(JsonMessage):
 
 @dataclass(frozen=True, slots=True)
 class ShareList(JsonMessage):
+    """Active contracts first, then the newest, as many as fit the server's byte budget;
+    ``more``: some were left out (a flood of offers, or a great many contracts)."""
+
     offered: Annotated[tuple[ShareEntry, ...], MessageList(ShareEntry, 0, 100_000)]
     received: Annotated[tuple[ShareEntry, ...], MessageList(ShareEntry, 0, 100_000)]
+    more: Annotated[bool, Flag()]
 
 
 @dataclass(frozen=True, slots=True)

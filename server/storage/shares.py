@@ -49,7 +49,11 @@ PUT_PROOF = "INSERT INTO holder_proofs (vault_id, holder_id, proof) VALUES (?,?,
 
 STATES = ("offered", "accepted", "declined", "withdrawn")
 MAX_LIVE_CONTRACTS = 1000     # per sharing vault: contracts neither revoked nor expired
-MAX_LISTED = 2000             # entries per side of a listing, the newest (bounds the answer)
+MAX_LISTED = 2000             # entries per side of a listing (the route bounds its bytes too)
+# a listing's order: contracts in force and accepted first (a flood of strangers' unanswered
+# offers must not push out what a grantee reads), then the newest (its ? is now)
+_ACTIVE_FIRST = ("CASE WHEN g.state = 'accepted' AND co.revoked = 0 AND (co.expires_at = 0 OR co.expires_at > ?) "
+                 "THEN 0 ELSE 1 END")
 ACTIONS = ("accept", "decline", "withdraw")
 
 
@@ -205,9 +209,10 @@ class Shares:
         with self._read() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM contracts co "
                               "JOIN contract_grantees g ON g.contract_id = co.contract_id WHERE co.vault_id = ? "
-                              "ORDER BY co.created DESC, co.contract_id DESC, g.grantee_id DESC LIMIT ?",
-                    (vault_id, MAX_LISTED)).fetchall()
-        return [_share_row(r, now) for r in reversed(rows)]
+                              f"ORDER BY {_ACTIVE_FIRST}, co.created DESC, co.contract_id DESC, g.grantee_id DESC "
+                              "LIMIT ?",
+                    (vault_id, now, MAX_LISTED)).fetchall()
+        return [_share_row(r, now) for r in rows]
 
     def revoke(self, vault_id: int, contract_id: bytes) -> bool:
         """Withdraw access for every grantee: the contract marked revoked and its share keys
@@ -240,9 +245,10 @@ class Shares:
         with self._read() as c:
             rows = self._x(c, "SELECT co.contract, g.grantee_id, g.state, co.revoked, co.expires_at FROM "
                               "contract_grantees g JOIN contracts co ON co.contract_id = g.contract_id "
-                              "WHERE g.grantee_id = ? ORDER BY co.created DESC, co.contract_id DESC LIMIT ?",
-                    (grantee_id, MAX_LISTED)).fetchall()
-        return [_share_row(r, now) for r in reversed(rows)]
+                              f"WHERE g.grantee_id = ? ORDER BY {_ACTIVE_FIRST}, co.created DESC, co.contract_id DESC "
+                              "LIMIT ?",
+                    (grantee_id, now, MAX_LISTED)).fetchall()
+        return [_share_row(r, now) for r in rows]
 
     def answer(self, grantee_id: bytes, contract_id: bytes, action: str, now: int) -> str:
         """Accept, decline or withdraw as the grantee -> the state reached.  Leaving a contract

@@ -3,6 +3,7 @@ effect and receipt" under a failing log write, an offer that is all or nothing, 
 expiry deleting share keys, and an offer of a cell erased meanwhile."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
@@ -16,11 +17,12 @@ from server.storage.shares import ContractClosed, ContractMissing, NewContract, 
 GRANTEE = os.urandom(32)
 
 
-def _contract(holder_id: bytes, cells: list[bytes], *, expires: int = 0) -> NewContract:
+def _contract(holder_id: bytes, cells: list[bytes], *, expires: int = 0, grantee: bytes = GRANTEE,
+              size: int = 300) -> NewContract:
     cid = os.urandom(32)
     share = LogEntry(os.urandom(32), cid, "SHARE", holder_id, int(time.time()), os.urandom(64))
-    return NewContract(cid, holder_id, os.urandom(300), expires, (GRANTEE,), tuple(cells),
-                       tuple((GRANTEE, c, os.urandom(72)) for c in cells), share)
+    return NewContract(cid, holder_id, os.urandom(size), expires, (grantee,), tuple(cells),
+                       tuple((grantee, c, os.urandom(72)) for c in cells), share)
 
 
 def _revoke_entry(holder_id: bytes, cid: bytes) -> LogEntry:
@@ -151,3 +153,47 @@ def test_contracts_in_force_per_vault_are_bounded(kind: str, tmp_path: Any, requ
         sh.offer(vault.id, third, now)
     finally:
         st.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_outgrows_an_answer(
+        kind: str, tmp_path: Any, request: Any) -> None:
+    from ownmem import syncwire as wire
+    from server.share_routes import LISTING_BYTES, within_budget
+    from storekit import random_cells
+
+    st, friend, cells = stocked(Store.fresh(kind, tmp_path, request), 1)
+    try:
+        sh = shares_of(st)
+        now = int(time.time())
+        me = os.urandom(32)          # the grantee of this test alone (the module's is shared)
+        kept = _contract(friend.holder_id, [cells[0].cell_id], grantee=me)
+        sh.offer(friend.id, kept, now - 10)
+        assert sh.answer(me, kept.contract_id, "accept", now) == "accepted"
+        # a stranger offers the grantee contract after contract of the largest size, never answered
+        stranger = st.register(registration())
+        theirs = random_cells(1)
+        st.push(stranger.id, theirs)
+        big = wire.MAX_ANSWER // 3 // 60_000 + 10
+        for _ in range(big):
+            sh.offer(stranger.id, _contract(stranger.holder_id, [theirs[0].cell_id], grantee=me, size=60_000), now)
+        rows = sh.received(me, now)
+        assert len(rows) == big + 1 and rows[0].contract == kept.contract   # the accepted one first
+        entries, more = within_budget(rows)
+        assert more and entries[0].contract == kept.contract and len(entries) < len(rows)
+        assert sum(len(e.contract) for e in entries) <= LISTING_BYTES
+        # what the grantee's device reads stays far inside its bound, both sides at their budget
+        body = wire.dump_json(wire.ShareList(entries, entries, more).encode())
+        assert len(body) < wire.MAX_ANSWER * 2 // 3
+        assert wire.ShareList.parse(json.loads(body)).more is True
+    finally:
+        st.close()
+
+
+def test_a_listing_within_its_budget_says_nothing_was_left_out() -> None:
+    from server.share_routes import within_budget
+    from server.storage.shares import ShareRow
+
+    rows = [ShareRow(os.urandom(300), GRANTEE, "offered", False, False) for _ in range(3)]
+    entries, more = within_budget(rows)
+    assert not more and [e.contract for e in entries] == [r.contract for r in rows]

@@ -252,6 +252,11 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
         raise ContractRefused("invalid_grantee", "name at least one grantee")
     if len(set(grantees)) != len(grantees):
         raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+    if len(grantees) * len(object_ids) > wire.MAX_SHARE_KEYS:
+        # one re-wrapped key per grantee and cell: the server takes at most this many per offer,
+        # so say so before opening, pushing or asking the directory anything
+        raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories), not "
+                           f"{len(grantees) * len(object_ids)}: share fewer memories at once", "invalid_params")
     me = v.holder()
     if me.holder_id in grantees:
         raise ContractRefused("invalid_grantee", "you cannot share with yourself")
@@ -346,6 +351,7 @@ class Offers:
     received: tuple[ShareView, ...]         # to me
     refused: tuple[str, ...]                # entries that did not verify, one sentence each
     sharers: dict[bytes, VerifiedHolder]    # holderId -> verified record, of every received contract
+    more: bool = False                      # the server left some out (its byte budget): not all are here
 
 
 def offers(syncer: Syncer, known: dict[bytes, VerifiedHolder] | None = None) -> Offers:
@@ -384,7 +390,7 @@ def offers(syncer: Syncer, known: dict[bytes, VerifiedHolder] | None = None) -> 
             refused.append(f"a contract offered to you is not what it claims ({err}): ignored")
             continue
         theirs.append(ShareView(c, e.grantee, e.state, e.revoked, e.expired))
-    return Offers(tuple(mine), tuple(theirs), tuple(refused), sharers)
+    return Offers(tuple(mine), tuple(theirs), tuple(refused), sharers, got.more)
 
 
 def _received_offer(syncer: Syncer, contract_id: bytes) -> ShareView:
