@@ -10,6 +10,7 @@ shared cell, and the attacks: each refused with a clear error, nothing changed.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -668,3 +669,19 @@ def test_a_revocation_confirmed_with_another_receipt_is_refused(backend: Backend
         assert again.revoked and again.already
     finally:
         proxy.stop()
+
+
+def test_an_offer_of_more_keys_than_the_server_takes_is_refused_before_anything_is_done(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
+    from ownmem import syncwire as wire
+
+    p = _people(sqlite_backend, servers, devices)
+    p.a.sync()
+    pushes = int(sqlite_backend.rows("SELECT count(*) FROM cells")[0][0])
+    unknown = [os.urandom(16) for _ in range(wire.MAX_SHARE_KEYS + 1)]   # not even memories of the vault
+    with pytest.raises(sharing.ShareRefused) as e:
+        sharing.share_objects(p.a.syncer, unknown, [p.b_id], "permanent")
+    assert f"at most {wire.MAX_SHARE_KEYS} keys" in str(e.value)
+    # refused by count, before any memory was looked up, pushed or any key wrapped
+    assert int(sqlite_backend.rows("SELECT count(*) FROM cells")[0][0]) == pushes
+    assert sharing.offers(p.a.syncer).offered == ()
