@@ -1771,3 +1771,52 @@ test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA s
     await closeContexts(ctx);
   }
 });
+
+// ------------------------------------------------------------------ storage that refuses a write
+
+test('21. a write this browser\'s storage refuses is shown as failed, and the app never treats it as saved', {
+  timeout: 180_000,
+}, async () => {
+  const ctx = await newContext('t21', { serviceWorkers: 'block' });
+  const KEPT = 'Saved before the disk filled up';
+  const LOST = 'Written while the disk was full';
+  try {
+    const { page } = await openApp(ctx);
+    await createVault(page, uniq('t21'), { link: false });
+    await addMemory(page, KEPT);
+    const worker = page.workers().find((w) => new URL(w.url()).pathname.endsWith('/worker.js'));
+    assert.ok(worker, 'the vault worker is not running');
+    // what a full disk does: IndexedDB refuses the vault worker's writes (QuotaExceededError)
+    await worker.evaluate(() => {
+      self.realPut = IDBObjectStore.prototype.put;
+      IDBObjectStore.prototype.put = function put() {
+        throw new DOMException('the disk is full', 'QuotaExceededError');
+      };
+    });
+    const err = page.locator('[data-testid="add-form"] [data-role="error"]');
+    const tryAdd = async (content) => {
+      await page.fill('[data-testid="add-content"]', content);
+      await page.click('[data-testid="add-submit"]');
+      await page.waitForFunction(() => {
+        const e = document.querySelector('[data-testid="add-form"] [data-role="error"]');
+        return e && !e.hidden && /reload/.test(e.textContent);
+      }, null, { timeout: 30_000 });
+      return err.textContent();
+    };
+    assert.match(await tryAdd(LOST), /refused to save to its storage \(.*disk is full.*\).*reloaded/);
+    await shot(page, '21-storage-refused');
+    // the disk has room again, but this tab's memory is ahead of it: nothing more is taken as saved
+    await worker.evaluate(() => { IDBObjectStore.prototype.put = self.realPut; });
+    const AFTER = 'Written after the disk had room again, before a reload';
+    assert.match(await tryAdd(AFTER), /reloaded/);
+    for (const c of await cards(page)) assert.ok(![LOST, AFTER].includes(c.content), `${c.content} shows as saved`);
+    // reloaded from what IndexedDB holds: the refused memory is not there, the earlier one is
+    await page.reload();
+    await unlock(page);
+    await waitCard(page, KEPT, 10_000);
+    assert.deepEqual((await cards(page)).filter((c) => [LOST, AFTER].includes(c.content)), []);
+    await addMemory(page, 'Saved after the reload');
+  } finally {
+    await closeContexts(ctx);
+  }
+});

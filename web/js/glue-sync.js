@@ -230,10 +230,21 @@ let loaded = null;                  // {table: Uint8Array}, until the store's lo
 const records = new Map();          // "table/key" -> value, for idb_get (the verified cache)
 const READ_AHEAD = [['cache', 'verified-v1']];
 let writes = Promise.resolve();
-let failed = null;
+// The first write IndexedDB refused.  Python's store went on as if it had been made, so from
+// then on memory is ahead of disk: no further call runs (or writes) in this worker, and every
+// one says why, until the app is reloaded from what IndexedDB holds.
+let broken = null;
+
+function storageFailed(e) {
+  const err = named('StorageFailed', `this browser refused to save to its storage (${e && e.message ? e.message : e}); `
+    + 'nothing more is saved until the app is reloaded (what was not saved and not synced is lost)');
+  err.code = 'storage_failed';
+  return err;
+}
 
 /** Before each Python call: the store (the first time) and the records Python reads by key. */
 export async function prepare() {
+  if (broken) throw broken;
   if (loaded === null && !prepare.done) {
     loaded = await idb.idb_load_all();
     prepare.done = true;
@@ -247,15 +258,11 @@ export async function prepare() {
 /** After each Python call: every write it queued is in IndexedDB (or its error is thrown). */
 export async function settle() {
   await writes;
-  if (failed) {
-    const e = failed;
-    failed = null;
-    throw e;
-  }
+  if (broken) throw broken;
 }
 
 function queue(write) {
-  writes = writes.then(write).catch((e) => { failed ??= e; });
+  writes = writes.then(() => (broken ? undefined : write())).catch((e) => { broken ??= storageFailed(e); });
 }
 
 export function idb_load_all() {
@@ -285,11 +292,13 @@ export function idb_apply(tables, keys, values) {
 
 // ------------------------------------------------------------------ network
 
-/** One HTTP exchange: {status, body: Uint8Array}; a network error or redirect throws. */
-export function http(method, url, headers, body) {
+/** One HTTP exchange: {status, body: Uint8Array}; a network error, a redirect or no answer
+ * within timeoutMs throws (a worker's synchronous request may have a timeout, a page's not). */
+export function http(method, url, headers, body, timeoutMs) {
   const xhr = new XMLHttpRequest();
   xhr.open(method, url, false);
   xhr.responseType = 'arraybuffer';
+  if (timeoutMs) xhr.timeout = timeoutMs;
   const h = headers instanceof Map ? headers : new Map(Object.entries(headers ?? {}));
   for (const [name, value] of h) xhr.setRequestHeader(name, value);
   xhr.setRequestHeader('Cache-Control', 'no-store');

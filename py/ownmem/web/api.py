@@ -375,7 +375,7 @@ class App:
         got = offers(self._syncer())
         return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
                 "received": [share_json(x, got.sharers, self.store) for x in got.received],
-                "refused": list(got.refused), "holder_id": self.v.holder().holder_id.hex()}
+                "refused": list(got.refused), "more": got.more, "holder_id": self.v.holder().holder_id.hex()}
 
     def op_shared(self) -> dict[str, Any]:
         """The memories of every active contract offered to this vault and accepted, fetched
@@ -434,6 +434,8 @@ def handle(op: str, args: Any) -> Any:
 
             set_provider(BrowserProvider())
             _app = App(ownmem_js)
+        if _app.store.broken is not None:
+            raise _app.store.broken         # memory is ahead of IndexedDB: reload first
         kwargs = args.to_py() if args is not None and hasattr(args, "to_py") else (args or {})
         fn = getattr(_app, "op_" + op, None)
         if fn is None:

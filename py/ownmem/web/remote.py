@@ -15,6 +15,11 @@ from ..errors import SyncError, WireError
 from ..vault.sync import Remote
 
 
+# seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a
+# server that accepts and never answers must not hold the worker, and with it the app, forever
+TIMEOUT_S = 60
+
+
 class FetchRemote(Remote):
     def __init__(self, base_url: str, name: str) -> None:
         super().__init__(base_url, name, client=None)
@@ -27,7 +32,8 @@ class FetchRemote(Remote):
         if not getattr(ownmem_js, "JSPI", True):
             return self._exchange_sync(ownmem_js, method, url, body, headers)
         init = to_js({"method": method, "headers": headers, "body": to_js(body) if body is not None else None,
-                      "redirect": "error", "cache": "no-store"}, dict_converter=js.Object.fromEntries)
+                      "redirect": "error", "cache": "no-store", "signal": js.AbortSignal.timeout(TIMEOUT_S * 1000)},
+                     dict_converter=js.Object.fromEntries)
         try:
             resp = run_sync(js.fetch(url, init))
             declared = resp.headers.get("content-length")     # JS null (not None) when absent: a stream
@@ -36,7 +42,7 @@ class FetchRemote(Remote):
             data = bytes(run_sync(resp.arrayBuffer()).to_bytes())
         except WireError:
             raise
-        except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS, a redirect
+        except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS, a redirect; a timeout
             raise SyncError(f"cannot reach the server at {self.base}") from None
         if len(data) > wire.MAX_ANSWER:
             raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
@@ -50,9 +56,9 @@ class FetchRemote(Remote):
 
         try:
             resp = glue.http(method, url, to_js(headers, dict_converter=js.Object.fromEntries),
-                             to_js(body) if body is not None else None)
+                             to_js(body) if body is not None else None, TIMEOUT_S * 1000)
             data = bytes(resp.body.to_bytes())
-        except Exception:  # noqa: BLE001 - a JS NetworkError or TypeError: offline, refused, a redirect
+        except Exception:  # noqa: BLE001 - a JS NetworkError or TypeError: offline, refused, a redirect, a timeout
             raise SyncError(f"cannot reach the server at {self.base}") from None
         if len(data) > wire.MAX_ANSWER:
             raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")

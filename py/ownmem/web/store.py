@@ -14,7 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from ..crypto import cbor, run_sync
+from ..errors import StoreError
 from ..vault.store import Store
+
+
+class StorageFailed(StoreError):
+    """IndexedDB refused a write (a full disk, storage evicted or blocked).  The in-memory
+    store had committed it, so memory is ahead of disk from then on: nothing more runs until the
+    app is reloaded from what IndexedDB holds (web/js/glue-sync.js does the same without JSPI)."""
+
+    code = "storage_failed"
 
 # table -> primary-key column (every table the vault store has)
 TABLES = {"meta": "k", "scopes": "name", "known_keys": "key_id", "revoked_keys": "key_id",
@@ -30,6 +39,7 @@ class IdbStore(Store):
     def __init__(self, idb: Any) -> None:
         super().__init__(None)
         self.idb = idb
+        self.broken: StorageFailed | None = None
         self.db.execute("CREATE TEMP TABLE journal (seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, pk)")
 
     def _columns(self, table: str) -> list[str]:
@@ -88,5 +98,11 @@ class IdbStore(Store):
             values.append(cbor.encode(record) if record is not None else None)
         from pyodide.ffi import to_js
 
-        run_sync(self.idb.idb_apply(to_js(tables), to_js(keys), to_js(values)))
+        try:
+            run_sync(self.idb.idb_apply(to_js(tables), to_js(keys), to_js(values)))
+        except Exception as e:  # noqa: BLE001 - a JS DOMException (QuotaExceededError, ...)
+            self.broken = StorageFailed(
+                f"this browser refused to save to its storage ({str(e).splitlines()[0][:200]}); nothing more is "
+                "saved until the app is reloaded (what was not saved and not synced is lost)")
+            raise self.broken from None
         self.db.execute("DELETE FROM journal")

@@ -59,6 +59,10 @@ function render(node, offers, shared) {
 
   const refused = role(node, 'refused');
   const bad = [...offers.refused, ...shared.refused.map(([cell, why]) => `Shared cell ${shortId(cell)}…: ${why}`)];
+  if (offers.more) {
+    bad.push('The server listed only part of the contracts (active ones first, then the newest): '
+      + 'decline offers you do not want to see the rest.');
+  }
   refused.hidden = bad.length === 0;
   role(refused, 'refused-line').textContent = bad.length
     ? `${bad.length === 1 ? '1 entry' : `${bad.length} entries`} from the server did not verify and ${bad.length === 1 ? 'is' : 'are'} not shown.` : '';
