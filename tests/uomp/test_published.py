@@ -153,3 +153,34 @@ def test_an_owner_revocation_record_marks_the_session_revocation_sent(tmp_path: 
         v.close()
     s = read_published(entries, now).sessions[0]
     assert (s.status, s.revocation_sent) == ("active", True)
+
+
+def test_after_a_restart_the_next_record_supersedes_the_last_one(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices) -> None:
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    sid, _ = u.session(READ)
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
+
+    def statuses() -> list[tuple[str, bool]]:
+        phone.sync()
+        return sorted((e.opened.extensions[SESSION_RECORD]["status"], e.is_head)
+                      for e in _records(phone.listing().entries, sid))
+
+    deadline = time.monotonic() + 30
+    while statuses() != [("active", True), ("created", False)] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert statuses() == [("active", True), ("created", False)]
+    agent.stop()
+    agent.start()                    # a new process: it finds its last record in the vault
+    u = Uomp(agent.port, uv.vault.folder)
+    assert u.admin("POST", f"/v1/sessions/{sid}/revoke").status_code == 200
+    deadline = time.monotonic() + 30
+    while ("revoked", True) not in statuses() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert statuses() == [("active", False), ("created", False), ("revoked", True)]
+    # nothing was published again for the restart itself
+    assert read_published(phone.listing().entries, int(time.time())).sessions[0].status == "revoked"
