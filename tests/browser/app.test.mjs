@@ -1918,8 +1918,9 @@ test('20. the Agents screen: a live session counts down; Revoke now cuts a readi
 
     // confirm one staged write, discard the other (asked first)
     const staged = (text) => page.locator('[data-testid="staged-write"]', { hasText: text });
-    await staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ }).click();
+    await staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ }).press('Enter');   // by keyboard
     await staged(KEEP).waitFor({ state: 'detached', timeout: SYNC_MS });
+    await page.waitForFunction(() => document.activeElement?.id === 'staged-title', null, { timeout: 5000 });
     await staged(DROP).locator('[data-testid="staged-discard"]').click();
     await page.waitForSelector('[data-testid="discard-dialog"][open]');
     await shot(page, '29-agents-discard-dialog', { fullPage: false });

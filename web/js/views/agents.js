@@ -27,7 +27,8 @@ const STATUS = { created: 'Waiting for a grant', active: 'Active', closed: 'Clos
 const LIVE = new Set(['created', 'active']);
 
 let ticker = 0;
-let loading = false;
+let loading = null;   // the read under way for loadingFor (its promise settles after the last re-read)
+let loadingFor = null;
 let again = false;
 
 function showAgents() {
@@ -40,16 +41,17 @@ function showAgents() {
   ticker = setInterval(() => tick(node), 1000);
 }
 
-// One read at a time; a reason to read again while one is under way reads once more after it.
-async function load(node) {
-  if (loading) {
+// One read at a time; a reason to read again while one is under way reads once more after
+// it, and the caller waits for that one.
+function load(node) {
+  if (loading && loadingFor === node) {
     again = true;
-    return;
+    return loading;
   }
-  loading = true;
   node.setAttribute('aria-busy', 'true');
   const session = currentSession();
-  try {
+  loadingFor = node;
+  const mine = (async () => {
     do {
       again = false;
       try {
@@ -64,10 +66,12 @@ async function load(node) {
         showError(role(node, 'error'), `Could not read the agents: ${oneLine(errorText(ex))}`);
       }
     } while (again && node.isConnected);
-  } finally {
-    loading = false;
+  })().finally(() => {
+    if (loading === mine) loading = null;
     node.setAttribute('aria-busy', 'false');
-  }
+  });
+  loading = mine;
+  return mine;
 }
 
 // The page's clock against the worker's (the same machine, but an answer takes a while)
@@ -84,6 +88,16 @@ function render(node, r) {
   fill(role(node, 'sessions-ended'), ended, (s) => sessionRow(node, s), 'None yet.');
   role(node, 'ended-count').textContent = `(${ended.length})`;
   tick(node);
+}
+
+// After an action its button is gone with the row it was in: the focus goes to the heading
+// of that row's list (a keyboard or screen reader user stays where they were).
+function keepFocus(node, heading) {
+  if (node.isConnected && !node.contains(document.activeElement)) {
+    const h = node.querySelector(`#${heading}`);
+    h.setAttribute('tabindex', '-1');
+    h.focus();
+  }
 }
 
 function fill(ul, items, row, empty) {
@@ -182,6 +196,7 @@ async function revoke(node, button, s) {
     showError(role(node, 'error'), errorText(ex));
   }
   await load(node);
+  keepFocus(node, 'sessions-title');
 }
 
 const discardDialog = new ConfirmDialog('discard-dialog');
@@ -206,6 +221,7 @@ function stagedRow(node, w) {
       onclick: (ev) => discardDialog.ask(w.content, ev.currentTarget, () => call('staged_discard', { id: w.id }), async () => {
         notice('Discarded: the agent\'s write is erased.');
         await Promise.all([load(node), refreshList()]);
+        keepFocus(node, 'staged-title');
       }),
     })));
   return li;
@@ -217,6 +233,7 @@ async function confirmWrite(node, button, w) {
     await call('staged_confirm', { id: w.id });
     notice(`Confirmed: the write of ${w.agent_id} is one of your memories now (still signed by the agent).`);
     await Promise.all([load(node), refreshList()]);
+    keepFocus(node, 'staged-title');
   } catch (ex) {
     showError(role(node, 'error'), errorText(ex));
     if (button.isConnected) button.disabled = false;
