@@ -148,7 +148,13 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _listing(v: UnlockedVault, args: argparse.Namespace) -> Any:
+    from dataclasses import replace
+
+    from .uomp.control import is_control
+
     listing = v.open_all(allow_unverified=args.include_unverified)
+    # control records (session revocations and records, confirmations) are bookkeeping, no memory
+    listing = replace(listing, entries=[e for e in listing.entries if not is_control(e.opened.extensions)])
     if listing.refused:
         print(f"note: {len(listing.refused)} object(s) excluded: they could not be authenticated "
               f"(see `ownmem list --refused`)", file=sys.stderr)

@@ -1772,6 +1772,188 @@ test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA s
   }
 });
 
+// The agent's machine: one more device of the vault, holding a UOMP item the agent may read.
+const UOMP_DEVICE = `
+import os, sys
+from ownmem.uomp.items import put_item
+from ownmem.vault.sync import login_new_device
+folder, server, name = sys.argv[1:4]
+s = login_new_device(folder, server, name, os.environ["PW"])
+put_item(s.v, "preference.theme", "dark", tags=("preference",), sensitivity="low")
+s.sync_once()
+s.v.close()
+`;
+
+const CALENDAR_MANIFEST = {
+  uomp_version: '1.0',
+  agent: { id: 'calendar_agent', name: 'Calendar Assistant', version: '1.2.0', publisher: 'example-org' },
+  requested_scopes: { read: { tags: ['preference'], keys: [], deny_tags: ['financial'] } },
+  data_retention_policy: { max_retention_seconds: 300, deletion_method: 'process_termination' },
+};
+
+test('20. the Agents screen: a live session counts down; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
+  const ctx = await newContext('t20');
+  const folder = path.join(tmp, 't20-agent-machine');
+  const home = path.join(tmp, 't20-home');
+  fs.mkdirSync(home, { recursive: true });
+  const KEEP = 'Agent note: the person prefers meetings after 10:00';
+  const DROP = 'Agent note: the person likes pineapple on pizza';
+  let agent;
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t20');
+    await createVault(page, name);
+    runPy(UOMP_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY);
+    const env = { ...process.env, OWNMEM_VAULT: folder, OWNMEM_PASSPHRASE: PASS, HOME: home };
+    for (const k of Object.keys(env)) if (k.startsWith('SAIHM_')) delete env[k];
+    const run = (...args) => {
+      const r = spawnSync(OWNMEM_CLI, args, { env, encoding: 'utf8', timeout: 60_000 });
+      assert.equal(r.status, 0, r.stdout + r.stderr);
+      return r.stdout.trim();
+    };
+    const manifest = path.join(tmp, 't20-uom.json');
+    fs.writeFileSync(manifest, JSON.stringify(CALENDAR_MANIFEST));
+    run('agent', 'register', manifest);
+    const writer = run('agent', 'credential', 'issue', '--name', 'notes-agent');
+    const other = run('agent', 'credential', 'issue', '--name', 'other-agent');
+    const agentPort = await freePort();
+    agent = await startAgent(env, agentPort);
+    const base = `http://127.0.0.1:${agentPort}`;
+    const adminHeaders = { 'x-ownmem-admin': fs.readFileSync(path.join(folder, 'uomp-admin'), 'utf8').trim(), 'content-type': 'application/json' };
+    const admin = async (p, body) => {
+      const r = await fetch(base + p, { method: 'POST', headers: adminHeaders, body: JSON.stringify(body) });
+      const text = await r.text();
+      assert.ok(r.ok, `${p}: ${r.status} ${text}`);
+      return JSON.parse(text);
+    };
+    const saihm = async (header, method, params) => {
+      const r = await fetch(`${base}/saihm`, { method: 'POST', headers: { authorization: header, 'content-type': 'application/json' },
+        body: JSON.stringify({ method, params }) });
+      const text = await r.text();
+      assert.ok(r.ok, `${method}: ${r.status} ${text}`);
+      return JSON.parse(text);
+    };
+    // a session as `ownmem agent authorize` makes it, through the admin API
+    const read = { tags: ['preference'], keys: [], deny_tags: ['financial'], deny_keys: [] };
+    const created = await admin('/v1/sessions', { agent_id: 'calendar_agent', agent_name: 'Calendar Assistant',
+      requested_scopes: { read }, duration_minutes: 30 });
+    const sid = created.session_id;
+    const { token } = await admin(`/v1/sessions/${sid}/grant`, { granted_scopes: { read }, limits: { max_read_queries: 100000 } });
+    const readOnce = () => fetch(`${base}/v1/memory/preference.theme`, { headers: { authorization: `Bearer ${token}` } });
+    const first = await readOnce();
+    const firstText = await first.text();
+    assert.equal(first.status, 200, firstText);
+    assert.equal(JSON.parse(firstText).value, 'dark');
+    // two agent writes, staged until the person answers
+    await saihm(writer, 'saihm_remember', { content: KEEP });
+    await saihm(writer, 'saihm_remember', { content: DROP });
+
+    await page.click('[data-testid="agents-button"]');
+    await page.waitForSelector('[data-testid="agents-view"]');
+    assert.equal(await page.getAttribute('[data-testid="agents-button"]', 'aria-pressed'), 'true');
+    const row = page.locator(`[data-testid="sessions-live"] [data-testid="agent-session"][data-session="${sid}"]`);
+    // the agent's records (created, then active), by the live sync
+    await page.waitForSelector(`[data-testid="agent-session"][data-session="${sid}"][data-status="active"]`, { timeout: SYNC_MS });
+    assert.match(await row.textContent(), /Calendar Assistant/);
+    assert.match(await row.textContent(), /May read: tags preference/);
+    assert.match(await row.textContent(), /Never: tags financial/);
+    assert.match(await row.textContent(), /at most 100000 reads/);
+    const left = async () => Number(await row.locator('[data-testid="time-left"]').getAttribute('data-seconds'));
+    const l1 = await left();
+    assert.ok(l1 > 25 * 60 && l1 <= 30 * 60, `time left ${l1}`);
+    assert.match(await row.locator('[data-testid="time-left"]').textContent(), /^\d+:\d\d left$/);
+    await sleep(2100);
+    assert.ok(await left() < l1, 'the time left does not count down');
+    const registered = page.locator('[data-testid="registered-agent"][data-agent="calendar_agent"]');
+    await registered.waitFor({ timeout: SYNC_MS });
+    assert.equal(await registered.locator('[data-testid="publisher"]').textContent(), 'unverified publisher');
+    assert.match(await registered.textContent(), /Asks to read: tags preference \(never financial\)/);
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="staged-write"]').length === 2, null, { timeout: SYNC_MS });
+    assert.match(await page.textContent('[data-testid="agents-audit"]'), /Not on this device yet/);
+    // control records are no memories: none in the list
+    await backToList(page);
+    assert.ok(!(await cards(page)).some((c) => c.content.startsWith('UOMP ')), 'a session record is listed as a memory');
+    await page.click('[data-testid="agents-button"]');
+    await row.waitFor({ timeout: SYNC_MS });
+    await shot(page, '27-agents');
+
+    // the agent reads in a loop; the person clicks Revoke now
+    let cutAt = 0;
+    let cutCode = '';
+    let reads = 0;
+    let stop = false;
+    const loop = (async () => {
+      while (!stop) {
+        const r = await readOnce();
+        if (r.status !== 200) {
+          cutAt = Date.now();
+          cutCode = (await r.json()).error.code;
+          return;
+        }
+        await r.arrayBuffer();
+        reads++;
+      }
+    })();
+    await sleep(300);
+    assert.ok(reads > 0, 'the agent did not read before the click');
+    const button = row.getByRole('button', { name: 'Revoke now the session of Calendar Assistant' });
+    await button.waitFor();
+    const clickedAt = Date.now();
+    await button.click();
+    const deadline = Date.now() + 10_000;
+    while (!cutAt && Date.now() < deadline) await sleep(20);
+    stop = true;
+    await loop;
+    assert.ok(cutAt, 'the agent still reads 10 s after Revoke now');
+    const tookMs = cutAt - clickedAt;
+    (timings.revoke_cutoff_ms ??= []).push(tookMs);
+    console.log(`# revoke now -> agent cut off: ${tookMs} ms (${reads} reads before)`);
+    assert.equal(cutCode, 'SESSION_REVOKED');
+    assert.ok(tookMs < 2000, `the agent was cut off ${tookMs} ms after the click`);
+    // the agent service's own record of the revocation comes back: the session is ended
+    await page.waitForSelector(`[data-testid="sessions-ended"] [data-session="${sid}"][data-status="revoked"]`, { state: 'attached', timeout: SYNC_MS });
+    assert.equal(await page.locator(`[data-testid="sessions-live"] [data-session="${sid}"]`).count(), 0);
+    await page.click('[data-testid="agents-view"] summary');
+    await shot(page, '28-agents-revoked');
+
+    // confirm one staged write, discard the other (asked first)
+    const staged = (text) => page.locator('[data-testid="staged-write"]', { hasText: text });
+    await staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ }).press('Enter');   // by keyboard
+    await staged(KEEP).waitFor({ state: 'detached', timeout: SYNC_MS });
+    await page.waitForFunction(() => document.activeElement?.id === 'staged-title', null, { timeout: 5000 });
+    await staged(DROP).locator('[data-testid="staged-discard"]').click();
+    await page.waitForSelector('[data-testid="discard-dialog"][open]');
+    await shot(page, '29-agents-discard-dialog', { fullPage: false });
+    await page.click('[data-testid="discard-confirm"]');
+    await staged(DROP).waitFor({ state: 'detached', timeout: SYNC_MS });
+    assert.match(await page.textContent('[data-testid="staged-list"]'), /No agent write is waiting for you/);
+    // the agent service honours both: another agent now recalls the confirmed write, the
+    // discarded one is erased for its own author too
+    const until = Date.now() + SYNC_MS;
+    let seen = [];
+    let own = [];
+    for (;;) {
+      seen = (await saihm(other, 'saihm_recall', { query: 'Agent note' })).map((e) => e.plaintext);
+      own = (await saihm(writer, 'saihm_recall', { query: 'pineapple' })).map((e) => e.plaintext);
+      if ((seen.includes(KEEP) && !own.includes(DROP)) || Date.now() > until) break;
+      await sleep(300);
+    }
+    assert.ok(seen.includes(KEEP), `the confirmed write is not recalled by another agent: ${JSON.stringify(seen)}`);
+    assert.ok(!seen.includes(DROP));
+    assert.ok(!own.includes(DROP), 'the discarded write is still recalled by its author');
+    await backToList(page);
+    await waitCard(page, KEEP);
+    await waitNoCard(page, DROP);
+  } finally {
+    if (agent) agent.proc.kill('SIGKILL');
+    await closeContexts(ctx);
+  }
+});
+
+async function backToList(page) {
+  await page.click('[data-testid="agents-view"] [data-role="back"]');
+  await waitVault(page);
+}
 // ------------------------------------------------------------------ storage that refuses a write
 
 test('21. a write this browser\'s storage refuses is shown as failed, and the app never treats it as saved', {

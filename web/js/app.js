@@ -15,6 +15,7 @@
 //   views/conflicts.js concurrent versions, keep one
 //   views/settings.js  settings; views/transfer.js export and import
 //   views/shares.js    sharing between people: offered by and to this vault, shared memories
+//   views/agents.js    the agent service's sessions (revoke now), staged agent writes, registered agents
 //   views/receipts.js  a memory's receipts in the public log (its card's details)
 //   views/syncstatus.js the top bar: vault name, sync status, syncs the page starts
 //
@@ -38,6 +39,7 @@ import './views/list.js';
 import './views/conflicts.js';
 import './views/settings.js';
 import './views/shares.js';
+import './views/agents.js';
 import { onOnline, onSynced } from './views/syncstatus.js';
 import { showUnlock, showWelcome } from './views/welcome.js';
 
@@ -136,6 +138,9 @@ document.getElementById('settings-button').addEventListener('click', () => {
 document.getElementById('shares-button').addEventListener('click', () => {
   showView(currentView() === 'shares' ? 'memories' : 'shares');
 });
+document.getElementById('agents-button').addEventListener('click', () => {
+  showView(currentView() === 'agents' ? 'memories' : 'agents');
+});
 
 let lastActivity = Date.now();
 for (const type of ['pointerdown', 'keydown', 'wheel', 'touchstart', 'input']) {
@@ -149,10 +154,10 @@ function checkIdle() {
 setInterval(checkIdle, 10000);
 document.addEventListener('visibilitychange', checkIdle);
 
-// Escape leaves the settings, shares and conflicts views (outside a field); <dialog> closes itself.
+// Escape leaves the settings, shares, agents and conflicts views (outside a field); <dialog> closes itself.
 document.addEventListener('keydown', (e) => {
   const view = currentView();
-  if (e.key === 'Escape' && isUnlocked() && ['settings', 'shares', 'conflicts'].includes(view)
+  if (e.key === 'Escape' && isUnlocked() && ['settings', 'shares', 'agents', 'conflicts'].includes(view)
       && !anyDialogOpen() && !e.defaultPrevented && !e.target.closest?.('input, select, textarea')) {
     showView('memories');
   }

@@ -101,6 +101,7 @@ class Uomp:
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
         self._verified: dict[str, Claims] = {}
+        self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
@@ -314,6 +315,7 @@ class Uomp:
                         ("127.0.0.1",), tuple(fields) if fields is not None else None,
                         bool(d.get("aggregation_only", False)), bool(d.get("task_bound", False)))
         token = issue(self.key, claims)
+        self.on_grant(claims)
         await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=scopes,
                                                            token_hash=token_hash(token)))
         await self._audit(claims, "grant", guard.Request("session"), guard.Decision(True, None, "granted"))
@@ -498,6 +500,9 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
                 u.revoke_remote(sid)
     op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
     refresh()
+    from .published import attach
+
+    attach(u, op, Path(folder))   # session records for the person's other devices
     app.router.routes.extend(u.routes())
     return u
 

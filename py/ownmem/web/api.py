@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..aperto.container import parse_container
@@ -20,7 +20,8 @@ from ..aperto.model import MemType, Trust
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ..errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ..vault.transfer import export_bytes, import_bytes
-from ..vault.vault import DEFAULT_SCOPE, Entry, UnlockedVault, create_in, link_honoured, unlock_store
+from ..uomp.control import is_control
+from ..vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in, link_honoured, unlock_store
 from .store import IdbStore
 
 CACHE_INFO = b"ownmem/v1/device-cache"
@@ -187,12 +188,19 @@ class App:
         self._agent_kids = {}
         return {}
 
-    def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
+    def _open_all(self, include_unverified: bool = False) -> Listing:
         listing = self.v.open_all(allow_unverified=include_unverified, cache=self.cache)
         self._save_cache()
-        heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
+        return listing
+
+    def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
+        listing = self._open_all(include_unverified)
+        # control records (UOMP session records, revocations, confirmations) are no memory:
+        # not listed, searched or counted (the search and filters run on this list)
+        shown = [e for e in listing.entries if not is_control(e.opened.extensions)]
+        heads = sorted((e for e in shown if e.is_head), key=lambda e: (-(e.opened.created or 0), e.id))
         return {"entries": [self._entry_json(e) for e in heads], "refused": len(listing.refused),
-                "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
+                "conflicts": [[e.id.hex() for e in g] for g in replace(listing, entries=shown).conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
     def op_add(self, content: str, tags: list[str] | None = None, type: str = "semantic",
@@ -402,6 +410,72 @@ class App:
 
         r = revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
+
+    # ------------------------------------------------------------ agents (UOMP, on `ownmem agent`)
+    def op_agents(self) -> dict[str, Any]:
+        """What the agent service published (ownmem.uomp.published: owner-signed records only),
+        and the agent writes waiting for the person (ownmem.uomp.staging), from this device's
+        store; the live sync keeps it current."""
+        from ..uomp import staging
+        from ..uomp.published import read_published
+
+        listing = self._open_all()
+        now = int(time.time())
+        pub = read_published(listing.entries, now)
+        return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
+                "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
+                           for w in staging.pending(listing.entries)]}
+
+    def _sync_now(self) -> tuple[bool, str | None, int]:
+        """Sync at once after a change another device must learn -> (synced, problem, pending);
+        offline, the change waits in the outbox."""
+        from ..errors import SyncError
+
+        try:
+            return True, None, int(self.op_sync()["pending"])
+        except SyncError as e:
+            return False, str(e), self.store.unpushed_count()
+
+    def op_agent_revoke(self, session_id: str) -> dict[str, Any]:
+        """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
+        agent revoke` makes on a device without the admin credential), synced at once; the agent
+        service revokes the session when its sync brings the record."""
+        from ..uomp.published import REVOCATION, read_published
+
+        live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
+        s = live.get(session_id)
+        if s is None:
+            raise NotFound("no such agent session on this device")
+        if s.status not in ("created", "active"):
+            raise VaultError(f"that session is {s.status} already")
+        self.v.add(f"UOMP session {session_id} revoked", tags=("uomp-revocation",),
+                   extensions={REVOCATION: {"session_id": session_id, "revoked_at": int(time.time())}})
+        synced, problem, pending = self._sync_now()
+        return {"session_id": session_id, "synced": synced, "problem": problem, "pending": pending}
+
+    def _staged(self, id: str) -> Any:
+        from ..uomp import staging
+
+        for w in staging.pending(self._open_all().entries):
+            if w.entry.id.hex() == id.strip().lower():
+                return w
+        raise NotFound("that is not an agent write waiting for you")
+
+    def op_staged_confirm(self, id: str) -> dict[str, Any]:
+        """Accept a staged agent write: the confirmation record of `ownmem staged confirm`."""
+        w = self._staged(id)
+        oid = self.v.add(f"(confirms the staged write {w.entry.id.hex()[:12]} of agent {w.agent_id})",
+                         extensions={"uomp": {"confirms": w.entry.id.hex()}})
+        synced, problem, pending = self._sync_now()
+        return {"id": oid.hex(), "synced": synced, "problem": problem, "pending": pending}
+
+    def op_staged_discard(self, id: str) -> dict[str, Any]:
+        """Erase a staged agent write, as `ownmem staged discard` does."""
+        w = self._staged(id)
+        gone = self.v.forget(w.entry.id.hex())
+        self._erase_from_cache()
+        synced, problem, pending = self._sync_now()
+        return {"erased": len(gone), "synced": synced, "problem": problem, "pending": pending}
 
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run

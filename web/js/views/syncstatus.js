@@ -31,6 +31,7 @@ export function renderHeader() {
   const sb = document.getElementById('settings-button');
   sb.setAttribute('aria-pressed', String(currentView() === 'settings'));
   document.getElementById('shares-button').setAttribute('aria-pressed', String(currentView() === 'shares'));
+  document.getElementById('agents-button').setAttribute('aria-pressed', String(currentView() === 'agents'));
   renderSync();
 }
 

@@ -1,0 +1,322 @@
+"""Session and agent records that `ownmem agent` publishes for the person's other devices
+(docs/decisions.md "UOMP published session records"; issue 10 item 9).
+
+The sessions live in ``uomp.db`` on the agent's machine; the PWA and the CLI on another device
+see them through owner-signed control records that travel through the blind server like any
+memory.  One record per change of a session (create, grant, close, revoke, expiry, deletion
+proof), each superseding that session's previous one, so a session has one live head:
+
+    payload extension "uomp_session": {"kind": "session", "session_id", "agent_id", "agent_name",
+        "status", "created_at", "expires_at", "closed_at", "granted", "scopes": {"read", "write"},
+        "aggregation_only", "task_bound", "allowed_fields", "max_read_queries", "max_write_queries",
+        "deletion_proof": {"required", "accepted", "missing"}, "published_at", "seq"}
+
+and one per registered agent (`ownmem agent register`), keyed by its agent_id:
+
+    "uomp_session": {"kind": "agent", "agent_id", "agent_name", "version", "publisher",
+        "publisher_verified", "publisher_summary", "retention", "retention_text", "retention_warning",
+        "requested": {"read", "write"}, "published_at", "seq"}
+
+Times are Unix seconds.  ``uomp_session`` is one of control.CONTROL_EXTENSIONS: no view lists
+these as memories.  Only a record that opens as the owner's own (Trust.SELF) counts: an agent's
+key or the server cannot make one (``read_published``).
+
+The writer (``Publisher``, on the agent) is a reconciler: every half second, and at once when a
+grant tells it the token's limits, it compares each session's record as it would be now with the
+one it last published, seals the ones that differ under the operator's lock and syncs.  Polling
+rather than hooks keeps api.py and sessions.py as they are, and catches expiry, which no request
+causes.  The reader (``read_published``) is pure and runs in the browser too: nothing here but the
+writer imports the agent's HTTP or JWT code.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..aperto.model import Trust
+from ..vault.vault import SUPERSEDES, Entry
+
+_log = logging.getLogger("ownmem.uomp")
+
+SESSION_RECORD = "uomp_session"     # one of control.CONTROL_EXTENSIONS
+REVOCATION = "uomp_revocation"      # api.REVOCATION (the agent's module, not importable in the browser)
+RECORD_TAG = "uomp-session"
+INTERVAL = 0.5
+STATUSES = ("created", "active", "closed", "revoked", "expired")
+_VOLATILE = ("published_at", "seq")  # what differs between two records of the same state
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedSession:
+    """A session as its newest owner-signed record tells, with ``status`` as of ``now``: a live
+    record past its expires_at reads as expired even before the agent's expiry record arrives."""
+
+    doc: dict[str, Any]
+    status: str
+    record_id: bytes
+    revocation_sent: bool            # an owner-signed revocation record names it (any device)
+
+    @property
+    def session_id(self) -> str:
+        return str(self.doc["session_id"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.doc, "status": self.status, "record_id": self.record_id.hex(),
+                "revocation_sent": self.revocation_sent}
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    sessions: list[PublishedSession]
+    agents: list[dict[str, Any]]
+
+
+def _record(e: Entry) -> dict[str, Any] | None:
+    """The record ``e`` carries, if it is a well-formed one signed by the owner."""
+    d = e.opened.extensions.get(SESSION_RECORD)
+    if e.opened.trust is not Trust.SELF or not isinstance(d, dict):
+        return None
+    kind = d.get("kind")
+    if kind == "session" and isinstance(d.get("session_id"), str) and d.get("status") in STATUSES \
+            and isinstance(d.get("expires_at"), int) and isinstance(d.get("agent_id"), str):
+        return d
+    if kind == "agent" and isinstance(d.get("agent_id"), str):
+        return d
+    return None
+
+
+def _revoked(e: Entry) -> str | None:
+    r = e.opened.extensions.get(REVOCATION)
+    if e.opened.trust is not Trust.SELF or not isinstance(r, dict) or not isinstance(r.get("session_id"), str):
+        return None
+    return str(r["session_id"])
+
+
+def _order(doc: dict[str, Any]) -> tuple[int, int]:
+    p, s = doc.get("published_at"), doc.get("seq")
+    return (p if isinstance(p, int) else 0, s if isinstance(s, int) else 0)
+
+
+def read_published(entries: Iterable[Entry], now: int) -> Published:
+    """The sessions and registered agents of a listing (``entries``: a vault's link-honoured
+    entries, as open_all gives them).  Of several heads of one session (two records concurrent
+    from a restored agent), the newest by (published_at, seq) is the one shown."""
+    best: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
+    revoked: set[str] = set()
+    for e in entries:
+        sid = _revoked(e)
+        if sid is not None:
+            revoked.add(sid)
+        d = _record(e) if e.is_head else None
+        if d is None:
+            continue
+        key = _key(d)
+        old = best.get(key)
+        if old is None or _order(d) > _order(old[0]):
+            best[key] = (d, e.id)
+    sessions = []
+    for (kind, sid), (d, rid) in best.items():
+        if kind != "session":
+            continue
+        status = d["status"]
+        if status in ("created", "active") and now >= d["expires_at"]:
+            status = "expired"
+        sessions.append(PublishedSession(d, status, rid, sid in revoked))
+    sessions.sort(key=lambda s: (s.status not in ("created", "active"), -int(s.doc.get("created_at") or 0),
+                                 s.session_id))
+    agents = sorted((d for (kind, _), (d, _) in best.items() if kind == "agent"), key=lambda d: str(d["agent_id"]))
+    return Published(sessions, agents)
+
+
+# ---------------------------------------------------------------------------- the writer (agent)
+
+def grant_limits(claims: Any) -> dict[str, Any]:
+    """What a grant's token allows beyond its scopes (tokens.Claims), as a record carries it."""
+    return {"aggregation_only": bool(claims.aggregation_only), "task_bound": bool(claims.task_bound),
+            "allowed_fields": list(claims.allowed_fields) if claims.allowed_fields is not None else None,
+            "max_read_queries": claims.max_read_queries, "max_write_queries": claims.max_write_queries}
+
+
+NO_LIMITS: dict[str, Any] = {"aggregation_only": False, "task_bound": False, "allowed_fields": None,
+                             "max_read_queries": None, "max_write_queries": None}
+
+
+def session_doc(s: Any, now: int, limits: dict[str, Any] | None) -> dict[str, Any]:
+    """The record of session ``s`` (sessions.Session) as of ``now``, without the volatile fields."""
+    granted = s.granted_scopes is not None
+    scopes = (s.granted_scopes if granted else s.requested_scopes).to_json()
+    return {"kind": "session", "session_id": s.session_id, "agent_id": s.agent_id, "agent_name": s.agent_name,
+            "status": s.state(now), "created_at": s.created_at, "expires_at": s.expires_at,
+            "closed_at": s.closed_at, "granted": granted, "scopes": scopes, **(limits or NO_LIMITS),
+            "deletion_proof": {"required": s.proof_required, "accepted": s.proof_accepted,
+                               "missing": s.proof_missing}}
+
+
+def agent_doc(r: Any) -> dict[str, Any]:
+    """The record of a registered agent (manifest.Registered)."""
+    m = r.manifest
+
+    def scope(x: Any) -> dict[str, Any] | None:
+        return None if x is None else {"tags": list(x.tags), "keys": list(x.keys), "deny_tags": list(x.deny_tags),
+                                       "deny_keys": list(x.deny_keys), "description": x.description}
+    return {"kind": "agent", "agent_id": m.agent.id, "agent_name": m.agent.name, "version": m.agent.version,
+            "publisher": m.agent.publisher, "publisher_verified": r.status.verified,
+            "publisher_summary": r.status.summary(), "retention": r.retention.level.name.lower(),
+            "retention_text": r.retention.text, "retention_warning": r.retention.warning,
+            "requested": {"read": scope(m.requested_scopes.read), "write": scope(m.requested_scopes.write)}}
+
+
+def _content(d: dict[str, Any]) -> str:
+    if d["kind"] == "agent":
+        return f"UOMP agent {d['agent_id']} registered"
+    return f"UOMP session {d['session_id']} of agent {d['agent_id']}: {d['status']}"
+
+
+def _stable(d: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if d is None else {k: v for k, v in d.items() if k not in _VOLATILE}
+
+
+class Publisher:
+    """Seals a record for every change of a session or registered agent, in order, under the
+    operator's lock, then syncs (``op.syncer.sync_once``: the agent's own sync).  ``changed``
+    snapshots what differs from the last record at the moment of the change (the session store
+    calls it after each write, see ``attach``), so two changes within one tick are two records;
+    the thread also looks every tick, which catches expiry.  A sync that fails leaves the
+    records in the outbox for the next one."""
+
+    def __init__(self, op: Any, sessions: Any, folder: Path, *, now: Callable[[], int] = lambda: int(time.time()),
+                 interval: float = INTERVAL) -> None:
+        self.op, self.sessions, self.folder, self.now, self.interval = op, sessions, Path(folder), now, interval
+        self._limits: dict[str, dict[str, Any]] = {}
+        self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}   # key -> last record queued (stable part)
+        self._heads: dict[tuple[str, str], bytes] = {}           # key -> its object id (to supersede)
+        self._queue: list[dict[str, Any]] = []
+        self._qlock = threading.Lock()
+        self._agents: tuple[Any, list[dict[str, Any]]] = ((), [])
+        self._seq = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ownmem-uomp-publish", daemon=True)
+        best: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
+        with op.lock:
+            entries = [e for e, _, _ in op._opened.values()]  # noqa: SLF001 - what the operator holds
+        for e in entries:
+            d = _record(e) if e.is_head else None
+            if d is not None and (_key(d) not in best or _order(d) > _order(best[_key(d)][0])):
+                best[_key(d)] = (d, e.id)
+        for key, (d, oid) in best.items():
+            self._seen[key], self._heads[key] = _stable(d), oid
+            self._seq = max(self._seq, _order(d)[1])
+            if d["kind"] == "session" and "aggregation_only" in d:
+                self._limits[key[1]] = {k: d.get(k) for k in NO_LIMITS}
+
+    def start(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def granted(self, claims: Any) -> None:
+        """api.Uomp.on_grant: the limits of a token about to be stored, which the session store keeps not."""
+        self._limits[claims.session_id] = grant_limits(claims)
+
+    def changed(self) -> None:
+        """Queue the record of every session (and registered agent) that differs from its last one."""
+        now = self.now()
+        with self._qlock:
+            docs = [session_doc(s, now, self._limits.get(s.session_id)) for s in self.sessions.all()]
+            docs += self._agent_docs()
+            for d in docs:
+                if _stable(d) != self._seen.get(_key(d)):
+                    self._seen[_key(d)] = _stable(d)
+                    self._queue.append(d)
+            due = bool(self._queue)
+        if due:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.changed()
+                self.publish_due()
+            except Exception:   # noqa: BLE001 - retried on the next tick; the service keeps serving
+                _log.exception("session records not published")
+
+    def _agent_docs(self) -> list[dict[str, Any]]:
+        """The registered agents' records, read again only when a manifest or the trust list changed."""
+        from .manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
+
+        def stamp(p: Path) -> tuple[str, int, int]:
+            try:
+                st = os.stat(p)
+                return (p.name, st.st_mtime_ns, st.st_size)
+            except OSError:
+                return (p.name, 0, 0)
+        d = self.folder / AGENTS_DIR
+        sig = tuple(sorted(stamp(p) for p in d.glob("*"))) if d.exists() else ()
+        sig = sig + (stamp(self.folder / TRUST_FILE),)
+        if sig != self._agents[0]:
+            docs = []
+            for aid in registered_ids(self.folder):
+                try:
+                    docs.append(agent_doc(registered(self.folder, aid)))
+                except Exception as e:   # noqa: BLE001 - a manifest that no longer verifies is not published
+                    _log.warning("registered agent %s not published: %s", aid, type(e).__name__)
+            self._agents = (sig, docs)
+        return self._agents[1]
+
+    def publish_due(self) -> int:
+        """Seal the queued records in order, then sync -> how many."""
+        from ..errors import SyncError
+
+        with self._qlock:
+            todo, self._queue = self._queue, []
+        if not todo:
+            return 0
+        op = self.op
+        with op.lock:
+            for d in todo:
+                key = _key(d)
+                self._seq += 1
+                doc = {**d, "published_at": self.now(), "seq": self._seq}
+                ext: dict[str, object] = {SESSION_RECORD: doc}
+                if key in self._heads:
+                    ext[SUPERSEDES] = self._heads[key]
+                self._heads[key] = op.v.add(_content(doc), tags=(RECORD_TAG,), extensions=ext)
+        try:
+            op.syncer.sync_once()
+        except SyncError as e:
+            _log.info("session records kept for the next sync (%s)", e)
+        return len(todo)
+
+
+def _key(d: dict[str, Any]) -> tuple[str, str]:
+    return (d["kind"], str(d["session_id"] if d["kind"] == "session" else d["agent_id"]))
+
+
+def attach(u: Any, op: Any, folder: Path) -> Publisher:
+    """Start publishing the sessions of ``u`` (api.Uomp) over operator ``op``.  Each write of the
+    session store is followed by ``changed`` (wrapped here, so sessions.py and api.py's handlers
+    stay as they are): every state a session passes through becomes a record."""
+    p = Publisher(op, u.sessions, folder, now=u.now)
+    u.on_grant = p.granted
+    store = u.sessions
+    for name in ("put", "end", "accept_proof"):
+        def after(*a: Any, _inner: Callable[..., Any] = getattr(store, name), **kw: Any) -> Any:
+            out = _inner(*a, **kw)
+            p.changed()
+            return out
+        setattr(store, name, after)
+    return p.start()

@@ -1,0 +1,272 @@
+// The Agents screen (top bar): what `ownmem agent` on the person's machine lends to AI agents
+// (UOMP sessions, ownmem py/ownmem/uomp/published.py) and the agent writes waiting for them
+// (py/ownmem/uomp/staging.py).  Everything here comes from this device's own store: the
+// agent service publishes owner-signed session records that sync like memories, and the
+// vault worker counts only those (`agents`).
+//
+//   Live sessions     agent, scopes, limits, time left (counting down), Revoke now: an
+//                     owner-signed revocation record, synced at once; the agent service cuts
+//                     the agent off when its sync brings it (`agent_revoke`)
+//   Waiting for you   staged agent writes: Confirm (a confirmation record) or Discard (erased,
+//                     asked first), the records of `ownmem staged confirm|discard`
+//   Registered agents what each registered manifest asks for, its retention, its publisher
+//   Ended sessions    closed, revoked, expired
+//   Audit             not synced to other devices yet: said so, nothing shown
+//
+// The screen reads again when a sync brings changes (state.js 'listing') and when asked.
+
+import { ConfirmDialog } from '../dialog.js';
+import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
+import { dateTime, excerpt } from '../format.js';
+import { defineScreen, showView } from '../nav.js';
+import { currentSession, currentView, isCurrent, isLinked, on } from '../state.js';
+import { afterWrite } from './syncstatus.js';
+import { call, refreshList } from '../vault.js';
+
+const STATUS = { created: 'Waiting for a grant', active: 'Active', closed: 'Closed', revoked: 'Revoked', expired: 'Expired' };
+const LIVE = new Set(['created', 'active']);
+
+let ticker = 0;
+let loading = null;   // the read under way for loadingFor (its promise settles after the last re-read)
+let loadingFor = null;
+let again = false;
+
+function showAgents() {
+  const node = mount(tpl('tpl-agents'));
+  role(node, 'back').addEventListener('click', () => showView('memories'));
+  role(node, 'refresh').addEventListener('click', () => load(node));
+  focusTitle(node);
+  load(node);
+  clearInterval(ticker);
+  ticker = setInterval(() => tick(node), 1000);
+}
+
+// One read at a time; a reason to read again while one is under way reads once more after
+// it, and the caller waits for that one.
+function load(node) {
+  if (loading && loadingFor === node) {
+    again = true;
+    return loading;
+  }
+  node.setAttribute('aria-busy', 'true');
+  const session = currentSession();
+  loadingFor = node;
+  const mine = (async () => {
+    do {
+      again = false;
+      try {
+        const r = await call('agents');
+        if (!isCurrent(session) || !node.isConnected) return;
+        showError(role(node, 'error'), '');
+        render(node, r);
+        role(node, 'agents-state').textContent = isLinked() ? ''
+          : 'This vault is not linked to a sync server: the agent service on your machine cannot reach this device.';
+      } catch (ex) {
+        if (!isCurrent(session) || !node.isConnected) return;
+        showError(role(node, 'error'), `Could not read the agents: ${oneLine(errorText(ex))}`);
+      }
+    } while (again && node.isConnected);
+  })().finally(() => {
+    if (loading === mine) loading = null;
+    node.setAttribute('aria-busy', 'false');
+  });
+  loading = mine;
+  return mine;
+}
+
+// The page's clock against the worker's (the same machine, but an answer takes a while)
+let skew = 0;
+
+function render(node, r) {
+  skew = r.now - Math.floor(Date.now() / 1000);
+  const live = r.sessions.filter((s) => LIVE.has(s.status));
+  const ended = r.sessions.filter((s) => !LIVE.has(s.status));
+  fill(role(node, 'sessions-live'), live, (s) => sessionRow(node, s),
+    'No agent holds a session now. Start one on your machine: ownmem agent authorize uom.json.');
+  fill(role(node, 'staged'), r.staged, (w) => stagedRow(node, w), 'No agent write is waiting for you.');
+  fill(role(node, 'registered'), r.agents, agentRow, 'No agent is registered. Register one on your machine: ownmem agent register uom.json.');
+  fill(role(node, 'sessions-ended'), ended, (s) => sessionRow(node, s), 'None yet.');
+  role(node, 'ended-count').textContent = `(${ended.length})`;
+  tick(node);
+}
+
+// After an action its button is gone with the row it was in: the focus goes to the heading
+// of that row's list (a keyboard or screen reader user stays where they were).
+function keepFocus(node, heading) {
+  if (node.isConnected && !node.contains(document.activeElement)) {
+    const h = node.querySelector(`#${heading}`);
+    h.setAttribute('tabindex', '-1');
+    h.focus();
+  }
+}
+
+function fill(ul, items, row, empty) {
+  ul.replaceChildren(...(items.length ? items.map(row) : [el('li', { class: 'muted', text: empty })]));
+}
+
+const list = (xs) => (xs && xs.length ? xs.join(', ') : null);
+
+/** What a session may read, one line each: the reader's view of its granted scopes. */
+function scopeLines(s) {
+  const read = s.scopes?.read || {};
+  const lines = [];
+  const may = [list(read.tags) && `tags ${list(read.tags)}`, list(read.keys) && `keys ${list(read.keys)}`].filter(Boolean);
+  lines.push(`May read: ${may.length ? may.join('; ') : 'nothing'}`);
+  const never = [list(read.deny_tags) && `tags ${list(read.deny_tags)}`, list(read.deny_keys) && `keys ${list(read.deny_keys)}`].filter(Boolean);
+  if (never.length) lines.push(`Never: ${never.join('; ')}`);
+  const limits = [];
+  if (s.aggregation_only) limits.push('sums and counts only');
+  if (s.allowed_fields) limits.push(`fields ${s.allowed_fields.join(', ') || 'none'}`);
+  if (s.max_read_queries != null) limits.push(`at most ${s.max_read_queries} reads`);
+  if (s.task_bound) limits.push('ends with its deletion proof');
+  if (s.deletion_proof?.required) limits.push(s.deletion_proof.accepted ? 'deletion proof received' : 'owes a deletion proof');
+  if (s.deletion_proof?.missing) limits.push('deletion proof missing');
+  if (limits.length) lines.push(`Limits: ${limits.join('; ')}`);
+  if (!s.granted) lines.push('Asked for, not granted yet.');
+  return lines;
+}
+
+function timeLeft(seconds) {
+  if (seconds <= 0) return 'expired';
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const sec = seconds % 60;
+  const mm = String(m).padStart(h ? 2 : 1, '0');
+  return `${h ? `${h}:` : ''}${mm}:${String(sec).padStart(2, '0')} left`;
+}
+
+// Every second: each live session's time left; one that runs out reads as expired at once
+// (the agent service refuses its token from that second; its own record follows).
+function tick(node) {
+  if (!node.isConnected) {
+    clearInterval(ticker);
+    return;
+  }
+  const now = Math.floor(Date.now() / 1000) + skew;
+  for (const li of node.querySelectorAll('[data-testid="agent-session"][data-live="true"]')) {
+    const left = Number(li.dataset.expires) - now;
+    const t = role(li, 'time-left');
+    t.textContent = timeLeft(left);
+    t.dataset.seconds = String(Math.max(0, left));
+    if (left <= 0 && li.dataset.status !== 'expired') {
+      li.dataset.status = 'expired';
+      role(li, 'status').textContent = STATUS.expired;
+      role(li, 'revoke')?.remove();
+    }
+  }
+}
+
+function sessionRow(node, s) {
+  const isLive = LIVE.has(s.status);
+  const name = s.agent_name || s.agent_id;
+  const li = el('li', {
+    class: `share agent-session ${isLive ? 'share-active' : ''}`, 'data-testid': 'agent-session',
+    'data-session': s.session_id, 'data-status': s.status, 'data-live': String(isLive), 'data-expires': String(s.expires_at),
+  });
+  li.append(
+    el('div', { class: 'share-head' },
+      el('strong', { text: name }),
+      el('span', { class: `badge share-state share-state-${s.status === 'active' ? 'accepted' : s.status}`, 'data-role': 'status', text: STATUS[s.status] || s.status }),
+      isLive ? el('span', { class: 'time-left', 'data-role': 'time-left', 'data-testid': 'time-left', title: `until ${dateTime(s.expires_at)}` }) : null,
+      s.revocation_sent && isLive ? el('span', { class: 'badge badge-agent-unconfirmed', 'data-testid': 'revocation-sent', text: 'revocation sent' }) : null),
+    el('ul', { class: 'scope-lines', 'aria-label': `What ${name} may read` }, ...scopeLines(s).map((t) => el('li', { text: t }))),
+    el('p', { class: 'muted small', text: [
+      `Agent ${s.agent_id}`, `session ${s.session_id}`, `started ${dateTime(s.created_at)}`,
+      isLive ? `ends ${dateTime(s.expires_at)}` : s.closed_at ? `ended ${dateTime(s.closed_at)}` : `ended ${dateTime(s.expires_at)}`,
+    ].join(' · ') }));
+  if (isLive) {
+    li.append(el('div', { class: 'actions' }, el('button', {
+      type: 'button', class: 'btn btn-small btn-danger', 'data-role': 'revoke', 'data-testid': 'revoke-session',
+      'aria-label': `Revoke now the session of ${name}`, text: s.revocation_sent ? 'Revoke again' : 'Revoke now',
+      onclick: (ev) => revoke(node, ev.currentTarget, s),
+    })));
+  }
+  return li;
+}
+
+async function revoke(node, button, s) {
+  button.disabled = true;
+  button.textContent = 'Revoking…';
+  try {
+    const r = await call('agent_revoke', { session_id: s.session_id });
+    notice(r.synced ? `Revoked: ${s.agent_name || s.agent_id} is cut off as soon as the agent service syncs.`
+      : `Revocation saved on this device; it reaches the agent service at the next sync (${oneLine(r.problem)}).`);
+    if (!r.synced) afterWrite();
+  } catch (ex) {
+    showError(role(node, 'error'), errorText(ex));
+  }
+  await load(node);
+  keepFocus(node, 'sessions-title');
+}
+
+const discardDialog = new ConfirmDialog('discard-dialog');
+
+function stagedRow(node, w) {
+  const who = w.agent_id;
+  const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-write', 'data-id': w.id },
+    el('div', { class: 'card-head' },
+      el('span', { class: `badge badge-agent ${w.agent_confirmed ? '' : 'badge-agent-unconfirmed'}`, text: `agent: ${who}` }),
+      el('span', { class: 'muted small', text: dateTime(w.created) })),
+    el('p', { class: 'card-content', 'data-role': 'content', text: w.content }),
+    w.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...w.tags.map((t) => el('li', { class: 'chip', text: t }))) : null);
+  const label = `the write of ${who}: ${excerpt(w.content, 40)}`;
+  li.append(el('div', { class: 'actions' },
+    el('button', {
+      type: 'button', class: 'btn btn-small btn-primary', 'data-testid': 'staged-confirm', text: 'Confirm',
+      'aria-label': `Confirm ${label}`, onclick: (ev) => confirmWrite(node, ev.currentTarget, w),
+    }),
+    el('button', {
+      type: 'button', class: 'btn btn-small btn-danger-ghost', 'data-testid': 'staged-discard', text: 'Discard',
+      'aria-label': `Discard ${label}`,
+      onclick: (ev) => discardDialog.ask(w.content, ev.currentTarget, () => call('staged_discard', { id: w.id }), async () => {
+        notice('Discarded: the agent\'s write is erased.');
+        await Promise.all([load(node), refreshList()]);
+        keepFocus(node, 'staged-title');
+      }),
+    })));
+  return li;
+}
+
+async function confirmWrite(node, button, w) {
+  button.disabled = true;
+  try {
+    await call('staged_confirm', { id: w.id });
+    notice(`Confirmed: the write of ${w.agent_id} is one of your memories now (still signed by the agent).`);
+    await Promise.all([load(node), refreshList()]);
+    keepFocus(node, 'staged-title');
+  } catch (ex) {
+    showError(role(node, 'error'), errorText(ex));
+    if (button.isConnected) button.disabled = false;
+  }
+}
+
+function agentRow(a) {
+  const asks = (kind, x) => {
+    if (!x) return `${kind}: nothing`;
+    const parts = [list(x.tags) && `tags ${list(x.tags)}`, list(x.keys) && `keys ${list(x.keys)}`].filter(Boolean);
+    const never = [...(x.deny_tags || []), ...(x.deny_keys || [])];
+    return `${kind}: ${parts.join('; ') || 'nothing'}${never.length ? ` (never ${never.join(', ')})` : ''}`;
+  };
+  return el('li', { class: 'share', 'data-testid': 'registered-agent', 'data-agent': a.agent_id },
+    el('div', { class: 'share-head' },
+      el('strong', { text: a.agent_name || a.agent_id }),
+      el('span', { class: 'muted', text: `${a.agent_id} ${a.version || ''}`.trim() }),
+      el('span', {
+        class: `badge ${a.publisher_verified ? 'badge-trusted' : 'badge-agent-unconfirmed'}`, 'data-testid': 'publisher',
+        text: a.publisher_verified ? 'verified publisher' : 'unverified publisher', title: a.publisher_summary || '',
+      })),
+    el('ul', { class: 'scope-lines' },
+      el('li', { text: asks('Asks to read', a.requested?.read) }),
+      a.requested?.write ? el('li', { text: asks('Asks to write', a.requested.write) }) : null,
+      el('li', { class: a.retention_warning ? 'retention-warning' : '', 'data-testid': 'retention', text: `Retention: ${a.retention_text}` })),
+    a.publisher ? el('p', { class: 'muted small', text: `Published by ${a.publisher}` }) : null);
+}
+
+defineScreen('agents', showAgents);
+
+// a sync brought changes (the list was read again): the records may have changed too
+on('listing', () => {
+  const node = document.querySelector('[data-testid="agents-view"]');
+  if (node && currentView() === 'agents') load(node);
+});
+on('lock', () => clearInterval(ticker));
