@@ -17,10 +17,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, stopProcess, until } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -43,19 +43,6 @@ const procs = [];
 
 // ------------------------------------------------------------------ processes
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 function start(cmd, args, env = {}) {
   const proc = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.log = '';
@@ -63,29 +50,6 @@ function start(cmd, args, env = {}) {
   proc.stderr.on('data', (d) => { proc.log = (proc.log + d).slice(-20000); });
   procs.push(proc);
   return proc;
-}
-
-async function until(what, fn, timeout) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms: ${what}`);
-    await sleep(200);
-  }
-}
-
-async function stop(proc) {
-  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-  const gone = new Promise((resolve) => proc.once('exit', resolve));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
-  await gone;
-  clearTimeout(t);
 }
 
 // ------------------------------------------------------------------ W3C WebDriver
@@ -213,7 +177,7 @@ async function phoneViewport(width = 390, height = 844) {
 
 after(async () => {
   if (session) await wd('DELETE', `/session/${session}`).catch(() => {});
-  for (const p of procs.reverse()) await stop(p);
+  for (const p of procs.reverse()) await stopProcess(p, 5000);
   if (serverLog.includes('Traceback') || serverProc?.log.includes('Traceback')) {
     console.log(`# server log (tail):\n${serverProc.log.slice(-4000)}`);
   }
