@@ -22,7 +22,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, scanStorage, serverDirs, sleep, stopProcess, until } from './helpers.mjs';
+import {
+  freePort, scanStorage, selftestInPage, selftestVectors, serverDirs, sleep, stopProcess, until,
+} from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -455,6 +457,16 @@ test('Firefox: two devices (profiles of their own) sync live: add, edit and forg
   await waitContents(a, (c) => !c.includes('Edited on B: the meeting moved to 4 pm'), 'B\'s forget on A', LIVE_MS);
   for (const p of [a, b]) assert.equal(await p.evaluate(() => window.__noReload), 42, 'a device was reloaded');
   await B.browser.close();
+});
+
+test('Firefox: the vector self-test passes in the vault worker (ApertoMemory v2, SAIHM example, KATs)', { skip, timeout: 180_000 }, async () => {
+  const page = A.page;
+  assert.ok(page, 'device A was not created (the first test failed)');
+  const r = await page.evaluate(selftestInPage, selftestVectors(ROOT));
+  assert.ok(r.ok, JSON.stringify(r));
+  assert.deepEqual(r.result.failed, [], JSON.stringify(r.result.errors, null, 1));
+  assert.deepEqual(r.result.errors, {});
+  assert.equal(r.result.passed, 51, 'every group ran');
 });
 
 test('Firefox: offline (the server stopped) it opens, unlocks, lists and adds; back online it syncs', { skip, timeout: 300_000 }, async () => {

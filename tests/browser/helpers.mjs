@@ -125,3 +125,31 @@ export async function stopProcess(proc, graceMs = 10_000) {
   await gone;
   clearTimeout(t);
 }
+
+/** The test vectors the vault worker's `selftest` runs, as one JSON string (from /work/shared). */
+export function selftestVectors(root) {
+  const shared = path.resolve(root, '..', 'shared');
+  const v2 = JSON.parse(fs.readFileSync(path.join(shared, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
+  const spec = fs.readFileSync(path.join(shared, 'specs', 'saihm-custodial.txt'), 'utf8');
+  return JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec });
+}
+
+/**
+ * Run in the page: a vault worker of its own, spoken to as the page's client.js does, runs
+ * `selftest` over `vectors`.  -> the worker's answer ({id, ok, result}) or {error}.
+ * Self-contained: it is sent to the page as source.
+ */
+export function selftestInPage(vectors) {
+  return new Promise((done) => {
+    const w = new Worker('/js/worker.js', { type: 'module' });
+    w.onerror = (e) => done({ error: String(e.message || e) });
+    w.onmessage = (e) => {
+      if (e.data.event === 'failed') done({ error: e.data.message });
+      if (e.data.event === 'ready') w.postMessage({ id: 1, op: 'selftest', args: { vectors } });
+      if (e.data.id === 1) {
+        w.terminate();
+        done(e.data);
+      }
+    };
+  });
+}

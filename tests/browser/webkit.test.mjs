@@ -20,11 +20,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, stopProcess, until } from './helpers.mjs';
+import { freePort, selftestInPage, selftestVectors, stopProcess, until } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
-const SHARED = path.resolve(ROOT, '..', 'shared');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
 const DRIVER = process.env.WEBKIT_DRIVER ?? '/usr/bin/WebKitWebDriver';
@@ -279,19 +278,7 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
 });
 
 test('WebKit: the vector self-test passes in the vault worker (ApertoMemory v2, SAIHM example, KATs)', { skip, timeout: 600_000 }, async () => {
-  const v2 = JSON.parse(fs.readFileSync(path.join(SHARED, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
-  const spec = fs.readFileSync(path.join(SHARED, 'specs', 'saihm-custodial.txt'), 'utf8');
-  const vectors = JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec });
-  // A vault worker of its own, spoken to as the page's client.js does.
-  const r = await runAsync(`
-    const [vectors, done] = arguments;
-    const w = new Worker('/js/worker.js', { type: 'module' });
-    w.onerror = (e) => done({ error: String(e.message || e) });
-    w.onmessage = (e) => {
-      if (e.data.event === 'failed') done({ error: e.data.message });
-      if (e.data.event === 'ready') w.postMessage({ id: 1, op: 'selftest', args: { vectors } });
-      if (e.data.id === 1) { w.terminate(); done(e.data); }
-    };`, vectors);
+  const r = await runAsync(`(${selftestInPage})(arguments[0]).then(arguments[1]);`, selftestVectors(ROOT));
   assert.ok(r.ok, JSON.stringify(r));
   assert.deepEqual(r.result.failed, [], JSON.stringify(r.result.errors, null, 1));
   assert.deepEqual(r.result.errors, {});
