@@ -582,6 +582,9 @@ test('cross-engine: the vault made in Firefox opens through the server in Chromi
   }));
   assert.equal(st.shown, st.persisted);
   assert.equal(st.warning, st.persisted !== 'true');
+  // the iPhone's insets at phone size: the top bar below the status bar, nothing under the home indicator
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await c.screenshot({ path: path.join(SHOTS, 'chromium-safe-area-settings-phone.png') });
   await cdp.detach();
   await chrome.close();
 });
