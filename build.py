@@ -3,14 +3,15 @@
 
     python3 build.py setup          create .venv and install ownmem with its test dependencies;
                                     npm ci (pyodide, hash-wasm, @noble/post-quantum, playwright-core,
-                                    esbuild); Chromium, and WebKit (webkit2gtk-driver: WebKitWebDriver +
-                                    MiniBrowser, xvfb) for the browser tests (apt-get, as root)
+                                    puppeteer-core, esbuild); Chromium, WebKit (webkit2gtk-driver:
+                                    WebKitWebDriver + MiniBrowser, xvfb) and Firefox ESR (firefox-esr)
+                                    for the browser tests (apt-get, as root)
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
     python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, pytest, browser
-                                    tests in Chromium (app.test.mjs twice: with JSPI and OWNMEM_JSPI=0)
-                                    and WebKit (with ARGS, only pytest, with those arguments)
+                                    tests in Chromium (app.test.mjs twice: with JSPI and OWNMEM_JSPI=0),
+                                    WebKit and Firefox ESR (with ARGS, only pytest, with those arguments)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
                                     and write the results to docs/benchmarks.md (an area not run
                                     keeps its section from the previous report)
@@ -75,6 +76,7 @@ def setup() -> None:
     _setup_npm()
     _setup_chromium()
     _setup_webkit()
+    _setup_firefox()
 
 
 def _setup_python() -> None:
@@ -105,43 +107,47 @@ def _setup_npm() -> None:
     NPM_STAMP.write_text(digest)
 
 
-def _setup_chromium() -> None:
-    # The browser tests drive the system Chromium through playwright-core.
-    if CHROMIUM.exists():
-        return
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        _die(f"Chromium is missing ({CHROMIUM}) and cannot be installed here (needs root and apt-get): "
-             "install it, e.g. `sudo apt-get install -y chromium`, then run this again")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    try:
-        _run(["apt-get", "update"], env=env)
-        _run(["apt-get", "install", "-y", "chromium"], env=env)
-    except subprocess.CalledProcessError:
-        _die("installing Chromium with apt-get failed (see above); install it, then run this again")
-    if not CHROMIUM.exists():
-        _die(f"apt-get installed chromium but {CHROMIUM} is still missing")
-
-
 WEBKIT = (Path("/usr/bin/WebKitWebDriver"), Path("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"),
           Path("/usr/bin/Xvfb"))
+FIREFOX = Path("/usr/bin/firefox-esr")
+
+
+def _setup_chromium() -> None:
+    # The browser tests drive the system Chromium through playwright-core.
+    _apt_install("Chromium", ["chromium"], (CHROMIUM,))
 
 
 def _setup_webkit() -> None:
     # tests/browser/webkit.test.mjs: WebKitGTK's MiniBrowser under Xvfb, driven by WebKitWebDriver.
-    if all(p.exists() for p in WEBKIT):
+    _apt_install("WebKit", ["webkit2gtk-driver", "xvfb"], WEBKIT)
+
+
+def _setup_firefox() -> None:
+    # tests/browser/firefox.test.mjs: Firefox ESR headless, driven by puppeteer-core over WebDriver BiDi.
+    _apt_install("Firefox ESR", ["firefox-esr"], (FIREFOX,))
+
+
+def _apt_install(what: str, packages: list[str], paths: tuple[Path, ...]) -> None:
+    """Install Debian `packages` unless every one of `paths` exists (as root, with apt-get);
+    the package lists are refreshed only when the first attempt fails."""
+    if all(p.exists() for p in paths):
         return
+    names = " ".join(packages)
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        _die("WebKit is missing (WebKitWebDriver, MiniBrowser, Xvfb) and cannot be installed here (needs root "
-             "and apt-get): install it, e.g. `sudo apt-get install -y webkit2gtk-driver xvfb`, then run this again")
+        _die(f"{what} is missing ({', '.join(str(p) for p in paths)}) and cannot be installed here (needs root "
+             f"and apt-get): install it, e.g. `sudo apt-get install -y {names}`, then run this again")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     try:
-        _run(["apt-get", "install", "-y", "webkit2gtk-driver", "xvfb"], env=env)
+        try:
+            _run(["apt-get", "install", "-y", *packages], env=env)
+        except subprocess.CalledProcessError:
+            _run(["apt-get", "update"], env=env)
+            _run(["apt-get", "install", "-y", *packages], env=env)
     except subprocess.CalledProcessError:
-        _run(["apt-get", "update"], env=env)
-        _run(["apt-get", "install", "-y", "webkit2gtk-driver", "xvfb"], env=env)
-    missing = [str(p) for p in WEBKIT if not p.exists()]
+        _die(f"installing {names} with apt-get failed (see above); install it, then run this again")
+    missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        _die(f"apt-get installed webkit2gtk-driver and xvfb but {', '.join(missing)} is still missing")
+        _die(f"apt-get installed {names} but {', '.join(missing)} is still missing")
 
 
 # ------------------------------------------------------------------ the web bundle

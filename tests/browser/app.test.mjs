@@ -18,10 +18,9 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -51,17 +50,6 @@ const timings = {};
 
 // ------------------------------------------------------------------ server
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 async function startServer() {
   const proc = spawn(VENV_PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
     cwd: ROOT, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
@@ -89,17 +77,10 @@ async function startServer() {
 async function stopServer() {
   const proc = serverProc;
   serverProc = null;
-  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-  const gone = new Promise((resolve) => proc.once('exit', resolve));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 10_000);
-  await gone;
-  clearTimeout(t);
+  await stopProcess(proc);
 }
 
 // ------------------------------------------------------------------ helpers
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function uniq(prefix) {
   return `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1e4)}`;
@@ -345,12 +326,7 @@ before(async () => {
   const built = fs.statSync(path.join(DIST, 'precache.json')).mtimeMs;
   const newer = sourcesNewerThan(built);
   if (newer.length) console.warn(`# web/dist is older than ${newer.slice(0, 3).join(', ')}: run \`python3 build.py build\``);
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ownmem-app-'));
-  dataDir = path.join(tmp, 'data');
-  fs.mkdirSync(dataDir);
-  // the server serves a private copy: a rebuild of web/dist during the run changes nothing here
-  webDir = path.join(tmp, 'web');
-  fs.cpSync(DIST, webDir, { recursive: true });
+  ({ tmp, dataDir, webDir } = serverDirs(DIST, 'ownmem-app-'));
   port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   await startServer();
@@ -792,59 +768,8 @@ test('10. secrets stay put: passphrase and plaintext in no storage, log or reque
     const enc = new TextEncoder();
     const needles = { passphrase: [...enc.encode(PASS)], canary: [...enc.encode(CANARY)], name: [...enc.encode(name)] };
     // every record of every store of the app's database (and localStorage, sessionStorage,
-    // cookies), scanned in the page for the needles' UTF-8 bytes
-    const scan = await page.evaluate(async (nd) => {
-      const find = (hay, needle) => {
-        outer: for (let i = 0; i + needle.length <= hay.length; i++) {
-          for (let j = 0; j < needle.length; j++) if (hay[i + j] !== needle[j]) continue outer;
-          return true;
-        }
-        return false;
-      };
-      const enc = new TextEncoder();
-      const bytesOf = (v) => {
-        if (v instanceof Uint8Array) return [v];
-        if (v instanceof ArrayBuffer) return [new Uint8Array(v)];
-        if (ArrayBuffer.isView(v)) return [new Uint8Array(v.buffer, v.byteOffset, v.byteLength)];
-        if (typeof v === 'string') return [enc.encode(v)];
-        if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return [];
-        if (Array.isArray(v)) return v.flatMap(bytesOf);
-        if (typeof v === 'object') return Object.entries(v).flatMap(([k, x]) => [enc.encode(k), ...bytesOf(x)]);
-        return [enc.encode(String(v))];
-      };
-      const hits = [];
-      const records = {};
-      const check = (where, v) => {
-        for (const b of bytesOf(v)) for (const [what, n] of Object.entries(nd)) if (find(b, n)) hits.push({ where, what });
-      };
-      const db = await new Promise((res, rej) => {
-        const r = indexedDB.open('ownmem');
-        r.onsuccess = () => res(r.result);
-        r.onerror = () => rej(r.error);
-      });
-      for (const s of db.objectStoreNames) {
-        const store = db.transaction([s], 'readonly').objectStore(s);
-        const [keys, values] = await Promise.all([store.getAllKeys(), store.getAll()].map((req) => new Promise((res, rej) => {
-          req.onsuccess = () => res(req.result);
-          req.onerror = () => rej(req.error);
-        })));
-        records[s] = keys.length;
-        keys.forEach((k, i) => {
-          check(`${s}/${k} (key)`, k);
-          check(`${s}/${k}`, values[i]);
-        });
-      }
-      db.close();
-      const dbs = (await indexedDB.databases()).map((d) => d.name);
-      for (let i = 0; i < localStorage.length; i++) {
-        const k = localStorage.key(i);
-        check(`localStorage/${k}`, k);
-        check(`localStorage/${k}`, localStorage.getItem(k));
-      }
-      for (let i = 0; i < sessionStorage.length; i++) check(`sessionStorage/${i}`, sessionStorage.getItem(sessionStorage.key(i)));
-      check('cookie', document.cookie);
-      return { hits, records, dbs, localStorage: Object.keys(localStorage) };
-    }, needles);
+    // cookies, Cache Storage), scanned in the page for the needles' UTF-8 bytes
+    const scan = await page.evaluate(scanStorage, needles);
     assert.deepEqual(scan.dbs, ['ownmem']);
     assert.equal(scan.records.cache, 1, 'the verified-plaintext cache is one record');
     assert.ok(scan.records.objects >= 2 && scan.records.cells >= 2, JSON.stringify(scan.records));

@@ -17,14 +17,13 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, selftestInPage, selftestVectors, stopProcess, until } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
-const SHARED = path.resolve(ROOT, '..', 'shared');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
 const DRIVER = process.env.WEBKIT_DRIVER ?? '/usr/bin/WebKitWebDriver';
@@ -43,19 +42,6 @@ const procs = [];
 
 // ------------------------------------------------------------------ processes
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 function start(cmd, args, env = {}) {
   const proc = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.log = '';
@@ -63,29 +49,6 @@ function start(cmd, args, env = {}) {
   proc.stderr.on('data', (d) => { proc.log = (proc.log + d).slice(-20000); });
   procs.push(proc);
   return proc;
-}
-
-async function until(what, fn, timeout) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms: ${what}`);
-    await sleep(200);
-  }
-}
-
-async function stop(proc) {
-  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-  const gone = new Promise((resolve) => proc.once('exit', resolve));
-  proc.kill('SIGTERM');
-  const t = setTimeout(() => proc.kill('SIGKILL'), 5000);
-  await gone;
-  clearTimeout(t);
 }
 
 // ------------------------------------------------------------------ W3C WebDriver
@@ -213,7 +176,7 @@ async function phoneViewport(width = 390, height = 844) {
 
 after(async () => {
   if (session) await wd('DELETE', `/session/${session}`).catch(() => {});
-  for (const p of procs.reverse()) await stop(p);
+  for (const p of procs.reverse()) await stopProcess(p, 5000);
   if (serverLog.includes('Traceback') || serverProc?.log.includes('Traceback')) {
     console.log(`# server log (tail):\n${serverProc.log.slice(-4000)}`);
   }
@@ -315,19 +278,7 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
 });
 
 test('WebKit: the vector self-test passes in the vault worker (ApertoMemory v2, SAIHM example, KATs)', { skip, timeout: 600_000 }, async () => {
-  const v2 = JSON.parse(fs.readFileSync(path.join(SHARED, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
-  const spec = fs.readFileSync(path.join(SHARED, 'specs', 'saihm-custodial.txt'), 'utf8');
-  const vectors = JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec });
-  // A vault worker of its own, spoken to as the page's client.js does.
-  const r = await runAsync(`
-    const [vectors, done] = arguments;
-    const w = new Worker('/js/worker.js', { type: 'module' });
-    w.onerror = (e) => done({ error: String(e.message || e) });
-    w.onmessage = (e) => {
-      if (e.data.event === 'failed') done({ error: e.data.message });
-      if (e.data.event === 'ready') w.postMessage({ id: 1, op: 'selftest', args: { vectors } });
-      if (e.data.id === 1) { w.terminate(); done(e.data); }
-    };`, vectors);
+  const r = await runAsync(`(${selftestInPage})(arguments[0]).then(arguments[1]);`, selftestVectors(ROOT));
   assert.ok(r.ok, JSON.stringify(r));
   assert.deepEqual(r.result.failed, [], JSON.stringify(r.result.errors, null, 1));
   assert.deepEqual(r.result.errors, {});

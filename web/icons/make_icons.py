@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Draw the ownmem app icons (PNG) with the standard library only.
 
-    python3 web/icons/make_icons.py     rewrites icon-192.png, icon-512.png, icon-maskable-512.png
+    python3 web/icons/make_icons.py     rewrites icon-192.png, icon-512.png, icon-maskable-512.png,
+                                        apple-touch-icon.png
 
 The PNGs are committed; this script is how they were made, so a change of colour or
 shape is one edit here, not a trip to an image editor.  The logo: a white lower-case
 "om" of round strokes on a calm blue-green rounded square.  Shapes are signed distance
 functions, so each pixel's coverage (anti-aliasing) is one evaluation, not supersampling.
-The build copies only the images, not this script.
+The build copies only the images, not this script.  apple-touch-icon.png (180x180, what
+iOS and iPadOS put on the Home Screen) is drawn full bleed like the maskable one: iOS
+rounds the corners itself and fills transparent pixels with black.
 """
 from __future__ import annotations
 
@@ -100,7 +103,7 @@ def png(size: int, rgba_rows: bytes) -> bytes:
 
 def main() -> None:
     for name, size, maskable in (("icon-192.png", 192, False), ("icon-512.png", 512, False),
-                                 ("icon-maskable-512.png", 512, True)):
+                                 ("icon-maskable-512.png", 512, True), ("apple-touch-icon.png", 180, True)):
         (HERE / name).write_bytes(png(size, render(size, maskable)))
         print("wrote", HERE / name)
 

@@ -1,4 +1,5 @@
-// The settings screen: backup and transfer (views/transfer.js), the sync server link,
+// The settings screen: whether this browser keeps the vault (storage.js; a warning with a
+// one-tap export and sync when not), backup and transfer (views/transfer.js), the sync server link,
 // the public log as this device last verified it (checkpoint size, root, when; a warning
 // when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
 // what this device holds and uses.
@@ -10,6 +11,7 @@ import {
   bootInfo, currentSession, entries, idleMinutes, isCurrent, isLinked, rememberName, rememberedName, setIdleMinutes,
   syncStatus, vaultName,
 } from '../state.js';
+import { persistence } from '../storage.js';
 import { call, refreshStatus } from '../vault.js';
 import { renderHeader, syncNow } from './syncstatus.js';
 import { wireTransfer } from './transfer.js';
@@ -22,7 +24,33 @@ function showSettings() {
   wireIdle(role(node, 'idle-form'));
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
+  showStorage(node, role(node, 'storage'));
   focusTitle(node);
+}
+
+// navigator.storage.persisted(), as the browser answers now (the panel is the screen's
+// first); not persistent, a warning with what keeps a copy: Export (the backup panel's) and Sync.
+async function showStorage(node, panel) {
+  const line = role(panel, 'storage-state');
+  const warning = role(panel, 'storage-warning');
+  role(warning, 'storage-export').onclick = () => {
+    role(node, 'export').click();
+    role(node, 'export-progress').scrollIntoView({ block: 'nearest' });
+  };
+  const sync = role(warning, 'storage-sync');
+  sync.hidden = !isLinked();
+  sync.onclick = () => syncNow('manual').then(
+    (r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
+    (ex) => notice(`The sync failed: ${errorText(ex)}`));
+  const session = currentSession();
+  const { persisted, waiting } = await persistence();
+  if (!isCurrent(session) || !panel.isConnected) return;
+  line.dataset.persisted = String(persisted);
+  line.textContent = persisted ? 'Persistent storage: granted. This browser keeps the vault until you delete it.'
+    : waiting ? 'Persistent storage: asked; the browser is waiting for your answer.'
+      : persisted === false ? 'Persistent storage: not granted.'
+        : 'Persistent storage: this browser cannot say whether it keeps the vault.';
+  warning.hidden = persisted === true;
 }
 
 async function showLog(panel) {

@@ -11,6 +11,7 @@ import { NAME_RE, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
 import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
 import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
+import { requestPersistence } from '../storage.js';
 import { call, healAfterRefusal } from '../vault.js';
 
 export function showWelcome(tab) {
@@ -97,6 +98,7 @@ function createForm() {
     if (!await withPassphrase(form, 'Creating your vault: deriving its keys…', 'create', { passphrase: pass.value })) return;
     release();
     rememberName(vname);
+    requestPersistence();   // a vault now lives in this browser: ask that it be kept (Settings show the answer)
     let linkError = '';
     if (link) {
       showProgress(role(form, 'progress'), 'Registering the vault on the server…');
@@ -170,6 +172,7 @@ function loginForm() {
     const r = await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args);
     if (!r) return;
     rememberName(name);
+    requestPersistence();
     setBootInfo({ ...bootInfo(), vault: { name, server, count: 0 } });
     await enterVault();
     noteRefusals(r.refusals);   // the login's own sync, which sends no 'synced' event
