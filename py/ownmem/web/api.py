@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aperto.container import parse_container
 from ..aperto.keys import signing_key
@@ -23,6 +23,9 @@ from ..vault.transfer import export_bytes, import_bytes
 from ..uomp.control import is_control
 from ..vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in, link_honoured, unlock_store
 from .store import IdbStore
+
+if TYPE_CHECKING:
+    from ..uomp.records import Checked
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
@@ -482,9 +485,9 @@ class App:
 
     # ------------------------------------------------------------ records import (UOMP section 12)
     def _records(self, data: Any, name: str, format: str, map: list[str] | None, sensitivity: str,
-                 replace: bool) -> tuple[str, dict[str, str], bytes, dict[str, Entry], list[Any]]:
+                 replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
         """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
-        the file the page read -> (format, mapping, bytes, live heads by key, checked records)."""
+        the file the page read -> (format, live heads by key, checked records)."""
         from ..uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
         from ..uomp.records_cli import live_keys
 
@@ -497,10 +500,10 @@ class App:
         heads = live_keys(self.v, self._open_all())
         checked = check(parse(raw_bytes, fmt, mapping), default_sensitivity=stated,
                         existing_keys=frozenset(heads), replace=replace)
-        return fmt, mapping, raw_bytes, heads, checked
+        return fmt, heads, checked
 
     @staticmethod
-    def _records_digest(checked: list[Any], replace: bool) -> str:
+    def _records_digest(checked: list[Checked], replace: bool) -> str:
         """What the preview showed, as one hash: the import writes only that (a sync that brought
         a key in between, or other choices, make another preview first)."""
         from ..crypto import sha256
@@ -513,13 +516,13 @@ class App:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
-        from ..uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse, parse_map, target_of
+        from ..uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
 
         fmt = format_of(name, format or None)
         mapping = parse_map(list(map or []))
         fields = [[n, target_of(n, mapping)] for n in field_names(bytes(data), fmt)[:MAX_RECORD_FIELDS]]
         try:
-            fmt, mapping, raw_bytes, heads, checked = self._records(data, name, format, map, sensitivity, replace)
+            fmt, _, checked = self._records(data, name, format, map, sensitivity, replace)
         except RecordsRefused as e:
             return {"format": fmt, "fields": fields, "rows": [], "total": 0, "valid": 0, "replacing": 0,
                     "missing_sensitivity": [], "problems": [list(p) for p in e.problems], "refused": True,
@@ -534,7 +537,7 @@ class App:
         return {"format": fmt, "fields": fields, "rows": rows, "total": len(checked),
                 "valid": sum(1 for c in checked if not c.problems),
                 "replacing": sum(1 for c in checked if c.exists and not c.problems),
-                "missing_sensitivity": missing_sensitivity(parse(raw_bytes, fmt, mapping)),
+                "missing_sensitivity": missing_sensitivity([c.raw for c in checked]),
                 "problems": problems, "refused": bool(problems), "digest": self._records_digest(checked, replace)}
 
     def op_records_import(self, data: Any, digest: str, name: str = "", format: str = "",
@@ -546,7 +549,7 @@ class App:
         from ..uomp.records import accepted
         from ..uomp.records_cli import write_records
 
-        _, _, _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
+        _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
         if digest != self._records_digest(checked, replace):
             raise VaultError("the file, the choices or the vault changed since the preview: nothing was written; "
                              "look at the new preview and confirm again")
