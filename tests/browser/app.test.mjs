@@ -2113,6 +2113,30 @@ test('23. records import: a CSV with aliases and value.* nesting previewed (rows
     assert.match(other.message, /changed since the preview: nothing was written/);
     assert.equal((await idbKeys(page, 'objects')).length, before);
 
+    // the vault changes between the preview and Import (another device imports the key, the
+    // live sync brings it): nothing is written, the new preview says why
+    const LATE = path.join(tmp, 't23-late.csv');
+    fs.writeFileSync(LATE, 'key,tags,sensitivity,value.v\nlate-1,notes,low,from the PWA\n');
+    await chooseRecordsFile(page, 'late.csv', fs.readFileSync(LATE));
+    assert.deepEqual((await previewRows(page)).map((r) => [r.key, r.write]), [['late-1', 'new']]);
+    fs.writeFileSync(LATE, 'key,tags,sensitivity,value.v\nlate-1,notes,low,from the CLI\n');
+    const late = cli(folder, ['records', 'import', LATE]);
+    assert.equal(late.status, 0, late.stderr);
+    assert.equal(cli(folder, ['sync']).status, 0);
+    for (const t0 = Date.now(); !(await entryOf(page, 'late-1: {"v": "from the CLI"}'));) {
+      assert.ok(Date.now() - t0 < LIVE_MS * 2, 'the live sync did not bring the CLI\'s late-1');
+      await sleep(250);
+    }
+    const beforeLate = (await idbKeys(page, 'objects')).length;
+    await previewAfter(page, () => page.click('[data-testid="records-confirm"]'));
+    assert.match(await page.textContent('[data-testid="records-error"]'),
+      /^Nothing was written: the file, the choices or the vault changed since the preview/);
+    rows = await previewRows(page);
+    assert.deepEqual(rows.map((r) => [r.key, r.write, r.problems]), [
+      ['late-1', 'nothing', ["key 'late-1' is already in the vault (give --replace to supersede it)"]]]);
+    assert.equal((await idbKeys(page, 'objects')).length, beforeLate);
+    assert.equal(await entryOf(page, 'late-1: {"v": "from the PWA"}'), undefined);
+
     // a large file: progress while it seals
     const MANY = 120;
     const big = JSON.stringify(Array.from({ length: MANY }, (_, i) => ({ record_id: `bulk-${i}`, tags: 'bulk',

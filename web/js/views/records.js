@@ -110,13 +110,14 @@ export function wireRecords(panel) {
       afterWrite();
     } catch (ex) {
       if (!isCurrent(session)) return;
+      if (file) await preview();       // what the vault holds now; then why nothing was written
+      if (!isCurrent(session)) return;
       showProgress(progress, '');
       showError(err, `Nothing was written: ${errorText(ex)}`);
-      if (file) preview();             // what the vault holds now
     } finally {
       off();
       for (const c of controls) c.disabled = false;
-      if (shown === null) role(form, 'records-confirm').disabled = true;
+      role(form, 'records-confirm').disabled = !shown || shown.refused || !shown.total;
     }
   });
 }
