@@ -13,7 +13,10 @@
 //
 // The tests run in order and share device A (test 1 creates it; test 3 imports into it).
 //
-// Environment: CHROMIUM (default /usr/bin/chromium); OWNMEM_PYTHON (default .venv/bin/python).
+// Without Firefox ESR, test 4 skips (under CI=true it fails).
+//
+// Environment: CHROMIUM (default /usr/bin/chromium); FIREFOX (default /usr/bin/firefox-esr);
+// OWNMEM_PYTHON (default .venv/bin/python); OWNMEM_JSPI=0 (Chromium without JSPI, as above).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -29,6 +32,9 @@ const DIST = path.join(ROOT, 'web', 'dist');
 const PY = process.env.OWNMEM_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = path.join(ROOT, 'test-output', 'screenshots');
+// OWNMEM_JSPI=0: Chromium opens the app as /?jspi=0, on the vault worker's path without
+// WebAssembly JSPI (the one WebKit takes), as tests/browser/app.test.mjs does
+const APP_PATH = process.env.OWNMEM_JSPI === '0' ? '/?jspi=0' : '/';
 const require = createRequire(path.join(ROOT, 'package.json'));
 const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
@@ -86,25 +92,25 @@ async function newPage(label) {
   contexts.add(ctx);
   const page = await ctx.newPage();
   page.on('pageerror', (e) => pageErrors.push(`${label}: ${e.stack || e}`));
-  await page.goto(origin);
+  await page.goto(origin + APP_PATH);
   await page.waitForSelector('[data-testid="tab-create"], [data-testid="unlock-form"]', { timeout: BOOT_MS });
   return { ctx, page };
 }
 
+// written for both drivers (playwright and puppeteer differ in waitForFunction's arguments)
 async function waitVault(page) {
-  await page.waitForSelector('[data-testid="add-form"]', { timeout: OP_MS });
-  await page.waitForFunction(() => {
-    const s = document.querySelector('[data-role="summary"]');
-    return s && s.textContent && !s.textContent.startsWith('Opening');
-  }, null, { timeout: OP_MS });
+  await until('the vault listed', () => page.evaluate(() => {
+    const s = document.querySelector('[data-testid="add-form"]') && document.querySelector('[data-role="summary"]');
+    return Boolean(s && s.textContent && !s.textContent.startsWith('Opening'));
+  }), OP_MS);
 }
 
 const cardTexts = (page) => page.$$eval('[data-testid="memory-card"]',
   (els) => els.map((li) => ({ content: li.querySelector('[data-role="content"]').textContent, trust: li.dataset.trust })));
 
 function waitCard(page, content, present = true) {
-  return page.waitForFunction(([c, want]) => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
-    .some((n) => n.textContent === c) === want, [content, present], { timeout: OP_MS });
+  return until(`"${content}" ${present ? 'listed' : 'gone'}`, async () => (await cardTexts(page)).some((c) => c.content === content) === present,
+    OP_MS);
 }
 
 async function addMemory(page, content, tags = '') {
@@ -133,18 +139,33 @@ const focused = (page) => page.evaluate(() => {
 
 // ------------------------------------------------------------------ axe
 
+// How each driver sets the size and colour scheme axe sees: Chromium (playwright) light and
+// dark; Firefox (puppeteer over WebDriver BiDi, which emulates no colour scheme) light only.
+const CHROMIUM_VIEW = {
+  prefix: '',
+  views: [['desktop', DESKTOP, 'light'], ['phone', PHONE, 'light'], ['dark', DESKTOP, 'dark']],
+  show: async (page, viewport, colorScheme) => {
+    await page.setViewportSize(viewport);
+    await page.emulateMedia({ colorScheme });
+  },
+};
+const FIREFOX_VIEW = {
+  prefix: 'firefox-',
+  views: [['desktop', DESKTOP, 'light'], ['phone', PHONE, 'light']],
+  show: (page, viewport) => page.setViewport(viewport),
+};
+
 /**
  * axe-core over the whole document as it is, at desktop and phone size; fails on any
  * violation of impact serious or critical (each listed with its rule, help and elements).
  * Screenshots of both sizes are kept.
  */
-async function axeCheck(page, screen) {
+async function axeCheck(page, screen, engine = CHROMIUM_VIEW) {
   if (!await page.evaluate(() => typeof window.axe === 'object')) await page.evaluate(AXE);
   fs.mkdirSync(SHOTS, { recursive: true });
   const failures = [];
-  for (const [size, viewport, colorScheme] of [['desktop', DESKTOP, 'light'], ['phone', PHONE, 'light'], ['dark', DESKTOP, 'dark']]) {
-    await page.setViewportSize(viewport);
-    await page.emulateMedia({ colorScheme });
+  for (const [size, viewport, colorScheme] of engine.views) {
+    await engine.show(page, viewport, colorScheme);
     await sleep(150);
     const { violations, passes } = await page.evaluate(async () => {
       const r = await window.axe.run(document, { resultTypes: ['violations'] });
@@ -154,11 +175,10 @@ async function axeCheck(page, screen) {
     assert.ok(passes > 10, `axe ran its rules on ${screen} (${size}): ${passes} passed`);
     const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
     for (const v of bad) failures.push(`${screen} (${size}) ${v.impact} ${v.id}: ${v.help}\n    ${v.nodes.join('\n    ')}`);
-    checked.push({ screen, size, minor: violations.filter((v) => !bad.includes(v)).map((v) => v.id) });
-    await page.screenshot({ path: path.join(SHOTS, `a11y-${screen}-${size}.png`), fullPage: size === 'phone' });
+    checked.push({ screen: `${engine.prefix}${screen}`, size, minor: violations.filter((v) => !bad.includes(v)).map((v) => v.id) });
+    await page.screenshot({ path: path.join(SHOTS, `a11y-${engine.prefix}${screen}-${size}.png`), fullPage: size === 'phone' });
   }
-  await page.setViewportSize(DESKTOP);
-  await page.emulateMedia({ colorScheme: 'light' });
+  await engine.show(page, DESKTOP, 'light');
   assert.deepEqual(failures, [], `axe found serious or critical violations:\n${failures.join('\n')}`);
 }
 
@@ -392,6 +412,51 @@ test('3. first run from a .amem: a new browser opens the backup as the same vaul
   await axeCheck(a, 'conflicts');
 });
 
-test('4. no page error in any test above', () => {
+const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
+const noFirefox = !fs.existsSync(FIREFOX) && process.env.CI !== 'true' ? `Firefox ESR is not installed here (${FIREFOX})` : false;
+
+test('4. axe-core in Firefox too: welcome, create, memories, dialog, Settings, unlock', { timeout: 300_000, skip: noFirefox }, async () => {
+  const puppeteer = require('puppeteer-core');
+  const dir = fs.mkdtempSync(path.join(tmp, 'firefox-'));
+  const ff = await puppeteer.launch({
+    browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true, userDataDir: dir,
+  });
+  try {
+    const page = (await ff.pages())[0] ?? await ff.newPage();
+    page.on('pageerror', (e) => pageErrors.push(`firefox: ${e.stack || e}`));
+    await page.setViewport(DESKTOP);
+    await page.goto(origin);
+    await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+    await axeCheck(page, 'welcome-create', FIREFOX_VIEW);
+    await page.click('[data-testid="tab-restore"]');
+    await axeCheck(page, 'welcome-restore', FIREFOX_VIEW);
+    await page.click('[data-testid="tab-create"]');
+    const form = '[data-testid="create-form"]';
+    await page.type(`${form} [data-testid="vault-name"]`, `ff-${Date.now().toString(36)}`);
+    await page.type(`${form} [data-testid="passphrase"]`, PASS);
+    await page.type(`${form} [data-testid="passphrase2"]`, PASS);
+    await page.click(`${form} [data-testid="create-link"]`);
+    await page.click(`${form} [data-testid="create-submit"]`);
+    await waitVault(page);
+    await page.type('[data-testid="add-content"]', 'Firefox reads this memory');
+    await page.click('[data-testid="add-submit"]');
+    await waitCard(page, 'Firefox reads this memory');
+    await axeCheck(page, 'memories', FIREFOX_VIEW);
+    await page.click('[data-testid="forget-button"]');
+    await page.waitForSelector('[data-testid="forget-dialog"][open]');
+    await axeCheck(page, 'confirm-dialog', FIREFOX_VIEW);
+    await page.keyboard.press('Escape');
+    await page.click('[data-testid="settings-button"]');
+    await page.waitForSelector('[data-testid="settings-view"]');
+    await axeCheck(page, 'settings', FIREFOX_VIEW);
+    await page.click('[data-testid="lock-button"]');
+    await page.waitForSelector('[data-testid="unlock-form"]');
+    await axeCheck(page, 'unlock', FIREFOX_VIEW);
+  } finally {
+    await ff.close();
+  }
+});
+
+test('5. no page error in any test above', () => {
   assert.deepEqual(pageErrors, []);
 });
