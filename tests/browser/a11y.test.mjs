@@ -338,6 +338,15 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   await waitVault(page);
   assert.equal((await focused(page)).id, 'add-content');
   assert.deepEqual(await cardTexts(page), [{ content: order[0], trust: 'self' }]);
+
+  // the last memory forgotten: the list is empty, the focus goes to the add field
+  await tabTo('[data-testid="forget-button"]');
+  await kb.press('Enter');
+  await page.waitForSelector('[data-testid="forget-dialog"][open]');
+  await kb.press('Tab');
+  await kb.press('Enter');
+  await waitCard(page, order[0], false);
+  await until('the focus in the add field', async () => (await focused(page)).id === 'add-content', 10_000);
 });
 
 test('3. first run from a .amem: a new browser opens the backup as the same vault; Settings count follows an import', { timeout: 420_000 }, async () => {
