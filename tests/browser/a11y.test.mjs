@@ -353,18 +353,41 @@ test('3. first run from a .amem: a new browser opens the backup as the same vaul
   assert.ok(A.backup, 'test 1 exported A\'s backup');
   const { page: b } = await newPage('B');
   await b.click('[data-testid="tab-restore"]');
-  const form = b.locator('[data-testid="restore-form"]');
-  await form.locator('[data-testid="restore-file"]').setInputFiles(A.backup);
-  await form.locator('[data-testid="vault-name"]').fill(A.name);
+  let form = b.locator('[data-testid="restore-form"]');
+  const error = () => b.textContent('[data-testid="restore-form"] [data-role="error"]');
+  const refused = async () => {
+    await until('the form to refuse', async () => (await error()).trim() && !await b.$('[data-testid="restore-submit"][disabled]'), OP_MS);
+    assert.equal(await form.locator('[data-testid="passphrase"]').inputValue(), '', 'the passphrase field is emptied');
+    assert.equal(await b.$('[data-testid="add-form"]'), null);
+  };
 
-  // a wrong passphrase: refused in the form, nothing kept (the welcome screen stays, the store empty)
+  // a file that is no .amem (its first bytes kept, the rest flipped), then A's file with a
+  // wrong passphrase: each refused in the form with a reason
+  const bytes = fs.readFileSync(A.backup);
+  const broken = path.join(tmp, 'broken.amem');
+  fs.writeFileSync(broken, Buffer.concat([bytes.subarray(0, 16), Buffer.from(bytes.subarray(16).map((x) => x ^ 0x5a))]));
+  await form.locator('[data-testid="restore-file"]').setInputFiles(broken);
+  await form.locator('[data-testid="vault-name"]').fill(A.name);
+  await form.locator('[data-testid="passphrase"]').fill(PASS);
+  await form.locator('[data-testid="restore-submit"]').click();
+  await refused();
+  const brokenWhy = await error();
+  assert.match(brokenWhy, /corrupt \.amem/i);
+  await form.locator('[data-testid="restore-file"]').setInputFiles(A.backup);
   await form.locator('[data-testid="passphrase"]').fill('not the passphrase of this file');
   await form.locator('[data-testid="restore-submit"]').click();
-  await b.waitForSelector('[data-testid="restore-form"] [data-role="error"]:not([hidden])', { timeout: OP_MS });
-  assert.match(await b.textContent('[data-testid="restore-form"] [data-role="error"]'), /passphrase/i);
-  assert.equal(await form.locator('[data-testid="passphrase"]').inputValue(), '', 'the passphrase field is emptied');
+  await until('a new reason', async () => (await error()) !== brokenWhy, OP_MS);
+  await refused();
+  assert.match(await error(), /passphrase/i);
   assert.equal(await b.evaluate(() => document.activeElement.id), 'restore-pass');
-  assert.equal(await b.$('[data-testid="add-form"]'), null);
+  // nothing was kept: after a reload this browser still holds no vault
+  await b.reload();
+  await b.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+  assert.equal(await b.$('[data-testid="unlock-form"]'), null);
+  await b.click('[data-testid="tab-restore"]');
+  form = b.locator('[data-testid="restore-form"]');
+  await form.locator('[data-testid="restore-file"]').setInputFiles(A.backup);
+  await form.locator('[data-testid="vault-name"]').fill(A.name);
 
   await form.locator('[data-testid="passphrase"]').fill(PASS);
   await form.locator('[data-testid="restore-submit"]').click();
