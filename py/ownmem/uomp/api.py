@@ -101,6 +101,7 @@ class Uomp:
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
         self._verified: dict[str, Claims] = {}
+        self._answered: dict[str, list[guard.Basis]] = {}   # session -> sum/avg sets answered (memory only)
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
@@ -215,7 +216,12 @@ class Uomp:
             pool = [it for it in self.items.by_key.values() if req.tag in it.tags]
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
         if req.path == "aggregate":
-            agg = guard.aggregate(claims, req, passed)
+            # checked and recorded with no await between: two concurrent aggregates of one
+            # session are judged one after the other (differencing, guard.determines_few)
+            answered = self._answered.setdefault(sid, [])
+            agg = guard.aggregate(claims, req, passed, answered)
+            if agg.basis is not None and agg.basis not in answered:
+                answered.append(agg.basis)
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
                 return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
