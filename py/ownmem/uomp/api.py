@@ -40,10 +40,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..errors import StoreError
 from ..vault.vault import honour_links
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
@@ -510,7 +512,27 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
 
     attach(u, op, Path(folder))   # session records for the person's other devices
     app.router.routes.extend(u.routes())
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(StoreError, _store_error)
     return u
+
+
+async def _http_error(r: HttpRequest, e: Exception) -> Response:
+    """"Error Format": an unknown /v1 path or method answers in it too; other paths (the SAIHM
+    binding's) keep Starlette's plain answer."""
+    assert isinstance(e, HTTPException)
+    if r.url.path.startswith("/v1/"):
+        return error(e.status_code, "INVALID_REQUEST", str(e.detail))
+    return PlainTextResponse(str(e.detail), status_code=e.status_code, headers=e.headers)
+
+
+async def _store_error(r: HttpRequest, e: Exception) -> Response:
+    """The session store or the audit log refused a write: nothing is answered but STORE_UNAVAILABLE
+    (a decision that could not be audited is not served)."""
+    _log.warning("store failure on %s: %s", r.url.path, e)
+    if not r.url.path.startswith("/v1/"):
+        return PlainTextResponse("Internal Server Error", status_code=500)
+    return error(503, "STORE_UNAVAILABLE", "the session store or the audit log is unavailable")
 
 
 __all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "TokenExpired"]
