@@ -190,7 +190,9 @@ class Uomp:
         try:
             claims, token = self._claims(r)
         except UompError as e:
-            # steps 1-2 failed: nothing is known of the caller, so nothing is audited under a session
+            # steps 1-2 failed: nothing is proven of the caller, so the refusal is audited under
+            # no session ("Access Control": a failed check is audited; the person sees the attempt)
+            await self._audit(None, action, req, guard.Decision(False, e.error_code, e.reason))
             return error(e.status, e.error_code, str(e))
         sid = claims.session_id
         state = self._state(claims, token)
