@@ -167,6 +167,7 @@ def test_aggregates_never_give_away_a_single_value(
     # a field that is not a value path, or an unknown op, is a bad request, not a leak
     error_body(agg("fund", "sum", "key"), 400, "INVALID_REQUEST", sid)
     error_body(agg("fund", "median"), 400, "INVALID_REQUEST", sid)
+    error_body(agg("fund", "sum", None), 400, "INVALID_REQUEST", sid)      # field is REQUIRED for numeric ops
     error_body(u.get("/v1/memory/aggregate", tok, tag="fund"), 400, "INVALID_REQUEST", None)
     # every refusal audited; no answer named a key
     reasons = [e["reason"] for e in u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"]

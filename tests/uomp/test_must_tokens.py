@@ -70,7 +70,7 @@ def test_a_granted_token_is_an_eddsa_jwt_with_kid_every_claim_and_profile_local(
         error_body(u.get(THEME, bad), 401, "INVALID_TOKEN", None)
         assert u.http.post("/v1/tokens/validate", json={"token": bad}).json()["valid"] is False
     # 7.2: a token missing a MUST claim, signed by the real key, is refused as malformed
-    for name in ("version", "session_id", "agent_id", "issued_at", "expires_at", "iat", "exp"):
+    for name in ("version", "session_id", "agent_id", "issued_at", "expires_at", "scopes", "iat", "exp"):
         partial = {k: v for k, v in c.items() if k != name}
         error_body(u.get(THEME, _sign(key, partial)), 401, "INVALID_TOKEN", None)
 
@@ -233,3 +233,31 @@ def test_the_token_travels_only_in_the_authorization_header_and_is_kept_nowhere(
     for f in [p for p in tmp_path.rglob("*") if p.is_file()]:
         raw = f.read_bytes()
         assert tok.encode() not in raw and sig.encode() not in raw, f
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses of the sockets listening on ``port`` (Linux /proc/net/tcp{,6})."""
+    out = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(name).read_text().splitlines()[1:]:
+            local, st = line.split()[1], line.split()[3]
+            addr, p = local.split(":")
+            if st == "0A" and int(p, 16) == port:
+                out.add(addr)
+    return out
+
+
+def test_the_guard_listens_on_loopback_only_and_defaults_to_127_0_0_1_9374(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[..., UompVault],
+        agents: Callable[..., Any]) -> None:
+    """14.1 "MUST listen on 127.0.0.1:9374 by default", "MUST NOT bind to 0.0.0.0 or public
+    interfaces by default" (another address is refused outright: tests/agent/test_operator.py::
+    test_the_service_refuses_any_bind_address_but_loopback)."""
+    from ownmem.cli import parser
+
+    args = parser().parse_args(["agent"])
+    assert (args.host, args.port) == ("127.0.0.1", 9374)        # the default, not bound here (a shared machine)
+    agent, uv, u = start(sqlite_backend, servers, uomp_vault, agents)
+    assert _listening(agent.port) == {"0100007F"}                # 127.0.0.1, nothing else, no IPv6 wildcard
+    sid, tok = u.session(READ)
+    assert jwt.decode(tok, options={"verify_signature": False})["audience"] == f"http://127.0.0.1:{agent.port}"
