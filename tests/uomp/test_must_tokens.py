@@ -230,6 +230,7 @@ def test_the_token_travels_only_in_the_authorization_header_and_is_kept_nowhere(
     agent.stop()
     sig = tok.split(".")[2]
     assert tok not in listed and sig not in listed
+    assert uv.vault.folder.is_relative_to(tmp_path) and agent.log.is_relative_to(tmp_path) and agent.log.exists()
     for f in [p for p in tmp_path.rglob("*") if p.is_file()]:
         raw = f.read_bytes()
         assert tok.encode() not in raw and sig.encode() not in raw, f
