@@ -4,14 +4,13 @@ with its status and the session it concerns (null when the caller proved none), 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 from conftest import UompVault
 from synckit import Backend, ServerProcess
-from uompkit import bearer, error_body, start
+from uompkit import bearer, error_body, sleep_past_expiry, start
 
 from ownmem.uomp.sessions import ADMIN_HEADER
 
@@ -40,8 +39,8 @@ def test_every_error_code_in_the_error_format_with_its_status(
     error_body(u.admin("POST", f"/v1/sessions/{sid2}/grant", {"granted_scopes": {"read": READ}}), 401,
                "SESSION_REVOKED", sid2)
     # TOKEN_EXPIRED
-    _, tok3 = u.session(READ, minutes=0.02)
-    time.sleep(1.6)
+    _, tok3 = u.session(READ, minutes=0.1)
+    sleep_past_expiry(tok3)
     error_body(u.get(THEME, tok3), 401, "TOKEN_EXPIRED", None)
     # SESSION_NOT_FOUND
     for path in ("/v1/sessions/sess_nope/close", "/v1/sessions/sess_nope/revoke", "/v1/sessions/sess_nope/grant"):

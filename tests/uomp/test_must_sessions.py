@@ -97,9 +97,9 @@ def test_a_proof_owed_and_not_given_before_expiry_is_audited_missing_once(
         agents: Callable[..., Any]) -> None:
     """19.4: "the audit log records a deletion_proof_missing event" when the session expires."""
     agent, uv, u = start(sqlite_backend, servers, uomp_vault, agents)
-    sid, tok = u.session(READ, minutes=0.03, task_bound=True, create={"proof_required": True})
+    sid, tok = u.session(READ, minutes=0.1, task_bound=True, create={"proof_required": True})
     assert u.get(THEME, tok).status_code == 200
-    deadline = time.monotonic() + 8
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if "deletion_proof_missing" in {x["action"] for x in _entries(u, sid)}:
             break

@@ -18,7 +18,7 @@ import jwt
 from conftest import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from synckit import Backend, ServerProcess, free_port
-from uompkit import Uomp, bearer, code, error_body, start
+from uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
 
 from ownmem.uomp.sessions import ADMIN_HEADER
 from ownmem.uomp.tokens import AuthKey, iso, parse_iso, token_hash
@@ -141,7 +141,7 @@ def test_the_checks_run_in_the_order_of_access_control(
     failing two checks is refused by the earlier one."""
     agent, uv, u = start(sqlite_backend, servers, uomp_vault, agents)
     key = AuthKey.from_seed(uv.auth_seed)
-    sid, tok = u.session(READ, minutes=0.03)
+    sid, tok = u.session(READ, minutes=0.1)
     payload = jwt.decode(tok, options={"verify_signature": False})
     assert u.admin("POST", f"/v1/sessions/{sid}/revoke").status_code == 200
     # forged and expired: the signature is checked first
@@ -150,7 +150,7 @@ def test_the_checks_run_in_the_order_of_access_control(
     error_body(u.get(THEME, forged_old), 401, "INVALID_TOKEN", None)
     # revoked: SESSION_REVOKED while it lasts, then expired and revoked: TOKEN_EXPIRED
     error_body(u.get(THEME, tok), 401, "SESSION_REVOKED", sid)
-    time.sleep(2.2)
+    sleep_past_expiry(tok)
     error_body(u.get(THEME, tok), 401, "TOKEN_EXPIRED", None)
     # revoked beats quota, aggregation_only and scope
     sid2, tok2 = u.session(READ, aggregation_only=True, limits={"max_read_queries": 1})
@@ -164,9 +164,10 @@ def test_the_checks_run_in_the_order_of_access_control(
     error_body(u.get("/v1/memory/user.password", tok3), 403, "ACCESS_DENIED", sid3)
     assert "aggregation_only token on a raw-data path" in _audit_reasons(u, sid3)
     # scope (6) before deny (7) before sensitivity (8), each audited with its reason
-    sid4, tok4 = u.session({"tags": ["preference"], "keys": ["user.password"], "deny_keys": ["user.password"],
-                            "deny_tags": ["financial"]})
-    for k in ("user.password", "preference.card", "preference.secret", "holding.a"):
+    # (holding.b: outside the scope and denied; user.password: granted, denied and high)
+    sid4, tok4 = u.session({"tags": ["preference"], "keys": ["user.password"],
+                            "deny_keys": ["user.password", "holding.b"], "deny_tags": ["financial"]})
+    for k in ("user.password", "preference.card", "preference.secret", "holding.b"):
         error_body(u.get(f"/v1/memory/{k}", tok4), 403, "ACCESS_DENIED", sid4)
     assert _audit_reasons(u, sid4)[:4] == ["key not within granted scope", "high-sensitivity item outside an "
                                            "exact-key read", "item carries a denied tag", "key explicitly denied"]

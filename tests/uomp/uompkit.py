@@ -71,3 +71,13 @@ def error_body(r: httpx.Response, status: int, error_code: str, session_id: str 
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def sleep_past_expiry(token: str) -> None:
+    """Wait until the token's ``exp`` (whole seconds) has surely passed on the service's clock."""
+    import time
+
+    import jwt
+
+    exp = jwt.decode(token, options={"verify_signature": False})["exp"]
+    time.sleep(max(0.0, exp - time.time()) + 1.1)

@@ -103,10 +103,10 @@ class Uomp:
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
         self._verified: dict[str, Claims] = {}
-        self._answered: dict[str, list[guard.Basis]] = {}   # session -> sum/avg sets answered (memory only)
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
+        self._answered: dict[str, list[guard.Basis]] = {}   # session -> sum/avg sets answered (memory only)
         self._sweeper.start()
 
     def close(self) -> None:
