@@ -8,7 +8,7 @@
     ownmem agent sessions [--json]
     ownmem agent revoke SESSION
     ownmem agent audit [--session ID] [--json]
-    ownmem agent audit prune [--as-of DATE]      drop entries older than 90 days before DATE
+    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before DATE
 
 Every command but ``audit prune`` talks to the running `ownmem agent` with the admin
 credential of the vault folder (uomp-admin, 0600); ``audit prune`` needs no key: entry
@@ -187,20 +187,30 @@ def _date(s: str) -> int:
     return int(d.timestamp())
 
 
+def _days(s: str) -> float:
+    try:
+        d = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {s!r}") from None
+    if not 0 <= d <= 36500:
+        raise argparse.ArgumentTypeError("the retention is 0 to 36500 days")
+    return d
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     path = Path(_folder(args)) / AUDIT_DB
     if not path.exists():
         print("no audit log")
         return 0
     as_of = args.as_of if args.as_of is not None else int(time.time())
-    before = as_of - RETENTION_DAYS * 86400
+    before = as_of - args.days * 86400
     db = sqlite3.connect(path, timeout=30)
     try:
         with db:
             n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
     finally:
         db.close()
-    print(f"pruned {n} audit entries older than {RETENTION_DAYS} days")
+    print(f"pruned {n} audit entries older than {args.days:g} days")
     return 0
 
 
@@ -241,6 +251,8 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than {RETENTION_DAYS} days")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
     pr.add_argument("--as-of", type=_date, metavar="DATE")
+    pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
+                    help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)
