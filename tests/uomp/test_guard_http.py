@@ -136,8 +136,14 @@ def test_forged_expired_revoked_closed_tokens_and_admin_boundary(
     # a really expiring session
     _, short = u.session(READ, minutes=0.03)
     assert u.get("/v1/memory/preference.theme", short).status_code == 200
+    # exp close, expires_at far (signed by the real key): verified once (and remembered), then
+    # used again after exp: the remembered verification must not outlive exp
+    brief = jwt.encode({**payload, "exp": int(time.time()) + 2}, key.private, algorithm="EdDSA",
+                       headers={"kid": key.kid})
+    assert code(u.get("/v1/memory/preference.theme", brief)) == "SESSION_REVOKED"
     time.sleep(2.2)
     assert code(u.get("/v1/memory/preference.theme", short)) == "TOKEN_EXPIRED"
+    assert code(u.get("/v1/memory/preference.theme", brief)) == "TOKEN_EXPIRED"
 
     # admin endpoints: no credential, a wrong one, and a capability token are all refused
     for headers in ({}, {"X-Ownmem-Admin": "om_admin_wrong"}, {"Authorization": f"Bearer {tok}"},

@@ -49,8 +49,8 @@ from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, live_items
 from .sessions import ADMIN_HEADER, AdminCredential, Session, SessionStore
-from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, issue, iso,
-                     token_hash, verify)
+from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
+                     check_expiry, issue, iso, token_hash, verify, verify_signature)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
@@ -100,7 +100,7 @@ class Uomp:
         self.now = now
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
-        self._verified: dict[str, Claims] = {}
+        self._verified: dict[str, Verified] = {}
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
@@ -155,15 +155,14 @@ class Uomp:
         if token is None:
             raise InvalidToken("missing bearer token")
         # a token string whose signature verified once need not be verified again (the bytes
-        # are the same); its expiry is checked on every request all the same
-        claims = self._verified.get(token)
-        if claims is None:
-            claims = verify(token, self.key, self.now())
+        # are the same); both its expiries are checked on every request all the same
+        v = self._verified.get(token)
+        if v is None:
+            v = verify_signature(token, self.key)
             if len(self._verified) >= 4096:
                 self._verified.clear()
-            self._verified[token] = claims
-        elif self.now() >= claims.expires_at:
-            raise TokenExpired("token expired", reason="expired")
+            self._verified[token] = v
+        claims = check_expiry(v, self.now())
         return claims, token
 
     async def _audit(self, claims: Claims | None, action: str, request: guard.Request, d: guard.Decision,
