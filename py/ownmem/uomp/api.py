@@ -48,14 +48,13 @@ from ..vault.vault import honour_links
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, live_items
-from .sessions import ADMIN_HEADER, AdminCredential, Session, SessionStore
+from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
+                       parse_grant)
 from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
                      check_expiry, issue, iso, token_hash, verify, verify_signature)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
-MAX_MINUTES = 24 * 60
-DEFAULT_MINUTES = 30
 REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
 # refused before the quota step: such a request does not consume the session's quota
 _UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
@@ -263,9 +262,7 @@ class Uomp:
             d = await self._json(r)
             if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
                 raise UompError("agent_id is required")
-            minutes = d.get("duration_minutes", DEFAULT_MINUTES)
-            if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not 0 < minutes <= MAX_MINUTES:
-                raise UompError(f"duration_minutes must be in (0, {MAX_MINUTES}]")
+            minutes = duration_minutes(d.get("duration_minutes", DEFAULT_MINUTES))
             requested = Scopes.from_json(d.get("requested_scopes"))
             for name in ("identity_key", "deletion_method", "agent_name"):
                 if d.get(name) is not None and not isinstance(d[name], str):
@@ -293,30 +290,24 @@ class Uomp:
             return error(401, "INVALID_TOKEN", "admin credential required")
         try:
             s = self._session(r)
-            d = await self._json(r)
-            if not isinstance(d, dict):
-                raise UompError("body must be an object")
-            scopes = Scopes.from_json(d.get("granted_scopes"))
-            limits = d.get("limits") or {}
-            fields = d.get("allowed_fields")
-            if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
-                raise UompError("allowed_fields must be a list of strings")
+        except UompError as e:
+            return error(e.status, e.error_code, str(e))
+        try:
+            g = parse_grant(await self._json(r), s, self.now())
         except (UompError, ValueError) as e:
-            code = e.error_code if isinstance(e, UompError) else "INVALID_REQUEST"
-            return error(e.status if isinstance(e, UompError) else 400, code, str(e))
+            return error(400, "INVALID_REQUEST", str(e), s.session_id)
         now = self.now()
         if s.state(now) != "created":
             return error(409 if s.state(now) == "active" else 401, "SESSION_REVOKED" if s.state(now) != "active"
                          else "INVALID_REQUEST", f"session is {s.state(now)}", s.session_id)
-        claims = Claims(s.session_id, s.agent_id, now, s.expires_at, scopes,
-                        limits.get("max_read_queries"), limits.get("max_write_queries"), "local", self.audience,
-                        ("127.0.0.1",), tuple(fields) if fields is not None else None,
-                        bool(d.get("aggregation_only", False)), bool(d.get("task_bound", False)))
+        claims = Claims(s.session_id, s.agent_id, now, g.expires_at, g.scopes, g.max_read_queries,
+                        g.max_write_queries, "local", self.audience, ("127.0.0.1",), g.allowed_fields,
+                        g.aggregation_only, g.task_bound)
         token = issue(self.key, claims)
-        await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=scopes,
-                                                           token_hash=token_hash(token)))
+        await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=g.scopes,
+                                                           expires_at=g.expires_at, token_hash=token_hash(token)))
         await self._audit(claims, "grant", guard.Request("session"), guard.Decision(True, None, "granted"))
-        return ok({"token": token, "token_type": "Bearer", "expires_at": iso(s.expires_at)})
+        return ok({"token": token, "token_type": "Bearer", "expires_at": iso(g.expires_at)})
 
     async def _end(self, r: HttpRequest, status: str) -> Response:
         try:
