@@ -75,6 +75,7 @@ class ItemView:
     def __init__(self) -> None:
         self.by_key: dict[str, Item] = {}
         self.by_cell: dict[bytes, Item] = {}
+        self.by_tag: dict[str, list[Item]] = {}     # a tag query reads its tag's items, not all
 
     def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]], staged: frozenset[bytes] | set[bytes] = frozenset()) -> None:
         """``staged``: cellIds of agent writes the person has not confirmed: no item yet."""
@@ -82,6 +83,11 @@ class ItemView:
         live = live_items(e for e in entries if e.is_head)
         cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
         self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
+        by_tag: dict[str, list[Item]] = {}
+        for it in live.values():
+            for t in set(it.tags):
+                by_tag.setdefault(t, []).append(it)
+        self.by_tag = by_tag
         self.by_key = live          # one assignment each: readers see the old or the new view
 
 
@@ -209,7 +215,7 @@ class Uomp:
             cells = await run_in_threadpool(self.search, text) if self.search else []
             pool = [self.items.by_cell[c] for c in cells if c in self.items.by_cell]
         else:
-            pool = [it for it in self.items.by_key.values() if req.tag in it.tags]
+            pool = self.items.by_tag.get(req.tag or "", [])
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
         if req.path == "aggregate":
             agg = guard.aggregate(claims, req, passed)

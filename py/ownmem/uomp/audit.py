@@ -21,7 +21,7 @@ import secrets
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,9 @@ class AuditEntry:
         return d
 
 
+_FIELDS = tuple(f.name for f in fields(AuditEntry))
+
+
 def new_id() -> str:
     return "log_" + secrets.token_urlsafe(12)
 
@@ -93,7 +96,8 @@ class AuditLog:
 
     def _seal(self, e: AuditEntry) -> tuple[str, int, str, bytes, bytes]:
         nonce = os.urandom(12)
-        body = json.dumps(asdict(e), separators=(",", ":")).encode()
+        # the fields by name, as asdict would give them (asdict deep-copies: 10x the time)
+        body = json.dumps({f: getattr(e, f) for f in _FIELDS}, separators=(",", ":")).encode()
         return e.id, e.timestamp, e.session_id, nonce, self._aead.encrypt(nonce, body, _aad(e.id, e.timestamp,
                                                                                             e.session_id))
 

@@ -13,6 +13,7 @@ need state this module must not touch.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -86,8 +87,14 @@ class StoreUnavailable(UompError):
     code = "uomp_store_unavailable"
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _iso(t: int) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(int(t), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO 8601 UTC to the second; remembered (every item read formats two of these)."""
+    return _iso(int(t))
 
 
 def parse_iso(s: object) -> int:
