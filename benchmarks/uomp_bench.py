@@ -322,12 +322,56 @@ def checks(quick: bool = False) -> list[Check]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    from .report import summary, AreaResult
+def splice(text: str, fresh: list[Check]) -> str:
+    """The report with the agent area's UOMP sections and summary rows replaced by ``fresh``
+    (for a run of this part alone; a run of area `agent` writes them with the rest)."""
+    from .report import _check_md
 
+    lines = [x for x in text.splitlines() if not x.startswith("| agent | UOMP")]
+    rows = [f"| agent | {c.title} | {c.figure} | | | {c.target or 'see below'} | **{c.verdict}** |" for c in fresh]
+    last = max(i for i, x in enumerate(lines) if x.startswith("| agent |"))
+    lines[last + 1:last + 1] = rows
+    start = lines.index("## Area `agent`")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    area, out, skipping = lines[start:end], [], False
+    for x in area:
+        if x.startswith("### "):
+            skipping = x.startswith("### UOMP")
+        if not skipping:
+            out.append(x)
+    while out and not out[-1].strip():
+        out.pop()
+    for c in fresh:
+        out += ["", *_check_md(c)]
+    while out and not out[-1].strip():
+        out.pop()
+    return "\n".join(lines[:start] + out + ([""] + lines[end:] if end < len(lines) else [])).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """``--quick``: small sizes; ``--docs``: write the results into docs/benchmarks.md's agent
+    area, each marked with when, at which revision and under which load it was measured."""
+    from dataclasses import replace
+
+    from . import machine
+    from .report import AreaResult, summary
+    from .server import ROOT
+
+    load0 = machine.load()
     res = AreaResult("agent", "")
     res.checks.extend(checks("--quick" in argv))
     print(summary([res]))
+    if "--docs" in argv and "--quick" not in argv:
+        from datetime import datetime, timezone
+
+        when = (f"Measured on its own by `.venv/bin/python -m benchmarks.uomp_bench --docs` at "
+                f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}, revision {machine.revision()}, "
+                f"load average {load0} at start, {machine.load()} at end (2 CPUs shared with other work); "
+                "the machine table above is the area's last full run.")
+        fresh = [replace(c, notes=(*c.notes, when)) for c in res.checks]
+        doc = ROOT / "docs" / "benchmarks.md"
+        doc.write_text(splice(doc.read_text(encoding="utf-8"), fresh), encoding="utf-8")
+        print(f"wrote {doc.relative_to(ROOT)}")
     return 0 if all(c.verdict == PASS for c in res.checks) else 1
 
 
