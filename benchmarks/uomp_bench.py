@@ -342,6 +342,8 @@ def splice(text: str, fresh: list[Check]) -> str:
     while out and not out[-1].strip():
         out.pop()
     for c in fresh:
+        while out and not out[-1].strip():
+            out.pop()
         out += ["", *_check_md(c)]
     while out and not out[-1].strip():
         out.pop()
