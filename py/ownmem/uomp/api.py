@@ -192,6 +192,10 @@ class Uomp:
         except UompError as e:
             # steps 1-2 failed: nothing is known of the caller, so nothing is audited under a session
             return error(e.status, e.error_code, str(e))
+        with self.audit.coming():         # its audit entry is on its way: it may share a batch's fsync
+            return await self._decided(req, action, claims, token)
+
+    async def _decided(self, req: guard.Request, action: str, claims: Claims, token: str) -> Response:
         sid = claims.session_id
         state = self._state(claims, token)
         if req.path == "key":
