@@ -267,6 +267,8 @@ def run(quick: bool = False) -> AreaResult:
          ("target", f"≤ {RECALL_TARGET:.0f} ms p50")),
         figure=f"{r50:.1f} ms p50", target=f"≤ {RECALL_TARGET:.0f} ms p50"))
     res.checks.extend(logbench.checks(quick))
+    from . import uomp_bench          # the UOMP Guard's targets (issue 10); it builds on Agent here
+    res.checks.extend(uomp_bench.checks(quick))
     return res
 
 

@@ -63,3 +63,42 @@ def test_concurrent_records_share_commits_and_prune_drops_old(tmp_path: Path) ->
         assert len(a.entries("sess_a", limit=10_000)) == 160
     finally:
         a.close()
+
+
+def test_a_batch_waits_for_entries_on_their_way_and_no_longer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry announced by a request (coming) joins the batch being formed instead of paying
+    its own fsync; a request that leaves without recording releases the batch at once; nothing
+    waits longer than COMMIT_DELAY (2 s here, to make the timing unmistakable)."""
+    import time
+
+    from ownmem.uomp import audit
+
+    monkeypatch.setattr(audit, "COMMIT_DELAY", 2.0)
+    a = AuditLog(tmp_path, KEY)
+    try:
+        started = threading.Event()
+
+        def later(record: bool) -> None:
+            with a.coming():
+                started.set()
+                time.sleep(0.3)
+                if record:
+                    a.record(entry("sess_a"))
+
+        for record, batches in ((True, 1), (False, 1)):
+            before, started = a.batches, threading.Event()
+            t = threading.Thread(target=later, args=(record,))
+            t.start()
+            started.wait()
+            t0 = time.monotonic()
+            a.record(entry("sess_b"))             # formed while the other is on its way
+            waited = time.monotonic() - t0
+            t.join()
+            assert 0.2 < waited < 1.5, waited     # waited for it, and no longer than it took
+            assert a.batches - before == batches  # both in one fsync / the lone one alone
+        t0 = time.monotonic()
+        a.record(entry("sess_c"))                 # nobody on the way: no wait at all
+        assert time.monotonic() - t0 < 1.0
+        assert len(a.entries(limit=100)) == 4
+    finally:
+        a.close()

@@ -136,8 +136,14 @@ def test_forged_expired_revoked_closed_tokens_and_admin_boundary(
     # a really expiring session
     _, short = u.session(READ, minutes=0.03)
     assert u.get("/v1/memory/preference.theme", short).status_code == 200
+    # exp close, expires_at far (signed by the real key): verified once (and remembered), then
+    # used again after exp: the remembered verification must not outlive exp
+    brief = jwt.encode({**payload, "exp": int(time.time()) + 2}, key.private, algorithm="EdDSA",
+                       headers={"kid": key.kid})
+    assert code(u.get("/v1/memory/preference.theme", brief)) == "SESSION_REVOKED"
     time.sleep(2.2)
     assert code(u.get("/v1/memory/preference.theme", short)) == "TOKEN_EXPIRED"
+    assert code(u.get("/v1/memory/preference.theme", brief)) == "TOKEN_EXPIRED"
 
     # admin endpoints: no credential, a wrong one, and a capability token are all refused
     for headers in ({}, {"X-Ownmem-Admin": "om_admin_wrong"}, {"Authorization": f"Bearer {tok}"},
@@ -206,3 +212,49 @@ def test_deletion_proofs_signed_method_matched_not_replayed_and_task_bound_close
     assert u.admin("POST", f"/v1/sessions/{sid2}/close").status_code == 200
     actions = [e["action"] for e in u.admin("GET", f"/v1/audit?session_id={sid2}").json()["entries"]]
     assert "deletion_proof_missing" in actions
+
+
+def test_grant_refuses_nonsense_terms_and_changes_nothing(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any]) -> None:
+    """Grant terms from a confused or hostile admin client: each refused 400 INVALID_REQUEST in
+    the "Error Format", the session still waiting for a grant and no token issued."""
+    agent, uv, u = _start(sqlite_backend, servers, uomp_vault, agents)
+    r = u.admin("POST", "/v1/sessions", {"agent_id": "calendar_agent", "requested_scopes": {"read": READ},
+                                         "duration_minutes": 30})
+    sid = r.json()["session_id"]
+    good = {"granted_scopes": {"read": READ}}
+    nonsense: list[dict[str, Any]] = [
+        {**good, "limits": {"max_read_queries": -1}}, {**good, "limits": {"max_read_queries": "50"}},
+        {**good, "limits": {"max_read_queries": True}}, {**good, "limits": {"max_read_queries": 1.5}},
+        {**good, "limits": {"max_read_queries": 10**12}}, {**good, "limits": {"max_reads": 5}},
+        {**good, "limits": [50]},
+        {**good, "duration_minutes": 0}, {**good, "duration_minutes": -5}, {**good, "duration_minutes": "30"},
+        {**good, "duration_minutes": True}, {**good, "duration_minutes": 10**9},
+        {**good, "duration_minutes": 60},                 # longer than the 30 minutes the session asked for
+        {"granted_scopes": {"read": {"tags": "preference"}}}, {"granted_scopes": {"read": {"tags": [1]}}},
+        {"granted_scopes": {"read": {"tags": [""]}}}, {"granted_scopes": {"read": {"tags": ["x" * 300]}}},
+        {"granted_scopes": {"read": {"tags": ["preference"], "deny_tag": ["financial"]}}},   # a misspelt deny
+        {"granted_scopes": {"reed": READ}}, {"granted_scopes": [READ]},
+        {**good, "allowed_fields": ["key", "password"]}, {**good, "allowed_fields": "key"},
+        {**good, "aggregation_only": "false"}, {**good, "task_bound": 1},
+        {**good, "scopes": READ}, [good], "grant",
+    ]
+    for body in nonsense:
+        g = u.admin("POST", f"/v1/sessions/{sid}/grant", body)
+        assert (g.status_code, code(g)) == (400, "INVALID_REQUEST"), body
+        assert g.json()["error"]["session_id"] == sid
+    # NaN is no number of minutes either (Python's JSON sends and reads it)
+    g = u.http.post(f"/v1/sessions/{sid}/grant", content=b'{"duration_minutes": NaN}',
+                    headers={"X-Ownmem-Admin": u.admin_secret, "Content-Type": "application/json"})
+    assert (g.status_code, code(g)) == (400, "INVALID_REQUEST")
+    [s] = [s for s in u.admin("GET", "/v1/sessions").json()["sessions"] if s["session_id"] == sid]
+    assert s["status"] == "created" and s["token_hash"] is None
+    # sane terms are granted, a shorter length included
+    before = int(time.time())
+    g = u.admin("POST", f"/v1/sessions/{sid}/grant", {**good, "duration_minutes": 1,
+                                                     "limits": {"max_read_queries": 5}})
+    assert g.status_code == 200, g.text
+    claims = jwt.decode(g.json()["token"], options={"verify_signature": False})
+    assert before + 60 <= claims["exp"] <= int(time.time()) + 60 and claims["limits"] == {"max_read_queries": 5}
+    assert u.get("/v1/memory/preference.theme", g.json()["token"]).status_code == 200

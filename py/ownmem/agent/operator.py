@@ -71,21 +71,22 @@ def agent_info(name: str) -> bytes:
     return AGENT_INFO + name.encode()
 
 
-def trust_label(e: Entry) -> str:
-    """ownmemTrust: the derived trust, with agent-written memories named as such."""
+def trust_label(e: Entry, agents: staging.AgentKeys) -> str:
+    """ownmemTrust: the derived trust, with agent-written memories named as such: "agent" only
+    when the signer is the author key of the agent the payload names (staging.bound_agent);
+    another accepted key claiming an agent's name is just "trusted"."""
     o = e.opened
-    if o.trust is Trust.TRUSTED:
-        uomp = o.extensions.get("uomp")
-        if isinstance(uomp, dict) and uomp.get("source") == "agent":
-            return "agent"
+    if o.trust is Trust.TRUSTED and staging.bound_agent(e, agents) is not None:
+        return "agent"
     return o.trust.value
 
 
-def recall_entry(e: Entry, cell: bytes) -> RecallEntry:
+def recall_entry(e: Entry, cell: bytes, agents: staging.AgentKeys) -> RecallEntry:
     c = parse_cell(cell)
     o = e.opened
     return RecallEntry(c.cell_id, o.content, c.holder_id, c.cell_nonce, c.kek_version, c.timestamp, c.tier,
-                       c.signature[:8], trust_label(e), o.authorship.value, o.author_key_id, o.custody_present)
+                       c.signature[:8], trust_label(e, agents), o.authorship.value, o.author_key_id,
+                       o.custody_present)
 
 
 def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | None:
@@ -126,6 +127,7 @@ class Operator:
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
         self._meta_dirty = False
         self.staged: dict[bytes, str] = {}   # cell id -> agent, of unconfirmed staged writes
+        self.agents = staging.AgentKeys(v)   # whose author key is whose (staging.bound_agent)
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -164,10 +166,11 @@ class Operator:
             confirmed = staging.confirmed_ids(entries)
             heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not staging.is_confirmation(e)}
             self.staged = {cid: a for cid, e in heads.items()
-                           if (a := staging.staged_agent(e)) is not None and e.id not in confirmed}
+                           if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in confirmed}
             have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}
             self.index.remove(have - set(heads))
-            self.index.put(recall_entry(e, self._opened[e.id][2]) for cid, e in heads.items() if cid not in have)
+            self.index.put(recall_entry(e, self._opened[e.id][2], self.agents)
+                           for cid, e in heads.items() if cid not in have)
 
     def _open(self, oids: list[bytes], visible: dict[bytes, tuple[bytes, bytes]]) -> None:
         """Open and check each new visible object: its cell must be this holder's, name this
@@ -234,17 +237,19 @@ class Operator:
 
     # ------------------------------------------------------------------ tools
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
-        """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited."""
+        """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
+        durably before anything is written (an audit that fails refuses the write)."""
+        audit = staging.WriteAudit.begin(self.v.store.folder, cred.name)
         try:
             res = self._remember(cred, params)
         except OperatorError as e:
-            staging.audit_write(self.v.store.folder, cred.name, "refused", e.error)
+            audit.end("refused", e.error)
             raise
         except OwnmemError as e:
-            staging.audit_write(self.v.store.folder, cred.name, "failed", type(e).__name__)
+            audit.end("failed", type(e).__name__)
             raise
         # the cell's nonce is the sealed object's id
-        staging.audit_write(self.v.store.folder, cred.name, "staged", "", bytes.fromhex(res["cellNonce"]))
+        audit.end("staged", "", bytes.fromhex(res["cellNonce"]))
         return res
 
     def _remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:

@@ -50,14 +50,13 @@ from ..vault.vault import honour_links
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, live_items
-from .sessions import ADMIN_HEADER, AdminCredential, Session, SessionStore
-from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, issue, iso,
-                     token_hash, verify)
+from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
+                       parse_grant)
+from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
+                     check_expiry, issue, iso, token_hash, verify, verify_signature)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
-MAX_MINUTES = 24 * 60
-DEFAULT_MINUTES = 30
 REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
 # refused before the quota step: such a request does not consume the session's quota
 _UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
@@ -78,6 +77,7 @@ class ItemView:
     def __init__(self) -> None:
         self.by_key: dict[str, Item] = {}
         self.by_cell: dict[bytes, Item] = {}
+        self.by_tag: dict[str, list[Item]] = {}     # a tag query reads its tag's items, not all
 
     def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]], staged: frozenset[bytes] | set[bytes] = frozenset()) -> None:
         """``staged``: cellIds of agent writes the person has not confirmed: no item yet."""
@@ -85,6 +85,11 @@ class ItemView:
         live = live_items(e for e in entries if e.is_head)
         cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
         self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
+        by_tag: dict[str, list[Item]] = {}
+        for it in live.values():
+            for t in set(it.tags):
+                by_tag.setdefault(t, []).append(it)
+        self.by_tag = by_tag
         self.by_key = live          # one assignment each: readers see the old or the new view
 
 
@@ -102,7 +107,7 @@ class Uomp:
         self.now = now
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
         self._count_lock = threading.Lock()
-        self._verified: dict[str, Claims] = {}
+        self._verified: dict[str, Verified] = {}
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
@@ -159,15 +164,14 @@ class Uomp:
         if token is None:
             raise InvalidToken("missing bearer token")
         # a token string whose signature verified once need not be verified again (the bytes
-        # are the same); its expiry is checked on every request all the same
-        claims = self._verified.get(token)
-        if claims is None:
-            claims = verify(token, self.key, self.now())
+        # are the same); both its expiries are checked on every request all the same
+        v = self._verified.get(token)
+        if v is None:
+            v = verify_signature(token, self.key)
             if len(self._verified) >= 4096:
                 self._verified.clear()
-            self._verified[token] = claims
-        elif self.now() >= claims.expires_at:
-            raise TokenExpired("token expired", reason="expired")
+            self._verified[token] = v
+        claims = check_expiry(v, self.now())
         return claims, token
 
     async def _audit(self, claims: Claims | None, action: str, request: guard.Request, d: guard.Decision,
@@ -194,6 +198,10 @@ class Uomp:
             # no session ("Access Control": a failed check is audited; the person sees the attempt)
             await self._audit(None, action, req, guard.Decision(False, e.error_code, e.reason))
             return error(e.status, e.error_code, str(e))
+        with self.audit.coming():         # its audit entry is on its way: it may share a batch's fsync
+            return await self._decided(req, action, claims, token)
+
+    async def _decided(self, req: guard.Request, action: str, claims: Claims, token: str) -> Response:
         sid = claims.session_id
         state = self._state(claims, token)
         if req.path == "key":
@@ -217,7 +225,7 @@ class Uomp:
             cells = await run_in_threadpool(self.search, text) if self.search else []
             pool = [self.items.by_cell[c] for c in cells if c in self.items.by_cell]
         else:
-            pool = [it for it in self.items.by_key.values() if req.tag in it.tags]
+            pool = self.items.by_tag.get(req.tag or "", [])
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
         if req.path == "aggregate":
             # checked and recorded with no await between: two concurrent aggregates of one
@@ -275,9 +283,7 @@ class Uomp:
             d = await self._json(r)
             if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
                 raise UompError("agent_id is required")
-            minutes = d.get("duration_minutes", DEFAULT_MINUTES)
-            if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not 0 < minutes <= MAX_MINUTES:
-                raise UompError(f"duration_minutes must be in (0, {MAX_MINUTES}]")
+            minutes = duration_minutes(d.get("duration_minutes", DEFAULT_MINUTES))
             requested = Scopes.from_json(d.get("requested_scopes"))
             for name in ("identity_key", "deletion_method", "agent_name"):
                 if d.get(name) is not None and not isinstance(d[name], str):
@@ -305,31 +311,25 @@ class Uomp:
             return error(401, "INVALID_TOKEN", "admin credential required")
         try:
             s = self._session(r)
-            d = await self._json(r)
-            if not isinstance(d, dict):
-                raise UompError("body must be an object")
-            scopes = Scopes.from_json(d.get("granted_scopes"))
-            limits = d.get("limits") or {}
-            fields = d.get("allowed_fields")
-            if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
-                raise UompError("allowed_fields must be a list of strings")
+        except UompError as e:
+            return error(e.status, e.error_code, str(e))
+        try:
+            g = parse_grant(await self._json(r), s, self.now())
         except (UompError, ValueError) as e:
-            code = e.error_code if isinstance(e, UompError) else "INVALID_REQUEST"
-            return error(e.status if isinstance(e, UompError) else 400, code, str(e))
+            return error(400, "INVALID_REQUEST", str(e), s.session_id)
         now = self.now()
         if s.state(now) != "created":
             return error(409 if s.state(now) == "active" else 401, "SESSION_REVOKED" if s.state(now) != "active"
                          else "INVALID_REQUEST", f"session is {s.state(now)}", s.session_id)
-        claims = Claims(s.session_id, s.agent_id, now, s.expires_at, scopes,
-                        limits.get("max_read_queries"), limits.get("max_write_queries"), "local", self.audience,
-                        ("127.0.0.1",), tuple(fields) if fields is not None else None,
-                        bool(d.get("aggregation_only", False)), bool(d.get("task_bound", False)))
+        claims = Claims(s.session_id, s.agent_id, now, g.expires_at, g.scopes, g.max_read_queries,
+                        g.max_write_queries, "local", self.audience, ("127.0.0.1",), g.allowed_fields,
+                        g.aggregation_only, g.task_bound)
         token = issue(self.key, claims)
         self.on_grant(claims)
-        await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=scopes,
-                                                           token_hash=token_hash(token)))
+        await run_in_threadpool(self.sessions.put, replace(s, status="active", granted_scopes=g.scopes,
+                                                           expires_at=g.expires_at, token_hash=token_hash(token)))
         await self._audit(claims, "grant", guard.Request("session"), guard.Decision(True, None, "granted"))
-        return ok({"token": token, "token_type": "Bearer", "expires_at": iso(s.expires_at)})
+        return ok({"token": token, "token_type": "Bearer", "expires_at": iso(g.expires_at)})
 
     async def _end(self, r: HttpRequest, status: str) -> Response:
         try:

@@ -27,12 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from .tokens import Scopes
+from .items import FIELDS
+from .tokens import InvalidRequest, Scopes
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"
 ADMIN_HEADER = "x-ownmem-admin"
 STATUSES = ("created", "active", "closed", "revoked", "expired")
+MAX_MINUTES = 24 * 60
+DEFAULT_MINUTES = 30
+MAX_QUERIES = 1_000_000          # a quota above this is no quota: refused as nonsense
+MAX_NAME = 256                   # characters of one tag or key in a scope (items.MAX_KEY)
+MAX_NAMES = 1000                 # entries of one scope list
+GRANT_FIELDS = ("granted_scopes", "limits", "allowed_fields", "aggregation_only", "task_bound", "duration_minutes")
+SCOPE_FIELDS = ("tags", "keys", "deny_tags", "deny_keys", "description")
+LIMIT_FIELDS = ("max_read_queries", "max_write_queries")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -98,6 +107,102 @@ class Session:
                    Scopes.from_json(d["requested_scopes"]), Scopes.from_json(g) if g is not None else None,
                    d["token_hash"], d["proof_required"], d["deletion_method"], d["identity_key"],
                    d["proof_accepted"], d.get("proof_missing", False))
+
+
+def duration_minutes(v: object) -> float:
+    """A session length in minutes: a number in (0, MAX_MINUTES] (NaN fails the comparison)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= MAX_MINUTES:
+        raise InvalidRequest(f"duration_minutes must be a number in (0, {MAX_MINUTES}]")
+    return float(v)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What the person grants a created session ("Grant Session"), every term checked."""
+
+    scopes: Scopes
+    expires_at: int
+    max_read_queries: int | None = None
+    max_write_queries: int | None = None
+    allowed_fields: tuple[str, ...] | None = None
+    aggregation_only: bool = False
+    task_bound: bool = False
+
+
+def _known(d: dict[str, Any], allowed: tuple[str, ...], what: str) -> None:
+    # a misspelt term (``deny_tag``) must not vanish silently: the grant would be wider than meant
+    unknown = sorted(k for k in d if k not in allowed)
+    if unknown:
+        raise InvalidRequest(f"{what}: unknown member(s) {', '.join(map(repr, unknown))}")
+
+
+def _scope_doc(d: object, what: str) -> None:
+    if d is None:
+        return
+    if not isinstance(d, dict):
+        raise InvalidRequest(f"{what} must be an object")
+    _known(d, SCOPE_FIELDS, what)
+    for name in SCOPE_FIELDS[:4]:
+        v = d.get(name)
+        if v is None:
+            continue
+        if not isinstance(v, list) or len(v) > MAX_NAMES or \
+                not all(isinstance(x, str) and 0 < len(x) <= MAX_NAME for x in v):
+            raise InvalidRequest(f"{what}.{name} must be a list of at most {MAX_NAMES} strings of 1 to "
+                                 f"{MAX_NAME} characters")
+    if d.get("description") is not None and not isinstance(d["description"], str):
+        raise InvalidRequest(f"{what}.description must be a string")
+
+
+def _quota(v: object, name: str) -> int | None:
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_QUERIES:
+        raise InvalidRequest(f"limits.{name} must be an integer from 0 to {MAX_QUERIES:,}")
+    return v
+
+
+def _flag(d: dict[str, Any], name: str) -> bool:
+    v = d.get(name, False)
+    if not isinstance(v, bool):
+        raise InvalidRequest(f"{name} must be true or false")
+    return v
+
+
+def parse_grant(doc: object, s: Session, now: int) -> Grant:
+    """The grant request's terms, or InvalidRequest naming the first that is nonsense: unknown
+    members, scopes that are not lists of strings, quotas that are not counts, fields no item
+    has, flags that are not booleans, a length that is not a number of minutes or outlasts
+    the session asked for (a grant may shorten a session, never lengthen it)."""
+    if not isinstance(doc, dict):
+        raise InvalidRequest("the grant must be an object")
+    _known(doc, GRANT_FIELDS, "grant")
+    scopes = doc.get("granted_scopes")
+    if scopes is not None:
+        if not isinstance(scopes, dict):
+            raise InvalidRequest("granted_scopes must be an object")
+        _known(scopes, ("read", "write"), "granted_scopes")
+        for action in ("read", "write"):
+            _scope_doc(scopes.get(action), f"granted_scopes.{action}")
+    limits = doc.get("limits")
+    if limits is None:
+        limits = {}
+    if not isinstance(limits, dict):
+        raise InvalidRequest("limits must be an object")
+    _known(limits, LIMIT_FIELDS, "limits")
+    fields = doc.get("allowed_fields")
+    if fields is not None:
+        if not isinstance(fields, list) or not all(isinstance(f, str) and f in FIELDS for f in fields):
+            raise InvalidRequest(f"allowed_fields must be a list of item fields ({', '.join(FIELDS)})")
+        fields = tuple(fields)
+    expires_at = s.expires_at
+    if doc.get("duration_minutes") is not None:
+        expires_at = now + int(duration_minutes(doc["duration_minutes"]) * 60)
+        if expires_at > s.expires_at:
+            raise InvalidRequest("duration_minutes outlasts the session asked for (a grant may only shorten it)")
+    return Grant(Scopes.from_json(scopes), expires_at, _quota(limits.get("max_read_queries"), "max_read_queries"),
+                 _quota(limits.get("max_write_queries"), "max_write_queries"), fields,
+                 _flag(doc, "aggregation_only"), _flag(doc, "task_bound"))
 
 
 def _private_file(path: Path) -> None:

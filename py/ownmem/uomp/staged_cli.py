@@ -19,7 +19,7 @@ from . import staging
 def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
     listing = v.open_all(allow_unverified=True)
     e = v.resolve(ident, listing)
-    for s in staging.pending(listing.entries):
+    for s in staging.pending(listing.entries, staging.AgentKeys(v)):
         if s.entry.id == e.id:
             return s
     raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write waiting for you")
@@ -27,7 +27,7 @@ def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
 
 def cmd_list(args: argparse.Namespace) -> int:
     v = _unlock(args)
-    items = staging.pending(v.open_all(allow_unverified=True).entries)
+    items = staging.pending(v.open_all(allow_unverified=True).entries, staging.AgentKeys(v))
     if args.json:
         print(json.dumps([{**s.entry.to_json(), "agent_id": s.agent_id} for s in items], indent=2))
         return 0

@@ -13,6 +13,7 @@ need state this module must not touch.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -86,8 +87,14 @@ class StoreUnavailable(UompError):
     code = "uomp_store_unavailable"
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _iso(t: int) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(int(t), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO 8601 UTC to the second; remembered (every item read formats two of these)."""
+    return _iso(int(t))
 
 
 def parse_iso(s: object) -> int:
@@ -239,10 +246,17 @@ def issue(key: AuthKey, claims: Claims) -> str:
     return jwt.encode(claims.to_json(), key.private, algorithm="EdDSA", headers={"kid": key.kid})
 
 
-def verify(token: str, key: AuthKey, now: int) -> Claims:
-    """Steps 1 and 2 of "Access Control": signature, then exp and expires_at.  An expired
-    token reports TOKEN_EXPIRED only once its signature verified (a forgery is never
-    told apart from another forgery)."""
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A token whose signature verified: its claims and its standard ``exp``, each checked
+    against the clock on every use (``check_expiry``), however it was remembered."""
+
+    claims: Claims
+    exp: int
+
+
+def verify_signature(token: str, key: AuthKey) -> Verified:
+    """Step 1 of "Access Control": the signature, then the claims' shape.  No clock here."""
     if not token or len(token) > MAX_TOKEN:
         raise InvalidToken("malformed token", reason="malformed")
     try:
@@ -253,7 +267,7 @@ def verify(token: str, key: AuthKey, now: int) -> Claims:
         raise InvalidToken("unknown signing key", reason="unknown kid")
     pub = Ed25519PublicKey.from_public_bytes(key.public)
     try:
-        # step 1: the signature, EdDSA only (no "none", no HMAC with the public key as secret)
+        # EdDSA only (no "none", no HMAC with the public key as secret)
         payload = jwt.decode(token, pub, algorithms=["EdDSA"], options={"verify_exp": False,
                                                                         "require": ["iat", "exp"]})
     except jwt.PyJWTError:
@@ -265,8 +279,19 @@ def verify(token: str, key: AuthKey, now: int) -> Claims:
             raise ValueError("exp must be an integer")
     except (ValueError, KeyError, TypeError) as e:
         raise InvalidToken("malformed claims", reason=f"malformed claims: {e}") from None
-    # step 2: both clocks, each on its own ("Claims": the Guard MUST validate both); this
-    # service always signs them equal, so either one passed alone is never trusted
-    if now >= exp or now >= claims.expires_at:
+    return Verified(claims, exp)
+
+
+def check_expiry(v: Verified, now: int) -> Claims:
+    """Step 2: both clocks, each on its own ("Claims": the Guard MUST validate both); this
+    service always signs them equal, so either one passed alone is never trusted."""
+    if now >= v.exp or now >= v.claims.expires_at:
         raise TokenExpired("token expired", reason="expired")
-    return claims
+    return v.claims
+
+
+def verify(token: str, key: AuthKey, now: int) -> Claims:
+    """Steps 1 and 2 of "Access Control": signature, then exp and expires_at.  An expired
+    token reports TOKEN_EXPIRED only once its signature verified (a forgery is never
+    told apart from another forgery)."""
+    return check_expiry(verify_signature(token, key), now)

@@ -430,7 +430,7 @@ class App:
         pub = read_published(listing.entries, now)
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
-                           for w in staging.pending(listing.entries)]}
+                           for w in staging.pending(listing.entries, staging.AgentKeys(self.v))]}
 
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);
@@ -462,7 +462,7 @@ class App:
     def _staged(self, id: str) -> Any:
         from ..uomp import staging
 
-        for w in staging.pending(self._open_all().entries):
+        for w in staging.pending(self._open_all().entries, staging.AgentKeys(self.v)):
             if w.entry.id.hex() == id.strip().lower():
                 return w
         raise NotFound("that is not an agent write waiting for you")
