@@ -151,6 +151,9 @@ def session_doc(s: Any, now: int, limits: dict[str, Any] | None) -> dict[str, An
     """The record of session ``s`` (sessions.Session) as of ``now``, without the volatile fields."""
     granted = s.granted_scopes is not None
     scopes = (s.granted_scopes if granted else s.requested_scopes).to_json()
+    # a grant's limits are noted (on_grant) just before its session is stored as granted: a
+    # tick in between must not publish the still-ungranted session again with them
+    limits = limits if granted else None
     return {"kind": "session", "session_id": s.session_id, "agent_id": s.agent_id, "agent_name": s.agent_name,
             "status": s.state(now), "created_at": s.created_at, "expires_at": s.expires_at,
             "closed_at": s.closed_at, "granted": granted, "scopes": scopes, **(limits or NO_LIMITS),
