@@ -208,7 +208,8 @@ def gaps(batches: list[Batch]) -> dict[tuple[str, int], str]:
                                       f"({prev + 1}{'-' + str(cur - 1) if n > 1 else ''}) did not reach this device")
         for s, roots in seqs.items():
             if len(roots) > 1:
-                out[(stream, s)] = "two different batches carry this batch's number"
+                twice = "two different batches carry this batch's number"
+                out[(stream, s)] = f"{out[(stream, s)]}; {twice}" if (stream, s) in out else twice
     return out
 
 
@@ -247,17 +248,18 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
 
     batches = read_batches(entries)
     gap = gaps(batches)
-    rows: list[tuple[int, str, dict[str, Any]]] = []
+    # newest first; within one second, in the order the service recorded them
+    rows: list[tuple[int, int, int, dict[str, Any]]] = []
     for b in batches:
-        for e in b.doc["entries"]:
+        for i, e in enumerate(b.doc["entries"]):
             if session is None or e.get("session_id") == session:
-                rows.append((int(e.get("timestamp") or 0), str(e.get("id")), e))
-    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+                rows.append((int(e.get("timestamp") or 0), b.key[1], i, e))
+    rows.sort(key=lambda r: r[:3], reverse=True)
     shown = rows[:limit]
     by_entry = {id(e): b for b in batches for e in b.doc["entries"]}
     problems: dict[tuple[str, int], str | None] = {}
     anchored = 0
-    for _, _, e in shown:
+    for *_, e in shown:
         b = by_entry[id(e)]
         if b.key in problems:
             continue
@@ -270,7 +272,7 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
             anchored += why is None
         problems[b.key] = why
     out = []
-    for _, _, e in shown:
+    for *_, e in shown:
         b = by_entry[id(e)]
         d = {k: e.get(k) for k in _ENTRY_FIELDS}
         d["timestamp"] = iso(int(e.get("timestamp") or 0))
