@@ -1705,6 +1705,7 @@ from ownmem.vault.sync import login_new_device
 folder, server, name = sys.argv[1:4]
 s = login_new_device(folder, server, name, os.environ["PW"])
 put_item(s.v, "preference.theme", "dark", tags=("preference",), sensitivity="low")
+put_item(s.v, "preference.card", "4111-1111", tags=("preference", "financial"), sensitivity="medium")
 s.sync_once()
 s.v.close()
 `;
@@ -1716,7 +1717,7 @@ const CALENDAR_MANIFEST = {
   data_retention_policy: { max_retention_seconds: 300, deletion_method: 'process_termination' },
 };
 
-test('20. the Agents screen: a live session counts down; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
+test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
   const ctx = await newContext('t20');
   const folder = path.join(tmp, 't20-agent-machine');
   const home = path.join(tmp, 't20-home');
@@ -1769,6 +1770,9 @@ test('20. the Agents screen: a live session counts down; Revoke now cuts a readi
     const firstText = await first.text();
     assert.equal(first.status, 200, firstText);
     assert.equal(JSON.parse(firstText).value, 'dark');
+    // one read the Guard refuses (a denied tag): the audit shows both, with their reasons
+    const refused = await fetch(`${base}/v1/memory/preference.card`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(refused.status, 403, await refused.text());
     // two agent writes, staged until the person answers
     await saihm(writer, 'saihm_remember', { content: KEEP });
     await saihm(writer, 'saihm_remember', { content: DROP });
@@ -1794,7 +1798,34 @@ test('20. the Agents screen: a live session counts down; Revoke now cuts a readi
     assert.equal(await registered.locator('[data-testid="publisher"]').textContent(), 'unverified publisher');
     assert.match(await registered.textContent(), /Asks to read: tags preference \(never financial\)/);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="staged-write"]').length === 2, null, { timeout: SYNC_MS });
-    assert.match(await page.textContent('[data-testid="agents-audit"]'), /Not on this device yet/);
+    // the access audit, synced in anchored batches: newest first, allowed and denied with why
+    const auditRow = (allowed, key) => page.locator(
+      `[data-testid="audit-row"][data-session="${sid}"][data-allowed="${allowed}"]`, { hasText: key });
+    const auditUntil = Date.now() + SYNC_MS;
+    while (!(await auditRow('false', 'preference.card').count() && await auditRow('true', 'preference.theme').count())) {
+      assert.ok(Date.now() < auditUntil, `the audit did not reach the Agents screen: ${await page.textContent('[data-testid="agents-audit"]')} ${await page.textContent('[data-testid="agents-view"] [data-role="error"]')}`);
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    const deniedRow = auditRow('false', 'preference.card').first();
+    assert.equal(await deniedRow.locator('[data-testid="audit-verdict"]').textContent(), 'denied');
+    assert.equal(await deniedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: item carries a denied tag');
+    assert.match(await deniedRow.textContent(), /calendar_agent/);
+    const allowedRow = auditRow('true', 'preference.theme').first();
+    assert.equal(await allowedRow.locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
+    assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: scope matched');
+    const times = await page.$$eval('[data-testid="audit-row"] time', (ts) => ts.map((t) => t.getAttribute('datetime')));
+    assert.deepEqual(times, [...times].sort().reverse(), 'the audit is not newest first');
+    // every batch shown verified against its anchor in the public log: no warning
+    assert.equal(await page.locator('[data-testid="audit-problem"]').count(), 0);
+    assert.equal(await page.locator('[data-testid="audit-warnings"] li').count(), 0);
+    // filtered by session: that session's rows only
+    await page.selectOption('[data-testid="audit-session"]', sid);
+    await page.waitForFunction((s) => {
+      const rows = [...document.querySelectorAll('[data-testid="audit-row"]')];
+      return rows.length > 0 && rows.every((r) => r.dataset.session === s);
+    }, sid, { timeout: 10_000 });
+    await page.selectOption('[data-testid="audit-session"]', '');
     // control records are no memories: none in the list
     await backToList(page);
     assert.ok(!(await cards(page)).some((c) => c.content.startsWith('UOMP ')), 'a session record is listed as a memory');

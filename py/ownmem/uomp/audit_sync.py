@@ -42,12 +42,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ..aperto.model import Trust
 from ..crypto import run_sync
-from ..errors import OwnmemError
+from ..errors import OwnmemError, SyncError
 from ..saihm import tlog
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ..vault.vault import Entry
@@ -226,6 +227,11 @@ def structure_problem(b: Batch, holder_id: bytes) -> str | None:
     return None
 
 
+def _iso(t: int) -> str:
+    """As tokens.iso, which the browser cannot import (it pulls in PyJWT)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @dataclass(frozen=True, slots=True)
 class AuditView:
     entries: list[dict[str, Any]]           # newest first: the 18.1 fields + "batch" {seq, stream, problem}
@@ -244,8 +250,6 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
     """The synced audit as a device shows it.  ``anchor_check(batch)`` -> why the batch's
     receipt is not proven in the public log (None: proven); without one (offline) anchors are
     left unchecked, never reported as good."""
-    from .tokens import iso
-
     batches = read_batches(entries)
     gap = gaps(batches)
     # newest first; within one second, in the order the service recorded them
@@ -258,7 +262,7 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
     shown = rows[:limit]
     by_entry = {id(e): b for b in batches for e in b.doc["entries"]}
     problems: dict[tuple[str, int], str | None] = {}
-    anchored = 0
+    checked: set[tuple[str, int]] = set()
     for *_, e in shown:
         b = by_entry[id(e)]
         if b.key in problems:
@@ -267,20 +271,22 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
         if why is None and anchor_check is not None:
             try:
                 why = anchor_check(b)
+                checked.add(b.key)
+            except SyncError:
+                pass          # the log cannot be reached now: unchecked, which is no verdict
             except OwnmemError as x:
                 why = f"its anchor could not be checked ({x})"
-            anchored += why is None
         problems[b.key] = why
     out = []
     for *_, e in shown:
         b = by_entry[id(e)]
         d = {k: e.get(k) for k in _ENTRY_FIELDS}
-        d["timestamp"] = iso(int(e.get("timestamp") or 0))
+        d["timestamp"] = _iso(int(e.get("timestamp") or 0))
         d["batch"] = {"stream": b.key[0], "seq": b.key[1], "problem": problems[b.key],
-                      "anchor_checked": anchor_check is not None}
+                      "anchor_checked": b.key in checked}
         out.append(d)
     warnings = sorted({f"audit batch {k[1]}: {w}" for k, w in problems.items() if w})
-    return AuditView(out, warnings, len(batches), anchored)
+    return AuditView(out, warnings, len(batches), sum(1 for k in checked if problems[k] is None))
 
 
 def log_anchor_check(syncer: Any) -> Callable[[Batch], str | None]:
@@ -292,6 +298,8 @@ def log_anchor_check(syncer: Any) -> Callable[[Batch], str | None]:
     watch = syncer.log_watch()
 
     def check(b: Batch) -> str | None:
+        if watch.verified is None:
+            watch._advance()         # noqa: SLF001 - a server out of reach raises SyncError: unchecked
         raw = bytes.fromhex(b.doc["anchor"])
         try:
             run_sync(verify_receipt(v.crypto, parse_receipt(raw), holder_public))
@@ -420,8 +428,6 @@ class AuditSync:
 
     def flush(self) -> int:
         """Seal, anchor and sync every batch that is due -> how many were sealed."""
-        from ..errors import SyncError
-
         done = 0
         with self._flush:
             self._waiting = 0
@@ -457,8 +463,6 @@ class AuditSync:
         # SAIHM "Order of effect and receipt": the anchor is in the log before the batch exists
         logged = syncer._call(functools.partial(syncer.remote.post_receipts, [receipt]))  # noqa: SLF001
         if parse_receipt(receipt).receipt_id not in logged:
-            from ..errors import SyncError
-
             raise SyncError("the server did not log the audit anchor")
         seq = self.state.seq + 1
         doc = {"v": 1, "stream": self.state.stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
@@ -472,8 +476,6 @@ class AuditSync:
 
     def prune(self, before: int) -> int:
         """Forget the batches older than ``before`` (what the service holds), then sync the erasure."""
-        from ..errors import SyncError
-
         op = self.op
         with op.lock:
             n = prune_batches(op.v, [e for e, _, _ in op._opened.values()], before, self.now())  # noqa: SLF001
