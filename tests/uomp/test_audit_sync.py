@@ -287,3 +287,27 @@ def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
     finally:
         db.close()
     assert left == []
+
+
+def test_the_cursor_survives_an_audit_db_pruned_empty(tmp_path: Path) -> None:
+    """SQLite numbers rows from 1 again once a table is empty: entries written after a prune
+    that emptied audit.db are still batched, not skipped as below the cursor."""
+    from types import SimpleNamespace
+
+    from ownmem.uomp.audit import AuditEntry, AuditLog
+
+    log = AuditLog(tmp_path, b"\x01" * 32)
+    try:
+        def entry(i: int, ts: int) -> AuditEntry:
+            return AuditEntry(f"log_{i}", ts, "sess_a", "cal", "read", "k", None, (), True, "scope matched")
+        for i in range(3):
+            log.record(entry(i, 10))
+        s = au.AuditSync(op=None, u=SimpleNamespace(audit=log), folder=tmp_path)
+        assert [e.id for _, e in s._next()] == ["log_0", "log_1", "log_2"]
+        s.state.rowid = 3                       # batched
+        assert s._next() == []
+        assert log.prune(before=11) == 3        # every row gone
+        log.record(entry(7, 20))
+        assert [e.id for _, e in s._next()] == ["log_7"]
+    finally:
+        log.close()

@@ -187,6 +187,10 @@ class AuditLog:
                                     "ORDER BY rowid LIMIT ?", (rowid, limit)).fetchall()
         return [(r[0], self._open(*r[1:])) for r in rows]
 
+    def last_rowid(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT coalesce(max(rowid), 0) FROM audit").fetchone()[0])
+
     def count(self, session_id: str, actions: tuple[str, ...]) -> int:
         return sum(1 for e in self.entries(session_id, limit=1_000_000) if e.action in actions)
 

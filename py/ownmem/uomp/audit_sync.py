@@ -417,6 +417,9 @@ class AuditSync:
                 _log.exception("audit batch not sealed")
 
     def _next(self) -> list[tuple[int, Any]]:
+        if self.u.audit.last_rowid() < self.state.rowid:
+            # every row was pruned: SQLite numbers the next from 1 again, below the cursor
+            self.state.rowid = 0
         rows = self.u.audit.after(self.state.rowid, self.max_entries)
         size, out = 0, list[tuple[int, Any]]()
         for rowid, e in rows:
