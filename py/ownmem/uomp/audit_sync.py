@@ -246,10 +246,12 @@ class AuditView:
 
 def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
                anchor_check: Callable[[Batch], str | None] | None = None,
+               newer_anchors: Callable[[list[Batch]], list[str]] | None = None,
                session: str | None = None, limit: int = MAX_SHOWN) -> AuditView:
     """The synced audit as a device shows it.  ``anchor_check(batch)`` -> why the batch's
     receipt is not proven in the public log (None: proven); without one (offline) anchors are
-    left unchecked, never reported as good."""
+    left unchecked, never reported as good.  ``newer_anchors(batches)`` -> a warning for each
+    batch the log anchors after the newest one held that has not arrived."""
     batches = read_batches(entries)
     gap = gaps(batches)
     # newest first; within one second, in the order the service recorded them
@@ -286,6 +288,11 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
                       "anchor_checked": b.key in checked}
         out.append(d)
     warnings = sorted({f"audit batch {k[1]}: {w}" for k, w in problems.items() if w})
+    if newer_anchors is not None:
+        try:
+            warnings += newer_anchors(batches)
+        except SyncError:
+            pass              # the log cannot be reached now: no verdict
     return AuditView(out, warnings, len(batches), sum(1 for k in checked if problems[k] is None))
 
 
@@ -308,6 +315,45 @@ def log_anchor_check(syncer: Any) -> Callable[[Batch], str | None]:
         why = watch._included(raw)   # noqa: SLF001 - the log check a FORGET from the feed gets
         return None if why is None else f"its anchor is not proven in the public log ({why})"
     return check
+
+
+def log_newer_anchors(syncer: Any, *, grace: int = 60,
+                      now: Callable[[], int] = lambda: int(time.time())) -> Callable[[list[Batch]], list[str]]:
+    """The newest batch withheld, which no later batch's gap shows yet: the anchors this holder
+    logged after the newest batch held (``/v1/log?holder=&operation=RECALL&after=``), signed by
+    this holder, naming a root no batch here has, and older than ``grace`` seconds (a batch is
+    anchored a moment before it is sealed and synced).  A vault holding no batch asks nothing:
+    every older anchor may be one that retention forgot."""
+    from .. import syncwire as wire
+
+    v = syncer.v
+    holder = v.holder()
+    log = syncer.log_watch().log
+
+    def newer(batches: list[Batch]) -> list[str]:
+        if not batches:
+            return []
+        newest = batches[-1]
+        found = wire.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
+        rows = found.get("entries") if isinstance(found, dict) else None
+        idx = [r["index"] for r in rows or [] if isinstance(r, dict) and type(r.get("index")) is int]
+        if not idx:
+            return []          # its own anchor is not listed: anchor_check says so on its rows
+        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
+                                      f"&after={min(idx)}&limit=1000"))
+        held = {b.root for b in batches}
+        out: set[str] = set()
+        for row in (page.get("entries") or []) if isinstance(page, dict) else []:
+            try:
+                r = parse_receipt(bytes.fromhex(row["receipt"]))
+                run_sync(verify_receipt(v.crypto, r, holder.public))
+            except (OwnmemError, ValueError, KeyError, TypeError):
+                continue       # not this holder's: a server cannot make an anchor appear
+            if r.subject_id in held or r.subject_id == holder.holder_id or r.timestamp > now() - grace:
+                continue
+            out.add(f"an audit batch anchored in the public log at {_iso(r.timestamp)} has not reached this device")
+        return sorted(out)
+    return newer
 
 
 # ---------------------------------------------------------------------------- retention

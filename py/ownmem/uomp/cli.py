@@ -173,20 +173,20 @@ def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..cli import _unlock
     from ..errors import SyncError
     from ..vault.sync import Syncer, syncer_for
-    from .audit_sync import audit_view, log_anchor_check
+    from .audit_sync import audit_view, log_anchor_check, log_newer_anchors
 
     v = _unlock(args)
     try:
-        check = None
+        check, newer = None, None
         if Syncer.linked(v.store) is not None:
             s = syncer_for(v)
             try:
                 s.sync_once()
-                check = log_anchor_check(s)
+                check, newer = log_anchor_check(s), log_newer_anchors(s)
             except SyncError as e:
                 print(f"not synced ({e}): the audit as this device last received it", file=sys.stderr)
         view = audit_view(v.open_all().entries, holder_id=v.holder().holder_id, anchor_check=check,
-                          session=args.session)
+                          newer_anchors=newer, session=args.session)
     finally:
         v.close()
     for w in view.warnings:

@@ -432,10 +432,11 @@ class App:
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
-        from ..uomp.audit_sync import Batch, audit_view, log_anchor_check
+        from ..uomp.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
 
-        check = None
+        check, newer = None, None
         if self._linked() is not None:
+            newer = log_newer_anchors(self._syncer())
             inner, checked = log_anchor_check(self._syncer()), self._anchors_checked
 
             def check(b: Batch) -> str | None:
@@ -446,7 +447,7 @@ class App:
                     checked.add(b.doc["anchor"])
                 return None
         view = audit_view(self._open_all().entries, holder_id=self.v.holder().holder_id, anchor_check=check,
-                          session=session or None)
+                          newer_anchors=newer, session=session or None)
         return view.to_json()
 
     def _sync_now(self) -> tuple[bool, str | None, int]:
