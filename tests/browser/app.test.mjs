@@ -1826,6 +1826,8 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
       return rows.length > 0 && rows.every((r) => r.dataset.session === s);
     }, sid, { timeout: 10_000 });
     await page.selectOption('[data-testid="audit-session"]', '');
+    fs.mkdirSync(SHOTS, { recursive: true });
+    await page.locator('[data-testid="agents-audit"]').screenshot({ path: path.join(SHOTS, '27-agents-audit-desktop.png') });
     // control records are no memories: none in the list
     await backToList(page);
     assert.ok(!(await cards(page)).some((c) => c.content.startsWith('UOMP ')), 'a session record is listed as a memory');

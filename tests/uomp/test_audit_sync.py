@@ -172,6 +172,11 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     assert "warning" not in r.stderr
     text = ownmem_cli("agent", "audit", env=env)
     assert text.returncode == 0 and "DENIED" in text.stdout and "preference.card" in text.stdout
+    # prune there (no service on that device): the vault forgets the batches itself and syncs
+    pr = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", env=env)
+    assert pr.returncode == 0, pr.stderr
+    assert "pruned 0 audit entries" in pr.stdout and f"forgot {len(roots)} synced audit batches" in pr.stdout
+    assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == []
 
 
 def _batch_cells(d: Any) -> dict[int, bytes]:
