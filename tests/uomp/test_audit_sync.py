@@ -299,7 +299,7 @@ def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
     assert left == []
 
 
-def test_the_cursor_survives_an_audit_db_pruned_empty(tmp_path: Path) -> None:
+def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tmp_path: Path) -> None:
     """SQLite numbers rows from 1 again once a table is empty: entries written after a prune
     that emptied audit.db are still batched, not skipped as below the cursor."""
     from types import SimpleNamespace
@@ -319,5 +319,12 @@ def test_the_cursor_survives_an_audit_db_pruned_empty(tmp_path: Path) -> None:
         assert log.prune(before=11) == 3        # every row gone
         log.record(entry(7, 20))
         assert [e.id for _, e in s._next()] == ["log_7"]
+        # a batch is bounded in bytes as well as entries: long entries split into more batches
+        s.state.rowid = log.last_rowid()
+        for i in range(10):
+            log.record(AuditEntry(f"log_big{i}", 30, "sess_a", "cal", "query", "q" * 60_000, None, (), True, "ok"))
+        first = s._next()
+        assert 1 <= len(first) < 10
+        assert sum(len(au.canonical(au.entry_doc(e))) for _, e in first) <= au.MAX_BYTES
     finally:
         log.close()
