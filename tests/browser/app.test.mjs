@@ -1710,6 +1710,32 @@ s.sync_once()
 s.v.close()
 `;
 
+// Another device of the person seals an audit batch whose entry was rewritten after its root was
+// made (what a compromised device could do): the Agents screen must flag it.
+const FORGED_AUDIT = `
+import os, sys, time
+from ownmem.crypto import run_sync
+from ownmem.saihm.receipt import make_receipt
+from ownmem.uomp import audit_sync as au
+from ownmem.vault.sync import login_new_device
+folder, server, name, sid = sys.argv[1:5]
+s = login_new_device(folder, server, name, os.environ["PW"])
+now = int(time.time())
+e = {"id": "log_forged", "timestamp": now, "session_id": sid, "agent_id": "calendar_agent", "action": "read",
+     "key": "preference.theme", "tag": None, "tags": ["preference"], "allowed": True, "reason": "scope matched",
+     "request_size": 0, "response_size": 0, "query_count_remaining": None}
+sessions = {sid: {"agent_id": "calendar_agent", "granted_tags": ["preference"], "expires_at": now + 600}}
+root = au.batch_root([e], sessions)
+h = s.v.holder()
+anchor = run_sync(make_receipt(s.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL", subject_id=root,
+                               timestamp=now)).to_cbor().hex()
+doc = {"v": 1, "stream": "elsewhere", "seq": 1, "first": now, "last": now, "count": 1, "root": root.hex(),
+       "sessions": sessions, "entries": [{**e, "reason": "rewritten after the fact"}], "anchor": anchor}
+s.v.add("UOMP audit batch 1", tags=("uomp-audit",), extensions={au.AUDIT_RECORD: doc})
+s.sync_once()
+s.v.close()
+`;
+
 const CALENDAR_MANIFEST = {
   uomp_version: '1.0',
   agent: { id: 'calendar_agent', name: 'Calendar Assistant', version: '1.2.0', publisher: 'example-org' },
@@ -1717,7 +1743,7 @@ const CALENDAR_MANIFEST = {
   data_retention_policy: { max_retention_seconds: 300, deletion_method: 'process_termination' },
 };
 
-test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
+test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why, a batch failing its root flagged; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
   const ctx = await newContext('t20');
   const folder = path.join(tmp, 't20-agent-machine');
   const home = path.join(tmp, 't20-home');
@@ -1826,6 +1852,18 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
       return rows.length > 0 && rows.every((r) => r.dataset.session === s);
     }, sid, { timeout: 10_000 });
     await page.selectOption('[data-testid="audit-session"]', '');
+    // a batch that does not match its anchored root is a warning, on its rows and above the list
+    runPy(FORGED_AUDIT, [path.join(tmp, 't20-forging-device'), origin, name, sid], { PW: PASS }, VENV_PY);
+    const forged = page.locator('[data-testid="audit-row"]', { hasText: 'rewritten after the fact' });
+    const forgedUntil = Date.now() + SYNC_MS;
+    while (!(await forged.count())) {
+      assert.ok(Date.now() < forgedUntil, 'the forged batch did not reach the Agents screen');
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    assert.match(await forged.locator('[data-testid="audit-problem"]').textContent(), /do not hash to the root it names/);
+    assert.match(await page.textContent('[data-testid="audit-warnings"]'), /audit batch 1: its entries do not hash/);
+    assert.equal(await page.locator('[data-testid="audit-problem"]').count(), await forged.count(), 'a good batch is flagged too');
     fs.mkdirSync(SHOTS, { recursive: true });
     await page.locator('[data-testid="agents-audit"]').screenshot({ path: path.join(SHOTS, '27-agents-audit-desktop.png') });
     // control records are no memories: none in the list
