@@ -1998,3 +1998,256 @@ test('21. a write this browser\'s storage refuses is shown as failed, and the ap
     await closeContexts(ctx);
   }
 });
+
+// ------------------------------------------------------------------ issue 10 item 8: records import in the PWA
+
+// The live UOMP item of each key named, as a device of the vault reads it (records_cli.live_keys):
+// what the records import wrote, to compare the PWA's import with the CLI's.
+const RECORD_ITEMS = `
+import json, os, sys
+from ownmem.uomp.records_cli import live_keys
+from ownmem.vault.vault import Vault
+v = Vault(sys.argv[1]).unlock(os.environ["PW"])
+print(json.dumps({k: {"id": e.id.hex(), "content": e.opened.content, "tags": list(e.opened.tags),
+                      "uomp": e.opened.extensions["uomp"], "trust": e.opened.trust.name,
+                      "supersedes": e.supersedes.hex() if e.supersedes else None}
+                  for k, e in live_keys(v).items() if k in sys.argv[2:]}))
+v.close()
+`;
+
+// aliases (id, tag, level, desc), value.* nesting, a plain field (city: value.city), a record
+// without a sensitivity (the person must choose one), a key the vault holds already (--replace)
+const RECORDS_CSV = [
+  'id,tag,level,desc,value.contact.email,value.contact.phone,city',
+  'contact-alice,contacts,medium,Alice from the book club,alice@example.org,+1 555 0100,Lisbon',
+  'note-groceries,notes;shopping,,,,,Porto',
+  'preference.theme,preference,low,,,,Paris',
+].join('\n') + '\n';
+const RECORD_KEYS = ['contact-alice', 'note-groceries', 'preference.theme'];
+
+/** The preview's rows: [{number, key, value, tags, sensitivity, write, problems: [text]}]. */
+function previewRows(page) {
+  return page.$$eval('[data-testid="records-preview"] tbody tr', (trs) => trs.map((tr) => {
+    const td = [...tr.children].map((c) => c.textContent);
+    return { number: Number(td[0]), key: td[1], value: tr.children[2].title, tags: td[3], sensitivity: td[4], write: td[5],
+      problems: [...tr.children[6].querySelectorAll('li')].map((li) => li.textContent) };
+  }));
+}
+
+function recordsSummary(page) {
+  return page.$eval('[data-testid="records-summary"]', (s) => s.textContent);
+}
+
+/** Change a control of the records form (or choose a file), then wait for the preview it asks for. */
+async function previewAfter(page, change) {
+  await page.evaluate(() => { document.querySelector('[data-testid="records-summary"]').textContent = ''; });
+  await change();
+  await page.waitForFunction(() => {
+    const p = document.querySelector('[data-testid="records-progress"]');
+    const e = document.querySelector('[data-testid="records-error"]');
+    return p.hidden && (document.querySelector('[data-testid="records-summary"]').textContent || !e.hidden);
+  }, null, { timeout: 60_000 });
+}
+
+function chooseRecordsFile(page, name, text) {
+  return previewAfter(page, () => page.setInputFiles('[data-testid="records-input"]',
+    { name, mimeType: name.endsWith('.csv') ? 'text/csv' : 'application/json', buffer: Buffer.isBuffer(text) ? text : Buffer.from(text) }));
+}
+
+/** A worker operation straight from the page, as records.js would send it: {ok, result | code, message}. */
+function workerCall(page, op, args) {
+  return page.evaluate(async ([o, a]) => {
+    const { call } = await import('/js/vault.js');
+    if (a.text !== undefined) { a.data = new TextEncoder().encode(a.text); delete a.text; }
+    try {
+      return { ok: true, result: await call(o, a) };
+    } catch (e) {
+      return { ok: false, code: e.code, message: e.message };
+    }
+  }, [op, args]);
+}
+
+test('23. records import: a CSV with aliases and value.* nesting previewed (rows, error rows), confirmed, listed; a refused file writes nothing; the CLI on another device writes the same items', { timeout: 420_000 }, async () => {
+  const ctx = await newContext('t23');
+  const folder = path.join(tmp, 't23-cli-device');
+  const csvFile = path.join(tmp, 't23-contacts.csv');
+  fs.writeFileSync(csvFile, RECORDS_CSV);
+  try {
+    const { page } = await openApp(ctx);
+    const name = uniq('t23');
+    await createVault(page, name);
+    // another device of the vault holds the item preference.theme already
+    runPy(UOMP_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY);
+    await waitCard(page, 'preference.theme: "dark"');
+    await openSettings(page);
+    await chooseRecordsFile(page, 'contacts.csv', RECORDS_CSV);
+
+    // the fields and where each goes: the aliases, value.* paths, a plain name into the value
+    const fields = await page.$$eval('[data-testid="records-form"] select[data-field]',
+      (ss) => Object.fromEntries(ss.map((s) => [s.dataset.field, s.value])));
+    assert.deepEqual(fields, { id: 'key', tag: 'tags', level: 'sensitivity', desc: 'description',
+      'value.contact.email': 'value.contact.email', 'value.contact.phone': 'value.contact.phone', city: 'city' });
+    let rows = await previewRows(page);
+    assert.deepEqual(rows.map((r) => [r.number, r.key, r.write]), [
+      [1, 'contact-alice', 'new'], [2, 'note-groceries', 'nothing'], [3, 'preference.theme', 'nothing']]);
+    assert.deepEqual(JSON.parse(rows[0].value), { contact: { email: 'alice@example.org', phone: '+1 555 0100' }, city: 'Lisbon' });
+    assert.equal(rows[0].tags, 'contacts');
+    assert.equal(rows[1].tags, 'notes, shopping');
+    assert.deepEqual(rows[1].problems, ['sensitivity is missing (give it per record, or state one with --sensitivity)']);
+    assert.deepEqual(rows[2].problems, ["key 'preference.theme' is already in the vault (give --replace to supersede it)"]);
+    assert.ok(await page.isVisible('[data-testid="records-refused"]'));
+    assert.ok(!(await page.isVisible('[data-testid="records-confirm"]')));
+    assert.match(await page.textContent('[data-role="records-sensitivity-hint"]'), /^1 record of this file gives no sensitivity \(#2\)\. UOMP requires an explicit one/);
+    await page.locator('[data-testid="records-panel"]').scrollIntoViewIfNeeded();
+    await shot(page, '23-records-preview-refused');
+
+    // the choices the spec wants explicit: a sensitivity for the record without one, --replace
+    await previewAfter(page, () => page.selectOption('[data-testid="records-sensitivity"]', 'medium'));
+    rows = await previewRows(page);
+    assert.equal(rows[1].sensitivity, 'medium (your choice)');
+    assert.match(await page.textContent('[data-role="records-sensitivity-hint"]'), /\(#2\): it takes “medium”, your choice/);
+    assert.deepEqual(rows[1].problems, []);
+    await previewAfter(page, () => page.check('[data-testid="records-replace"]'));
+    // --map: desc read as value.desc instead of the description
+    await page.click('[data-role="records-fields-box"] summary');
+    await previewAfter(page, () => page.selectOption('[data-testid="records-form"] select[data-field="desc"]', 'value.desc'));
+    rows = await previewRows(page);
+    assert.deepEqual(rows.map((r) => [r.key, r.write, r.problems.length]), [
+      ['contact-alice', 'new', 0], ['note-groceries', 'new', 0], ['preference.theme', 'replaces', 0]]);
+    assert.equal(JSON.parse(rows[0].value).desc, 'Alice from the book club');
+    assert.match(await recordsSummary(page), /^3 records: 3 ready \(2 new, 1 replacing\), 0 with problems\./);
+    assert.ok(!(await page.isVisible('[data-testid="records-refused"]')));
+    assert.equal(await page.textContent('[data-testid="records-confirm"]'), 'Import 3 records');
+    await page.locator('[data-testid="records-summary"]').scrollIntoViewIfNeeded();
+    await shot(page, '23-records-preview');
+    await page.setViewportSize(PHONE);
+    await page.locator('[data-testid="records-panel"]').screenshot({ path: path.join(SHOTS, '23-records-preview-panel-phone.png') });
+    await page.setViewportSize(DESKTOP);
+    const objectsBefore = (await idbKeys(page, 'objects')).length;
+    await page.click('[data-testid="records-confirm"]');
+    await page.waitForFunction(() => /^Imported/.test(document.querySelector('[data-testid="records-progress"]').textContent),
+      null, { timeout: 120_000 });
+    assert.equal(await page.textContent('[data-testid="records-progress"]'),
+      'Imported 3 records, 1 superseding the memory of their key. The sensitivity “medium” you chose went to 1 record that gave none.');
+    assert.equal((await idbKeys(page, 'objects')).length, objectsBefore + 3);
+    await backToMemories(page);
+    const ALICE = 'contact-alice: {"city": "Lisbon", "contact": {"email": "alice@example.org", "phone": "+1 555 0100"}, "desc": "Alice from the book club"}';
+    await waitCard(page, ALICE, 30_000);
+    await waitCard(page, 'preference.theme: {"city": "Paris"}', 30_000);
+    await waitNoCard(page, 'preference.theme: "dark"', 30_000);     // one live head per key
+    const listed = await cards(page);
+    for (const k of RECORD_KEYS) {
+      const mine = listed.filter((c) => c.content.startsWith(`${k}: `));
+      assert.equal(mine.length, 1, `${k}: ${JSON.stringify(mine)}`);
+      assert.equal(mine[0].trust, 'self');
+    }
+
+    // a file that fails 12.9: every problem listed, no Import, nothing written
+    await openSettings(page);
+    const BAD = JSON.stringify([
+      { key: 'bad-1', tags: [], sensitivity: 'low', value: 1 },
+      { key: 'bad-2', tags: ['n'], sensitivity: 'secret', created_at: 'yesterday', value: 2 },
+      { tags: ['n'], sensitivity: 'low', value: 3 },
+      { key: 'fine', tags: ['n'], sensitivity: 'low', value: 4 },
+    ]);
+    await chooseRecordsFile(page, 'bad.json', BAD);
+    rows = await previewRows(page);
+    assert.deepEqual(rows.map((r) => [r.number, r.write, r.problems]), [
+      [1, 'nothing', ['tags is missing or empty']],
+      [2, 'nothing', ["sensitivity 'secret' is not one of low, medium, high", "created_at 'yesterday' is not an ISO 8601 time"]],
+      [3, 'nothing', ['key is missing or empty']],
+      [4, 'new', []]]);
+    assert.ok(await page.isVisible('[data-testid="records-refused"]'));
+    assert.ok(!(await page.isVisible('[data-testid="records-confirm"]')));
+    assert.match(await recordsSummary(page), /^4 records: 1 ready \(1 new, 0 replacing\), 3 with problems\./);
+    // refused as a whole: its problem listed, no rows
+    await chooseRecordsFile(page, 'latin1.csv', Buffer.from('key,tags,sensitivity\ncaf\xe9,n,low\n', 'latin1'));
+    assert.ok(await page.isVisible('[data-testid="records-refused"]'));
+    assert.deepEqual(await page.$$eval('[data-role="records-file-problems"] li', (lis) => lis.map((li) => li.textContent)),
+      ['the file is not UTF-8 (byte 24)']);
+    assert.deepEqual(await previewRows(page), []);
+    assert.ok(!(await page.isVisible('[data-testid="records-confirm"]')));
+    // the worker itself refuses what the page would never send: a refused file with its own
+    // digest, a good file with a digest of another preview
+    const before = (await idbKeys(page, 'objects')).length;
+    const p = await workerCall(page, 'records_preview', { text: BAD, name: 'bad.json' });
+    assert.equal(p.result.refused, true);
+    const forced = await workerCall(page, 'records_import', { text: BAD, name: 'bad.json', digest: p.result.digest });
+    assert.equal(forced.ok, false);
+    assert.equal(forced.code, 'records_refused');
+    assert.match(forced.message, /record 1: tags is missing or empty/);
+    assert.match(forced.message, /record 3: key is missing or empty/);
+    const GOOD = 'key,tags,sensitivity\nlate-1,notes,low\n';
+    const stale = await workerCall(page, 'records_preview', { text: GOOD, name: 'good.csv', replace: true });
+    const other = await workerCall(page, 'records_import', { text: GOOD, name: 'good.csv', digest: stale.result.digest });
+    assert.equal(other.ok, false);
+    assert.match(other.message, /changed since the preview: nothing was written/);
+    assert.equal((await idbKeys(page, 'objects')).length, before);
+
+    // the vault changes between the preview and Import (another device imports the key, the
+    // live sync brings it): nothing is written, the new preview says why
+    const LATE = path.join(tmp, 't23-late.csv');
+    fs.writeFileSync(LATE, 'key,tags,sensitivity,value.v\nlate-1,notes,low,from the PWA\n');
+    await chooseRecordsFile(page, 'late.csv', fs.readFileSync(LATE));
+    assert.deepEqual((await previewRows(page)).map((r) => [r.key, r.write]), [['late-1', 'new']]);
+    fs.writeFileSync(LATE, 'key,tags,sensitivity,value.v\nlate-1,notes,low,from the CLI\n');
+    const late = cli(folder, ['records', 'import', LATE]);
+    assert.equal(late.status, 0, late.stderr);
+    assert.equal(cli(folder, ['sync']).status, 0);
+    for (const t0 = Date.now(); !(await entryOf(page, 'late-1: {"v": "from the CLI"}'));) {
+      assert.ok(Date.now() - t0 < LIVE_MS * 2, 'the live sync did not bring the CLI\'s late-1');
+      await sleep(250);
+    }
+    const beforeLate = (await idbKeys(page, 'objects')).length;
+    await previewAfter(page, () => page.click('[data-testid="records-confirm"]'));
+    assert.match(await page.textContent('[data-testid="records-error"]'),
+      /^Nothing was written: the file, the choices or the vault changed since the preview/);
+    rows = await previewRows(page);
+    assert.deepEqual(rows.map((r) => [r.key, r.write, r.problems]), [
+      ['late-1', 'nothing', ["key 'late-1' is already in the vault (give --replace to supersede it)"]]]);
+    assert.equal((await idbKeys(page, 'objects')).length, beforeLate);
+    assert.equal(await entryOf(page, 'late-1: {"v": "from the PWA"}'), undefined);
+
+    // a large file: progress while it seals
+    const MANY = 120;
+    const big = JSON.stringify(Array.from({ length: MANY }, (_, i) => ({ record_id: `bulk-${i}`, tags: 'bulk',
+      level: 'low', value: { n: i } })));
+    await chooseRecordsFile(page, 'bulk.json', big);
+    assert.match(await recordsSummary(page), /^120 records: 120 ready/);
+    await page.evaluate(async () => {
+      self.t23Progress = [];
+      (await import('/js/vault.js')).onWorkerEvent('progress', (e) => self.t23Progress.push([e.op, e.done, e.total]));
+    });
+    const t0 = Date.now();
+    await page.click('[data-testid="records-confirm"]');
+    await page.waitForFunction(() => /^Imported/.test(document.querySelector('[data-testid="records-progress"]').textContent),
+      null, { timeout: 240_000 });
+    timings.records_import_120_ms = Date.now() - t0;
+    const seen = await page.evaluate(() => self.t23Progress);
+    assert.ok(seen.length >= 4, JSON.stringify(seen));
+    assert.deepEqual(seen.at(-1), ['records_import', MANY, MANY]);
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i][1] > seen[i - 1][1]);
+
+    // the same file through the CLI on the other device: the same items, superseding the PWA's
+    assert.equal(cli(folder, ['sync']).status, 0);
+    const fromPwa = JSON.parse(runPy(RECORD_ITEMS, [folder, ...RECORD_KEYS], { PW: PASS }, VENV_PY));
+    assert.deepEqual(Object.keys(fromPwa).sort(), [...RECORD_KEYS].sort());
+    const imported = cli(folder, ['records', 'import', csvFile, '--map', 'desc=value.desc', '--sensitivity', 'medium', '--replace']);
+    assert.equal(imported.status, 0, imported.stderr);
+    const fromCli = JSON.parse(runPy(RECORD_ITEMS, [folder, ...RECORD_KEYS], { PW: PASS }, VENV_PY));
+    for (const k of RECORD_KEYS) {
+      const [a, b] = [fromPwa[k], fromCli[k]];
+      assert.deepEqual([b.content, b.tags, b.uomp, b.trust], [a.content, a.tags, a.uomp, a.trust], k);
+      assert.equal(b.supersedes, a.id, `${k}: the CLI's version supersedes the PWA's`);
+    }
+    assert.deepEqual(fromCli['note-groceries'].uomp, { key: 'note-groceries', value: { city: 'Porto' }, sensitivity: 'medium', source: 'user' });
+    assert.equal(cli(folder, ['sync']).status, 0);
+    await backToMemories(page);
+    await page.waitForFunction((id) => document.querySelector(`[data-testid="memory-card"][data-id="${id}"]`),
+      fromCli['contact-alice'].id, { timeout: LIVE_MS * 3 });
+    const after = await cards(page);
+    assert.equal(after.filter((c) => c.content === ALICE).length, 1);
+  } finally {
+    await closeContexts(ctx);
+  }
+});

@@ -58,12 +58,12 @@ _n = [0]
 
 
 @pytest.fixture
-def uomp_vault(devices: Devices, tmp_path: Path) -> Callable[[str], UompVault]:
-    def make(server_url: str) -> UompVault:
+def uomp_vault(devices: Devices, tmp_path: Path) -> Callable[..., UompVault]:
+    def make(server_url: str, items: list[tuple[str, Any, tuple[str, ...], str]] = ITEMS) -> UompVault:
         _n[0] += 1
         name = f"uomp{_n[0]}-{tmp_path.name[-12:].lower().replace('_', '-')}"
         d = devices.first(server_url, name, label="owner", sync=False)
-        for key, value, tags, sens in ITEMS:
+        for key, value, tags, sens in items:
             put_item(d.v, key, value, tags=tags, sensitivity=sens)
         d.v.add("a plain note without any uomp key", tags=("preference",))
         d.sync()

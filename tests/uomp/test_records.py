@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from ownmem.errors import MalformedInput
-from ownmem.uomp.records import RecordsRefused, parse_csv, parse_json, parse_map, validate
+from ownmem.uomp.records import (RecordsRefused, accepted, check, field_names, format_of, parse_csv, parse_json,
+                                 parse_map, target_of, validate)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 from synckit import cli_env, ownmem  # noqa: E402
@@ -113,6 +114,47 @@ def test_every_problem_of_every_record_is_reported():
         (1, "tags is missing or empty"),
         (3, "sensitivity is missing (give it per record, or state one with --sensitivity)"),
         (3, "tags is missing or empty")])
+
+
+# --- the PWA's preview: the same check, record by record ------------------------------------
+
+def test_check_gives_every_record_its_own_problems_and_validate_is_check_refused():
+    raw = parse_csv(b"key,tags,sensitivity,value.x\nk1,notes,low,1\nk2,,low,2\nk3,notes,,3\nold,notes,low,4\n")
+    checked = check(raw, existing_keys=frozenset({"old"}))
+    rows = [c.to_json() for c in checked]
+    assert [r["problems"] for r in rows] == [
+        [], ["tags is missing or empty"],
+        ["sensitivity is missing (give it per record, or state one with --sensitivity)"],
+        ["key 'old' is already in the vault (give --replace to supersede it)"]]
+    assert rows[0] == {"number": 1, "key": "k1", "value": {"x": "1"}, "tags": ["notes"], "sensitivity": "low",
+                       "sensitivity_defaulted": False, "action": "new", "problems": []}
+    assert rows[3]["action"] == "replace" and rows[2]["sensitivity"] is None
+    with pytest.raises(RecordsRefused) as e:
+        accepted(checked)
+    with pytest.raises(RecordsRefused) as v:
+        validate(raw, existing_keys=frozenset({"old"}))
+    assert e.value.problems == v.value.problems and [n for n, _ in e.value.problems] == [2, 3, 4]
+    # the stated sensitivity and --replace: every record passes, the same records validate gives
+    ok = check(raw[:1] + raw[2:], default_sensitivity="high", existing_keys=frozenset({"old"}), replace=True)
+    assert [(c.to_json()["sensitivity"], c.to_json()["sensitivity_defaulted"], c.to_json()["action"]) for c in ok] == [
+        ("low", False, "new"), ("high", True, "new"), ("low", False, "replace")]
+    assert accepted(ok) == validate(raw[:1] + raw[2:], default_sensitivity="high", existing_keys=frozenset({"old"}),
+                                    replace=True)
+    with pytest.raises(RecordsRefused, match="no records"):
+        check([])
+
+
+def test_field_names_and_their_targets_as_the_parser_maps_them():
+    assert field_names(b"\xef\xbb\xbfid, tag ,level,value.a.b,plain\n1,x,low,2,3\n", "csv") == [
+        "id", "tag", "level", "value.a.b", "plain"]
+    assert field_names(b'[{"key": 1, "theme": 2}, {"theme": 3, "origin": 4}, 5]', "json") == ["key", "theme", "origin"]
+    assert field_names(b'{"record_id": "p"}', "json") == ["record_id"]
+    assert field_names(b"\xff", "csv") == [] and field_names(b"[{", "json") == []
+    mapping = parse_map(["plain=description", "名称=key"])
+    assert [target_of(n, mapping) for n in ("id", "tag", "level", "plain", "名称", "theme", "value.a.b")] == [
+        "key", "tags", "sensitivity", "description", "key", "theme", "value.a.b"]
+    assert format_of("Records.CSV") == "csv" and format_of("r.json") == "json" and format_of("r") == "json"
+    assert format_of("r.csv", "json") == "json"
 
 
 # --- through the CLI --------------------------------------------------------------------------

@@ -46,3 +46,38 @@ def code(r: httpx.Response) -> str:
     e = r.json()["error"]
     assert set(e) == {"code", "message", "session_id"}
     return str(e["code"])
+
+
+def start(backend: Any, servers: Any, uomp_vault: Any, agents: Any, items: Any = None) -> tuple[Any, Any, Uomp]:
+    """A blind server, a vault holding ``items`` (conftest.ITEMS by default) and `ownmem agent`
+    on it -> (agent process, UompVault, client)."""
+    srv = servers(backend)
+    uv = uomp_vault(srv.url) if items is None else uomp_vault(srv.url, items)
+    agent = agents(uv.vault)
+    return agent, uv, Uomp(agent.port, uv.vault.folder)
+
+
+def error_body(r: httpx.Response, status: int, error_code: str, session_id: str | None) -> dict[str, Any]:
+    """The "Error Format" exactly: JSON, {"error": {code, message, session_id}} and nothing else."""
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("application/json"), r.headers
+    doc = r.json()
+    assert set(doc) == {"error"} and set(doc["error"]) == {"code", "message", "session_id"}, doc
+    e: dict[str, Any] = doc["error"]
+    assert e["code"] == error_code and e["session_id"] == session_id, doc
+    assert isinstance(e["message"], str) and e["message"], doc
+    return e
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def sleep_past_expiry(token: str) -> None:
+    """Wait until the token's ``exp`` (whole seconds) has surely passed on the service's clock."""
+    import time
+
+    import jwt
+
+    exp = jwt.decode(token, options={"verify_signature": False})["exp"]
+    time.sleep(max(0.0, exp - time.time()) + 1.1)

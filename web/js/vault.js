@@ -21,6 +21,11 @@ export function call(op, args) {
   return client.call(op, args);
 }
 
+/** Subscribe to a worker event (e.g. 'progress' of a long operation); returns the unsubscribe. */
+export function onWorkerEvent(event, fn) {
+  return client.on(event, fn);
+}
+
 // The vault code closes its store when a passphrase is refused (the CLI's store is one
 // per attempt; the worker's is shared), which leaves the worker unable to try again.
 // Probe it, and start a fresh worker if it no longer answers.

@@ -40,10 +40,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..errors import StoreError
 from ..vault.vault import honour_links
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
@@ -104,6 +106,7 @@ class Uomp:
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
+        self._answered: dict[str, list[guard.Basis]] = {}   # session -> sum/avg sets answered (memory only)
         self._sweeper.start()
 
     def close(self) -> None:
@@ -187,7 +190,9 @@ class Uomp:
         try:
             claims, token = self._claims(r)
         except UompError as e:
-            # steps 1-2 failed: nothing is known of the caller, so nothing is audited under a session
+            # steps 1-2 failed: nothing is proven of the caller, so the refusal is audited under
+            # no session ("Access Control": a failed check is audited; the person sees the attempt)
+            await self._audit(None, action, req, guard.Decision(False, e.error_code, e.reason))
             return error(e.status, e.error_code, str(e))
         sid = claims.session_id
         state = self._state(claims, token)
@@ -215,7 +220,12 @@ class Uomp:
             pool = [it for it in self.items.by_key.values() if req.tag in it.tags]
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
         if req.path == "aggregate":
-            agg = guard.aggregate(claims, req, passed)
+            # checked and recorded with no await between: two concurrent aggregates of one
+            # session are judged one after the other (differencing, guard.determines_few)
+            answered = self._answered.setdefault(sid, [])
+            agg = guard.aggregate(claims, req, passed, answered)
+            if agg.basis is not None and agg.basis not in answered:
+                answered.append(agg.basis)
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
                 return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
@@ -507,7 +517,27 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
 
     attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
     app.router.routes.extend(u.routes())
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(StoreError, _store_error)
     return u
+
+
+async def _http_error(r: HttpRequest, e: Exception) -> Response:
+    """"Error Format": an unknown /v1 path or method answers in it too; other paths (the SAIHM
+    binding's) keep Starlette's plain answer."""
+    assert isinstance(e, HTTPException)
+    if r.url.path.startswith("/v1/"):
+        return error(e.status_code, "INVALID_REQUEST", str(e.detail))
+    return PlainTextResponse(str(e.detail), status_code=e.status_code, headers=e.headers)
+
+
+async def _store_error(r: HttpRequest, e: Exception) -> Response:
+    """The session store or the audit log refused a write: nothing is answered but STORE_UNAVAILABLE
+    (a decision that could not be audited is not served)."""
+    _log.warning("store failure on %s: %s", r.url.path, e)
+    if not r.url.path.startswith("/v1/"):
+        return PlainTextResponse("Internal Server Error", status_code=500)
+    return error(503, "STORE_UNAVAILABLE", "the session store or the audit log is unavailable")
 
 
 __all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "TokenExpired"]

@@ -10,8 +10,8 @@
     ownmem agent audit [--session ID] [--json]
         on the agent's machine: its audit.db, through the service; on another device: the
         batches synced to the vault, each checked against its anchor in the public log
-    ownmem agent audit prune [--as-of DATE]      drop entries older than 90 days before DATE,
-        and forget the synced batches as old (through the service, else with the vault here)
+    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before
+        DATE, and forget the synced batches as old (through the service, else with the vault here)
 
 Every command but ``audit prune`` and another device's ``audit`` talks to the running
 `ownmem agent` with the admin credential of the vault folder (uomp-admin, 0600); pruning
@@ -218,10 +218,20 @@ def _date(s: str) -> int:
     return int(d.timestamp())
 
 
+def _days(s: str) -> float:
+    try:
+        d = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of days: {s!r}") from None
+    if not 0 <= d <= 36500:
+        raise argparse.ArgumentTypeError("the retention is 0 to 36500 days")
+    return d
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     path = Path(_folder(args)) / AUDIT_DB
     as_of = args.as_of if args.as_of is not None else int(time.time())
-    before = as_of - RETENTION_DAYS * 86400
+    before = as_of - int(args.days * 86400)
     n = 0
     if path.exists():
         db = sqlite3.connect(path, timeout=30)
@@ -230,20 +240,25 @@ def cmd_prune(args: argparse.Namespace) -> int:
                 n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
         finally:
             db.close()
-    print(f"pruned {n} audit entries older than {RETENTION_DAYS} days")
-    print(f"forgot {_prune_batches(args, before)} synced audit batches older than {RETENTION_DAYS} days")
+    print(f"pruned {n} audit entries older than {args.days:g} days")
+    forgot = _prune_batches(args, before)
+    if forgot is not None:
+        print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
     return 0
 
 
-def _prune_batches(args: argparse.Namespace, before: int) -> int:
-    """The synced batches: by the running service, which holds the vault (it erases and syncs);
-    on a device without one, with the unlocked vault here."""
+def _prune_batches(args: argparse.Namespace, before: int) -> int | None:
+    """The synced batches: on the agent's machine by the running service, which holds the vault
+    (it erases and syncs; None, said on stderr, when it does not answer: this process must not
+    erase under it); on a device without the service, with the unlocked vault here."""
     if AdminCredential(Path(_folder(args))).path.exists():
         try:
             return int(_admin(args, "POST", "/v1/audit/prune", {"before": before})["forgotten"])
         except VaultError as e:
             if "does not answer" not in str(e):
                 raise
+            print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
+            return None
     from ..cli import _unlock
     from ..vault.sync import Syncer, syncer_for
     from .audit_sync import prune_batches
@@ -295,7 +310,9 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than {RETENTION_DAYS} days")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
     pr.add_argument("--as-of", type=_date, metavar="DATE")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
+    pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
+                    help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)

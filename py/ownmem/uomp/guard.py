@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,9 @@ OPS = ("sum", "avg", "count", "min", "max")
 # sum and avg over fewer items than this are refused: over one item they are its value, over
 # two they give one value to anyone who knows the other (docs/decisions.md)
 MIN_AGGREGATE = 3
+# the distinct item sets one session may sum or average over (see determines_few)
+MAX_AGGREGATE_SETS = 16
+_P = (1 << 61) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,17 +179,61 @@ def _number_at(item: Item, path: str) -> float | None:
     return float(cur)
 
 
+Basis = frozenset[tuple[str, bytes]]     # (field, object id) of each value a sum or avg covered
+
+
 @dataclass(frozen=True, slots=True)
 class Aggregate:
     decision: Decision
     result: float | int | None = None
+    basis: Basis | None = None           # a sum or avg answered: what it covered
 
 
-def aggregate(claims: Claims, request: Request, items: Iterable[Item]) -> Aggregate:
+def determines_few(sets: Sequence[Basis]) -> bool:
+    """Would sums over all of ``sets`` together give away the total of fewer than MIN_AGGREGATE
+    values (one value, or two that give each other away), e.g. sum(a, b, c, d) - sum(a, b, c)?
+
+    The values in exactly the same sets form a class; a class's total is determined iff its
+    unit vector is in the row space of the sets-by-classes 0/1 matrix, i.e. is a row of its
+    reduced row echelon form.  Worked mod a 61-bit prime: with at most MAX_AGGREGATE_SETS + 1
+    rows every nonzero minor of a 0/1 matrix is far below it (Hadamard's bound), so the ranks,
+    and the answer, are those over the rationals."""
+    union: set[tuple[str, bytes]] = set().union(*sets)
+    size: dict[tuple[bool, ...], int] = {}
+    for v in union:
+        sig = tuple(v in s for s in sets)
+        size[sig] = size.get(sig, 0) + 1
+    sigs = list(size)
+    rows = [[1 if sig[i] else 0 for sig in sigs] for i in range(len(sets))]
+    r = 0
+    for c in range(len(sigs)):
+        if r == len(rows):
+            break
+        piv = next((i for i in range(r, len(rows)) if rows[i][c]), None)
+        if piv is None:
+            continue
+        rows[r], rows[piv] = rows[piv], rows[r]
+        inv = pow(rows[r][c], _P - 2, _P)
+        rows[r] = [x * inv % _P for x in rows[r]]
+        for i in range(len(rows)):
+            if i != r and rows[i][c]:
+                f = rows[i][c]
+                rows[i] = [(a - f * b) % _P for a, b in zip(rows[i], rows[r])]
+        r += 1
+    for row in rows[:r]:
+        nz = [c for c, x in enumerate(row) if x]
+        if len(nz) == 1 and size[sigs[nz[0]]] < MIN_AGGREGATE:
+            return True
+    return False
+
+
+def aggregate(claims: Claims, request: Request, items: Iterable[Item], answered: Sequence[Basis] = ()) -> Aggregate:
     """Over the items that passed ``decide`` one by one.  count is always answered (it says
     how many, never which); min and max are always refused (each is one item's value);
-    sum and avg need MIN_AGGREGATE numeric values; the field must be a value.* path, and
-    "value" must be among allowed_fields when the token lists them."""
+    sum and avg need MIN_AGGREGATE numeric values, and must not, with the sums and averages
+    this session was already answered (``answered``), determine fewer than that many values
+    (differencing; an average is a sum, the count being free); the field must be a value.*
+    path, and "value" must be among allowed_fields when the token lists them."""
     op, fld = request.op, request.field
     if op not in OPS:
         return Aggregate(_deny("INVALID_REQUEST", "op must be one of sum, avg, count, min, max"))
@@ -199,14 +246,22 @@ def aggregate(claims: Claims, request: Request, items: Iterable[Item]) -> Aggreg
         return Aggregate(_deny("INVALID_REQUEST", "field must be value or value.<path>"))
     if claims.allowed_fields is not None and "value" not in claims.allowed_fields:
         return Aggregate(_deny("ACCESS_DENIED", "value is not among allowed_fields"))
-    nums = [n for n in (_number_at(i, fld) for i in items) if n is not None]
+    pairs = [(i, n) for i, n in ((i, _number_at(i, fld)) for i in items) if n is not None]
+    nums = [n for _, n in pairs]
     if len(nums) < MIN_AGGREGATE:
         return Aggregate(_deny("ACCESS_DENIED", f"fewer than {MIN_AGGREGATE} values would reveal single values"))
+    basis: Basis = frozenset((fld, i.object_id) for i, _ in pairs)
+    if basis not in answered:
+        if len(set(answered)) >= MAX_AGGREGATE_SETS:
+            return Aggregate(_deny("ACCESS_DENIED", f"this session has had {MAX_AGGREGATE_SETS} distinct aggregates"))
+        if determines_few([*dict.fromkeys(answered), basis]):
+            return Aggregate(_deny("ACCESS_DENIED", "with this session's earlier aggregates it would reveal "
+                                                    "single values"))
     total = sum(nums)
     res: float | int = total if op == "sum" else total / len(nums)
     if isinstance(res, float) and res.is_integer():
         res = int(res)
-    return Aggregate(ALLOW, res)
+    return Aggregate(ALLOW, res, basis)
 
 
 # ---------------------------------------------------------------- deletion proofs

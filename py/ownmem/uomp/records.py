@@ -132,7 +132,7 @@ def map_record(number: int, obj: dict[str, Any], mapping: dict[str, str]) -> Raw
     has_value = False
     problems: list[str] = []
     for name, v in obj.items():
-        target = mapping.get(name) or ALIASES.get(name) or name
+        target = target_of(name, mapping)
         if target in RESERVED:
             if target in fields:
                 problems.append(f"{target} is given twice ({name!r} and another alias)")
@@ -232,16 +232,36 @@ def missing_sensitivity(raw: list[RawRecord]) -> list[int]:
     return [r.number for r in raw if r.get("sensitivity") is None]
 
 
-def validate(raw: list[RawRecord], *, default_sensitivity: Sensitivity | None = None,
-             existing_keys: frozenset[str] = frozenset(), replace: bool = False) -> list[Record]:
-    """12.9 over every record; RecordsRefused with every problem, or the typed records.
+@dataclass(frozen=True)
+class Checked:
+    """One record as 12.9 finds it: ``record`` when it passes, else None and its ``problems``;
+    what the PWA's preview shows of it (``exists``: its key has a live memory in the vault)."""
+    raw: RawRecord
+    record: Record | None
+    problems: tuple[str, ...]
+    exists: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        r, raw = self.record, self.raw
+        tags = r.tags if r else (_tags(raw.get("tags")) or ())
+        sens = r.sensitivity if r else raw.get("sensitivity")
+        key = r.key if r else raw.get("key")
+        return {"number": raw.number, "key": key if isinstance(key, str) else None, "value": raw.value,
+                "tags": list(tags), "sensitivity": sens if isinstance(sens, str) else None,
+                "sensitivity_defaulted": bool(r and r.sensitivity_defaulted),
+                "action": "replace" if self.exists else "new", "problems": list(self.problems)}
+
+
+def check(raw: list[RawRecord], *, default_sensitivity: Sensitivity | None = None,
+          existing_keys: frozenset[str] = frozenset(), replace: bool = False) -> list[Checked]:
+    """12.9 on every record, each with its own problems (the PWA's preview); ``validate`` is this
+    with a refusal of the whole file when any record has one.
 
     ``default_sensitivity`` is the one the person stated (12.8) for records that give none."""
-    problems: list[tuple[int, str]] = []
-    records: list[Record] = []
-    seen: dict[str, int] = {}
     if not raw:
         raise RecordsRefused([(0, "the file holds no records")])
+    out: list[Checked] = []
+    seen: dict[str, int] = {}
     for r in raw:
         mine = [*r.problems]
         key = r.get("key")
@@ -278,15 +298,65 @@ def validate(raw: list[RawRecord], *, default_sensitivity: Sensitivity | None = 
         desc = r.get("description")
         if desc is not None and not isinstance(desc, str):
             mine.append("description is not a string")
+        exists = key is not None and key in existing_keys
         if mine:
-            problems.extend((r.number, m) for m in mine)
+            out.append(Checked(r, None, tuple(mine), exists))
             continue
         assert key is not None and tags and sens in SENSITIVITIES
-        records.append(Record(r.number, key, r.value, tags, sens, "user", desc, r.get("created_at"),
-                              r.get("updated_at"), defaulted))
+        out.append(Checked(r, Record(r.number, key, r.value, tags, sens, "user", desc, r.get("created_at"),
+                                     r.get("updated_at"), defaulted), (), exists))
+    return out
+
+
+def validate(raw: list[RawRecord], *, default_sensitivity: Sensitivity | None = None,
+             existing_keys: frozenset[str] = frozenset(), replace: bool = False) -> list[Record]:
+    """12.9 over every record; RecordsRefused with every problem, or the typed records."""
+    return accepted(check(raw, default_sensitivity=default_sensitivity, existing_keys=existing_keys, replace=replace))
+
+
+def accepted(checked: list[Checked]) -> list[Record]:
+    """The records to write, or RecordsRefused with every problem of every record (12.9: nothing
+    is written when any record fails)."""
+    problems = [(c.raw.number, m) for c in checked for m in c.problems]
     if problems:
         raise RecordsRefused(problems)
-    return records
+    return [c.record for c in checked if c.record is not None]
+
+
+def field_names(data: bytes, fmt: str, delimiter: str = ",") -> list[str]:
+    """The input's field names as written, before any mapping: the CSV header, or every top-level
+    name of the JSON objects in order of first appearance; [] when the file does not parse (its
+    parse says why).  The PWA lists them to choose a mapping (``--map``) for."""
+    try:
+        text = _text(data)
+    except RecordsRefused:
+        return []
+    if fmt == "csv":
+        try:
+            header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True), None)
+        except csv.Error:
+            return []
+        return [h.strip() for h in header or [] if h.strip()]
+    try:
+        root = json.loads(text)
+    except json.JSONDecodeError:
+        return []
+    names: dict[str, None] = {}
+    for obj in root if isinstance(root, list) else [root]:
+        if isinstance(obj, dict):
+            names.update(dict.fromkeys(k for k in obj if isinstance(k, str)))
+    return list(names)
+
+
+def target_of(name: str, mapping: dict[str, str]) -> str:
+    """Where input field ``name`` goes (12.7): ``--map`` first, then the canonical aliases; a
+    name that is neither a reserved field nor ``value``/``value.PATH`` is one field of the value."""
+    return mapping.get(name) or ALIASES.get(name) or name
+
+
+def format_of(filename: str, given: str | None = None) -> str:
+    """The import format: the one given, else from the file name (.csv, else json)."""
+    return given or ("csv" if filename.lower().endswith(".csv") else "json")
 
 
 def parse(data: bytes, fmt: str, mapping: dict[str, str] | None = None) -> list[RawRecord]:

@@ -13,15 +13,15 @@ import time
 from typing import Any
 
 from ..aperto.model import Memory
-from ..cli import _unlock
-from ..vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, UnlockedVault
-from .records import SENSITIVITIES, Record, Sensitivity, missing_sensitivity, parse, parse_map, validate
+from ..vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, Listing, UnlockedVault
+from .records import SENSITIVITIES, Record, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
 
 
-def live_keys(v: UnlockedVault) -> dict[str, Entry]:
-    """The live head of each UOMP key in the vault."""
+def live_keys(v: UnlockedVault, listing: Listing | None = None) -> dict[str, Entry]:
+    """The live head of each UOMP key in the vault (``listing``: one already opened, as the PWA's
+    worker holds it with its verified cache)."""
     out: dict[str, Entry] = {}
-    for e in v.open_all().heads():
+    for e in (listing or v.open_all()).heads():
         u = e.opened.extensions.get("uomp")
         if isinstance(u, dict) and isinstance(u.get("key"), str):
             out[u["key"]] = e
@@ -55,7 +55,11 @@ def _ask_sensitivity(count: int) -> Sensitivity | None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    fmt = args.format or ("csv" if args.file.lower().endswith(".csv") else "json")
+    # imported here, not at the top: the PWA's worker imports this module under Pyodide, which
+    # has none of what ownmem.cli needs (zxcvbn)
+    from ..cli import _unlock
+
+    fmt = format_of(args.file, args.format)
     with open(args.file, "rb") as f:
         data = f.read()
     raw = parse(data, fmt, parse_map(args.map or []))

@@ -195,6 +195,8 @@ class Claims:
         for name in ("session_id", "agent_id", "version"):
             if not isinstance(d.get(name), str):
                 raise ValueError(f"{name} must be a string")
+        if not isinstance(d.get("scopes"), dict):
+            raise ValueError("scopes must be an object")       # a MUST claim ("Claims")
         limits = d.get("limits") or {}
         if not isinstance(limits, dict):
             raise ValueError("limits must be an object")

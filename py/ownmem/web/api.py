@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aperto.container import parse_container
 from ..aperto.keys import signing_key
@@ -24,6 +24,9 @@ from ..uomp.control import is_control
 from ..vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in, link_honoured, unlock_store
 from .store import IdbStore
 
+if TYPE_CHECKING:
+    from ..uomp.records import Checked
+
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
 # An agent's author key: the Ed25519 key seeded by purpose_key(AGENT_INFO + name), which
@@ -31,6 +34,9 @@ CACHE_KEY = "verified-v1"
 AGENT_INFO = b"ownmem/v1/agent/"
 MAX_AGENT_ID = 64
 MAX_VERSIONS = 1000          # versions of one memory whose receipts are looked up
+PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
+MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
+RECORDS_CHUNK = 25           # records sealed between two progress events
 
 
 @dataclass
@@ -500,6 +506,100 @@ class App:
         self._erase_from_cache()
         synced, problem, pending = self._sync_now()
         return {"erased": len(gone), "synced": synced, "problem": problem, "pending": pending}
+
+    # ------------------------------------------------------------ records import (UOMP section 12)
+    def _records(self, data: Any, name: str, format: str, map: list[str] | None, sensitivity: str,
+                 replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
+        """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
+        the file the page read -> (format, live heads by key, checked records)."""
+        from ..uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
+        from ..uomp.records_cli import live_keys
+
+        stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
+        if sensitivity and stated is None:
+            raise MalformedInput(f"sensitivity {sensitivity!r} is not one of low, medium, high")
+        raw_bytes = bytes(data)
+        fmt = format_of(name, format or None)
+        mapping = parse_map(list(map or []))
+        heads = live_keys(self.v, self._open_all())
+        checked = check(parse(raw_bytes, fmt, mapping), default_sensitivity=stated,
+                        existing_keys=frozenset(heads), replace=replace)
+        return fmt, heads, checked
+
+    @staticmethod
+    def _records_digest(checked: list[Checked], replace: bool) -> str:
+        """What the preview showed, as one hash: the import writes only that (a sync that brought
+        a key in between, or other choices, make another preview first)."""
+        from ..crypto import sha256
+
+        rows = [c.to_json() for c in checked]
+        return sha256(json.dumps([rows, replace], sort_keys=True, ensure_ascii=True).encode()).hex()
+
+    def op_records_preview(self, data: Any, name: str = "", format: str = "", map: list[str] | None = None,
+                           sensitivity: str = "", replace: bool = False) -> dict[str, Any]:
+        """What `ownmem records import` would write from this file, record by record, with every
+        problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
+        no records) comes back with no rows and its problem under record 0."""
+        from ..uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
+
+        fmt = format_of(name, format or None)
+        mapping = parse_map(list(map or []))
+        fields = [[n, target_of(n, mapping)] for n in field_names(bytes(data), fmt)[:MAX_RECORD_FIELDS]]
+        try:
+            fmt, _, checked = self._records(data, name, format, map, sensitivity, replace)
+        except RecordsRefused as e:
+            return {"format": fmt, "fields": fields, "rows": [], "total": 0, "valid": 0, "replacing": 0,
+                    "missing_sensitivity": [], "problems": [list(p) for p in e.problems], "refused": True,
+                    "digest": ""}
+        problems = [[c.raw.number, m] for c in checked for m in c.problems]
+        # every record with a problem, and the first PREVIEW_ROWS of the others
+        rows, fine = [], 0
+        for c in checked:
+            if c.problems or fine < PREVIEW_ROWS:
+                rows.append(c.to_json())
+                fine += not c.problems
+        return {"format": fmt, "fields": fields, "rows": rows, "total": len(checked),
+                "valid": sum(1 for c in checked if not c.problems),
+                "replacing": sum(1 for c in checked if c.exists and not c.problems),
+                "missing_sensitivity": missing_sensitivity([c.raw for c in checked]),
+                "problems": problems, "refused": bool(problems), "digest": self._records_digest(checked, replace)}
+
+    def op_records_import(self, data: Any, digest: str, name: str = "", format: str = "",
+                          map: list[str] | None = None, sensitivity: str = "", replace: bool = False) -> dict[str, Any]:
+        """Write what the preview with this ``digest`` showed, with the CLI's own functions: every
+        record checked again (12.9: any problem refuses the whole file, nothing written), then one
+        sealed memory per record, a replaced key's live head superseded.  Progress events
+        ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
+        from ..uomp.records import accepted
+        from ..uomp.records_cli import write_records
+
+        _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
+        if digest != self._records_digest(checked, replace):
+            raise VaultError("the file, the choices or the vault changed since the preview: nothing was written; "
+                             "look at the new preview and confirm again")
+        records = accepted(checked)
+        keep = heads if replace else {}
+        at = int(time.time())
+        ids: list[bytes] = []
+        for i in range(0, len(records), RECORDS_CHUNK):
+            ids += write_records(self.v, records[i:i + RECORDS_CHUNK], keep, now=at)
+            self._progress("records_import", len(ids), len(records))
+        return {"imported": len(ids), "replaced": sum(1 for r in records if r.key in keep),
+                "defaulted": [r.number for r in records if r.sensitivity_defaulted], "sensitivity": sensitivity or None,
+                "ids": [oid.hex() for oid in ids]}
+
+    @staticmethod
+    def _progress(op: str, done: int, total: int) -> None:
+        """A progress event to the page while one long operation runs: the worker's thread is
+        busy in Python, but a message posted from it reaches the page at once (client.js emits
+        it; docs/web.md)."""
+        try:
+            import js
+            from pyodide.ffi import to_js
+        except ImportError:       # not in a worker (a test's plain CPython): nobody to tell
+            return
+        js.postMessage(to_js({"event": "progress", "op": op, "done": done, "total": total},
+                             dict_converter=js.Object.fromEntries))
 
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
         from .selftest import run

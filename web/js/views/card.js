@@ -141,10 +141,15 @@ function stopEdit(id) {
 
 const forgetDialog = new ConfirmDialog('forget-dialog');
 
+// Once forgotten, the focus goes where a keyboard user was: the card that took its place in
+// the list (the next one, else the one before), or the add field when the list is empty.
 function openForget(e, trigger) {
+  const li = trigger.closest('li.card');
+  const near = [li?.nextElementSibling, li?.previousElementSibling].map((n) => n?.dataset.id).filter(Boolean);
   forgetDialog.ask(e.content, trigger, () => call('forget', { id: e.id }), async (r) => {
     await saved(r.erased > 1 ? `Forgotten: ${r.erased} versions erased.` : 'Forgotten.');
-    q(main, '#search')?.focus();
+    const next = near.map((id) => q(main, `li[data-id="${id}"] .card-actions button`)).find(Boolean);
+    (next || q(main, '#add-content'))?.focus();
   });
 }
 

@@ -1,25 +1,28 @@
 // The settings screen: whether this browser keeps the vault (storage.js; a warning with a
-// one-tap export and sync when not), backup and transfer (views/transfer.js), the sync server link,
+// one-tap export and sync when not), backup and transfer (views/transfer.js), records import
+// with a preview (views/records.js), the sync server link,
 // the public log as this device last verified it (checkpoint size, root, when; a warning
 // when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
 // what this device holds and uses.
 
-import { el, errorText, focusTitle, mount, notice, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
+import { el, errorText, focusTitle, main, mount, notice, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
 import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
-  bootInfo, currentSession, entries, idleMinutes, isCurrent, isLinked, rememberName, rememberedName, setIdleMinutes,
-  syncStatus, vaultName,
+  bootInfo, currentSession, currentView, entries, idleMinutes, isCurrent, isLinked, on, rememberName, rememberedName,
+  setIdleMinutes, syncStatus, vaultName,
 } from '../state.js';
 import { persistence } from '../storage.js';
 import { call, refreshStatus } from '../vault.js';
 import { renderHeader, syncNow } from './syncstatus.js';
+import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
 
 function showSettings() {
   const node = mount(tpl('tpl-settings'));
   role(node, 'back').addEventListener('click', () => showView('memories'));
   wireTransfer(node);
+  wireRecords(role(node, 'records'));
   wireLink(node);
   wireIdle(role(node, 'idle-form'));
   showFacts(role(node, 'facts'));
@@ -152,16 +155,23 @@ function showFacts(facts) {
   const s = syncStatus();
   const rows = [
     ['Vault', vaultName()],
-    ['Memories', String(entries().length)],
+    ['Memories', String(entries().length), 'memory-count'],
     ['Stored', 'in this browser (IndexedDB), sealed; decrypted text only while unlocked'],
     ['Sync server', s.server ? `${s.server} (as ${s.name})` : 'not linked'],
     ['Signatures', p.mldsa ? `Ed25519 + ML-DSA-65 (${p.mldsa === 'webcrypto' ? 'built into the browser' : 'JavaScript'})` : null],
   ];
   rows.push(['Crypto', cryptoLine(p)]);
-  for (const [k, v] of rows) if (v) facts.append(el('dt', { text: k }), el('dd', { text: v }));
+  for (const [k, v, name] of rows) {
+    if (v) facts.append(el('dt', { text: k }), el('dd', { text: v, ...(name ? { 'data-role': name, 'data-testid': name } : {}) }));
+  }
 }
 
 defineScreen('settings', showSettings);
+// the count follows the list read again after an import here (or a sync) while Settings show
+on('listing', () => {
+  const count = currentView() === 'settings' && main.querySelector('[data-role="memory-count"]');
+  if (count) count.textContent = String(entries().length);
+});
 
 // Which implementation does each primitive (the worker's feature detection, `boot`'s provider).
 function cryptoLine(p) {

@@ -1,5 +1,5 @@
-// The screens before a vault is open: welcome (two tabs: create a vault, or use one from a
-// server) and unlock.  Each form sends its passphrase to the worker once and empties the
+// The screens before a vault is open: welcome (three tabs: create a vault, use one from a
+// server, or import a .amem backup into this empty browser) and unlock.  Each form sends its passphrase to the worker once and empties the
 // field whatever the answer; the passphrase is never stored (localStorage holds the vault
 // name only), logged or rendered.
 
@@ -7,7 +7,7 @@ import {
   concealPassphrases, errorText, mount, notice, oneLine, q, refuse, role, setBusy, showError, showProgress, tpl,
   topbar, wireReveal,
 } from '../dom.js';
-import { NAME_RE, serverUrl } from '../format.js';
+import { NAME_RE, plural, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
 import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
 import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
@@ -27,7 +27,7 @@ export function showWelcome(tab) {
       if (on) body.setAttribute('aria-labelledby', t.id);
       if (on && focus) t.focus();
     }
-    body.replaceChildren(name === 'create' ? createForm() : loginForm());
+    body.replaceChildren(name === 'create' ? createForm() : name === 'login' ? loginForm() : restoreForm());
   };
   for (const t of tabs) {
     t.addEventListener('click', () => select(t.dataset.tab, false));
@@ -178,6 +178,44 @@ function loginForm() {
     noteRefusals(r.refusals);   // the login's own sync, which sends no 'synced' event
   });
   return form;
+}
+
+// A new browser holding only a backup: `import` into the empty store adopts the file's
+// identity once its passphrase opens the file's own objects (ownmem.vault.transfer), so this
+// browser then holds the very vault the file came from, unlocked.  Nothing is kept when the
+// passphrase or the file is refused.
+function restoreForm() {
+  const form = tpl('tpl-restore');
+  wireReveal(form);
+  const err = role(form, 'error');
+  const { file, name, passphrase: pass } = form.elements;
+  name.value = rememberedName() || '';
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    showError(err, '');
+    const chosen = file.files && file.files[0];
+    const vname = name.value.trim();
+    if (!chosen) return refuse(err, file, 'Choose the .amem file to open.');
+    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
+    if (!pass.value) return refuse(err, pass, 'Enter the passphrase of the backup.');
+    const data = new Uint8Array(await chosen.arrayBuffer());
+    const r = await withPassphrase(form, `Checking ${chosen.name} and deriving its keys…`, 'import', { data, passphrase: pass.value });
+    if (!r) return;
+    rememberName(vname);
+    requestPersistence();
+    setBootInfo({ ...bootInfo(), vault: { name: vname, server: null, count: r.imported } });
+    await enterVault();
+    notice(importedLine(chosen.name, r));
+  });
+  return form;
+}
+
+function importedLine(filename, r) {
+  const refused = (r.refused || []).length;
+  const skipped = (r.skipped || []).length;
+  const extra = [refused ? `${refused} refused` : '', skipped ? `${skipped} skipped` : ''].filter(Boolean).join(', ');
+  return `Opened ${filename}: ${plural(r.imported, 'object')} imported${extra ? ` (${extra})` : ''}.`
+    + ' Link the vault to a server in Settings to sync it.';
 }
 
 export function showUnlock(message) {
