@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from agentkit import ownmem_cli
+from agentkit import issue, ownmem_cli
 from conftest import UompVault
 from Crypto.Hash import keccak
 from synckit import Backend, Devices, ServerProcess, cli_env
@@ -143,9 +143,14 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     # filtered by session, the same rows of that session only
     only = au.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id, session=other)
     assert {e["session_id"] for e in only.entries} == {other} and only.entries[0]["key"] == "user.password"
-    # the batches are control records, never listed as memory
+    # the batches are control records, never listed as memory, nor recalled by an agent (SAIHM)
     batches = [e for e in phone.listing().entries if au.AUDIT_RECORD in e.opened.extensions]
     assert batches and all(is_control(e.opened.extensions) for e in batches)
+    recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm", headers={"Authorization": issue(uv.vault.env, "notes")},
+                          json={"method": "saihm_recall", "params": {"query": ""}}, timeout=30)
+    assert recalled.status_code == 200, recalled.text
+    texts = [m["plaintext"] for m in recalled.json()]
+    assert texts and not any(t.startswith("UOMP ") for t in texts), texts
 
     # the anchors: RECALL receipts whose subject is a batch root, no detail, no key/value/tag/session
     anchors = _anchors(srv, holder)
