@@ -1705,6 +1705,33 @@ from ownmem.vault.sync import login_new_device
 folder, server, name = sys.argv[1:4]
 s = login_new_device(folder, server, name, os.environ["PW"])
 put_item(s.v, "preference.theme", "dark", tags=("preference",), sensitivity="low")
+put_item(s.v, "preference.card", "4111-1111", tags=("preference", "financial"), sensitivity="medium")
+s.sync_once()
+s.v.close()
+`;
+
+// Another device of the person seals an audit batch whose entry was rewritten after its root was
+// made (what a compromised device could do): the Agents screen must flag it.
+const FORGED_AUDIT = `
+import os, sys, time
+from ownmem.crypto import run_sync
+from ownmem.saihm.receipt import make_receipt
+from ownmem.uomp import audit_sync as au
+from ownmem.vault.sync import login_new_device
+folder, server, name, sid = sys.argv[1:5]
+s = login_new_device(folder, server, name, os.environ["PW"])
+now = int(time.time())
+e = {"id": "log_forged", "timestamp": now, "session_id": sid, "agent_id": "calendar_agent", "action": "read",
+     "key": "preference.theme", "tag": None, "tags": ["preference"], "allowed": True, "reason": "scope matched",
+     "request_size": 0, "response_size": 0, "query_count_remaining": None}
+sessions = {sid: {"agent_id": "calendar_agent", "granted_tags": ["preference"], "expires_at": now + 600}}
+root = au.batch_root([e], sessions)
+h = s.v.holder()
+anchor = run_sync(make_receipt(s.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL", subject_id=root,
+                               timestamp=now)).to_cbor().hex()
+doc = {"v": 1, "stream": "elsewhere", "seq": 1, "first": now, "last": now, "count": 1, "root": root.hex(),
+       "sessions": sessions, "entries": [{**e, "reason": "rewritten after the fact"}], "anchor": anchor}
+s.v.add("UOMP audit batch 1", tags=("uomp-audit",), extensions={au.AUDIT_RECORD: doc})
 s.sync_once()
 s.v.close()
 `;
@@ -1716,7 +1743,7 @@ const CALENDAR_MANIFEST = {
   data_retention_policy: { max_retention_seconds: 300, deletion_method: 'process_termination' },
 };
 
-test('20. the Agents screen: a live session counts down; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
+test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why, a batch failing its root flagged; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
   const ctx = await newContext('t20');
   const folder = path.join(tmp, 't20-agent-machine');
   const home = path.join(tmp, 't20-home');
@@ -1769,6 +1796,9 @@ test('20. the Agents screen: a live session counts down; Revoke now cuts a readi
     const firstText = await first.text();
     assert.equal(first.status, 200, firstText);
     assert.equal(JSON.parse(firstText).value, 'dark');
+    // one read the Guard refuses (a denied tag): the audit shows both, with their reasons
+    const refused = await fetch(`${base}/v1/memory/preference.card`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(refused.status, 403, await refused.text());
     // two agent writes, staged until the person answers
     await saihm(writer, 'saihm_remember', { content: KEEP });
     await saihm(writer, 'saihm_remember', { content: DROP });
@@ -1794,7 +1824,48 @@ test('20. the Agents screen: a live session counts down; Revoke now cuts a readi
     assert.equal(await registered.locator('[data-testid="publisher"]').textContent(), 'unverified publisher');
     assert.match(await registered.textContent(), /Asks to read: tags preference \(never financial\)/);
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="staged-write"]').length === 2, null, { timeout: SYNC_MS });
-    assert.match(await page.textContent('[data-testid="agents-audit"]'), /Not on this device yet/);
+    // the access audit, synced in anchored batches: newest first, allowed and denied with why
+    const auditRow = (allowed, key) => page.locator(
+      `[data-testid="audit-row"][data-session="${sid}"][data-allowed="${allowed}"]`, { hasText: key });
+    const auditUntil = Date.now() + SYNC_MS;
+    while (!(await auditRow('false', 'preference.card').count() && await auditRow('true', 'preference.theme').count())) {
+      assert.ok(Date.now() < auditUntil, `the audit did not reach the Agents screen: ${await page.textContent('[data-testid="agents-audit"]')} ${await page.textContent('[data-testid="agents-view"] [data-role="error"]')}`);
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    const deniedRow = auditRow('false', 'preference.card').first();
+    assert.equal(await deniedRow.locator('[data-testid="audit-verdict"]').textContent(), 'denied');
+    assert.equal(await deniedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: item carries a denied tag');
+    assert.match(await deniedRow.textContent(), /calendar_agent/);
+    const allowedRow = auditRow('true', 'preference.theme').first();
+    assert.equal(await allowedRow.locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
+    assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: scope matched');
+    const times = await page.$$eval('[data-testid="audit-row"] time', (ts) => ts.map((t) => t.getAttribute('datetime')));
+    assert.deepEqual(times, [...times].sort().reverse(), 'the audit is not newest first');
+    // every batch shown verified against its anchor in the public log: no warning
+    assert.equal(await page.locator('[data-testid="audit-problem"]').count(), 0);
+    assert.equal(await page.locator('[data-testid="audit-warnings"] li').count(), 0);
+    // filtered by session: that session's rows only
+    await page.selectOption('[data-testid="audit-session"]', sid);
+    await page.waitForFunction((s) => {
+      const rows = [...document.querySelectorAll('[data-testid="audit-row"]')];
+      return rows.length > 0 && rows.every((r) => r.dataset.session === s);
+    }, sid, { timeout: 10_000 });
+    await page.selectOption('[data-testid="audit-session"]', '');
+    // a batch that does not match its anchored root is a warning, on its rows and above the list
+    runPy(FORGED_AUDIT, [path.join(tmp, 't20-forging-device'), origin, name, sid], { PW: PASS }, VENV_PY);
+    const forged = page.locator('[data-testid="audit-row"]', { hasText: 'rewritten after the fact' });
+    const forgedUntil = Date.now() + SYNC_MS;
+    while (!(await forged.count())) {
+      assert.ok(Date.now() < forgedUntil, 'the forged batch did not reach the Agents screen');
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    assert.match(await forged.locator('[data-testid="audit-problem"]').textContent(), /do not hash to the root it names/);
+    assert.match(await page.textContent('[data-testid="audit-warnings"]'), /audit batch 1: its entries do not hash/);
+    assert.equal(await page.locator('[data-testid="audit-problem"]').count(), await forged.count(), 'a good batch is flagged too');
+    fs.mkdirSync(SHOTS, { recursive: true });
+    await page.locator('[data-testid="agents-audit"]').screenshot({ path: path.join(SHOTS, '27-agents-audit-desktop.png') });
     // control records are no memories: none in the list
     await backToList(page);
     assert.ok(!(await cards(page)).some((c) => c.content.startsWith('UOMP ')), 'a session record is listed as a memory');

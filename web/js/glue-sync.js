@@ -17,9 +17,9 @@
 import { nobleGcm, nobleAesKw, nobleEd25519, nobleX25519, nobleHkdf, nobleSha256, nobleArgon2id, ml_dsa65 }
   from '../vendor/vendor.js';
 import * as idb from './idb.js';
-import { ARGON2, features as detectFeatures } from './glue.js';
+import { ARGON2, features as detectFeatures, keccak256 } from './glue.js';
 
-export { ARGON2 };
+export { ARGON2, keccak256 };
 export const JSPI = false;
 
 const MLDSA65_PUBLIC = 1952;

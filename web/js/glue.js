@@ -18,7 +18,8 @@
 // Each call from Python costs ~0.16 ms, so the hot paths of opening a vault have
 // batch forms (aes_kw_unwrap_many, aes_gcm_decrypt_many, ed25519_verify_many).
 
-import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65, nobleEd25519, nobleX25519 } from '../vendor/vendor.js';
+import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65, nobleEd25519, nobleKeccak256, nobleX25519 }
+  from '../vendor/vendor.js';
 
 const subtle = globalThis.crypto.subtle;
 
@@ -180,6 +181,13 @@ async function need(flag, what) {
 export const ARGON2 = Object.freeze({ memory_kib: 64 * 1024, iterations: 3, parallelism: 4, length: 32 });
 
 /** Argon2id (RFC 9106) via hash-wasm; opts = {memory_kib, iterations, parallelism, length}. */
+// Keccak-256 (Ethereum's, not SHA3-256) of the UOMP audit's event hashes
+// (ownmem.uomp.audit_sync.keccak256): WebCrypto has none; synchronous, so glue-sync.js
+// re-exports it for the path without JSPI.
+export function keccak256(data) {
+  return nobleKeccak256(bytes(data));
+}
+
 export async function argon2id(password, salt, opts) {
   return hashWasmArgon2id({
     password: bytes(password),

@@ -45,6 +45,7 @@ from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ..uomp import staging
+from ..uomp.control import is_control
 from .credentials import Credential
 from ..vault.sharing import SharedReader, ToolRefused, tool_contracts, tool_revoke_share, tool_share
 from .recall_index import RecallEntry, RecallIndex
@@ -164,7 +165,8 @@ class Operator:
             # staged agent writes (ownmem.uomp.staging): confirmation records are no memory;
             # an unconfirmed staged write is recalled by its own agent only (see recall)
             confirmed = staging.confirmed_ids(entries)
-            heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not staging.is_confirmation(e)}
+            # nor are control records (uomp.control: session records, revocations, audit batches)
+            heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not is_control(e.opened.extensions)}
             self.staged = {cid: a for cid, e in heads.items()
                            if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in confirmed}
             have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}

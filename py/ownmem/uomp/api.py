@@ -513,6 +513,9 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     from .published import attach
 
     attach(u, op, Path(folder))   # session records for the person's other devices
+    from .audit_sync import attach as attach_audit
+
+    attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
     app.router.routes.extend(u.routes())
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(StoreError, _store_error)

@@ -98,6 +98,8 @@ class AuditLog:
         self._stopping = False
         self._inflight = 0                     # requests inside coming() that have not submitted yet
         self.batches = 0                       # transactions committed (group commit, for tests)
+        # told how many entries each commit put on disk (audit_sync.AuditSync.committed)
+        self.on_commit: Callable[[int], None] = lambda n: None
         self._writer = threading.Thread(target=self._run, name="ownmem-uomp-audit", daemon=True)
         self._writer.start()
 
@@ -134,6 +136,7 @@ class AuditLog:
                                          rows)
                     self._db.execute("COMMIT")          # the one fsync of the batch
                     self.batches += 1
+                self.on_commit(len(rows))
             except sqlite3.Error as e:
                 err = StoreError(f"the audit log failed: {e}")
                 with self._lock:
@@ -208,15 +211,26 @@ class AuditLog:
         q += " ORDER BY ts DESC, rowid DESC LIMIT ?"
         with self._lock:
             rows = self._db.execute(q, args + (limit,)).fetchall()
-        out = []
-        for i, ts, sid, nonce, ct in rows:
-            try:
-                d = json.loads(self._aead.decrypt(nonce, ct, _aad(i, ts, sid)))
-            except Exception:   # noqa: BLE001 - cryptography's InvalidTag and a bad body alike
-                raise AuthenticationFailed("audit entry tampered with") from None
-            d["tags"] = tuple(d["tags"])
-            out.append(AuditEntry(**d))
-        return out
+        return [self._open(*row) for row in rows]
+
+    def _open(self, i: str, ts: int, sid: str, nonce: bytes, ct: bytes) -> AuditEntry:
+        try:
+            d = json.loads(self._aead.decrypt(nonce, ct, _aad(i, ts, sid)))
+        except Exception:   # noqa: BLE001 - cryptography's InvalidTag and a bad body alike
+            raise AuthenticationFailed("audit entry tampered with") from None
+        d["tags"] = tuple(d["tags"])
+        return AuditEntry(**d)
+
+    def after(self, rowid: int, limit: int) -> list[tuple[int, AuditEntry]]:
+        """The entries written after row ``rowid``, oldest first, with their rows (audit_sync's cursor)."""
+        with self._lock:
+            rows = self._db.execute("SELECT rowid, id, ts, session_id, nonce, ct FROM audit WHERE rowid > ? "
+                                    "ORDER BY rowid LIMIT ?", (rowid, limit)).fetchall()
+        return [(r[0], self._open(*r[1:])) for r in rows]
+
+    def last_rowid(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT coalesce(max(rowid), 0) FROM audit").fetchone()[0])
 
     def count(self, session_id: str, actions: tuple[str, ...]) -> int:
         return sum(1 for e in self.entries(session_id, limit=1_000_000) if e.action in actions)

@@ -8,11 +8,14 @@
     ownmem agent sessions [--json]
     ownmem agent revoke SESSION
     ownmem agent audit [--session ID] [--json]
-    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before DATE
+        on the agent's machine: its audit.db, through the service; on another device: the
+        batches synced to the vault, each checked against its anchor in the public log
+    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before
+        DATE, and forget the synced batches as old (through the service, else with the vault here)
 
-Every command but ``audit prune`` talks to the running `ownmem agent` with the admin
-credential of the vault folder (uomp-admin, 0600); ``audit prune`` needs no key: entry
-times are stored in clear.
+Every command but ``audit prune`` and another device's ``audit`` talks to the running
+`ownmem agent` with the admin credential of the vault folder (uomp-admin, 0600); pruning
+audit.db needs no key: entry times are stored in clear.
 """
 from __future__ import annotations
 
@@ -164,9 +167,37 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Another device (no agent service here): the batches synced to this vault, each checked
+    against its anchor in the public log (ownmem.uomp.audit_sync); problems go to stderr."""
+    from ..cli import _unlock
+    from ..errors import SyncError
+    from ..vault.sync import Syncer, syncer_for
+    from .audit_sync import audit_view, log_anchor_check, log_newer_anchors
+
+    v = _unlock(args)
+    try:
+        check, newer = None, None
+        if Syncer.linked(v.store) is not None:
+            s = syncer_for(v)
+            try:
+                s.sync_once()
+                check, newer = log_anchor_check(s), log_newer_anchors(s)
+            except SyncError as e:
+                print(f"not synced ({e}): the audit as this device last received it", file=sys.stderr)
+        view = audit_view(v.open_all().entries, holder_id=v.holder().holder_id, anchor_check=check,
+                          newer_anchors=newer, session=args.session)
+    finally:
+        v.close()
+    for w in view.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return view.entries
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     q = f"?session_id={args.session}" if args.session else ""
-    entries = _admin(args, "GET", "/v1/audit" + q)["entries"]
+    local = AdminCredential(Path(_folder(args))).path.exists() and (Path(_folder(args)) / AUDIT_DB).exists()
+    entries = _admin(args, "GET", "/v1/audit" + q)["entries"] if local else _synced_audit(args)
     if args.json:
         print(json.dumps(entries, indent=2))
         return 0
@@ -199,19 +230,47 @@ def _days(s: str) -> float:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     path = Path(_folder(args)) / AUDIT_DB
-    if not path.exists():
-        print("no audit log")
-        return 0
     as_of = args.as_of if args.as_of is not None else int(time.time())
-    before = as_of - args.days * 86400
-    db = sqlite3.connect(path, timeout=30)
-    try:
-        with db:
-            n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
-    finally:
-        db.close()
+    before = as_of - int(args.days * 86400)
+    n = 0
+    if path.exists():
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            with db:
+                n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
+        finally:
+            db.close()
     print(f"pruned {n} audit entries older than {args.days:g} days")
+    forgot = _prune_batches(args, before)
+    if forgot is not None:
+        print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
     return 0
+
+
+def _prune_batches(args: argparse.Namespace, before: int) -> int | None:
+    """The synced batches: on the agent's machine by the running service, which holds the vault
+    (it erases and syncs; None, said on stderr, when it does not answer: this process must not
+    erase under it); on a device without the service, with the unlocked vault here."""
+    if AdminCredential(Path(_folder(args))).path.exists():
+        try:
+            return int(_admin(args, "POST", "/v1/audit/prune", {"before": before})["forgotten"])
+        except VaultError as e:
+            if "does not answer" not in str(e):
+                raise
+            print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
+            return None
+    from ..cli import _unlock
+    from ..vault.sync import Syncer, syncer_for
+    from .audit_sync import prune_batches
+
+    v = _unlock(args)
+    try:
+        n = prune_batches(v, v.open_all().entries, before)
+        if n and Syncer.linked(v.store) is not None:
+            syncer_for(v).sync_once()
+    finally:
+        v.close()
+    return n
 
 
 def _auth_options(p: argparse.ArgumentParser) -> None:
@@ -253,6 +312,7 @@ def register(asub: Any) -> None:
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
     pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
     pr.add_argument("--as-of", type=_date, metavar="DATE")
+    pr.add_argument("--port", type=int, default=DEFAULT_PORT)
     pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
                     help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)

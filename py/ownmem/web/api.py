@@ -83,6 +83,7 @@ class App:
         self.syncer: Any = None
         self.last_sync: int | None = None
         self._agent_kids: dict[str, bytes] = {}   # agent name -> its derived author key id
+        self._anchors_checked: set[str] = set()   # audit anchors proven in the log (op_audit)
 
     # ------------------------------------------------------------ helpers
     @property
@@ -431,6 +432,29 @@ class App:
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
                            for w in staging.pending(listing.entries, staging.AgentKeys(self.v))]}
+
+    def op_audit(self, session: str | None = None) -> dict[str, Any]:
+        """The UOMP audit synced to this vault (ownmem.uomp.audit_sync), newest first, optionally
+        of one session; each batch shown checked against its anchor in the public log (once per
+        batch while the worker runs: a proven anchor stays proven), unchecked when the log
+        cannot be reached."""
+        from ..uomp.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
+
+        check, newer = None, None
+        if self._linked() is not None:
+            newer = log_newer_anchors(self._syncer())
+            inner, checked = log_anchor_check(self._syncer()), self._anchors_checked
+
+            def check(b: Batch) -> str | None:
+                if b.doc["anchor"] not in checked:
+                    why = inner(b)
+                    if why is not None:
+                        return why           # asked again next time: it may be logged by then
+                    checked.add(b.doc["anchor"])
+                return None
+        view = audit_view(self._open_all().entries, holder_id=self.v.holder().holder_id, anchor_check=check,
+                          newer_anchors=newer, session=session or None)
+        return view.to_json()
 
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);

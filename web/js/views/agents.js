@@ -11,7 +11,10 @@
 //                     asked first), the records of `ownmem staged confirm|discard`
 //   Registered agents what each registered manifest asks for, its retention, its publisher
 //   Ended sessions    closed, revoked, expired
-//   Audit             not synced to other devices yet: said so, nothing shown
+//   Access audit      who read what, when, allowed or denied and why, newest first, by session
+//                     (`audit`: the batches the agent service syncs, py/ownmem/uomp/audit_sync.py);
+//                     a batch that fails its check against the public log's anchor, or that
+//                     follows a batch that never arrived, is a warning on its rows
 //
 // The screen reads again when a sync brings changes (state.js 'listing') and when asked.
 
@@ -59,6 +62,9 @@ function load(node) {
         if (!isCurrent(session) || !node.isConnected) return;
         showError(role(node, 'error'), '');
         render(node, r);
+        const audit = await call('audit', { session: role(node, 'audit-session').value || null });
+        if (!isCurrent(session) || !node.isConnected) return;
+        renderAudit(node, r, audit);
         role(node, 'agents-state').textContent = isLinked() ? ''
           : 'This vault is not linked to a sync server: the agent service on your machine cannot reach this device.';
       } catch (ex) {
@@ -88,6 +94,41 @@ function render(node, r) {
   fill(role(node, 'sessions-ended'), ended, (s) => sessionRow(node, s), 'None yet.');
   role(node, 'ended-count').textContent = `(${ended.length})`;
   tick(node);
+}
+
+function renderAudit(node, r, audit) {
+  const select = role(node, 'audit-session');
+  if (!select.dataset.bound) {
+    select.dataset.bound = '1';
+    select.addEventListener('change', () => load(node));
+  }
+  const names = new Map(r.sessions.map((s) => [s.session_id, s.agent_name || s.agent_id]));
+  for (const e of audit.entries) if (!names.has(e.session_id)) names.set(e.session_id, e.agent_id);
+  const chosen = select.value;
+  select.replaceChildren(el('option', { value: '', text: 'All sessions' }),
+    ...[...names].filter(([sid]) => sid).map(([sid, who]) => el('option', { value: sid, text: `${who}: ${sid}` })));
+  select.value = names.has(chosen) ? chosen : '';
+  role(node, 'audit-warnings').replaceChildren(...audit.warnings.map((w) => el('li', { class: 'sync-warning-line', text: w })));
+  fill(role(node, 'audit'), audit.entries, auditRow,
+    audit.batches ? 'No access recorded for this session.' : 'No audit has reached this device yet.');
+}
+
+function auditRow(e) {
+  const what = e.key || (e.tag ? `tag ${e.tag}` : '');
+  const at = Date.parse(e.timestamp) / 1000;
+  return el('li', {
+    class: 'share audit-row', 'data-testid': 'audit-row', 'data-allowed': String(e.allowed), 'data-session': e.session_id,
+  },
+  el('div', { class: 'share-head' },
+    el('span', {
+      class: `badge ${e.allowed ? 'badge-trusted' : 'badge-agent-unconfirmed'}`, 'data-testid': 'audit-verdict',
+      text: e.allowed ? 'allowed' : 'denied',
+    }),
+    el('strong', { text: e.agent_id || 'unknown agent' }),
+    el('span', { text: `${e.action}${what ? ` ${what}` : ''}` }),
+    el('time', { class: 'muted small', datetime: e.timestamp, title: e.timestamp, text: dateTime(at) })),
+  el('p', { class: 'muted small', 'data-testid': 'audit-reason', text: `Why: ${e.reason}` }),
+  e.batch.problem ? el('p', { class: 'retention-warning', 'data-testid': 'audit-problem', text: `⚠ ${e.batch.problem}` }) : null);
 }
 
 // After an action its button is gone with the row it was in: the focus goes to the heading

@@ -1,0 +1,581 @@
+"""The UOMP audit on every device of the person, anchored in the public log (UOMP draft-00
+"Audit and Logging": "Storage", "Blockchain Extension", "Event Types", "Batching Strategy";
+DESIGN.md "Agent access"; docs/decisions.md "UOMP audit batches").
+
+On `ownmem agent` (``AuditSync``), every INTERVAL seconds, or at once when MAX_ENTRIES wait:
+
+    audit.db rows after the last batched one (at most MAX_ENTRIES, MAX_BYTES)
+      -> per entry an event of "Event Types" (SessionGranted | SessionRevoked | GatewayAccess)
+         eventHash = keccak256(keccak256(event signature) || its fields, 32-byte ABI words)
+         leaf      = eventHash || SHA-256(the entry's canonical JSON)   (64 bytes)
+      -> root = the RFC 9162 Merkle tree hash over the leaves (ownmem.saihm.tlog's hashing)
+      -> a holder-signed SAIHM RECALL receipt, subjectId = root, no detail: POSTed to the public
+         log first (SAIHM's order: the receipt, then the effect)
+      -> an owner-signed control record (payload extension "uomp_audit", tag "uomp-audit"):
+         {"v": 1, "stream", "seq", "first", "last", "count", "root", "sessions", "entries",
+          "anchor": receipt hex}, sealed like any memory (its own DEK), then synced.
+
+The server sees a cell and a receipt naming 32 bytes that are a hash of hashes: no key, no
+value, no tag, no session id.  ``stream`` names one audit.db (a machine running the service);
+``seq`` counts its batches from 1, so a batch a server withholds or spoils (a spoilt cell does
+not pass its signature check and never arrives) leaves a gap.
+
+On any device (``audit_view``): the batches that open as the owner's own; for each shown, the
+entries again hashed to the root it names, the receipt checked (RECALL, subject = root, this
+holder's signature) and proven included in the log's tree this device verified; a mismatch, a
+missing or unproven anchor, a gap in a stream's seq: a warning on that batch's rows.
+
+Retention: ``prune_batches`` forgets (cryptographic erasure, FORGET receipts, as `ownmem forget`)
+every batch whose newest entry is older than the cut-off; `ownmem agent audit prune` asks the
+running service, or, on a device without one, does it with the unlocked vault.
+
+Nothing here imports the agent's HTTP or JWT code at module level: the reader runs in the
+browser too, where keccak256 comes from @noble/hashes through the worker's glue.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..aperto.model import Trust
+from ..crypto import run_sync, sha256
+from ..errors import OwnmemError, SyncError
+from ..saihm import tlog
+from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from ..vault.vault import Entry
+
+_log = logging.getLogger("ownmem.uomp")
+
+AUDIT_RECORD = "uomp_audit"          # one of control.CONTROL_EXTENSIONS
+RECORD_TAG = "uomp-audit"
+ANCHOR_OPERATION = "RECALL"          # read-only calls' receipts "under operator policy" (SAIHM)
+INTERVAL = 2.0                       # seconds an entry waits at most before its batch is sealed
+MAX_ENTRIES = 1000                   # entries per batch
+MAX_BYTES = 256 * 1024               # JSON bytes of a batch's entries (the payload bound is 1 MiB)
+STATE_FILE = "uomp-audit-sync.json"
+MAX_SHOWN = 500                      # entries a view shows (newest first)
+
+EVENT_SIGNATURES = {
+    "SessionGranted": "SessionGranted(bytes32,bytes32,uint256)",
+    "SessionRevoked": "SessionRevoked(bytes32,bytes32)",
+    "GatewayAccess": "GatewayAccess(bytes32,bytes32,bytes32,bool)",
+}
+_ENTRY_FIELDS = ("id", "timestamp", "session_id", "agent_id", "action", "key", "tag", "tags", "allowed", "reason",
+                 "request_size", "response_size", "query_count_remaining")
+
+
+# ---------------------------------------------------------------------------- hashing (pure)
+
+def keccak256(data: bytes) -> bytes:
+    """Keccak-256 (Ethereum's, not SHA3-256): pycryptodome; in the browser, @noble/hashes."""
+    try:
+        from Crypto.Hash import keccak
+    except ImportError:     # Pyodide: the bundle carries no pycryptodome; the worker's glue does it
+        import ownmem_js
+        from pyodide.ffi import to_js
+
+        return bytes(ownmem_js.keccak256(to_js(data)).to_bytes())
+    return bytes(keccak.new(digest_bits=256, data=data).digest())
+
+
+def _word(v: int | bool) -> bytes:
+    return int(v).to_bytes(32, "big")
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_hash(s: str) -> bytes:
+    """keccak256 of a text that repeats (event signatures, agent ids, paths): in the browser each
+    hash is a call into JavaScript, so a batch's few distinct ones are made once."""
+    return keccak256(s.encode())
+
+
+@functools.lru_cache(maxsize=1024)
+def session_hash(session_id: str, agent_id: str, granted_tags: tuple[str, ...]) -> bytes:
+    """sessionHash = keccak256(session_id || agent_id || granted_tags_json); the JSON is the
+    granted read tags as a compact array, in the order the batch lists them."""
+    tags = json.dumps(list(granted_tags), separators=(",", ":"), ensure_ascii=False)
+    return keccak256(session_id.encode() + agent_id.encode() + tags.encode())
+
+
+def request_path(e: Mapping[str, Any]) -> str:
+    """The path of the request an entry records (endpointHash's input).  Entries no request
+    made (a deletion proof found missing at expiry) name the endpoint the request was owed to."""
+    action, sid = e.get("action"), e.get("session_id") or ""
+    if action in ("read", "write") and e.get("key") is not None:
+        return "/v1/memory/" + str(e["key"])
+    return {"read": "/v1/memory", "aggregate": "/v1/memory/aggregate", "query": "/v1/memory/query",
+            "closed": f"/v1/sessions/{sid}/close", "deletion_proof": f"/v1/sessions/{sid}/deletion-proof",
+            "deletion_proof_missing": f"/v1/sessions/{sid}/deletion-proof",
+            "grant": f"/v1/sessions/{sid}/grant"}.get(str(action), f"/v1/sessions/{sid}/{action}")
+
+
+def event_hash(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
+    """The "Event Types" event of an entry, hashed as the EVM would see it: keccak256 of the
+    event's topic (keccak256 of its signature) followed by each field as a 32-byte word."""
+    agent = str(e.get("agent_id") or "")
+    sh = session_hash(str(e.get("session_id") or ""), agent, tuple(str(t) for t in session.get("granted_tags") or ()))
+    ah = _text_hash(agent)
+    action = e.get("action")
+    if action == "grant" and e.get("allowed"):
+        name, words = "SessionGranted", sh + ah + _word(int(session.get("expires_at") or 0))
+    elif action == "revoked":
+        name, words = "SessionRevoked", sh + ah
+    else:
+        name, words = "GatewayAccess", sh + ah + _text_hash(request_path(e)) + _word(bool(e.get("allowed")))
+    return keccak256(_text_hash(EVENT_SIGNATURES[name]) + words)
+
+
+def canonical(e: Mapping[str, Any]) -> bytes:
+    return json.dumps(dict(e), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def leaf(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
+    """The Merkle leaf of an entry: its event's hash, then SHA-256 of the whole entry, so that
+    the root also covers what the event leaves out (time, key, reason): altering any field of
+    an entry changes the root.  SHA-256, not keccak256, for the entry: the draft asks keccak of
+    the events only, and one keccak per entry is what the writer pays at ~1,800 entries/s."""
+    return event_hash(e, session) + sha256(canonical(e))
+
+
+def merkle_root(leaves: list[bytes]) -> bytes:
+    """RFC 9162 section 2.1.1 MTH over the leaves (the public log's own hashing)."""
+    def mth(lo: int, hi: int) -> bytes:
+        if hi - lo == 1:
+            return tlog.leaf_hash(leaves[lo])
+        k = 1 << ((hi - lo - 1).bit_length() - 1)
+        return tlog.node_hash(mth(lo, lo + k), mth(lo + k, hi))
+    return mth(0, len(leaves)) if leaves else tlog.EMPTY_HASH
+
+
+def batch_root(entries: Sequence[Mapping[str, Any]], sessions: Mapping[str, Mapping[str, Any]]) -> bytes:
+    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {})) for e in entries])
+
+
+# ---------------------------------------------------------------------------- reading (pure + log)
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    doc: dict[str, Any]
+    object_id: bytes
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (str(self.doc["stream"]), int(self.doc["seq"]))
+
+    @property
+    def root(self) -> bytes:
+        return bytes.fromhex(self.doc["root"])
+
+
+def _valid(d: Any) -> bool:
+    try:
+        return (isinstance(d, dict) and d.get("v") == 1 and isinstance(d.get("stream"), str)
+                and type(d.get("seq")) is int and isinstance(d.get("entries"), list)
+                and isinstance(d.get("sessions"), dict) and len(bytes.fromhex(d["root"])) == 32
+                and isinstance(d.get("anchor"), str) and type(d.get("last")) is int
+                and all(isinstance(x, dict) for x in d["entries"]))
+    except (TypeError, ValueError):
+        return False
+
+
+def read_batches(entries: Iterable[Entry]) -> list[Batch]:
+    """The audit batches of a listing: only well-formed records that open as the owner's own
+    (an agent's author key or the server cannot make one).  The same batch sealed twice (a
+    restart between sealing and noting it) is one."""
+    seen: dict[tuple[str, int, str], Batch] = {}
+    for e in entries:
+        d = e.opened.extensions.get(AUDIT_RECORD)
+        if e.opened.trust is not Trust.SELF or not _valid(d):
+            continue
+        assert isinstance(d, dict)
+        b = Batch(d, e.id)
+        seen.setdefault((b.key[0], b.key[1], d["root"]), b)
+    return sorted(seen.values(), key=lambda b: (int(b.doc["last"]), b.key))
+
+
+def gaps(batches: list[Batch]) -> dict[tuple[str, int], str]:
+    """Per batch, what the seq numbers of its stream say is wrong around it: a batch missing
+    just before it (withheld, or spoilt so it did not arrive), or another batch with its seq.
+    Seqs below a stream's oldest batch held are not missing: retention forgot them."""
+    by_stream: dict[str, dict[int, set[str]]] = {}
+    for b in batches:
+        by_stream.setdefault(b.key[0], {}).setdefault(b.key[1], set()).add(b.doc["root"])
+    out: dict[tuple[str, int], str] = {}
+    for stream, seqs in by_stream.items():
+        held = sorted(seqs)
+        for prev, cur in zip(held, held[1:]):
+            if cur != prev + 1:
+                n = cur - prev - 1
+                out[(stream, cur)] = (f"{n} earlier batch{'es' if n > 1 else ''} of this audit "
+                                      f"({prev + 1}{'-' + str(cur - 1) if n > 1 else ''}) did not reach this device")
+        for s, roots in seqs.items():
+            if len(roots) > 1:
+                twice = "two different batches carry this batch's number"
+                out[(stream, s)] = f"{out[(stream, s)]}; {twice}" if (stream, s) in out else twice
+    return out
+
+
+def structure_problem(b: Batch, holder_id: bytes) -> str | None:
+    """Why a batch does not match itself or its anchor receipt (no signature, no log)."""
+    if batch_root(b.doc["entries"], b.doc["sessions"]) != b.root:
+        return "its entries do not hash to the root it names: an entry was altered, added or dropped"
+    try:
+        r = parse_receipt(bytes.fromhex(b.doc["anchor"]))
+    except (OwnmemError, ValueError):
+        return "its anchor receipt does not parse"
+    if r.operation != ANCHOR_OPERATION or r.subject_id != b.root or r.holder_id != holder_id:
+        return "its anchor receipt does not name this batch's root for this vault"
+    return None
+
+
+def _iso(t: int) -> str:
+    """As tokens.iso, which the browser cannot import (it pulls in PyJWT)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditView:
+    entries: list[dict[str, Any]]           # newest first: the 18.1 fields + "batch" {seq, stream, problem}
+    warnings: list[str]
+    batches: int
+    anchored: int                           # batches shown whose anchor was proven in the log
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entries": self.entries, "warnings": self.warnings, "batches": self.batches,
+                "anchored": self.anchored}
+
+
+def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
+               anchor_check: Callable[[Batch], str | None] | None = None,
+               newer_anchors: Callable[[list[Batch]], list[str]] | None = None,
+               session: str | None = None, limit: int = MAX_SHOWN) -> AuditView:
+    """The synced audit as a device shows it.  ``anchor_check(batch)`` -> why the batch's
+    receipt is not proven in the public log (None: proven); without one (offline) anchors are
+    left unchecked, never reported as good.  ``newer_anchors(batches)`` -> a warning for each
+    batch the log anchors after the newest one held that has not arrived."""
+    batches = read_batches(entries)
+    gap = gaps(batches)
+    # newest first; within one second, in the order the service recorded them
+    rows: list[tuple[int, int, int, dict[str, Any]]] = []
+    for b in batches:
+        for i, e in enumerate(b.doc["entries"]):
+            if session is None or e.get("session_id") == session:
+                rows.append((int(e.get("timestamp") or 0), b.key[1], i, e))
+    rows.sort(key=lambda r: r[:3], reverse=True)
+    shown = rows[:limit]
+    by_entry = {id(e): b for b in batches for e in b.doc["entries"]}
+    problems: dict[tuple[str, int], str | None] = {}
+    checked: set[tuple[str, int]] = set()
+    for *_, e in shown:
+        b = by_entry[id(e)]
+        if b.key in problems:
+            continue
+        why = structure_problem(b, holder_id) or gap.get(b.key)
+        if why is None and anchor_check is not None:
+            try:
+                why = anchor_check(b)
+                checked.add(b.key)
+            except SyncError:
+                pass          # the log cannot be reached now: unchecked, which is no verdict
+            except OwnmemError as x:
+                why = f"its anchor could not be checked ({x})"
+        problems[b.key] = why
+    out = []
+    for *_, e in shown:
+        b = by_entry[id(e)]
+        d = {k: e.get(k) for k in _ENTRY_FIELDS}
+        d["timestamp"] = _iso(int(e.get("timestamp") or 0))
+        d["batch"] = {"stream": b.key[0], "seq": b.key[1], "problem": problems[b.key],
+                      "anchor_checked": b.key in checked}
+        out.append(d)
+    warnings = sorted({f"audit batch {k[1]}: {w}" for k, w in problems.items() if w})
+    if newer_anchors is not None:
+        try:
+            warnings += newer_anchors(batches)
+        except SyncError:
+            pass              # the log cannot be reached now: no verdict
+    return AuditView(out, warnings, len(batches), sum(1 for k in checked if problems[k] is None))
+
+
+def log_anchor_check(syncer: Any) -> Callable[[Batch], str | None]:
+    """The anchor check of a linked device: the receipt's signature under this vault's holder
+    key, then its inclusion in the tree this device verified (vault.logwatch, which fetches and
+    verifies a newer checkpoint when the receipt is newer than the one it holds)."""
+    v = syncer.v
+    holder_public = v.holder().public
+    watch = syncer.log_watch()
+
+    def check(b: Batch) -> str | None:
+        if watch.verified is None:
+            watch._advance()         # noqa: SLF001 - a server out of reach raises SyncError: unchecked
+        raw = bytes.fromhex(b.doc["anchor"])
+        try:
+            run_sync(verify_receipt(v.crypto, parse_receipt(raw), holder_public))
+        except OwnmemError as e:
+            return f"its anchor receipt does not verify ({e})"
+        why = watch._included(raw)   # noqa: SLF001 - the log check a FORGET from the feed gets
+        return None if why is None else f"its anchor is not proven in the public log ({why})"
+    return check
+
+
+def log_newer_anchors(syncer: Any, *, grace: int = 60,
+                      now: Callable[[], int] = lambda: int(time.time())) -> Callable[[list[Batch]], list[str]]:
+    """The newest batch withheld, which no later batch's gap shows yet: the anchors this holder
+    logged after the newest batch held (``/v1/log?holder=&operation=RECALL&after=``), signed by
+    this holder, naming a root no batch here has, and older than ``grace`` seconds (a batch is
+    anchored a moment before it is sealed and synced).  A vault holding no batch asks nothing:
+    every older anchor may be one that retention forgot."""
+    from .. import syncwire as wire
+
+    v = syncer.v
+    holder = v.holder()
+    log = syncer.log_watch().log
+
+    def newer(batches: list[Batch]) -> list[str]:
+        if not batches:
+            return []
+        newest = batches[-1]
+        found = wire.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
+        rows = found.get("entries") if isinstance(found, dict) else None
+        idx = [r["index"] for r in rows or [] if isinstance(r, dict) and type(r.get("index")) is int]
+        if not idx:
+            return []          # its own anchor is not listed: anchor_check says so on its rows
+        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
+                                      f"&after={min(idx)}&limit=1000"))
+        held = {b.root for b in batches}
+        out: set[str] = set()
+        for row in (page.get("entries") or []) if isinstance(page, dict) else []:
+            try:
+                r = parse_receipt(bytes.fromhex(row["receipt"]))
+                run_sync(verify_receipt(v.crypto, r, holder.public))
+            except (OwnmemError, ValueError, KeyError, TypeError):
+                continue       # not this holder's: a server cannot make an anchor appear
+            if r.subject_id in held or r.subject_id == holder.holder_id or r.timestamp > now() - grace:
+                continue
+            out.add(f"an audit batch anchored in the public log at {_iso(r.timestamp)} has not reached this device")
+        return sorted(out)
+    return newer
+
+
+# ---------------------------------------------------------------------------- retention
+
+def erase_objects(v: Any, oids: list[bytes], now: int) -> None:
+    """Cryptographic erasure of objects that are no edit chain (audit batches are never
+    edited): what `UnlockedVault.forget` does for one chain, for many at once."""
+    if not oids:
+        return
+    receipts = [(cid, v.forget_receipt(cid, now)) for cid in v.store.cell_ids_of(oids).values()]
+    with v.store.transaction():
+        v.store.erase(oids, now)
+        for cid, r in receipts:
+            v.store.queue_erasure(cid, r)
+    v.store.checkpoint()
+
+
+def prune_batches(v: Any, entries: Iterable[Entry], before: int, now: int | None = None) -> int:
+    """Forget every batch whose newest entry is older than ``before`` -> how many."""
+    old = [b.object_id for b in read_batches(entries) if int(b.doc["last"]) < before]
+    erase_objects(v, old, int(time.time()) if now is None else now)
+    return len(old)
+
+
+# ---------------------------------------------------------------------------- the writer (agent)
+
+def entry_doc(e: Any) -> dict[str, Any]:
+    """An audit.AuditEntry as a batch carries it (times in Unix seconds)."""
+    d = asdict(e)
+    d["tags"] = list(e.tags)
+    return d
+
+
+def session_info(s: Any) -> dict[str, Any]:
+    """What the event hashes need of a session (sessions.Session, or None if unknown)."""
+    if s is None:
+        return {"agent_id": "", "granted_tags": [], "expires_at": 0}
+    tags = sorted(s.granted_scopes.read.tags) if s.granted_scopes is not None else []
+    return {"agent_id": s.agent_id, "granted_tags": tags, "expires_at": int(s.expires_at)}
+
+
+@dataclass
+class _State:
+    stream: str
+    seq: int = 0
+    rowid: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> _State:
+        try:
+            d = json.loads(path.read_text())
+            return cls(str(d["stream"]), int(d["seq"]), int(d["rowid"]))
+        except FileNotFoundError:
+            return cls(secrets.token_hex(8))
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, path)
+
+
+@dataclass
+class AuditSync:
+    """Seals the audit of the running service in batches, anchors and syncs them."""
+
+    op: Any                                  # agent.operator.Operator
+    u: Any                                   # api.Uomp
+    folder: Path
+    interval: float = INTERVAL
+    max_entries: int = MAX_ENTRIES
+    now: Callable[[], int] = field(default=lambda: int(time.time()))
+    sealed: int = 0                          # batches sealed by this process (tests, stats)
+
+    def __post_init__(self) -> None:
+        self._path = Path(self.folder) / STATE_FILE
+        self.state = _State.load(self._path)
+        self._waiting = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._flush = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="ownmem-uomp-audit-sync", daemon=True)
+
+    def start(self) -> AuditSync:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def committed(self, n: int) -> None:
+        """audit.AuditLog.on_commit: ``n`` more entries are on disk."""
+        self._waiting += n
+        if self._waiting >= self.max_entries:
+            self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.flush()
+            except Exception:   # noqa: BLE001 - the entries stay in audit.db for the next tick
+                _log.exception("audit batch not sealed")
+
+    def _next(self) -> list[tuple[int, Any]]:
+        if self.u.audit.last_rowid() < self.state.rowid:
+            # every row was pruned: SQLite numbers the next from 1 again, below the cursor
+            self.state.rowid = 0
+        rows = self.u.audit.after(self.state.rowid, self.max_entries)
+        size, out = 0, list[tuple[int, Any]]()
+        for rowid, e in rows:
+            size += len(canonical(entry_doc(e)))
+            if out and size > MAX_BYTES:
+                break
+            out.append((rowid, e))
+        return out
+
+    def flush(self) -> int:
+        """Seal, anchor and sync every batch that is due -> how many were sealed."""
+        done = 0
+        with self._flush:
+            self._waiting = 0
+            while not self._stop.is_set():
+                rows = self._next()
+                if not rows:
+                    break
+                try:
+                    self._seal([e for _, e in rows], rows[-1][0])
+                except SyncError as e:
+                    _log.info("audit batch waits for the log (%s)", e)
+                    return done
+                done += 1
+                if len(rows) < self.max_entries:
+                    break
+        if done:
+            try:
+                self.op.syncer.sync_once()
+            except SyncError as e:
+                _log.info("audit batches kept for the next sync (%s)", e)
+        return done
+
+    def _seal(self, entries: list[Any], last_rowid: int) -> None:
+        docs = [entry_doc(e) for e in entries]
+        sessions = {sid: session_info(self.u.sessions.get(sid)) for sid in sorted({d["session_id"] for d in docs})}
+        root = batch_root(docs, sessions)
+        v, syncer = self.op.v, self.op.syncer
+        h = v.holder()
+        receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=ANCHOR_OPERATION,
+                                        subject_id=root, timestamp=self.now())).to_cbor()
+        # SAIHM "Order of effect and receipt": the anchor is in the log before the batch exists
+        logged = syncer._call(functools.partial(syncer.remote.post_receipts, [receipt]))  # noqa: SLF001
+        if parse_receipt(receipt).receipt_id not in logged:
+            raise SyncError("the server did not log the audit anchor")
+        seq = self.state.seq + 1
+        doc = {"v": 1, "stream": self.state.stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
+               "last": max(d["timestamp"] for d in docs), "count": len(docs), "root": root.hex(),
+               "sessions": sessions, "entries": docs, "anchor": receipt.hex()}
+        with self.op.lock:
+            v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc})
+        self.state.seq, self.state.rowid = seq, last_rowid
+        self.state.save(self._path)
+        self.sealed += 1
+
+    def prune(self, before: int) -> int:
+        """Forget the batches older than ``before`` (what the service holds), then sync the erasure."""
+        op = self.op
+        with op.lock:
+            n = prune_batches(op.v, [e for e, _, _ in op._opened.values()], before, self.now())  # noqa: SLF001
+            op.refresh()
+        if n:
+            try:
+                op.syncer.sync_once()
+            except SyncError as e:
+                _log.info("audit erasures kept for the next sync (%s)", e)
+        return n
+
+
+def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
+    """Start batching the audit of ``u`` (api.Uomp) over operator ``op``; mount the admin
+    route ``POST /v1/audit/prune {"before": unix seconds}`` on ``app``."""
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from .api import error, ok
+
+    s = AuditSync(op, u, Path(folder), now=u.now)
+    u.audit.on_commit = s.committed
+    inner_close = u.close
+
+    def close() -> None:
+        s.stop()
+        inner_close()
+    u.close = close
+
+    async def prune(r: Request) -> Response:
+        if not u._is_admin(r):   # noqa: SLF001 - the one admin check of the API
+            return error(401, "INVALID_TOKEN", "admin credential required")
+        try:
+            d = json.loads(await r.body() or b"{}")
+            before = d.get("before") if isinstance(d, dict) else None
+            if type(before) is not int or before < 0:
+                raise ValueError
+        except ValueError:
+            return error(400, "INVALID_REQUEST", "before must be a non-negative integer (Unix seconds)")
+        return ok({"forgotten": await run_in_threadpool(s.prune, before)})
+
+    app.router.routes.append(Route("/v1/audit/prune", prune, methods=["POST"]))
+    return s.start()

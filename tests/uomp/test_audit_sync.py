@@ -1,0 +1,335 @@
+"""The UOMP audit synced to the person's devices in anchored batches (ownmem.uomp.audit_sync;
+UOMP draft-00 "Audit and Logging"): another device sees who read what, when, allowed or denied
+and why; a batch the server drops or spoils is flagged; so is an entry altered inside a batch;
+the public log's anchor carries no key, value, tag or session id; prune erases old batches."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from agentkit import issue, ownmem_cli
+from conftest import UompVault
+from Crypto.Hash import keccak
+from synckit import Backend, Devices, ServerProcess, cli_env
+from uompkit import Uomp
+
+from ownmem.saihm import tlog
+from ownmem.saihm.receipt import parse_receipt
+from ownmem.uomp import audit_sync as au
+from ownmem.uomp.control import is_control
+from ownmem.vault import Vault
+
+READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
+
+
+def _k(b: bytes) -> bytes:
+    return keccak.new(digest_bits=256, data=b).digest()
+
+
+def _entry(i: int, **kw: Any) -> dict[str, Any]:
+    e = {"id": f"log_{i}", "timestamp": 1_800_000_000 + i, "session_id": "sess_a", "agent_id": "cal",
+         "action": "read", "key": f"preference.k{i}", "tag": None, "tags": ["preference"], "allowed": True,
+         "reason": "scope matched", "request_size": 0, "response_size": 12, "query_count_remaining": None}
+    e.update(kw)
+    return e
+
+
+SESSIONS = {"sess_a": {"agent_id": "cal", "granted_tags": ["preference"], "expires_at": 1_800_000_600}}
+
+
+def test_event_hashes_are_the_drafts_keccak256_and_the_root_covers_every_field() -> None:
+    assert au.keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+    sh = _k(b"sess_a" + b"cal" + b'["preference"]')
+    ah = _k(b"cal")
+    access = _entry(1)
+    assert au.event_hash(access, SESSIONS["sess_a"]) == _k(
+        _k(b"GatewayAccess(bytes32,bytes32,bytes32,bool)") + sh + ah + _k(b"/v1/memory/preference.k1")
+        + (1).to_bytes(32, "big"))
+    granted = _entry(2, action="grant", key=None, reason="granted")
+    assert au.event_hash(granted, SESSIONS["sess_a"]) == _k(
+        _k(b"SessionGranted(bytes32,bytes32,uint256)") + sh + ah + (1_800_000_600).to_bytes(32, "big"))
+    revoked = _entry(3, action="revoked", key=None)
+    assert au.event_hash(revoked, SESSIONS["sess_a"]) == _k(_k(b"SessionRevoked(bytes32,bytes32)") + sh + ah)
+    denied = _entry(4, allowed=False, key=None, tag="financial", reason="tag denied")
+    assert au.event_hash(denied, SESSIONS["sess_a"]).hex() != au.event_hash(
+        {**denied, "allowed": True}, SESSIONS["sess_a"]).hex()
+    # the root is RFC 9162's tree hash over the leaves (the public log's own hashing)
+    entries = [access, granted, revoked, denied, _entry(5)]
+    leaves = [au.leaf(e, SESSIONS["sess_a"]) for e in entries]
+    assert au.batch_root(entries, SESSIONS) == tlog.node_hash(
+        tlog.node_hash(tlog.node_hash(tlog.leaf_hash(leaves[0]), tlog.leaf_hash(leaves[1])),
+                       tlog.node_hash(tlog.leaf_hash(leaves[2]), tlog.leaf_hash(leaves[3]))),
+        tlog.leaf_hash(leaves[4]))
+    # every field of an entry is covered, not only what the event names
+    root = au.batch_root(entries, SESSIONS)
+    for field, value in (("reason", "forged"), ("timestamp", 1), ("response_size", 99), ("tags", [])):
+        changed = [dict(e) for e in entries]
+        changed[3][field] = value
+        assert au.batch_root(changed, SESSIONS) != root, field
+    assert au.batch_root(entries[:2] + entries[3:], SESSIONS) != root          # one dropped
+    assert au.batch_root(entries, {"sess_a": {**SESSIONS["sess_a"], "granted_tags": ["x"]}}) != root
+
+
+def test_gaps_flag_a_missing_or_doubled_batch_but_not_what_retention_forgot() -> None:
+    def b(seq: int, root: str = "00" * 32) -> au.Batch:
+        return au.Batch({"stream": "s1", "seq": seq, "root": root, "last": seq}, bytes(16))
+    assert au.gaps([b(5), b(6), b(7)]) == {}                        # 1-4 pruned: no warning
+    got = au.gaps([b(5), b(6), b(9), b(9, "11" * 32)])
+    assert got[("s1", 9)] == ("2 earlier batches of this audit (7-8) did not reach this device; "
+                              "two different batches carry this batch's number")
+    assert set(got) == {("s1", 9)}
+    assert "did not reach" in au.gaps([b(1), b(3)])[("s1", 3)]
+
+
+def _poll(fn: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def _anchors(srv: ServerProcess, holder: str) -> list[dict[str, Any]]:
+    r = httpx.get(srv.url + "/v1/log", params={"holder": holder, "operation": "RECALL", "limit": "1000"})
+    assert r.status_code == 200, r.text
+    return list(r.json()["entries"])
+
+
+def _view(d: Any, grace: int = 60) -> au.AuditView:
+    d.sync()
+    return au.audit_view(d.listing().entries, holder_id=d.v.holder().holder_id,
+                         anchor_check=au.log_anchor_check(d.syncer),
+                         newer_anchors=au.log_newer_anchors(d.syncer, grace=grace))
+
+
+def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_in_the_log(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices, tmp_path: Path) -> None:
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    sid, tok = u.session(READ)
+    assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+    assert u.get("/v1/memory/preference.card", tok).status_code == 403         # denied: financial
+    assert u.get("/v1/memory", tok, tag="preference").status_code == 200
+    other, tok2 = u.session(READ, agent_id="notes_agent")
+    assert u.get("/v1/memory/user.password", tok2).status_code == 403
+
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
+    holder = phone.v.holder().holder_id.hex()
+
+    def seen() -> au.AuditView | None:
+        v = _view(phone)
+        return v if {e["session_id"] for e in v.entries} >= {sid, other} else None
+    view = _poll(seen, "the audit reaches the phone")
+    assert view.warnings == [] and view.anchored == view.batches >= 1
+    mine = [e for e in view.entries if e["session_id"] == sid]
+    assert [e["timestamp"] for e in view.entries] == sorted((e["timestamp"] for e in view.entries), reverse=True)
+    theme = next(e for e in mine if e["key"] == "preference.theme")
+    assert theme["allowed"] is True and theme["agent_id"] == "calendar_agent" and theme["action"] == "read"
+    card = next(e for e in mine if e["key"] == "preference.card")
+    assert card["allowed"] is False and card["reason"] == "item carries a denied tag"
+    assert {e["action"] for e in mine} >= {"grant", "read"}
+    assert set(theme) >= {"id", "timestamp", "session_id", "agent_id", "action", "key", "tags", "allowed", "reason",
+                          "request_size", "response_size", "query_count_remaining"}      # UOMP 18.1
+    # filtered by session, the same rows of that session only
+    only = au.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id, session=other)
+    assert {e["session_id"] for e in only.entries} == {other} and only.entries[0]["key"] == "user.password"
+    # the batches are control records, never listed as memory, nor recalled by an agent (SAIHM)
+    batches = [e for e in phone.listing().entries if au.AUDIT_RECORD in e.opened.extensions]
+    assert batches and all(is_control(e.opened.extensions) for e in batches)
+    recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm", headers={"Authorization": issue(uv.vault.env, "notes")},
+                          json={"method": "saihm_recall", "params": {"query": ""}}, timeout=30)
+    assert recalled.status_code == 200, recalled.text
+    texts = [m["plaintext"] for m in recalled.json()]
+    assert texts and not any(t.startswith("UOMP ") for t in texts), texts
+
+    # the anchors: RECALL receipts whose subject is a batch root, no detail, no key/value/tag/session
+    anchors = _anchors(srv, holder)
+    roots = {b.root for b in au.read_batches(phone.listing().entries)}
+    assert roots <= {bytes.fromhex(a["subject_id"]) for a in anchors}
+    for a in anchors:
+        raw = bytes.fromhex(a["receipt"])
+        r = parse_receipt(raw)
+        assert r.operation == "RECALL" and r.detail is None
+        for secret in (b"preference", b"theme", b"dark", b"financial", b"4111", sid.encode(), b"calendar_agent",
+                       b"password", b"scope"):
+            assert secret not in raw
+    # the CLI on that device (no audit.db, no agent there) reads the synced batches
+    folder = phone.folder
+    assert folder is not None
+    phone.v.close()
+    phone.client.close()
+    devices.made.remove(phone)
+    env = cli_env(tmp_path, folder)
+    r = ownmem_cli("agent", "audit", "--session", sid, "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {e["session_id"] for e in rows} == {sid} and any(not e["allowed"] for e in rows)
+    assert "warning" not in r.stderr
+    text = ownmem_cli("agent", "audit", env=env)
+    assert text.returncode == 0 and "DENIED" in text.stdout and "preference.card" in text.stdout
+    # prune there (no service on that device): the vault forgets the batches itself and syncs
+    pr = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", env=env)
+    assert pr.returncode == 0, pr.stderr
+    assert "pruned 0 audit entries" in pr.stdout and f"forgot {len(roots)} synced audit batches" in pr.stdout
+    assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == []
+
+
+def _batch_cells(d: Any) -> dict[int, bytes]:
+    """seq -> cellId of each audit batch a device holds."""
+    batches = au.read_batches(d.listing().entries)
+    cells = d.v.store.cell_ids_of([b.object_id for b in batches])
+    return {b.key[1]: cells[b.object_id] for b in batches}
+
+
+def test_a_hostile_server_dropping_or_spoiling_a_batch_is_flagged(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices) -> None:
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    sid, tok = u.session(READ)
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
+    holder = phone.v.holder().holder_id.hex()
+    for n in range(1, 6):            # five batches at least: one read, then its batch's anchor
+        assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+    _poll(lambda: len(_batch_cells(phone)) >= 5 if phone.sync() is not None else False, "five batches synced")
+    cells = _batch_cells(phone)
+    assert _view(phone).warnings == []
+    seqs = sorted(cells)
+    dropped, spoilt, newest = seqs[1], seqs[2], seqs[-1]
+    db = sqlite3.connect(sqlite_backend.sqlite_path, timeout=30)
+    try:
+        with db:
+            for gone in (dropped, newest):
+                db.execute("DELETE FROM cells WHERE cell_id = ?", (cells[gone],))
+                db.execute("DELETE FROM changes WHERE cell_id = ?", (cells[gone],))
+            (cell,) = db.execute("SELECT cell FROM cells WHERE cell_id = ?", (cells[spoilt],)).fetchone()
+            bad = bytearray(cell)
+            bad[len(bad) // 2] ^= 0x01
+            db.execute("UPDATE cells SET cell = ? WHERE cell_id = ?", (bytes(bad), cells[spoilt]))
+    finally:
+        db.close()
+    tablet = devices.join(srv.url, uv.vault.name, label="tablet")
+    view = _view(tablet, grace=0)          # no batch is being sealed now: the test made no read since
+    held = {b.key[1] for b in au.read_batches(tablet.listing().entries)}
+    assert dropped not in held and spoilt not in held and newest not in held
+    # the newest withheld: no later batch shows its gap, the log's anchor of it does
+    assert any("has not reached this device" in w and w.startswith("an audit batch anchored")
+               for w in view.warnings), view.warnings
+    after = min(s for s in held if s > spoilt)
+    assert any(w.startswith(f"audit batch {after}:") and "did not reach this device" in w for w in view.warnings), \
+        view.warnings
+    flagged = [e for e in view.entries if e["batch"]["seq"] == after]
+    assert flagged and all(e["batch"]["problem"] for e in flagged)
+
+
+def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(tmp_path: Path) -> None:
+    """A batch sealed by an owner key (a compromised device) that no longer hashes to its anchored
+    root, and one whose receipt names another root, are each flagged on their rows."""
+    v = Vault.create(tmp_path / "v", "correct horse battery staple 42")
+    try:
+        from ownmem.crypto import run_sync
+        from ownmem.saihm.receipt import make_receipt
+
+        h = v.holder()
+        entries = [_entry(i) for i in range(3)]
+        root = au.batch_root(entries, SESSIONS)
+
+        def anchor(subject: bytes) -> str:
+            return run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL",
+                                         subject_id=subject, timestamp=1)).to_cbor().hex()
+        doc = {"v": 1, "stream": "s", "seq": 1, "first": 0, "last": 1_800_000_002, "count": 3, "root": root.hex(),
+               "sessions": SESSIONS, "entries": entries, "anchor": anchor(root)}
+        altered = [dict(e) for e in entries]
+        altered[1]["allowed"], altered[1]["reason"] = False, "quietly rewritten"
+        v.add("b1", extensions={au.AUDIT_RECORD: doc})
+        v.add("b2", extensions={au.AUDIT_RECORD: {**doc, "seq": 2, "entries": altered}})
+        v.add("b3", extensions={au.AUDIT_RECORD: {**doc, "seq": 3, "anchor": anchor(b"\x01" * 32)}})
+        view = au.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
+        problems = {e["batch"]["seq"]: e["batch"]["problem"] for e in view.entries}
+        assert problems[1] is None
+        assert "do not hash to the root" in problems[2]
+        assert "does not name this batch's root" in problems[3]
+        assert len(view.warnings) == 2 and view.anchored == 1
+    finally:
+        v.close()
+
+
+def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices) -> None:
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    _, tok = u.session(READ)
+    assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
+    cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None else None, "a batch synced")
+    # nothing is 90 days old yet
+    r = ownmem_cli("agent", "audit", "prune", "--port", str(agent.port), env=uv.vault.env)
+    assert r.returncode == 0 and "forgot 0 synced audit batches" in r.stdout, r.stdout + r.stderr
+    # a token is no admin credential for the prune route
+    assert u.post("/v1/audit/prune", tok, {"before": 2 ** 40}).status_code == 401
+    r = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", "--port", str(agent.port), env=uv.vault.env)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split("forgot ")[1].split()[0]) >= len(cells)
+    # FORGET receipts in the public log; the phone erases them on its next sync (its DEKs gone)
+
+    def gone() -> bool:
+        phone.sync()
+        return not set(cells.values()) & set(phone.v.store.cell_ids_of(
+            [b.object_id for b in au.read_batches(phone.listing().entries)]).values())
+    _poll(gone, "the erasure reaches the phone")
+    holder = phone.v.holder().holder_id.hex()
+    forgets = httpx.get(srv.url + "/v1/log", params={"holder": holder, "operation": "FORGET"}).json()["entries"]
+    assert set(cells.values()) <= {bytes.fromhex(f["subject_id"]) for f in forgets}
+    db = sqlite3.connect(sqlite_backend.sqlite_path)
+    try:
+        left = [c for c in cells.values() if db.execute("SELECT 1 FROM cells WHERE cell_id = ?", (c,)).fetchone()]
+    finally:
+        db.close()
+    assert left == []
+
+
+def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tmp_path: Path) -> None:
+    """SQLite numbers rows from 1 again once a table is empty: entries written after a prune
+    that emptied audit.db are still batched, not skipped as below the cursor."""
+    from types import SimpleNamespace
+
+    from ownmem.uomp.audit import AuditEntry, AuditLog
+
+    log = AuditLog(tmp_path, b"\x01" * 32)
+    try:
+        def entry(i: int, ts: int) -> AuditEntry:
+            return AuditEntry(f"log_{i}", ts, "sess_a", "cal", "read", "k", None, (), True, "scope matched")
+        for i in range(3):
+            log.record(entry(i, 10))
+        s = au.AuditSync(op=None, u=SimpleNamespace(audit=log), folder=tmp_path)
+        assert [e.id for _, e in s._next()] == ["log_0", "log_1", "log_2"]
+        s.state.rowid = 3                       # batched
+        assert s._next() == []
+        assert log.prune(before=11) == 3        # every row gone
+        log.record(entry(7, 20))
+        assert [e.id for _, e in s._next()] == ["log_7"]
+        # a batch is bounded in bytes as well as entries: long entries split into more batches
+        s.state.rowid = log.last_rowid()
+        for i in range(10):
+            log.record(AuditEntry(f"log_big{i}", 30, "sess_a", "cal", "query", "q" * 60_000, None, (), True, "ok"))
+        first = s._next()
+        assert 1 <= len(first) < 10
+        assert sum(len(au.canonical(au.entry_doc(e))) for _, e in first) <= au.MAX_BYTES
+    finally:
+        log.close()
