@@ -390,6 +390,13 @@ class Store:
             "SELECT c.object_id, c.cell_id, c.cell FROM cells c JOIN objects o ON o.object_id = c.object_id "
             "LEFT JOIN remember_receipts m ON m.cell_id = c.cell_id WHERE c.pushed = 1 OR m.logged = 1")}
 
+    def recallable_ids(self) -> dict[bytes, bytes]:
+        """object id -> cellId of what ``recallable_cells`` holds, without the cells' bytes (the
+        agent service asks on every change, and opens only the objects new to it)."""
+        return {bytes(r[0]): bytes(r[1]) for r in self.db.execute(
+            "SELECT c.object_id, c.cell_id FROM cells c JOIN objects o ON o.object_id = c.object_id "
+            "LEFT JOIN remember_receipts m ON m.cell_id = c.cell_id WHERE c.pushed = 1 OR m.logged = 1")}
+
     def erase_receipt(self, cell_id: bytes) -> bytes | None:
         """The FORGET receipt queued for ``cell_id``, while its erasure has not reached the server."""
         r = self.db.execute("SELECT receipt FROM erase_outbox WHERE cell_id = ?", (cell_id,)).fetchone()
