@@ -362,32 +362,34 @@ class Operator:
         with self.lock:
             w = self._write_pending(cred, content)
             self._log_receipt(w)
+            # the receipt is logged: the effect is made visible, to the other devices (the
+            # cell pushed) and here, in one commit with "pushed" (a restart in between finds it
+            # pending with its receipt logged, completes it and pushes it again: a duplicate)
+            pushed = self._push(w)
             with self.v.store.transaction():
-                self.v.store.complete_pending(w)
+                self.v.store.complete_pending(w, pushed=pushed)
             self._admitted = {w.obj.object_id: (w.cell_id, w.cell)}
             self.refresh()
-            self._push(w)
             c = parse_cell(w.cell)
             return {"cellId": c.cell_id.hex(), "cellNonce": c.cell_nonce.hex(), "tier": c.tier,
                     "kekVersion": c.kek_version, "epoch": str(c.timestamp),
                     "signaturePrefix": c.signature[:8].hex(), "receiptId": parse_receipt(w.receipt).receipt_id.hex(),
                     **STAGED_NOTICE}
 
-    def _push(self, w: PendingWrite) -> None:
+    def _push(self, w: PendingWrite) -> bool:
         """The write's cell to the server, alone (its receipt is logged): no listing of what
         else is unpushed, which the sync loop pushes.  Not before the agent's key is in the
         vault metadata on the server, so that no device sees a memory whose signer it cannot
-        know yet."""
+        know yet.  -> whether the server has it."""
         if self._meta_dirty:
-            return
+            return False
         item = wire.PushItem(w.cell, w.obj.dek_wrapped)
         try:
             res = self.syncer._call(lambda: self.syncer.remote.push(wire.PushRequest((item,))))
         except SyncError:
-            return        # visible, and pushed by the sync loop once the server answers
-        with self.v.store.transaction():
-            self.v.store.mark_pushed([w.obj.object_id])
+            return False     # pushed by the sync loop once the server answers
         self.syncer.own_push(res.stored, res.last_seq)
+        return True          # stored, or held already (as Syncer.push, any answer marks it pushed)
 
     def _write_pending(self, cred: Credential, content: str) -> PendingWrite:
         v = self.v

@@ -375,11 +375,12 @@ class Store:
     def drop_pending(self, object_id: bytes) -> None:
         self.db.execute("DELETE FROM pending_writes WHERE object_id = ?", (object_id,))
 
-    def complete_pending(self, w: PendingWrite) -> None:
-        """Within a transaction: the write becomes an object with its cell (to push) and its
-        logged REMEMBER receipt, and is no longer pending."""
+    def complete_pending(self, w: PendingWrite, *, pushed: bool = False) -> None:
+        """Within a transaction: the write becomes an object with its cell (to push, unless
+        ``pushed``: it reached the server already) and its logged REMEMBER receipt, and is no
+        longer pending."""
         self.put_object(w.obj)
-        self.put_cell(w.obj.object_id, w.cell_id, w.cell, pushed=False)
+        self.put_cell(w.obj.object_id, w.cell_id, w.cell, pushed=pushed)
         self.put_remember_receipt(w.cell_id, w.receipt, logged=True)
         self.drop_pending(w.obj.object_id)
 
