@@ -73,3 +73,24 @@ def test_links_are_honoured_once_per_change_and_the_item_view_follows_the_operat
     finally:
         op.close()
         v.lock()
+
+
+def test_the_event_for_the_services_own_push_is_skipped_once_and_a_gap_syncs(tmp_path: Path) -> None:
+    v = Vault.create(tmp_path / "vault", PASS)
+    op = Operator(v, Remote("http://127.0.0.1:1", "echo-test"))
+    s = op.syncer
+    try:
+        with v.store.transaction():
+            v.store.sync_set("pull_seq", b"7")
+        assert s.wants_sync(7)                  # nothing of its own: every event syncs
+        s.own_push(1, 8)                        # seq 8 is its own cell, right after what it pulled
+        assert not s.wants_sync(8)              # the echo of that push: no sync
+        assert s.wants_sync(8)                  # a keep-alive repeating it later: a sync, as before
+        s.own_push(2, 10)                       # 9, 10: its own again
+        assert not s.wants_sync(9) and not s.wants_sync(10) and s.wants_sync(10)
+        s.own_push(1, 12)                       # 11 is another device's change: a gap
+        assert s.wants_sync(12)
+        assert s.wants_sync(13)                 # and anything past its own push syncs
+    finally:
+        op.close()
+        v.lock()

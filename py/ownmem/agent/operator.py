@@ -526,7 +526,7 @@ class Operator:
             chain_cells = self._chain_cells(oid)
             withdrawn = self.index.remove(chain_cells)
             try:
-                    self.v.forget(oid.hex())       # the next refresh finds its versions gone
+                self.v.forget(oid.hex())       # the next refresh finds its versions gone
             except OwnmemError as e:
                 self.index.put(withdrawn)     # nothing changed: the erasure did not happen
                 raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
