@@ -71,6 +71,10 @@ class LogRoutes:
     def __init__(self, storage: Storage, refuse: Refusal) -> None:
         self.storage, self.refuse = storage, refuse
         self._key: LogKey | None = None
+        # the last checkpoint signed, by its size and root: signed again only once the tree
+        # changed.  Size and root are read from storage on every request (another server
+        # process may have appended), never kept here: what is served is what storage holds.
+        self._note: tuple[int, bytes, str] | None = None
 
     async def key(self) -> LogKey:
         if self._key is None:
@@ -97,11 +101,20 @@ class LogRoutes:
         return JSONResponse({"origin": k.name, "vkey": str(k), "public_key": k.public_key.hex(),
                              "key_id": f"{k.key_id:08x}"})
 
+    def _signed_head(self, key: LogKey) -> str:
+        """In one worker thread: the size, the root, the signed note."""
+        size = self.storage.log_tree_size()
+        root = tlog.tree_hash(size, self.storage)
+        kept = self._note
+        if kept is not None and kept[:2] == (size, root):
+            return kept[2]
+        note = key.sign(tlog.Checkpoint(key.verifier.name, size, root))
+        self._note = (size, root, note)
+        return note
+
     async def checkpoint(self, request: Request) -> Response:
         key = await self.key()
-        size = await run_in_threadpool(self.storage.log_tree_size)
-        root = await run_in_threadpool(tlog.tree_hash, size, self.storage)
-        note = key.sign(tlog.Checkpoint(key.verifier.name, size, root))
+        note = await run_in_threadpool(self._signed_head, key)
         # mutable: C2SP tlog-tiles asks that it not be cached beyond a few seconds
         return PlainTextResponse(note, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
 
@@ -109,30 +122,37 @@ class LogRoutes:
         q = request.query_params
         if ("receipt" in q) == ("index" in q):
             raise self.refuse(E.MALFORMED, "give exactly one of receipt and index")
-        current = await run_in_threadpool(self.storage.log_tree_size)
-        size = self._size(request, "size", current)
+        if "receipt" in q and not _HEX32.fullmatch(q["receipt"]):
+            raise self.refuse(E.MALFORMED, "receipt must be 32 bytes of lower-case hex")
+        return JSONResponse(await run_in_threadpool(self._inclusion, request))
+
+    def _inclusion(self, request: Request) -> dict[str, Any]:
+        """In one worker thread: the size, the leaf, the proof (every read of the request; each
+        hop to a thread costs more than these reads)."""
+        q = request.query_params
+        size = self._size(request, "size", self.storage.log_tree_size())
         if "receipt" in q:
-            if not _HEX32.fullmatch(q["receipt"]):
-                raise self.refuse(E.MALFORMED, "receipt must be 32 bytes of lower-case hex")
-            index = await run_in_threadpool(self.storage.log_leaf_index, bytes.fromhex(q["receipt"]))
+            index = self.storage.log_leaf_index(bytes.fromhex(q["receipt"]))
             if index is None:
                 raise self.refuse(E.NOT_FOUND, "no such receipt in the log")
         else:
             index = self._int(request, "index", 0)
         if index >= size:
             raise self.refuse(E.BEYOND_LOG, f"leaf {index} is not in a tree of {size}")
-        proof = await run_in_threadpool(tlog.prove_inclusion, size, index, self.storage)
-        return JSONResponse({"index": index, "size": size, "proof": [h.hex() for h in proof]})
+        proof = tlog.prove_inclusion(size, index, self.storage)
+        return {"index": index, "size": size, "proof": [h.hex() for h in proof]}
 
     async def consistency(self, request: Request) -> Response:
-        current = await run_in_threadpool(self.storage.log_tree_size)
         if "from" not in request.query_params:
             raise self.refuse(E.MALFORMED, "from is required")
-        new = self._size(request, "to", current)
+        return JSONResponse(await run_in_threadpool(self._consistency, request))
+
+    def _consistency(self, request: Request) -> dict[str, Any]:
+        new = self._size(request, "to", self.storage.log_tree_size())
         old = self._size(request, "from", new)
         # from 0: every tree extends the empty one, and there is nothing to prove
-        proof = await run_in_threadpool(tlog.prove_consistency, old, new, self.storage) if old else []
-        return JSONResponse({"from": old, "to": new, "proof": [h.hex() for h in proof]})
+        proof = tlog.prove_consistency(old, new, self.storage) if old else []
+        return {"from": old, "to": new, "proof": [h.hex() for h in proof]}
 
     async def entries(self, request: Request) -> Response:
         start = self._int(request, "start", 0)

@@ -188,6 +188,17 @@ class PostgresStorage:
         with self.pool.connection() as c:   # commits on success, rolls back on error
             yield c
 
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection]:
+        """For one read statement: autocommit, so no BEGIN and COMMIT round trips around it
+        (the public log's reads, on every device's every sync)."""
+        with self.pool.connection() as c:
+            c.autocommit = True
+            try:
+                yield c
+            finally:
+                c.autocommit = False
+
     # ---------------------------------------------------------------- vaults
     def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
         try:
@@ -479,11 +490,11 @@ class PostgresStorage:
 
     # ---------------------------------------------------------------- the log's Merkle tree
     def log_tree_size(self) -> int:
-        with self._tx() as c:
+        with self._read() as c:
             return int(_one(c.execute(tree.TREE_SIZE).fetchone())[0])
 
     def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
-        with self._tx() as c:
+        with self._read() as c:     # rows that never change once committed: no snapshot needed
             return _read_hashes(c, indexes)
 
     def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
@@ -495,7 +506,7 @@ class PostgresStorage:
         return [self._log_row(r) for r in rows]
 
     def log_leaf_index(self, receipt_id: bytes) -> int | None:
-        with self._tx() as c:
+        with self._read() as c:
             r = c.execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = %s", (receipt_id,)).fetchone()
         return int(r[0]) if r else None
 

@@ -2,9 +2,10 @@
 and the real blind server (tests/sync/hostile.py) and the agent process killed mid-write.
 
     remember: stored invisibly -> receipt -> visible.  A receipt answer lost: looked up, found,
-              success.  The log unreachable: operator_log_unavailable, nothing visible; after a
-              restart the write is discarded.  Killed while the receipt was being written (and
-              was logged): after a restart the write is completed and synced.
+              success.  The log unreachable: operator_log_unavailable, the write discarded at
+              once, and it never appears later, even when its receipt did reach the log.  Killed
+              while the receipt was being written (and was logged, no answer given): after a
+              restart the write is completed and synced.
     forget:   access withdrawn before the receipt; the server unreachable answers
               operator_log_unavailable, a repeat answers success false, and the sync loop
               delivers the erasure once the server is back."""
@@ -82,14 +83,49 @@ def test_an_unreachable_log_stores_nothing_and_a_restart_discards_the_pending_wr
         status, res = agent.call("saihm_remember", {"content": "never receipted"}, auth=token)
         assert (status, res) == (503, {"error": "operator_log_unavailable"})
         assert agent.call("saihm_recall", {}, auth=token) == (200, [])
-        # it could not even ask the log, so the write waits, invisible, for the log's answer
-        assert _pending(v) == 1
+        # the answer said nothing took effect: nothing is left to take effect later
+        assert _pending(v) == 0
         agent.kill()
         proxy.upstream = srv.url
         agent.start()
-        _wait(lambda: _pending(v) == 0)
+        _wait(lambda: agent.call("saihm_status", auth=token)[0] == 200)
         assert agent.call("saihm_recall", {}, auth=token) == (200, [])
         assert _remembers(srv, holder) == []
+    finally:
+        proxy.stop()
+
+
+def test_a_remember_answered_log_unavailable_never_completes_even_if_its_receipt_was_logged(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    """The receipt reaches the log but its answer is lost, and every lookup fails: the agent is
+    told operator_log_unavailable ("no receipt was written, nothing took effect").  Neither the
+    running service nor a restart may then make the memory appear: the agent believes it failed."""
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        holder = agent.call("saihm_status", auth=token)[1]["agentIdHashHex"]
+        proxy.on("POST", r"/receipts$", lambda s, a: Answer(-1, {}, b""), once=True)
+        proxy.on("GET", r"/v1/log/[0-9a-f]{64}$", lambda s, a: Answer(-1, {}, b""))
+        status, res = agent.call("saihm_remember", {"content": "told it failed"}, auth=token)
+        assert (status, res) == (503, {"error": "operator_log_unavailable"})
+        assert len(_remembers(srv, holder)) == 1        # yet the log has its receipt
+        assert _pending(v) == 0
+        proxy.clear()
+        time.sleep(1.0)                                 # the live sync loop settles what it can
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])
+        agent.kill()
+        agent.start()
+        _wait(lambda: agent.call("saihm_status", auth=token)[0] == 200)
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])
+        assert _pending(v) == 0
+        # nor does it reach the server as a cell
+        assert agent.call("saihm_remember", {"content": "a later one"}, auth=token)[0] == 200
+        got = agent.call("saihm_recall", {}, auth=token)[1]
+        assert [g["plaintext"] for g in got] == ["a later one"]
     finally:
         proxy.stop()
 

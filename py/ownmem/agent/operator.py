@@ -7,12 +7,17 @@
                     1. store it durably but invisibly (pending_writes: sync does not push it,
                        recall does not show it), with its cell and REMEMBER receipt
                     2. write the receipt to the public log; on failure or doubt look it up by
-                       receiptId: absent -> discard, operator_log_unavailable
-                    3. make it visible (an object with its cell), index it, push it
-                    after a restart: pending writes whose receipt is logged are completed,
-                    the others discarded
-    saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py)
-    saihm_forget    holder check (not_holder for another holder's cell); withdraw access first
+                       receiptId: absent, or the log unreachable -> discard,
+                       operator_log_unavailable (and it never completes later)
+                    3. make it visible (an object with its cell), index it, push its cell
+                    the answer carries ownmemStaged / ownmemNotice: the write awaits the
+                    person's confirmation
+                    after a restart (the process died mid-write, no answer was given):
+                    pending writes whose receipt is logged are completed, the others discarded
+    saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py); no
+                    control record, no other agent's unconfirmed staged write
+    saihm_forget    holder check (not_holder for another holder's cell; success false for what
+                    the caller's recall cannot show, ``agent_may_see``); withdraw access first
                     (out of the index, erased locally with its FORGET receipt queued), then the
                     erasure is pushed; unreachable -> operator_log_unavailable, retried by sync
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
@@ -41,6 +46,7 @@ from ..crypto import run_sync
 from ..errors import OwnmemError, StoreError, SyncError
 from ..saihm.cell import make_cell, parse_cell, verify_cell
 from ..saihm.receipt import make_receipt, parse_receipt
+from .. import syncwire as wire
 from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
@@ -56,6 +62,11 @@ AGENT_INFO = b"ownmem/v1/agent/"
 LOOKUP_TRIES = 3
 LOOKUP_WAIT = 1.0
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
+# operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
+# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.uomp.staging)
+STAGED_NOTICE = {"ownmemStaged": True,
+                 "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
+                                 "confirms it; other agents do not see it before then"}
 
 
 class OperatorError(OwnmemError):
@@ -90,6 +101,13 @@ def recall_entry(e: Entry, cell: bytes, agents: staging.AgentKeys) -> RecallEntr
                        o.custody_present)
 
 
+def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: staging.AgentKeys) -> bool:
+    """Whether agent ``agent`` may recall (and so erase) the vault's own memory ``e``: not a
+    control record (ownmem.uomp.control), not another agent's staged write the person has
+    not confirmed (ownmem.uomp.staging)."""
+    return not is_control(e.opened.extensions) and not staging.hidden_from(e, agent, confirmed, keys)
+
+
 def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | None:
     v = params.get(name)
     if v is None:
@@ -103,18 +121,41 @@ def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | No
 
 class AgentSyncer(Syncer):
     """The sync loop of the service: every sync runs under the operator's lock, and the
-    operator catches up with what it brought (pulled cells, erasures, pending writes)."""
+    operator catches up with what it brought (pulled cells, erasures, pending writes).
+
+    The operator pushes each agent write's cell itself; the server's event for that push is
+    this service's own change, and a sync for it (metadata, log check, pull, catch-up, all
+    under the lock the next tool call waits for) would bring nothing.  ``own_push`` notes a
+    push whose sequence numbers follow, with no gap, everything this service already has
+    (pulled, or pushed itself): an event naming such a sequence number is skipped, once.  A
+    gap (another device's change in between) means a sync; a keep-alive event repeating it
+    later syncs as before."""
 
     def __init__(self, v: UnlockedVault, remote: Remote, lock: threading.RLock,
                  after: Callable[[], None]) -> None:
         super().__init__(v, remote)
         self.lock, self.after = lock, after
+        self._own_upto = 0          # every change up to this seq is pulled or this service's own push
+        self._armed = False         # an event up to _own_upto is still to be skipped
 
     def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
         with self.lock:
             report = super().sync_once(progress)
             self.after()
         return report
+
+    def own_push(self, stored: int, last_seq: int) -> None:
+        """Under the lock: the server stored ``stored`` cells of this service's own push, the
+        last at ``last_seq``."""
+        if stored and last_seq - stored == max(self._seq(), self._own_upto):
+            self._own_upto, self._armed = last_seq, True
+
+    def wants_sync(self, last_seq: int) -> bool:
+        with self.lock:
+            if self._armed and last_seq <= self._own_upto:
+                self._armed = last_seq < self._own_upto
+                return False
+            return True
 
 
 class Operator:
@@ -127,8 +168,17 @@ class Operator:
         self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None
         self._meta_dirty = False
-        self.staged: dict[bytes, str] = {}   # cell id -> agent, of unconfirmed staged writes
+        # derived from _opened once per change (``_settle``), read by recall, forget and the
+        # UOMP item view: the entries with their edit links honoured (by object id), the
+        # object ids any entry links to, the visible heads (by cellId: no control record),
+        # the confirmed staged writes, and cellId -> agent of the unconfirmed ones
+        self.linked: dict[bytes, Entry] = {}
+        self._parents: set[bytes] = set()
+        self.heads: dict[bytes, Entry] = {}
+        self._confirmed: frozenset[bytes] = frozenset()
+        self.staged: dict[bytes, str] = {}
         self.agents = staging.AgentKeys(v)   # whose author key is whose (staging.bound_agent)
+        self._admitted: dict[bytes, tuple[bytes, bytes]] | None = None   # this service's own write, to open
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -141,43 +191,88 @@ class Operator:
         """Bring the index in line with the store: open only objects not yet opened, drop the
         ones gone (erased here or through the feed), re-derive heads.  Trust is derived at read
         time: a key added re-opens what read as unverified, a key removed or revoked re-opens
-        everything."""
+        everything.  After this service's own write (``_admitted``) only that object is new,
+        and the store is not listed again."""
         with self.lock:
             store = self.v.store
+            admitted, self._admitted = self._admitted, None
             ring = (store.known_keys(), store.revoked_keys())
+            removed: set[bytes] = set()
             if self._keyring is not None and ring != self._keyring:
                 old_keys, old_revoked = self._keyring
                 added_only = old_revoked == ring[1] and all(ring[0].get(k) == pub for k, pub in old_keys.items())
-                stale = [o for o, (e, _, _) in self._opened.items()
-                         if not added_only or e.opened.trust is Trust.UNVERIFIED]
-                # out of the index too, so each goes back in with its trust as derived now
-                self.index.remove(self._opened[o][1] for o in stale)
-                for oid in stale:
-                    del self._opened[oid]
+                removed.update(o for o, (e, _, _) in self._opened.items()
+                               if not added_only or e.opened.trust is Trust.UNVERIFIED)
             self._keyring = ring
-            visible = store.recallable_cells()
-            for oid in set(self._opened) - set(visible):
+            if admitted is not None:
+                new = dict(admitted)
+            else:
+                ids = store.recallable_ids()
+                # gone, or its cell replaced (a migrated object): opened again from its new cell
+                removed.update(o for o, (_, cid, _) in self._opened.items() if ids.get(o) != cid)
+                new = {}
+                for oid, cid in ids.items():
+                    if oid in self._opened and oid not in removed:
+                        continue
+                    got = store.cell_of(oid)
+                    if got is not None and got[0] == cid:
+                        new[oid] = got
+            # out of the index too, so each goes back in as derived now (its trust, its cell)
+            self.index.remove(self._opened[o][1] for o in removed)
+            for oid in removed:
                 del self._opened[oid]
-            new = [oid for oid in visible if oid not in self._opened]
-            if new:
-                self._open(new, visible)
-            entries, _ = honour_links([e for e, _, _ in self._opened.values()])
-            # staged agent writes (ownmem.uomp.staging): confirmation records are no memory;
-            # an unconfirmed staged write is recalled by its own agent only (see recall)
-            confirmed = staging.confirmed_ids(entries)
-            # nor are control records (uomp.control: session records, revocations, audit batches)
-            heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not is_control(e.opened.extensions)}
-            self.staged = {cid: a for cid, e in heads.items()
-                           if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in confirmed}
-            have = {cid for cid in self.index.cell_ids() if not self.index.is_shared(cid)}
-            self.index.remove(have - set(heads))
-            self.index.put(recall_entry(e, self._opened[e.id][2], self.agents)
-                           for cid, e in heads.items() if cid not in have)
+            added = self._open(list(new), new)
+            self._settle(added, removed)
 
-    def _open(self, oids: list[bytes], visible: dict[bytes, tuple[bytes, bytes]]) -> None:
+    def _settle(self, added: list[bytes], removed: set[bytes]) -> None:
+        """Derive links, heads and staged writes from ``_opened`` after ``added`` came and
+        ``removed`` went, and bring the index in line.  Edit links are honoured over every
+        entry only when one may have changed (something went, or what came links to or is
+        linked from another version, or is a control record that may confirm one); a plain
+        new memory is a new head and changes no other entry."""
+        plain = not removed and all(self._plain(o) for o in added)
+        if plain:
+            for oid in added:
+                self.linked[oid] = self._opened[oid][0]
+            fresh = [(self._opened[o][1], self.linked[o]) for o in added]
+            self.heads.update(fresh)
+            self.staged.update((cid, a) for cid, e in fresh
+                               if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed)
+            self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for _, e in fresh)
+            return
+        raw = [e for e, _, _ in self._opened.values()]
+        entries, _ = honour_links(raw)
+        self.linked = {e.id: e for e in entries}
+        self._parents = {p for e in raw for p in ((e.supersedes,) if e.supersedes else ()) + e.merges}
+        self._confirmed = staging.confirmed_ids(entries)
+        # control records (a session's revocation, a staged write's confirmation ...) are no
+        # memory an agent recalls or erases (ownmem.uomp.control); an unconfirmed staged
+        # write is recalled by its own agent only (see recall)
+        self.heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not is_control(e.opened.extensions)}
+        self.staged = {cid: a for cid, e in self.heads.items()
+                       if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed}
+        have = self.index.own_cell_ids()
+        self.index.remove(have - set(self.heads))
+        self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for cid, e in self.heads.items() if cid not in have)
+
+    def _plain(self, oid: bytes) -> bool:
+        e = self._opened[oid][0]
+        return (e.supersedes is None and not e.merges and oid not in self._parents
+                and not is_control(e.opened.extensions))
+
+    def item_heads(self) -> list[Entry]:
+        """The heads the UOMP item view lists: what recall lists less the unconfirmed staged
+        writes, plus nothing else (control records carry no item)."""
+        return [e for cid, e in self.heads.items() if cid not in self.staged]
+
+    def _open(self, oids: list[bytes], visible: dict[bytes, tuple[bytes, bytes]]) -> list[bytes]:
         """Open and check each new visible object: its cell must be this holder's, name this
-        very object, and verify (SAIHM "saihm_recall": omit and log a cell that fails)."""
+        very object, and verify (SAIHM "saihm_recall": omit and log a cell that fails).
+        -> the object ids opened."""
         store, p = self.v.store, self.v.crypto
+        opened: list[bytes] = []
+        if not oids:
+            return opened
         holder = self.v.holder()
         scopes = {s.scope_id: s for s in store.scopes().values()}
         keyring = self.v.keyring()
@@ -196,6 +291,8 @@ class Operator:
                 _log.warning("cell of object %s omitted from recall: %s", oid.hex()[:12], type(e).__name__)
                 continue
             self._opened[oid] = (entry, cell_id, cell_bytes)
+            opened.append(oid)
+        return opened
 
     # ------------------------------------------------------------------ pending writes
     def recover_pending(self) -> None:
@@ -269,18 +366,34 @@ class Operator:
         with self.lock:
             w = self._write_pending(cred, content)
             self._log_receipt(w)
+            # the receipt is logged: the effect is made visible, to the other devices (the
+            # cell pushed) and here, in one commit with "pushed" (a restart in between finds it
+            # pending with its receipt logged, completes it and pushes it again: a duplicate)
+            pushed = self._push(w)
             with self.v.store.transaction():
-                self.v.store.complete_pending(w)
+                self.v.store.complete_pending(w, pushed=pushed)
+            self._admitted = {w.obj.object_id: (w.cell_id, w.cell)}
             self.refresh()
-            if not self._meta_dirty:
-                try:
-                    self.syncer.push(SyncReport())
-                except SyncError:
-                    pass       # visible, and pushed by the sync loop once the server answers
             c = parse_cell(w.cell)
             return {"cellId": c.cell_id.hex(), "cellNonce": c.cell_nonce.hex(), "tier": c.tier,
                     "kekVersion": c.kek_version, "epoch": str(c.timestamp),
-                    "signaturePrefix": c.signature[:8].hex(), "receiptId": parse_receipt(w.receipt).receipt_id.hex()}
+                    "signaturePrefix": c.signature[:8].hex(), "receiptId": parse_receipt(w.receipt).receipt_id.hex(),
+                    **STAGED_NOTICE}
+
+    def _push(self, w: PendingWrite) -> bool:
+        """The write's cell to the server, alone (its receipt is logged): no listing of what
+        else is unpushed, which the sync loop pushes.  Not before the agent's key is in the
+        vault metadata on the server, so that no device sees a memory whose signer it cannot
+        know yet.  -> whether the server has it."""
+        if self._meta_dirty:
+            return False
+        item = wire.PushItem(w.cell, w.obj.dek_wrapped)
+        try:
+            res = self.syncer._call(lambda: self.syncer.remote.push(wire.PushRequest((item,))))
+        except SyncError:
+            return False     # pushed by the sync loop once the server answers
+        self.syncer.own_push(res.stored, res.last_seq)
+        return True          # stored, or held already (as Syncer.push, any answer marks it pushed)
 
     def _write_pending(self, cred: Credential, content: str) -> PendingWrite:
         v = self.v
@@ -309,8 +422,8 @@ class Operator:
 
     def _log_receipt(self, w: PendingWrite) -> None:
         """Write the receipt; if that fails or its outcome is unknown, ask the log.  Found:
-        written.  Absent: the write is discarded.  The log cannot be asked either: the write
-        stays pending (completed or discarded by ``recover_pending`` once the log answers)."""
+        written.  Absent, or the log cannot be asked either: the write is discarded and the
+        answer is operator_log_unavailable."""
         rid = parse_receipt(w.receipt).receipt_id
         try:
             if rid in self.syncer._call(lambda: self.syncer.remote.post_receipts([w.receipt])):
@@ -326,11 +439,16 @@ class Operator:
                 continue
             if found is not None:
                 return
-            with self.v.store.transaction():
-                self.v.store.drop_pending(w.obj.object_id)
-            raise OperatorError(503, "operator_log_unavailable", "the receipt could not be written; nothing was stored")
-        raise OperatorError(503, "operator_log_unavailable",
-                            "the log cannot be reached to tell whether the receipt was written")
+            break
+        # Absent, or the log cannot be asked: the answer says no receipt was written and
+        # nothing took effect, so nothing may take effect later either.  The write is
+        # discarded before the answer; a restart finds nothing pending to complete, even if
+        # the receipt turns up in the log (docs/decisions.md, "A remember answered
+        # operator_log_unavailable stays undone").  Only a write that got no answer at all
+        # (the process died) is settled by ``recover_pending`` from the log.
+        with self.v.store.transaction():
+            self.v.store.drop_pending(w.obj.object_id)
+        raise OperatorError(503, "operator_log_unavailable", "the receipt could not be written; nothing was stored")
 
     def recall(self, cred: Credential, params: dict[str, Any]) -> list[dict[str, Any]]:
         query = text_param(params, "query", required=False)
@@ -400,7 +518,11 @@ class Operator:
                 raise OperatorError(403, "not_holder", "that cell is another holder's")
             store = self.v.store
             oid = store.object_of_cell(cid) if cid else None
-            if oid is None or store.get_object(oid) is None:
+            seen = self._opened.get(oid) if oid is not None else None
+            if oid is None or seen is None or store.get_object(oid) is None \
+                    or not agent_may_see(seen[0], cred.name, self._confirmed, self.agents):
+                # what this credential's recall cannot show (another agent's unconfirmed write,
+                # a control record, a cell not visible to agents) is not found, for it
                 return {"success": False}
             now = self.now()
             # 1. withdraw access: out of recall, then erased here (one transaction) with the
@@ -408,12 +530,10 @@ class Operator:
             chain_cells = self._chain_cells(oid)
             withdrawn = self.index.remove(chain_cells)
             try:
-                gone = self.v.forget(oid.hex())
+                self.v.forget(oid.hex())       # the next refresh finds its versions gone
             except OwnmemError as e:
                 self.index.put(withdrawn)     # nothing changed: the erasure did not happen
                 raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
-            for o in gone:
-                self._opened.pop(o, None)
             receipt = store.erase_receipt(cid)
             anchor = parse_receipt(receipt).receipt_id.hex() if receipt is not None else None
             self.refresh()

@@ -91,6 +91,11 @@ class RecallIndex:
         with self._lock:
             return set(self._rowid)
 
+    def own_cell_ids(self) -> set[bytes]:
+        """The cellIds of the vault's own cells (every cell but the shared ones)."""
+        with self._lock:
+            return set(self._rowid) - self._shared
+
     def get(self, cell_id: bytes) -> RecallEntry | None:
         with self._lock:
             rid = self._rowid.get(cell_id)

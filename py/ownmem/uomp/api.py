@@ -33,7 +33,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..errors import StoreError
-from ..vault.vault import honour_links
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, live_items
@@ -79,10 +78,10 @@ class ItemView:
         self.by_cell: dict[bytes, Item] = {}
         self.by_tag: dict[str, list[Item]] = {}     # a tag query reads its tag's items, not all
 
-    def rebuild(self, opened: dict[bytes, tuple[Any, bytes, bytes]], staged: frozenset[bytes] | set[bytes] = frozenset()) -> None:
-        """``staged``: cellIds of agent writes the person has not confirmed: no item yet."""
-        entries, _ = honour_links([e for e, cid, _ in opened.values() if cid not in staged])
-        live = live_items(e for e in entries if e.is_head)
+    def rebuild(self, heads: Iterable[Any], opened: dict[bytes, tuple[Any, bytes, bytes]]) -> None:
+        """``heads``: the operator's heads, links honoured once (Operator.item_heads: agent
+        writes the person has not confirmed are no item yet)."""
+        live = live_items(heads)
         cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
         self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
         by_tag: dict[str, list[Item]] = {}
@@ -501,7 +500,7 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     def refresh() -> None:
         with op.lock:
             inner()
-            u.items.rebuild(op._opened, set(getattr(op, "staged", {})))
+            u.items.rebuild(op.item_heads(), op._opened)
             fresh = [(oid, e) for oid, (e, _, _) in op._opened.items() if oid not in seen]
             seen.update(oid for oid, _ in fresh)
         for _, e in fresh:

@@ -461,6 +461,11 @@ class SharedReader:
         at = int(time.time()) if now is None else now
         got = offers(self.syncer, self._holders)
         active = {s.contract_id: s for s in got.received if s.active and s.contract.active_at(at)}
+        if not active:
+            # no contract is active for this holder: nothing the server serves could be shown,
+            # so it is not asked (one request less on every recall of a vault nothing is shared with)
+            self._opened = {}
+            return Received((), ())
         remote = ShareRemote(self.syncer)
         out: list[SharedMemory] = []
         refused: list[tuple[bytes, str]] = []

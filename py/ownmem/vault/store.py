@@ -375,11 +375,12 @@ class Store:
     def drop_pending(self, object_id: bytes) -> None:
         self.db.execute("DELETE FROM pending_writes WHERE object_id = ?", (object_id,))
 
-    def complete_pending(self, w: PendingWrite) -> None:
-        """Within a transaction: the write becomes an object with its cell (to push) and its
-        logged REMEMBER receipt, and is no longer pending."""
+    def complete_pending(self, w: PendingWrite, *, pushed: bool = False) -> None:
+        """Within a transaction: the write becomes an object with its cell (to push, unless
+        ``pushed``: it reached the server already) and its logged REMEMBER receipt, and is no
+        longer pending."""
         self.put_object(w.obj)
-        self.put_cell(w.obj.object_id, w.cell_id, w.cell, pushed=False)
+        self.put_cell(w.obj.object_id, w.cell_id, w.cell, pushed=pushed)
         self.put_remember_receipt(w.cell_id, w.receipt, logged=True)
         self.drop_pending(w.obj.object_id)
 
@@ -388,6 +389,13 @@ class Store:
         server (pushed or pulled) or its REMEMBER receipt is in the public log."""
         return {bytes(r[0]): (bytes(r[1]), bytes(r[2])) for r in self.db.execute(
             "SELECT c.object_id, c.cell_id, c.cell FROM cells c JOIN objects o ON o.object_id = c.object_id "
+            "LEFT JOIN remember_receipts m ON m.cell_id = c.cell_id WHERE c.pushed = 1 OR m.logged = 1")}
+
+    def recallable_ids(self) -> dict[bytes, bytes]:
+        """object id -> cellId of what ``recallable_cells`` holds, without the cells' bytes (the
+        agent service asks on every change, and opens only the objects new to it)."""
+        return {bytes(r[0]): bytes(r[1]) for r in self.db.execute(
+            "SELECT c.object_id, c.cell_id FROM cells c JOIN objects o ON o.object_id = c.object_id "
             "LEFT JOIN remember_receipts m ON m.cell_id = c.cell_id WHERE c.pushed = 1 OR m.logged = 1")}
 
     def erase_receipt(self, cell_id: bytes) -> bytes | None:

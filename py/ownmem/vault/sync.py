@@ -611,14 +611,20 @@ class Syncer:
             self.sync_metadata(report)
         return report
 
+    def wants_sync(self, last_seq: int) -> bool:
+        """Whether an event naming the server's ``last_seq`` calls for a sync (a subclass that
+        knows the change is its own may say no)."""
+        return True
+
     def watch(self, on_report: Callable[[SyncReport], None], *, stop: Callable[[], bool] = lambda: False) -> None:
         """Sync, then follow the server's live event stream; local changes are pushed as they appear."""
         on_report(self.sync_once())
         while not stop():
             try:
                 self.ensure_login()
-                for _ in self.remote.events():
-                    on_report(self.sync_once())
+                for seq in self.remote.events():
+                    if self.wants_sync(seq):
+                        on_report(self.sync_once())
                     if stop():
                         return
             except SyncError as e:

@@ -1,0 +1,96 @@
+"""The operator's refresh in-process, over a real vault (no server: nothing here needs one): edit
+links are honoured once per change, by the operator, and the UOMP item view is built from the
+operator's heads; a plain new memory costs no pass over the others; what the index holds is
+what a full derivation from the store gives."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+
+from ownmem.agent import operator as operator_module
+from ownmem.agent.operator import Operator
+from ownmem.uomp.api import mount
+from ownmem.uomp.items import put_item
+from ownmem.vault import Vault
+from ownmem.vault.sync import Remote
+from ownmem.vault.vault import honour_links
+
+PASS = "refresh test: seven copper kettles on the stove"
+
+
+def _recallable(op: Operator) -> None:
+    """Mark every object's cell as having reached the server (what a sync does)."""
+    store = op.v.store
+    now = int(time.time())
+    with store.transaction():
+        for row in store.unpushed(10_000):
+            cid, cell = op.syncer._cell_for(row, now)
+            store.put_cell(row.object_id, cid, cell, pushed=True)
+
+
+def test_links_are_honoured_once_per_change_and_the_item_view_follows_the_operators_heads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    v = Vault.create(tmp_path / "vault", PASS)
+    calls: list[int] = []
+
+    def counted(entries: Any) -> Any:
+        calls.append(len(entries))
+        return honour_links(entries)
+    monkeypatch.setattr(operator_module, "honour_links", counted)
+    op = Operator(v, Remote("http://127.0.0.1:1", "refresh-test"))
+    try:
+        first = v.add("the first note")
+        put_item(v, "diet", "vegetarian", tags=["food"], sensitivity="low")
+        _recallable(op)
+        u = mount(Starlette(), op, tmp_path / "vault", 0)
+        try:
+            assert calls == []                         # the first refresh: only plain memories, no pass
+            assert set(u.items.by_key) == {"diet"}
+            # an edit: a link changed, so one pass, by the operator only
+            v.edit(first.hex(), content="the first note, edited")
+            put_item(v, "diet", "vegan", tags=["food"], sensitivity="low")
+            _recallable(op)
+            op.refresh()
+            assert len(calls) == 1
+            assert u.items.by_key["diet"].value == "vegan"
+            assert sorted(e.plaintext for e in op.index.search(None)) == [
+                "diet: \"vegan\"", "the first note, edited"]
+            # a plain new memory: no pass over the others at all
+            v.add("a plain new note")
+            _recallable(op)
+            op.refresh()
+            assert len(calls) == 1
+            # and the result is what a full derivation gives
+            full = {e.id for e in honour_links([e for e, _, _ in op._opened.values()])[0] if e.is_head}
+            assert {e.id for e in op.heads.values()} == full
+            assert len(op.index) == len(full) == 3
+        finally:
+            u.close()
+    finally:
+        op.close()
+        v.lock()
+
+
+def test_the_event_for_the_services_own_push_is_skipped_once_and_a_gap_syncs(tmp_path: Path) -> None:
+    v = Vault.create(tmp_path / "vault", PASS)
+    op = Operator(v, Remote("http://127.0.0.1:1", "echo-test"))
+    s = op.syncer
+    try:
+        with v.store.transaction():
+            v.store.sync_set("pull_seq", b"7")
+        assert s.wants_sync(7)                  # nothing of its own: every event syncs
+        s.own_push(1, 8)                        # seq 8 is its own cell, right after what it pulled
+        assert not s.wants_sync(8)              # the echo of that push: no sync
+        assert s.wants_sync(8)                  # a keep-alive repeating it later: a sync, as before
+        s.own_push(2, 10)                       # 9, 10: its own again
+        assert not s.wants_sync(9) and not s.wants_sync(10) and s.wants_sync(10)
+        s.own_push(1, 12)                       # 11 is another device's change: a gap
+        assert s.wants_sync(12)
+        assert s.wants_sync(13)                 # and anything past its own push syncs
+    finally:
+        op.close()
+        v.lock()
