@@ -64,7 +64,17 @@ function pageProbe(p) {
       if (document.querySelector('[data-testid="tab-login"]')) B.error = 'the welcome screen, not the unlock form';
       const form = document.querySelector('[data-testid="unlock-form"]');
       if (form) mark('form');
-      if (form && (!p.waitEngine || !p.engineSignal || B.marks.engine)) {
+      if (form && p.waitEngine && p.engineBy === 'status' && !B.asked) {
+        // No hook on the worker (WebKit): a `status` call, answered once the engine is ready and
+        // has read the store from IndexedDB (its first Python call), stands in for "ready".
+        // Sent once the form shows: the page's client exists by then.
+        B.asked = true;
+        import('/js/vault.js').then((m) => m.call('status')).then(() => {
+          mark('engine');
+          check();
+        }, (e) => { B.error = `status: ${e.message || e}`; });
+      }
+      if (form && (!p.waitEngine || B.marks.engine)) {
         fill(form, 'passphrase', p.passphrase);
         form.requestSubmit();
         mark('submit');
@@ -101,7 +111,7 @@ function pageProbe(p) {
   // installed after the form showed (WebKit): the passphrase goes in now, and the run says so
   B.late = !!document.querySelector('[data-testid="unlock-form"], [data-testid="tab-login"]');
   new MutationObserver(check).observe(document, { subtree: true, childList: true, characterData: true });
-  if (p.engineSignal) {
+  if (p.engineBy === 'ready') {
     // The vault worker says "ready" once Pyodide and the wheel are loaded (web/js/worker.js).
     const PageWorker = window.Worker;
     window.Worker = class extends PageWorker {
@@ -336,18 +346,23 @@ let proxy;
 async function load(dev, mode, vault, timeout, waitEngine = false) {
   const url = cfg.jspi ? `${origin}/` : `${origin}/?jspi=0`;
   const probe = { mode, passphrase: cfg.passphrase, name: vault.name, expect: vault.n, waitEngine,
-    engineSignal: cfg.engine !== 'webkit' };
+    engineBy: cfg.engine === 'webkit' ? 'status' : 'ready' };
   proxy.traffic.files = [];
   proxy.traffic.swChecks = 0;
   await dev.open(url, probe);
+  let failed = '';
   const st = await until(`${vault.name}: the list of ${vault.n} (${mode})`, async () => {
     const s = await dev.run(pageState);
-    if (s.bench?.error) throw new Error(`${vault.name}: ${s.bench.error}`);
-    return s.bench?.marks.visible ? s : null;
+    if (s.bench?.error) failed = `${vault.name}: ${s.bench.error}`;
+    return failed || s.bench?.marks.visible ? s : null;
   }, timeout).catch(async (e) => {
+    // bounded: a load over its time is reported as such (with how far it got), not waited for
     const s = await dev.run(pageState).catch(() => null);
-    throw new Error(`${e.message}; the page's probe: ${JSON.stringify(s?.bench)}`);
+    const err = new Error(`${e.message}; the page's probe: ${JSON.stringify(s?.bench)}`);
+    err.overTime = { limit: timeout / 1000, marks: s?.bench?.marks ?? {} };
+    throw err;
   });
+  if (failed) throw new Error(failed);
   const r = st.bench;
   if (!r.first.startsWith(vault.first)) {
     throw new Error(`${vault.name}: the first card is ${JSON.stringify(r.first.slice(0, 80))}, expected "${vault.first}…"`);
@@ -384,14 +399,23 @@ function line(label, r) {
 
 async function unlockRuns(dev, vault, reps, label, waitEngine) {
   const runs = [];
+  out.runs[label] = runs;
   for (let i = -1; i < reps; i++) {   // i = -1: the warm-up load, reported apart
     await sleep(500);
-    const r = await load(dev, 'unlock', vault, cfg.timeout_ms, waitEngine);
+    let r;
+    try {
+      r = await load(dev, 'unlock', vault, cfg.timeout_ms, waitEngine);
+    } catch (e) {
+      if (!e.overTime) throw e;
+      runs.push({ overTime: true, ...e.overTime });
+      say(`${label}: over ${e.overTime.limit} s, stopped (${JSON.stringify(e.overTime.marks)})`);
+      return false;
+    }
     if (i < 0) out.runs[`${label}_warmup`] = [r];
     else runs.push(r);
     say(line(`${label} ${i < 0 ? 'warm-up' : `run ${i + 1}/${reps}`}`, r));
   }
-  out.runs[label] = runs;
+  return true;
 }
 
 async function addRuns(dev, vault, reps, label) {
@@ -415,22 +439,33 @@ async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitE
   const key = vault.key;
   const fresh = [];
   let dev = null;
-  for (let i = 0; i < freshReps; i++) {
-    if (dev) await dev.close();
-    dev = await engine.device(`${key}-fresh-${i}`);
-    const r = await load(dev, 'login', vault, cfg.fresh_timeout_ms);
-    fresh.push(r);
-    say(line(`${key} fresh browser ${i + 1}/${freshReps}`, r));
-  }
   out.runs[`${key}_fresh`] = fresh;
+  try {
+    for (let i = 0; i < freshReps; i++) {
+      if (dev) await dev.close();
+      dev = await engine.device(`${key}-fresh-${i}`);
+      const r = await load(dev, 'login', vault, cfg.fresh_timeout_ms);
+      fresh.push(r);
+      say(line(`${key} fresh browser ${i + 1}/${freshReps}`, r));
+    }
+  } catch (e) {
+    if (!e.overTime) throw e;
+    // over its time: recorded, and this vault's other steps (which need the pulled vault) skipped
+    fresh.push({ overTime: true, ...e.overTime });
+    out.notes.push(`${key}: the fresh browser did not show the list within ${e.overTime.limit} s; this vault's `
+      + 'cached loads and adds were not run in this engine');
+    say(`${key} fresh browser: over ${e.overTime.limit} s, stopped (${JSON.stringify(e.overTime.marks)})`);
+    await dev.close();
+    return;
+  }
   // the service worker has installed and controls the page (clients.claim) before any cached
   // load is measured
   const hasSw = await dev.run(pageServiceWorker);
   if (hasSw) await until('the service worker to control the page', async () => (await dev.run(pageState)).controlled, 60_000);
   else out.notes.push(`${key}: this engine exposes no navigator.serviceWorker`);
   await settle(dev);
-  await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine);
-  await addRuns(dev, vault, addReps, `${key}_add`);
+  if (await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine)) await addRuns(dev, vault, addReps, `${key}_add`);
+  else out.notes.push(`${key}: an unlock did not show the list within ${cfg.timeout_ms / 1000} s; the adds were not run`);
   await dev.close();
 }
 
