@@ -164,6 +164,30 @@ function pageSynced() {
   return Boolean(s && s.dataset.state === 'online' && s.dataset.pending === '0');
 }
 
+// Where the time goes: the vault engine's own speed in this engine, apart from the app.  In
+// the page: Pyodide loaded from the bundle, the wheel unpacked, then three fixed Python
+// workloads, each timed in Python (ms): the interpreter (a loop), C code compiled to
+// WebAssembly (json), the import of the vault modules (bytecode read and run).
+const SPEED_PY = `
+import time
+t = time.perf_counter(); s = sum(i * i for i in range(300_000)); loop = time.perf_counter() - t
+import json
+t = time.perf_counter(); json.loads(json.dumps([{"k": i, "v": "x" * 20} for i in range(20_000)])); js = time.perf_counter() - t
+t = time.perf_counter(); import ownmem.vault, ownmem.web.api; imp = time.perf_counter() - t
+[round(loop * 1000), round(js * 1000), round(imp * 1000)]`;
+
+async function pageSpeed(py) {
+  const t0 = performance.now();
+  const m = await import('/pyodide/pyodide.mjs');
+  const pyodide = await m.loadPyodide({ indexURL: '/pyodide/' });
+  const boot = performance.now() - t0;
+  const list = await (await fetch('/precache.json')).json();
+  const wheel = Object.keys(list.files).find((f) => f.startsWith('/wheels/') && f.endsWith('.whl'));
+  pyodide.unpackArchive(await (await fetch(wheel)).arrayBuffer(), 'wheel');
+  const [loop, json, imp] = pyodide.runPython(py).toJs();
+  return { boot, loop, json, import: imp };
+}
+
 async function pageServiceWorker() {
   if (!navigator.serviceWorker) return false;
   await navigator.serviceWorker.ready;
@@ -212,7 +236,7 @@ async function chromiumEngine() {
         async open(url, probe) {   // a new page of this profile
           if (page) await page.close();
           page = await ctx.newPage();
-          await page.addInitScript(pageProbe, probe);
+          if (probe) await page.addInitScript(pageProbe, probe);
           await page.goto(url, { waitUntil: 'commit' });
         },
         run: (fn, arg) => page.evaluate(fn, arg),
@@ -246,7 +270,7 @@ async function firefoxEngine() {
           fresh = false;
           page.on('pageerror', (e) => console.error(`  [${label} error] ${e.message}`));
           await page.setViewport(VIEWPORT);
-          await page.evaluateOnNewDocument(pageProbe, probe);
+          if (probe) await page.evaluateOnNewDocument(pageProbe, probe);
           if (old) await old.close();
           await page.goto(url, { waitUntil: 'domcontentloaded' });
         },
@@ -319,7 +343,7 @@ async function webkitEngine() {
           // the new document: at the app's URL and without the previous document's probe
           await until('the new document', () => cmd('POST', '/execute/sync', { script: `
             if (location.href !== arguments[1] || window.__bench) return false;
-            (${pageProbe})(arguments[0]);
+            if (arguments[0]) (${pageProbe})(arguments[0]);
             return true;`, args: [probe, url] }), 60_000);
         },
         run,
@@ -478,6 +502,14 @@ async function main() {
       say(`vault ${v.name}: ${v.n.toLocaleString('en')} memories`);
       await device(engine, v, v.reps);
     }
+    // a profile of its own, on a page of the origin the app never uses (/health): twice, the
+    // second with the engine's caches warm
+    const dev = await engine.device('speed');
+    await dev.open(`${origin}/health`, null);
+    out.runs.speed = [];
+    for (let i = 0; i < 2; i++) out.runs.speed.push(await dev.run(pageSpeed, SPEED_PY));
+    say(`vault engine's speed: ${JSON.stringify(out.runs.speed)}`);
+    await dev.close();
   } finally {
     await engine.close();
     proxy.server.closeAllConnections?.();
