@@ -185,7 +185,26 @@ async function pageSpeed(py) {
   const wheel = Object.keys(list.files).find((f) => f.startsWith('/wheels/') && f.endsWith('.whl'));
   pyodide.unpackArchive(await (await fetch(wheel)).arrayBuffer(), 'wheel');
   const [loop, json, imp] = pyodide.runPython(py).toJs();
-  return { boot, loop, json, import: imp };
+  // and the JavaScript crypto the path without JSPI runs (glue-sync.js: @noble/*), next to
+  // WebCrypto's AES-GCM that the JSPI path uses: ms for each batch
+  const v = await import('/vendor/vendor.js');
+  const timed = async (f) => { const t = performance.now(); await f(); return performance.now() - t; };
+  const seed = new Uint8Array(32).fill(7);
+  const msg = new Uint8Array(200).fill(1);
+  const sig = v.nobleEd25519.sign(msg, seed);
+  const pub = v.nobleEd25519.getPublicKey(seed);
+  const ed = await timed(() => { for (let i = 0; i < 200; i++) v.nobleEd25519.verify(sig, msg, pub, { zip215: false }); });
+  const pair = v.ml_dsa65.keygen(seed);
+  const msig = v.ml_dsa65.sign(msg, pair.secretKey);
+  const mldsa = await timed(() => { for (let i = 0; i < 50; i++) v.ml_dsa65.verify(msig, msg, pair.publicKey); });
+  const key = new Uint8Array(32).fill(3);
+  const nonce = new Uint8Array(12).fill(4);
+  const ct = v.nobleGcm(key, nonce, new Uint8Array(0)).encrypt(new Uint8Array(1024).fill(5));
+  const gcm = await timed(() => { for (let i = 0; i < 1000; i++) v.nobleGcm(key, nonce, new Uint8Array(0)).decrypt(ct); });
+  const ck = await crypto.subtle.importKey('raw', key, 'AES-GCM', false, ['decrypt']);
+  const wc = await timed(() => Promise.all(Array.from({ length: 1000 },
+    () => crypto.subtle.decrypt({ name: 'AES-GCM', iv: nonce, additionalData: new Uint8Array(0) }, ck, ct))));
+  return { boot, loop, json, import: imp, ed25519: ed, mldsa, gcm, webcrypto_gcm: wc };
 }
 
 async function pageServiceWorker() {
