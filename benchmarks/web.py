@@ -146,6 +146,10 @@ def _ms(x: float) -> str:
     return "not measured" if math.isnan(x) else f"{x * 1e3:.1f} ms"
 
 
+def _mb(n: object) -> str:
+    return f"{n / 1e6:.2f} MB" if isinstance(n, (int, float)) else "not read"
+
+
 def _runs(xs: list[float], unit: str = "s") -> str:
     return ", ".join(f"{x * 1e3:.0f}" if unit == "ms" else f"{x:.2f}" for x in xs) + f" ({unit})"
 
@@ -335,6 +339,8 @@ def _unlock_check(s: Sizes, e: Engine, d: dict[str, Any], n: int) -> Check:
          ("navigation start -> passphrase submitted, median", _s(_med(_col(runs, "submit")))),
          ("navigation start -> list shown, median (not judged)", _s(_med(_col(runs, "total")))),
          ("cards rendered / summary", f"{runs[0]['cards']} / “{runs[0]['summary']}”"),
+         ("the verified cache's record in IndexedDB (one AES-GCM blob, opened at every unlock: "
+          + ("WebCrypto" if e.jspi else "@noble/ciphers") + ")", _mb(d["runs"].get("large_cache_bytes"))),
          ("files", served_txt),
          *_late(runs),
          ("target", f"≤ {UNLOCK_TARGET} s")),

@@ -207,6 +207,25 @@ async function pageSpeed(py) {
   return { boot, loop, json, import: imp, ed25519: ed, mldsa, gcm, webcrypto_gcm: wc };
 }
 
+/** Bytes of the verified cache's record in IndexedDB (one AES-GCM blob, decrypted at every unlock). */
+function pageCacheBytes() {
+  return new Promise((resolve) => {
+    const r = indexedDB.open('ownmem');
+    r.onerror = () => resolve(null);
+    r.onsuccess = () => {
+      const db = r.result;
+      try {
+        const q = db.transaction(['cache'], 'readonly').objectStore('cache').get('verified-v1');
+        q.onsuccess = () => { db.close(); resolve(q.result ? q.result.byteLength ?? q.result.length ?? null : null); };
+        q.onerror = () => { db.close(); resolve(null); };
+      } catch {
+        db.close();
+        resolve(null);
+      }
+    };
+  });
+}
+
 async function pageServiceWorker() {
   if (!navigator.serviceWorker) return false;
   await navigator.serviceWorker.ready;
@@ -507,6 +526,7 @@ async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitE
   if (hasSw) await until('the service worker to control the page', async () => (await dev.run(pageState)).controlled, 60_000);
   else out.notes.push(`${key}: this engine exposes no navigator.serviceWorker`);
   await settle(dev);
+  out.runs[`${key}_cache_bytes`] = await dev.run(pageCacheBytes).catch(() => null);
   if (await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine)) await addRuns(dev, vault, addReps, `${key}_add`);
   else out.notes.push(`${key}: an unlock did not show the list within ${cfg.timeout_ms / 1000} s; the adds were not run`);
   await dev.close();
