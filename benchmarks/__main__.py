@@ -30,7 +30,7 @@ PREFACE = (
     "Every figure of area `core` puts ownmem next to the reference implementation, `apertomemory` {ref}, "
     "measured in the same run on the same machine, ownmem and reference repetitions alternating; area "
     "`server` holds the sync server to absolute targets on SQLite and PostgreSQL, measured side by side; area "
-    "`web` holds the web app in headless Chromium to absolute targets; area `agent` holds the agent path "
+    "`web` holds the web app in Chromium (with and without JSPI), Firefox ESR and WebKit to absolute targets, per engine; area `agent` holds the agent path "
     "(MCP, operator, public log) to absolute targets, with the reference's MCP adapter as its anchor.  "
     "Times are wall-clock (`time.perf_counter`), medians of several repetitions after a warm-up, "
     "garbage collector emptied before and left enabled during each timed region.  Other work "
