@@ -161,7 +161,7 @@ SAMPLES.update({
     W.HolderProof: W.HolderProof(os.urandom(W.HOLDER_SIG_LEN)),
     W.ShareOffered: W.ShareOffered(os.urandom(32), os.urandom(32)),
     W.ShareEntry: _SHARE,
-    W.ShareList: W.ShareList((), ()),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
+    W.ShareList: W.ShareList((), (), False),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
     W.ShareAnswer: W.ShareAnswer(os.urandom(32), "withdrawn"),
     W.RevokeRequest: W.RevokeRequest(os.urandom(300)),
     W.RevokeResult: W.RevokeResult(True, os.urandom(32), True),
@@ -176,7 +176,9 @@ NOT_JSON: list[tuple[str, bytes]] = [("html", b"<html>502 Bad Gateway</html>"), 
 def _bad_values(v: Any) -> list[tuple[str, Any]]:
     """Wrong values for a field that holds ``v``: of another type, and wrong in its own type."""
     out: list[tuple[str, Any]] = [("null", None), ("list", [v]), ("object", {"v": v})]
-    if isinstance(v, int):
+    if isinstance(v, bool):             # a flag: the other flag is as valid, a number or text is not
+        out += [("number", int(v)), ("string", str(v).lower())]
+    elif isinstance(v, int):
         out += [("negative", -1), ("huge", 2 ** 64), ("float", float(v)), ("bool", True), ("string", str(v))]
     elif isinstance(v, list):
         out += [("string", "00"), ("item not hex", ["zz"]), ("item number", [1]), ("too many", ["00" * 32] * 2001)]
@@ -476,10 +478,10 @@ def test_every_message_type_is_sampled():
 
 
 def test_a_share_list_round_trips_its_entries():
-    msg = W.ShareList((_SHARE,), (_SHARE, W.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)))
+    msg = W.ShareList((_SHARE,), (_SHARE, W.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
     assert W.ShareList.parse(W.load_json(W.dump_json(msg.encode()))) == msg
     with pytest.raises(WireError):
-        W.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": []})
+        W.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": [], "more": False})
 
 
 def test_session_repr_hides_the_token():
