@@ -769,7 +769,13 @@ test('10. secrets stay put: passphrase and plaintext in no storage, log or reque
     const needles = { passphrase: [...enc.encode(PASS)], canary: [...enc.encode(CANARY)], name: [...enc.encode(name)] };
     // every record of every store of the app's database (and localStorage, sessionStorage,
     // cookies, Cache Storage), scanned in the page for the needles' UTF-8 bytes
-    const scan = await page.evaluate(scanStorage, needles);
+    // the pending count can read 0 a moment before the second note counts as pending (the
+    // status refresh follows the add): wait until its cell is in IndexedDB, bounded
+    let scan = await page.evaluate(scanStorage, needles);
+    for (const until = Date.now() + SYNC_MS; scan.records.cells < 2 && Date.now() < until;) {
+      await sleep(250);
+      scan = await page.evaluate(scanStorage, needles);
+    }
     assert.deepEqual(scan.dbs, ['ownmem']);
     assert.equal(scan.records.cache, 1, 'the verified-plaintext cache is one record');
     assert.ok(scan.records.objects >= 2 && scan.records.cells >= 2, JSON.stringify(scan.records));
