@@ -110,7 +110,6 @@ class Uomp:
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
-        self._answered: dict[str, list[guard.Basis]] = {}   # session -> sum/avg sets answered (memory only)
         self._sweeper.start()
 
     def close(self) -> None:
@@ -229,10 +228,9 @@ class Uomp:
         if req.path == "aggregate":
             # checked and recorded with no await between: two concurrent aggregates of one
             # session are judged one after the other (differencing, guard.determines_few)
-            answered = self._answered.setdefault(sid, [])
-            agg = guard.aggregate(claims, req, passed, answered)
-            if agg.basis is not None and agg.basis not in answered:
-                answered.append(agg.basis)
+            agg = guard.aggregate(claims, req, passed, self.sessions.answered(sid))
+            if agg.basis is not None and self.sessions.note_answered(sid, agg.basis):
+                await run_in_threadpool(self.sessions.save_answered, sid, agg.basis)   # durable: a restart keeps it
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
                 return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)

@@ -4,8 +4,9 @@
     [created] --grant--> [active] --close | revoke | timeout | deletion proof (task_bound)-->
                                     [closed | revoked | expired]
 
-Stored in ``uomp.db`` in the vault folder (mode 0600), so sessions, the blacklist and the
-accepted deletion proofs survive a restart; an in-memory mirror answers the Guard's
+Stored in ``uomp.db`` in the vault folder (mode 0600), so sessions, the blacklist, the
+accepted deletion proofs and each session's aggregation history (the sum/avg item sets it was
+answered, which guard.aggregate judges differencing against) survive a restart; an in-memory mirror answers the Guard's
 per-request lookups, written through under one lock (every change is committed before
 the call returns, so a revocation is durable before it is acknowledged).  ``expired`` is
 derived from the clock at read time, never stored.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
+from .guard import Basis
 from .items import FIELDS
 from .tokens import InvalidRequest, Scopes
 
@@ -50,7 +52,17 @@ CREATE TABLE IF NOT EXISTS blacklist (
   token_hash TEXT PRIMARY KEY, session_id TEXT NOT NULL, added_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS deletion_proofs (
   deletion_proof_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, accepted_at INTEGER NOT NULL, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS aggregates (
+  session_id TEXT NOT NULL, basis TEXT NOT NULL, PRIMARY KEY (session_id, basis));
 """
+
+
+def _basis_doc(b: Basis) -> str:
+    return json.dumps(sorted([f, o.hex()] for f, o in b), separators=(",", ":"))
+
+
+def _basis(doc: str) -> Basis:
+    return frozenset((str(f), bytes.fromhex(o)) for f, o in json.loads(doc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +244,12 @@ class SessionStore:
                           for sid, a, d in self._db.execute("SELECT session_id, agent_id, doc FROM sessions")}
         self._blacklist = {h for (h,) in self._db.execute("SELECT token_hash FROM blacklist")}
         self._proofs = {p for (p,) in self._db.execute("SELECT deletion_proof_id FROM deletion_proofs")}
+        # per session, the sums and averages it was answered, oldest first (guard.determines_few
+        # judges a new one against all of them): kept here, not in memory only, so an agent
+        # cannot difference two aggregates across a restart of the service
+        self._answered: dict[str, list[Basis]] = {}
+        for sid, b in self._db.execute("SELECT session_id, basis FROM aggregates ORDER BY rowid"):
+            self._answered.setdefault(sid, []).append(_basis(b))
 
     def close(self) -> None:
         with self._lock:
@@ -299,6 +317,31 @@ class SessionStore:
             self._proofs.add(proof_id)
             self._sessions[session.session_id] = marked
         return True
+
+
+    def answered(self, session_id: str) -> list[Basis]:
+        """The sum/avg item sets this session was answered (a copy)."""
+        with self._lock:
+            return list(self._answered.get(session_id, ()))
+
+    def note_answered(self, session_id: str, basis: Basis) -> bool:
+        """Add a set to the session's history in memory at once, so the next aggregate of the
+        session is judged with it even before it is on disk -> whether it was new (then
+        ``save_answered`` must follow before the answer is given)."""
+        with self._lock:
+            sets = self._answered.setdefault(session_id, [])
+            if basis in sets:
+                return False
+            sets.append(basis)
+            return True
+
+    def save_answered(self, session_id: str, basis: Basis) -> None:
+        with self._lock:
+            try:
+                self._db.execute("INSERT OR IGNORE INTO aggregates (session_id, basis) VALUES (?, ?)",
+                                 (session_id, _basis_doc(basis)))
+            except sqlite3.Error as e:
+                raise StoreError(f"the session store failed: {e}") from None
 
 
 class AdminCredential:
