@@ -23,9 +23,9 @@ key or the server cannot make one (``read_published``).
 
 The writer (``Publisher``, on the agent) is a reconciler: every half second, and at once when a
 grant tells it the token's limits, it compares each session's record as it would be now with the
-one it last published, seals the ones that differ under the operator's lock and syncs.  Polling
-rather than hooks keeps api.py and sessions.py as they are, and catches expiry, which no request
-causes.  The reader (``read_published``) is pure and runs in the browser too: nothing here but the
+one it last published, seals the ones that differ under the operator's lock and syncs.  The
+session store's on_change hook queues a change at once; the ticking catches expiry, which no
+request causes.  The reader (``read_published``) is pure and runs in the browser too: nothing here but the
 writer imports the agent's HTTP or JWT code.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 
 from ..aperto.model import Trust
 from ..vault.vault import SUPERSEDES, Entry
+from .ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -189,7 +190,7 @@ class Publisher:
     """Seals a record for every change of a session or registered agent, in order, under the
     operator's lock, then syncs (``op.syncer.sync_once``: the agent's own sync).  ``changed``
     snapshots what differs from the last record at the moment of the change (the session store
-    calls it after each write, see ``attach``), so two changes within one tick are two records;
+    calls it after each write: its on_change hook, see ``attach``), so two changes within one tick are two records;
     the thread also looks every tick, which catches expiry.  A sync that fails leaves the
     records in the outbox for the next one."""
 
@@ -203,9 +204,7 @@ class Publisher:
         self._qlock = threading.Lock()
         self._agents: tuple[Any, list[dict[str, Any]]] = ((), [])
         self._seq = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ownmem-uomp-publish", daemon=True)
+        self._ticker = Ticker("ownmem-uomp-publish", interval, self._tick, "session records not published")
         best: dict[tuple[str, str], tuple[dict[str, Any], bytes]] = {}
         with op.lock:
             entries = [e for e, _, _ in op._opened.values()]  # noqa: SLF001 - what the operator holds
@@ -220,12 +219,11 @@ class Publisher:
                 self._limits[key[1]] = {k: d.get(k) for k in NO_LIMITS}
 
     def start(self) -> Publisher:
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        self._ticker.stop(timeout=None)
 
     def granted(self, claims: Any) -> None:
         """api.Uomp.on_grant: the limits of a token about to be stored, which the session store keeps not."""
@@ -243,19 +241,11 @@ class Publisher:
                     self._queue.append(d)
             due = bool(self._queue)
         if due:
-            self._wake.set()
+            self._ticker.wake()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.changed()
-                self.publish_due()
-            except Exception:   # noqa: BLE001 - retried on the next tick; the service keeps serving
-                _log.exception("session records not published")
+    def _tick(self) -> None:
+        self.changed()
+        self.publish_due()
 
     def _agent_docs(self) -> list[dict[str, Any]]:
         """The registered agents' records, read again only when a manifest or the trust list changed."""
@@ -311,15 +301,9 @@ def _key(d: dict[str, Any]) -> tuple[str, str]:
 
 def attach(u: Any, op: Any, folder: Path) -> Publisher:
     """Start publishing the sessions of ``u`` (api.Uomp) over operator ``op``.  Each write of the
-    session store is followed by ``changed`` (wrapped here, so sessions.py and api.py's handlers
-    stay as they are): every state a session passes through becomes a record."""
+    session store is followed by ``changed`` (its on_change hook): every state a session passes
+    through becomes a record."""
     p = Publisher(op, u.sessions, folder, now=u.now)
     u.on_grant = p.granted
-    store = u.sessions
-    for name in ("put", "end", "accept_proof"):
-        def after(*a: Any, _inner: Callable[..., Any] = getattr(store, name), **kw: Any) -> Any:
-            out = _inner(*a, **kw)
-            p.changed()
-            return out
-        setattr(store, name, after)
+    u.sessions.on_change.append(p.changed)
     return p.start()

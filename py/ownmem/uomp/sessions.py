@@ -23,6 +23,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,9 @@ class SessionStore:
             if p.exists():
                 os.chmod(p, 0o600)
         self._lock = threading.Lock()
+        # told after every change of a session (put, end, accepted proof), outside the lock:
+        # published.Publisher (a record for the other devices), audit_sync.AuditSync (anchor soon)
+        self.on_change: list[Callable[[], None]] = []
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -278,7 +282,12 @@ class SessionStore:
             except sqlite3.Error as e:
                 raise StoreError(f"the session store failed: {e}") from None
             self._sessions[s.session_id] = s
+        self._changed()
         return s
+
+    def _changed(self) -> None:
+        for fn in self.on_change:
+            fn()
 
     def end(self, s: Session, status: str, now: int) -> Session:
         """Close or revoke: the session's token goes on the persistent blacklist, in the same
@@ -299,6 +308,7 @@ class SessionStore:
             self._sessions[s.session_id] = ended
             if s.token_hash is not None:
                 self._blacklist.add(s.token_hash)
+        self._changed()
         return ended
 
     def accept_proof(self, proof_id: str, session: Session, doc: dict[str, Any], now: int) -> bool:
@@ -316,7 +326,16 @@ class SessionStore:
                 raise StoreError(f"the session store failed: {e}") from None
             self._proofs.add(proof_id)
             self._sessions[session.session_id] = marked
+        self._changed()
         return True
+
+    def proofs_of(self, session_id: str) -> dict[str, str]:
+        """The deletion proofs accepted for a session: deletion_proof_id -> its memory_hash (what
+        the DataDeletionProofSubmitted event hashes, audit_sync.event_hash)."""
+        with self._lock:
+            rows = self._db.execute("SELECT deletion_proof_id, doc FROM deletion_proofs WHERE session_id = ?",
+                                    (session_id,)).fetchall()
+        return {pid: str(json.loads(doc).get("memory_hash", "")) for pid, doc in rows}
 
 
     def answered(self, session_id: str) -> list[Basis]:
