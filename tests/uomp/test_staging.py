@@ -17,7 +17,7 @@ sys.path.insert(0, str(HERE.parent / "sync"))
 
 from agentkit import AgentProcess, issue, ownmem_cli  # noqa: E402
 
-from ownmem.uomp.staging import read_write_audit  # noqa: E402
+from uompkit import Uomp  # noqa: E402
 
 
 def _agent_fixtures() -> Any:
@@ -39,6 +39,14 @@ def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
     status, got = agent.call("saihm_recall", {"query": q}, auth=auth)
     assert status == 200, got
     return [g["plaintext"] for g in got]
+
+
+def write_audit(agent: AgentProcess, folder: Any) -> list[dict[str, Any]]:
+    """The agent write entries of the UOMP audit, oldest first, as the person reads them
+    (``GET /v1/audit`` with the admin credential)."""
+    r = Uomp(agent.port, Path(folder)).admin("GET", "/v1/audit")
+    assert r.status_code == 200, r.text
+    return [e for e in reversed(r.json()["entries"]) if e["action"].startswith("write_")]
 
 
 def _staged(env: dict[str, str]) -> list[dict]:
@@ -69,11 +77,17 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
                                                    "the person dislikes tea bags"}
     assert _recall(agent, other, "tea") == ["the owner's own note about tea"]
 
-    audit = read_write_audit(v.folder)
-    assert [(a["agent_id"], a["outcome"], a["reason"]) for a in audit] == [
-        ("planner", "staged", ""), ("planner", "staged", ""), ("planner", "refused", "write_refused"),
-        ("other", "refused", "empty_content")]
-    assert audit[0]["object_id"] == res["cellNonce"]
+    # every attempt is in the UOMP audit before its write, its outcome after; no content in either
+    audit = write_audit(agent, v.folder)
+    assert [(a["agent_id"], a["action"], a["allowed"]) for a in audit] == [
+        ("planner", "write_attempt", False), ("planner", "write_staged", True),
+        ("planner", "write_attempt", False), ("planner", "write_staged", True),
+        ("planner", "write_attempt", False), ("planner", "write_refused", False),
+        ("other", "write_attempt", False), ("other", "write_refused", False)]
+    assert audit[1]["key"] == res["cellNonce"] and audit[1]["session_id"] == ""
+    assert audit[5]["reason"].startswith("write_refused") and audit[7]["reason"].startswith("empty_content")
+    assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2]))     # each outcome names its attempt
+    assert not [a for a in audit if "tea" in json.dumps(a) or "PIN" in json.dumps(a)]
     agent.stop()
 
     staged = _staged(v.env)
@@ -95,6 +109,9 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
 
     agent = agents(v)
     assert sorted(_recall(agent, other, "tea")) == ["the owner's own note about tea", "the person likes green tea"]
+    # the person's answers, given while the service was down, are audited when it learns them
+    answers = {(a["action"], a["key"], a["agent_id"]) for a in write_audit(agent, v.folder)[8:]}
+    assert answers == {("write_confirmed", likes["id"], "planner"), ("write_discarded", bags["id"], "planner")}
     # the confirmation record is bookkeeping: no agent recalls it
     assert not [t for t in _recall(agent, planner, "") if t.startswith("(confirms")]
     # confirmed, the memory is still the agent's: trusted, never self
@@ -209,44 +226,94 @@ def test_high_sensitivity_writes_are_refused() -> None:
 def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
         sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
-    """The write audit is written before the write: when it cannot be (here its file is a
-    directory), saihm_remember answers a clean 503 and nothing is sealed, staged or recalled."""
-    from ownmem.uomp.staging import WRITE_AUDIT_FILE
+    """The write audit is written before the write: when it cannot be (here another process
+    holds the audit database's write lock past the service's busy timeout), saihm_remember
+    answers a clean 503 and nothing is sealed, staged or recalled."""
+    import sqlite3
+
+    from ownmem.uomp.audit import DB_NAME
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
     planner = issue(v.env, "planner")
     agent = agents(v)
-    blocker = Path(v.folder) / WRITE_AUDIT_FILE
-    blocker.mkdir()
-    status, body = agent.call("saihm_remember", {"content": "the person likes oolong tea"}, auth=planner)
+    blocker = sqlite3.connect(Path(v.folder) / DB_NAME, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        status, body = agent.call("saihm_remember", {"content": "the person likes oolong tea"}, auth=planner)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
     assert (status, body) == (503, {"error": "operator_storage_unavailable"})
     assert _recall(agent, planner, "oolong") == []
-    blocker.rmdir()
     status, res = agent.call("saihm_remember", {"content": "the person likes white tea"}, auth=planner)
     assert status == 200, res
-    assert [(a["outcome"], a["object_id"]) for a in read_write_audit(v.folder)] == [("staged", res["cellNonce"])]
+    assert [(a["action"], a["key"]) for a in write_audit(agent, v.folder)] == [
+        ("write_attempt", None), ("write_staged", res["cellNonce"])]
     agent.stop()
     assert [s["content"] for s in _staged(v.env)] == ["the person likes white tea"]
 
 
-def test_an_outcome_that_cannot_be_recorded_leaves_the_attempt_on_disk(tmp_path: Path) -> None:
-    from ownmem.errors import StoreError
-    from ownmem.uomp.staging import ATTEMPTED, WRITE_AUDIT_FILE, WriteAudit
+def test_a_write_refused_for_want_of_the_public_log_is_audited_refused(
+        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        agents: Callable[..., AgentProcess]) -> None:
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url, ("the owner's own note about tea",))
+    planner = issue(v.env, "planner")
+    agent = agents(v)
+    srv.stop()
+    status, body = agent.call("saihm_remember", {"content": "the person likes rooibos"}, auth=planner)
+    assert (status, body) == (503, {"error": "operator_log_unavailable"})
+    audit = write_audit(agent, v.folder)
+    assert [(a["action"], a["allowed"], a["key"]) for a in audit] == [("write_attempt", False, None),
+                                                                       ("write_refused", False, None)]
+    assert audit[1]["reason"].startswith("operator_log_unavailable")
 
-    a = WriteAudit.begin(tmp_path, "planner", now=5)
-    (tmp_path / WRITE_AUDIT_FILE).rename(tmp_path / "kept")
-    (tmp_path / WRITE_AUDIT_FILE).mkdir()
-    a.end("staged", "", b"\x01" * 16)          # logged, not raised: the write it follows happened
-    (tmp_path / WRITE_AUDIT_FILE).rmdir()
-    (tmp_path / "kept").rename(tmp_path / WRITE_AUDIT_FILE)
-    assert [(r["agent_id"], r["outcome"], r["at"]) for r in read_write_audit(tmp_path)] == [("planner", ATTEMPTED, 5)]
-    (tmp_path / WRITE_AUDIT_FILE).unlink()
-    (tmp_path / WRITE_AUDIT_FILE).mkdir()
+
+def test_an_outcome_that_cannot_be_recorded_leaves_the_attempt_on_disk(tmp_path: Path) -> None:
+    import os
+
     import pytest
 
+    from ownmem.errors import StoreError
+    from ownmem.uomp.audit import AuditLog
+    from ownmem.uomp.staging import WriteAudit
+
+    key = os.urandom(32)
+    log = AuditLog(tmp_path, key)
+    a = WriteAudit.begin(log, "planner", now=5)
+    log.close()
+    a.end("staged", "", b"\x01" * 16)          # logged, not raised: the write it follows happened
     with pytest.raises(StoreError):
-        WriteAudit.begin(tmp_path, "planner")
+        WriteAudit.begin(log, "planner")      # and a closed audit refuses the next write
+    log = AuditLog(tmp_path, key)
+    try:
+        assert [(e.agent_id, e.action, e.timestamp) for e in log.entries()] == [("planner", "write_attempt", 5)]
+    finally:
+        log.close()
+
+
+def test_the_json_lines_write_audit_of_older_versions_is_imported_once(tmp_path: Path) -> None:
+    import os
+
+    from ownmem.uomp.audit import AuditLog
+    from ownmem.uomp.staging import WRITE_AUDIT_FILE, import_write_audit
+
+    lines = [{"attempt": "a1", "at": 7, "agent_id": "planner", "action": "write", "outcome": "attempted",
+              "reason": "", "object_id": None},
+             {"attempt": "a1", "outcome": "staged", "reason": "", "object_id": "ab" * 16},
+             {"attempt": "a2", "at": 9, "agent_id": "other", "action": "write", "outcome": "attempted",
+              "reason": "", "object_id": None}]
+    (tmp_path / WRITE_AUDIT_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    log = AuditLog(tmp_path, os.urandom(32))
+    try:
+        assert import_write_audit(tmp_path, log) == 2
+        assert import_write_audit(tmp_path, log) == 0
+        assert not list(tmp_path.glob(WRITE_AUDIT_FILE + "*"))       # no plain-text audit left behind
+        got = sorted((e.timestamp, e.agent_id, e.action, e.key, e.allowed) for e in log.entries())
+        assert got == [(7, "planner", "write_staged", "ab" * 16, True), (9, "other", "write_attempt", None, False)]
+    finally:
+        log.close()
 
 
 def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to_end(

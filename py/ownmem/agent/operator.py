@@ -33,6 +33,7 @@ store connection.
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -61,6 +62,7 @@ _log = logging.getLogger("ownmem.agent")
 AGENT_INFO = b"ownmem/v1/agent/"
 LOOKUP_TRIES = 3
 LOOKUP_WAIT = 1.0
+STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged writes at the last refresh
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 # operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
 # add extension fields"; docs/decisions.md): every agent write is staged (ownmem.uomp.staging)
@@ -179,6 +181,61 @@ class Operator:
         self.staged: dict[bytes, str] = {}
         self.agents = staging.AgentKeys(v)   # whose author key is whose (staging.bound_agent)
         self._admitted: dict[bytes, tuple[bytes, bytes]] | None = None   # this service's own write, to open
+        # the UOMP audit every write attempt goes to (``use_audit``: the service's own, api.mount);
+        # one of its own, opened at the first write, when none was given (an operator without UOMP)
+        self.audit: staging.AuditSink | None = None
+        self._own_audit: Any = None
+        self._staged_known: dict[bytes, tuple[str, bytes]] | None = None   # see _staged_then
+
+    # ------------------------------------------------------------------ the write audit
+    def use_audit(self, log: staging.AuditSink) -> None:
+        """Write attempts go to ``log`` (the UOMP audit of the service); the JSON-lines write
+        audit of older versions is imported into it once."""
+        if self._own_audit is not None and self._own_audit is not log:
+            self._own_audit.close()       # opened before the service gave its own (at catch_up)
+            self._own_audit = None
+        self.audit = log
+        staging.import_write_audit(self.v.store.folder, log)
+
+    def _write_audit(self) -> staging.AuditSink | None:
+        if self.audit is None and self.v.store.folder is not None:
+            from ..uomp.audit import AUDIT_INFO, AuditLog
+
+            self._own_audit = AuditLog(self.v.store.folder, self.v.purpose_key(AUDIT_INFO))
+            self.use_audit(self._own_audit)
+        return self.audit
+
+    def _staged_then(self) -> dict[bytes, tuple[str, bytes]]:
+        """cellId -> (agent, object id) of the staged writes before this refresh; at the first
+        refresh of the process, as the last one before it left them (STAGED_STATE), so an
+        answer the person gave while the service was down is audited too."""
+        if self._staged_known is None:
+            raw = self.v.store.sync_get(STAGED_STATE)
+            try:
+                doc = json.loads(raw) if raw else {}
+                self._staged_known = {bytes.fromhex(c): (str(a), bytes.fromhex(o)) for c, (a, o) in doc.items()}
+            except (ValueError, TypeError, AttributeError):
+                self._staged_known = {}
+        return self._staged_known
+
+    def _audit_settled(self, before: dict[bytes, tuple[str, bytes]]) -> None:
+        """Audit the staged writes the person answered since ``before``: confirmed (a
+        confirmation record came) or discarded (the memory is gone).  A staged write superseded
+        by an edit is not audited here: its new version is a memory of its own.  Then note the
+        staged writes now, in the vault store, for the next refresh and the next start."""
+        for cid, (agent, oid) in before.items():
+            if cid in self.staged:
+                continue
+            if oid in self._confirmed:
+                staging.settled(agent, oid, True, self._write_audit())
+            elif oid not in self._opened:
+                staging.settled(agent, oid, False, self._write_audit())
+        now = {cid: (a, self.heads[cid].id) for cid, a in self.staged.items()
+               if cid in self.heads and a != staging.NO_AGENT}
+        if now != before:
+            self._staged_known = now
+            doc = {c.hex(): [a, o.hex()] for c, (a, o) in now.items()}
+            self.v.store.sync_set(STAGED_STATE, json.dumps(doc, sort_keys=True).encode())
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -222,7 +279,9 @@ class Operator:
             for oid in removed:
                 del self._opened[oid]
             added = self._open(list(new), new)
+            before = self._staged_then()
             self._settle(added, removed)
+            self._audit_settled(before)
 
     def _settle(self, added: list[bytes], removed: set[bytes]) -> None:
         """Derive links, heads and staged writes from ``_opened`` after ``added`` came and
@@ -338,7 +397,7 @@ class Operator:
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
         durably before anything is written (an audit that fails refuses the write)."""
-        audit = staging.WriteAudit.begin(self.v.store.folder, cred.name)
+        audit = staging.WriteAudit.begin(self._write_audit(), cred.name)
         try:
             res = self._remember(cred, params)
         except OperatorError as e:
@@ -584,3 +643,5 @@ class Operator:
 
     def close(self) -> None:
         self.index.close()
+        if self._own_audit is not None:
+            self._own_audit.close()

@@ -428,8 +428,10 @@ class Uomp:
             assert isinstance(doc, dict)
             if not await run_in_threadpool(self.sessions.accept_proof, doc["deletion_proof_id"], s, doc, self.now()):
                 d = guard.Decision(False, "ACCESS_DENIED", "deletion proof replayed")
+        # an accepted proof's id is its entry's key: its DataDeletionProofSubmitted event hashes it
         await self.audit.arecord(AuditEntry(new_id(), self.now(), claims.session_id, claims.agent_id,
-                                            "deletion_proof", None, None, (), d.allowed, d.reason))
+                                            "deletion_proof", doc["deletion_proof_id"] if d.allowed else None, None,
+                                            (), d.allowed, d.reason))
         if not d.allowed:
             return error(d.status, d.code or "ACCESS_DENIED", d.reason, claims.session_id)
         if claims.task_bound:

@@ -2,10 +2,13 @@
 "Audit and Logging": "Storage", "Blockchain Extension", "Event Types", "Batching Strategy";
 DESIGN.md "Agent access"; docs/decisions.md "UOMP audit batches").
 
-On `ownmem agent` (``AuditSync``), every INTERVAL seconds, or at once when MAX_ENTRIES wait:
+On `ownmem agent` (``AuditSync``), every INTERVAL seconds, or at once when MAX_ENTRIES wait, or
+at once after a grant, a revocation or an accepted deletion proof ("Batching Strategy": near
+real-time; the session store's on_change hook says one is coming):
 
     audit.db rows after the last batched one (at most MAX_ENTRIES, MAX_BYTES)
-      -> per entry an event of "Event Types" (SessionGranted | SessionRevoked | GatewayAccess)
+      -> per entry an event of "Event Types" (SessionGranted | SessionRevoked |
+         DataDeletionProofSubmitted | GatewayAccess)
          eventHash = keccak256(keccak256(event signature) || its fields, 32-byte ABI words)
          leaf      = eventHash || SHA-256(the entry's canonical JSON)   (64 bytes)
       -> root = the RFC 9162 Merkle tree hash over the leaves (ownmem.saihm.tlog's hashing)
@@ -53,6 +56,7 @@ from ..errors import OwnmemError, SyncError
 from ..saihm import tlog
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ..vault.vault import Entry
+from .ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -60,6 +64,7 @@ AUDIT_RECORD = "uomp_audit"          # one of control.CONTROL_EXTENSIONS
 RECORD_TAG = "uomp-audit"
 ANCHOR_OPERATION = "RECALL"          # read-only calls' receipts "under operator policy" (SAIHM)
 INTERVAL = 2.0                       # seconds an entry waits at most before its batch is sealed
+INTERVAL_ENV = "OWNMEM_UOMP_BATCH_SECONDS"   # another tick for `ownmem agent` (tests: a long one)
 MAX_ENTRIES = 1000                   # entries per batch
 MAX_BYTES = 256 * 1024               # JSON bytes of a batch's entries (the payload bound is 1 MiB)
 STATE_FILE = "uomp-audit-sync.json"
@@ -69,7 +74,12 @@ EVENT_SIGNATURES = {
     "SessionGranted": "SessionGranted(bytes32,bytes32,uint256)",
     "SessionRevoked": "SessionRevoked(bytes32,bytes32)",
     "GatewayAccess": "GatewayAccess(bytes32,bytes32,bytes32,bool)",
+    "DataDeletionProofSubmitted": "DataDeletionProofSubmitted(bytes32,bytes32,bytes32)",
 }
+# entries whose events "SHOULD be anchored near real-time" ("Batching Strategy"): their batch is
+# sealed as soon as they are on disk, not after INTERVAL
+URGENT_ACTIONS = ("grant", "revoked", "deletion_proof")
+URGENT_WINDOW = 2.0                  # s a session change keeps the next commits sealing at once
 _ENTRY_FIELDS = ("id", "timestamp", "session_id", "agent_id", "action", "key", "tag", "tags", "allowed", "reason",
                  "request_size", "response_size", "query_count_remaining")
 
@@ -111,12 +121,22 @@ def request_path(e: Mapping[str, Any]) -> str:
     """The path of the request an entry records (endpointHash's input).  Entries no request
     made (a deletion proof found missing at expiry) name the endpoint the request was owed to."""
     action, sid = e.get("action"), e.get("session_id") or ""
+    if action in ("write_confirmed", "write_discarded"):
+        return "staged/" + str(action)[6:]        # the person's answer (`ownmem staged`, the PWA)
+    if isinstance(action, str) and action.startswith("write_"):
+        return "/saihm"                           # saihm_remember on the SAIHM binding (staging.WriteAudit)
     if action in ("read", "write") and e.get("key") is not None:
         return "/v1/memory/" + str(e["key"])
     return {"read": "/v1/memory", "aggregate": "/v1/memory/aggregate", "query": "/v1/memory/query",
             "closed": f"/v1/sessions/{sid}/close", "deletion_proof": f"/v1/sessions/{sid}/deletion-proof",
             "deletion_proof_missing": f"/v1/sessions/{sid}/deletion-proof",
             "grant": f"/v1/sessions/{sid}/grant"}.get(str(action), f"/v1/sessions/{sid}/{action}")
+
+
+def deletion_proof_hash(proof_id: str, session_id: str, memory_hash: str) -> bytes:
+    """deletionProofHash = keccak256(deletion_proof_id || session_id || memory_hash), each as the
+    UTF-8 of the string the proof carried ("sha256:..." for memory_hash)."""
+    return keccak256(proof_id.encode() + session_id.encode() + memory_hash.encode())
 
 
 def event_hash(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
@@ -126,11 +146,16 @@ def event_hash(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
     sh = session_hash(str(e.get("session_id") or ""), agent, tuple(str(t) for t in session.get("granted_tags") or ()))
     ah = _text_hash(agent)
     action = e.get("action")
+    proofs = session.get("deletion_proofs") or {}
     if action == "grant" and e.get("allowed"):
         name, words = "SessionGranted", sh + ah + _word(int(session.get("expires_at") or 0))
     elif action == "revoked":
         name, words = "SessionRevoked", sh + ah
+    elif action == "deletion_proof" and e.get("allowed") and isinstance(proofs, dict) and e.get("key") in proofs:
+        name, words = "DataDeletionProofSubmitted", sh + ah + deletion_proof_hash(
+            str(e["key"]), str(e.get("session_id") or ""), str(proofs[e["key"]]))
     else:
+        # a refused or replayed deletion proof is an access refused: GatewayAccess, allowed false
         name, words = "GatewayAccess", sh + ah + _text_hash(request_path(e)) + _word(bool(e.get("allowed")))
     return keccak256(_text_hash(EVENT_SIGNATURES[name]) + words)
 
@@ -238,6 +263,22 @@ def structure_problem(b: Batch, holder_id: bytes) -> str | None:
     return None
 
 
+# structure_problem's verdicts, by what they depend on (the batch document's hash, the holder):
+# a view read again (the PWA reads on every sync) recomputes only the batches that are new,
+# instead of every shown batch's root (in the browser, a call into JavaScript per keccak)
+_STRUCTURE: dict[tuple[bytes, bytes], str | None] = {}
+_STRUCTURE_MAX = 4096
+
+
+def checked_structure(b: Batch, holder_id: bytes) -> str | None:
+    k = (sha256(canonical(b.doc)), holder_id)
+    if k not in _STRUCTURE:
+        if len(_STRUCTURE) >= _STRUCTURE_MAX:
+            _STRUCTURE.clear()
+        _STRUCTURE[k] = structure_problem(b, holder_id)
+    return _STRUCTURE[k]
+
+
 def _iso(t: int) -> str:
     """As tokens.iso, which the browser cannot import (it pulls in PyJWT)."""
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -280,7 +321,7 @@ def audit_view(entries: Iterable[Entry], *, holder_id: bytes,
         b = by_entry[id(e)]
         if b.key in problems:
             continue
-        why = structure_problem(b, holder_id) or gap.get(b.key)
+        why = checked_structure(b, holder_id) or gap.get(b.key)
         if why is None and anchor_check is not None:
             try:
                 why = anchor_check(b)
@@ -398,12 +439,16 @@ def entry_doc(e: Any) -> dict[str, Any]:
     return d
 
 
-def session_info(s: Any) -> dict[str, Any]:
-    """What the event hashes need of a session (sessions.Session, or None if unknown)."""
+def session_info(s: Any, proofs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the event hashes need of a session (sessions.Session, or None if unknown), with its
+    accepted deletion proofs (deletion_proof_id -> memory_hash: a hash, never a value)."""
     if s is None:
         return {"agent_id": "", "granted_tags": [], "expires_at": 0}
     tags = sorted(s.granted_scopes.read.tags) if s.granted_scopes is not None else []
-    return {"agent_id": s.agent_id, "granted_tags": tags, "expires_at": int(s.expires_at)}
+    out = {"agent_id": s.agent_id, "granted_tags": tags, "expires_at": int(s.expires_at)}
+    if proofs:
+        out["deletion_proofs"] = dict(sorted(proofs.items()))
+    return out
 
 
 @dataclass
@@ -442,36 +487,31 @@ class AuditSync:
         self._path = Path(self.folder) / STATE_FILE
         self.state = _State.load(self._path)
         self._waiting = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
+        self._urgent_until = 0.0             # monotonic time until which each commit seals at once
         self._flush = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="ownmem-uomp-audit-sync", daemon=True)
+        # a failed tick leaves the entries in audit.db, after the cursor, for the next one
+        self._ticker = Ticker("ownmem-uomp-audit-sync", self.interval, self.flush, "audit batch not sealed")
 
     def start(self) -> AuditSync:
-        self._thread.start()
+        self._ticker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=10)
+        self._ticker.stop()
+
+    def session_changed(self) -> None:
+        """sessions.SessionStore.on_change: a grant, revocation or deletion proof was stored and
+        its audit entry follows within moments; its batch is sealed at its commit ("Batching
+        Strategy": authorization events and deletion proofs near real-time).  A change that
+        audits nothing urgent (a session created) only makes the next commits of URGENT_WINDOW
+        seal at once."""
+        self._urgent_until = time.monotonic() + URGENT_WINDOW
 
     def committed(self, n: int) -> None:
         """audit.AuditLog.on_commit: ``n`` more entries are on disk."""
         self._waiting += n
-        if self._waiting >= self.max_entries:
-            self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self.flush()
-            except Exception:   # noqa: BLE001 - the entries stay in audit.db for the next tick
-                _log.exception("audit batch not sealed")
+        if self._waiting >= self.max_entries or time.monotonic() < self._urgent_until:
+            self._ticker.wake()
 
     def _next(self) -> list[tuple[int, Any]]:
         if self.u.audit.last_rowid() < self.state.rowid:
@@ -491,7 +531,7 @@ class AuditSync:
         done = 0
         with self._flush:
             self._waiting = 0
-            while not self._stop.is_set():
+            while not self._ticker.stopping:
                 rows = self._next()
                 if not rows:
                     break
@@ -500,6 +540,8 @@ class AuditSync:
                 except SyncError as e:
                     _log.info("audit batch waits for the log (%s)", e)
                     return done
+                if any(e.action in URGENT_ACTIONS for _, e in rows):
+                    self._urgent_until = 0.0      # what it was raised for is anchored
                 done += 1
                 if len(rows) < self.max_entries:
                     break
@@ -512,7 +554,10 @@ class AuditSync:
 
     def _seal(self, entries: list[Any], last_rowid: int) -> None:
         docs = [entry_doc(e) for e in entries]
-        sessions = {sid: session_info(self.u.sessions.get(sid)) for sid in sorted({d["session_id"] for d in docs})}
+        store = self.u.sessions
+        proved = {d["session_id"] for d in docs if d["action"] == "deletion_proof" and d["allowed"]}
+        sessions = {sid: session_info(store.get(sid), store.proofs_of(sid) if sid in proved else None)
+                    for sid in sorted({d["session_id"] for d in docs})}
         root = batch_root(docs, sessions)
         v, syncer = self.op.v, self.op.syncer
         h = v.holder()
@@ -547,8 +592,9 @@ class AuditSync:
 
 
 def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
-    """Start batching the audit of ``u`` (api.Uomp) over operator ``op``; mount the admin
-    route ``POST /v1/audit/prune {"before": unix seconds}`` on ``app``."""
+    """Start batching the audit of ``u`` (api.Uomp) over operator ``op``, whose agent write
+    attempts it records too; mount the admin route ``POST /v1/audit/prune {"before": unix
+    seconds}`` on ``app``."""
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import Response
@@ -556,8 +602,12 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
 
     from .api import error, ok
 
-    s = AuditSync(op, u, Path(folder), now=u.now)
+    # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
+    interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)
+    s = AuditSync(op, u, Path(folder), interval=interval if interval > 0 else INTERVAL, now=u.now)
     u.audit.on_commit = s.committed
+    u.sessions.on_change.append(s.session_changed)
+    op.use_audit(u.audit)         # agent write attempts are entries of this audit too (staging.WriteAudit)
     inner_close = u.close
 
     def close() -> None:

@@ -202,7 +202,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(entries, indent=2))
         return 0
     for e in entries:
-        verdict = "allowed" if e["allowed"] else "DENIED "
+        # an agent write's attempt is no verdict: its outcome follows (staging.WriteAudit)
+        verdict = "attempt" if e["action"] == "write_attempt" else "allowed" if e["allowed"] else "DENIED "
         print(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
               f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}")
     return 0

@@ -21,21 +21,31 @@ Both travel through ordinary sync, so any device (the CLI or the PWA) can confir
 (docs/decisions.md "UOMP staged agent writes").  The decisions here are pure functions over a
 vault listing; the I/O is in the CLI (``ownmem staged``) and the agent operator.
 
-Every agent write attempt, allowed or refused, is recorded by ``WriteAudit`` (one place), on
-disk before anything is written: an append-only JSON-lines file in the vault folder until the
-UOMP audit (ownmem.uomp.audit) takes it over.
+Every agent write attempt is an entry of the one UOMP audit (ownmem.uomp.audit: encrypted under
+the ``ownmem/v1/audit`` key, batched, anchored and synced by audit_sync, shown in the PWA), made
+by ``WriteAudit`` (one place) and on disk before anything is written:
+
+    write_attempt    saihm_remember called (key: none yet); if it cannot be recorded: no write
+    write_staged     sealed, receipted and staged (key: the object id, as `ownmem staged` names it)
+    write_refused    refused: high sensitivity, empty, too large, or the public log unavailable
+    write_failed     the store failed
+    write_confirmed  the person confirmed it (a confirmation record reached the agent service)
+    write_discarded  the person discarded it (the staged memory is erased)
+
+Entries name the agent, the object id and the reason only, never the content (as for reads);
+``session_id`` is empty (a SAIHM credential, not a UOMP session).  The JSON-lines file of older
+versions (``uomp-write-audit.jsonl``) is imported once into the audit and removed.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import secrets
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.credentials import valid_name
 from ..aperto import keys as aperto_keys
@@ -43,6 +53,9 @@ from ..aperto.model import Trust
 from ..crypto import run_sync
 from ..errors import OwnmemError, StoreError
 from ..vault.vault import Entry, UnlockedVault
+
+if TYPE_CHECKING:
+    from .audit import AuditEntry
 
 _log = logging.getLogger("ownmem.uomp")
 WRITE_AUDIT_FILE = "uomp-write-audit.jsonl"
@@ -164,49 +177,97 @@ def check_write(sensitivity: str | None) -> None:
         raise WriteRefused("agents may not write high-sensitivity memory items (UOMP 11.3, 20.4)")
 
 
-class WriteAudit:
-    """The write audit of one attempt: ``begin`` appends it (fsynced) before anything is written,
-    ``end`` appends its outcome once it is known.  So every attempt is on disk before it can have
-    an effect: an audit that cannot be written refuses the write with StoreError (the service's
-    503, nothing sealed), and an outcome that cannot be recorded afterwards is logged, never
-    turned into a failure of a write that happened (the attempt reads as "attempted").
-    A vault without a folder (the browser's) runs no agent service, so has nothing to audit."""
+class AuditSink(Protocol):
+    """What the write audit needs of audit.AuditLog (its public ``record``)."""
 
-    def __init__(self, folder: str | os.PathLike[str] | None, agent_id: str, attempt: str) -> None:
-        self.folder, self.agent_id, self.attempt = folder, agent_id, attempt
+    def record(self, e: AuditEntry) -> None: ...
+
+
+def write_entry(agent_id: str, action: str, object_id: str | None, allowed: bool, reason: str,
+                now: float | None = None) -> AuditEntry:
+    from .audit import AuditEntry, new_id     # not at import: this module runs in the browser too
+
+    return AuditEntry(new_id(), int(time.time() if now is None else now), "", agent_id, action, object_id, None,
+                      (), allowed, reason)
+
+
+class WriteAudit:
+    """The audit of one write attempt: ``begin`` records it (durably: AuditLog.record returns once
+    it is on disk) before anything is written, ``end`` records its outcome once it is known.  An
+    audit that cannot be written refuses the write with StoreError (the service's 503, nothing
+    sealed); an outcome that cannot be recorded afterwards is logged, never turned into a failure
+    of a write that happened (the attempt then stands alone, as after a crash).  ``log`` None:
+    a vault without a folder (the browser's) runs no agent service, so has nothing to audit."""
+
+    def __init__(self, log: AuditSink | None, agent_id: str, attempt: str) -> None:
+        self.log, self.agent_id, self.attempt = log, agent_id, attempt
 
     @classmethod
-    def begin(cls, folder: str | os.PathLike[str] | None, agent_id: str, now: float | None = None) -> WriteAudit:
-        a = cls(folder, agent_id, secrets.token_hex(8))
-        try:
-            a._append({"attempt": a.attempt, "at": int(time.time() if now is None else now), "agent_id": agent_id,
-                       "action": "write", "outcome": ATTEMPTED, "reason": "", "object_id": None})
-        except OSError as e:
-            raise StoreError(f"the write audit cannot be written ({e.strerror or e}); nothing was written") from None
+    def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None) -> WriteAudit:
+        e = write_entry(agent_id, "write_attempt", None, False, "saihm_remember called; its outcome follows", now)
+        a = cls(log, agent_id, e.id)
+        if log is not None:
+            try:
+                log.record(e)
+            except StoreError as x:
+                raise StoreError(f"the write audit cannot be written ({x}); nothing was written") from None
         return a
 
     def end(self, outcome: str, reason: str = "", object_id: bytes | None = None) -> None:
+        """``outcome``: staged | refused | failed."""
+        if self.log is None:
+            return
+        why = f"{reason or outcome} (attempt {self.attempt})"
         try:
-            self._append({"attempt": self.attempt, "outcome": outcome, "reason": reason,
-                          "object_id": object_id.hex() if object_id else None})
-        except OSError:
+            self.log.record(write_entry(self.agent_id, "write_" + outcome, object_id.hex() if object_id else None,
+                                        outcome == "staged", why))
+        except StoreError:
             _log.warning("the outcome %r of write attempt %s was not audited", outcome, self.attempt)
 
-    def _append(self, rec: dict[str, Any]) -> None:
-        if self.folder is None:
-            return
-        fd = os.open(Path(self.folder) / WRITE_AUDIT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+
+def settled(agent_id: str, object_id: bytes, confirmed: bool, log: AuditSink | None) -> None:
+    """Audit the person's answer to a staged write, as the agent service learns it (through sync)."""
+    if log is None:
+        return
+    action, why = (("write_confirmed", "the person confirmed the staged write") if confirmed else
+                   ("write_discarded", "the staged write was erased (discarded)"))
+    try:
+        log.record(write_entry(agent_id, action, object_id.hex(), confirmed, why))
+    except StoreError:
+        _log.warning("%s of %s was not audited", action, object_id.hex()[:12])
 
 
-def read_write_audit(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """One record per attempt, in the order they began, with its outcome (ATTEMPTED when none
-    was recorded)."""
-    p = Path(folder) / WRITE_AUDIT_FILE
+def import_write_audit(folder: str | os.PathLike[str] | None, log: AuditSink) -> int:
+    """The JSON-lines write audit of older versions into the UOMP audit, once: renamed first (so a
+    second start does not import it again), recorded, then removed -> how many records.  A crash
+    in between leaves the renamed file, imported again at the next start (its entries twice,
+    under new ids: duplicates, never a loss)."""
+    if folder is None:
+        return 0
+    p, moving = Path(folder) / WRITE_AUDIT_FILE, Path(folder) / (WRITE_AUDIT_FILE + ".importing")
+    if p.exists():
+        os.replace(p, moving)
+    if not moving.exists():
+        return 0
+    try:
+        recs = read_write_audit(folder, moving.name)
+    except (ValueError, KeyError, TypeError):
+        _log.warning("%s does not parse: left as %s, not imported", WRITE_AUDIT_FILE, moving.name)
+        return 0
+    for r in recs:
+        outcome = str(r.get("outcome") or ATTEMPTED)
+        action = "write_attempt" if outcome == ATTEMPTED else "write_" + outcome
+        log.record(write_entry(str(r.get("agent_id") or ""), action, r.get("object_id"), outcome == "staged",
+                               f"{r.get('reason') or outcome} (imported from {WRITE_AUDIT_FILE})",
+                               now=int(r.get("at") or 0)))
+    moving.unlink()
+    return len(recs)
+
+
+def read_write_audit(folder: str | os.PathLike[str], name: str = WRITE_AUDIT_FILE) -> list[dict[str, Any]]:
+    """The old JSON-lines file: one record per attempt, in the order they began, with its outcome
+    (ATTEMPTED when none was recorded)."""
+    p = Path(folder) / name
     if not p.exists():
         return []
     out: dict[str, dict[str, Any]] = {}
