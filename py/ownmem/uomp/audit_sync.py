@@ -151,7 +151,8 @@ def event_hash(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
         name, words = "SessionGranted", sh + ah + _word(int(session.get("expires_at") or 0))
     elif action == "revoked":
         name, words = "SessionRevoked", sh + ah
-    elif action == "deletion_proof" and e.get("allowed") and isinstance(proofs, dict) and e.get("key") in proofs:
+    elif action == "deletion_proof" and e.get("allowed") and isinstance(proofs, dict) \
+            and isinstance(e.get("key"), str) and e["key"] in proofs:
         name, words = "DataDeletionProofSubmitted", sh + ah + deletion_proof_hash(
             str(e["key"]), str(e.get("session_id") or ""), str(proofs[e["key"]]))
     else:
