@@ -1943,6 +1943,18 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     assert.ok(seen.includes(KEEP), `the confirmed write is not recalled by another agent: ${JSON.stringify(seen)}`);
     assert.ok(!seen.includes(DROP));
     assert.ok(!own.includes(DROP), 'the discarded write is still recalled by its author');
+    // the writes and the person's answers are in the same synced audit: attempt, outcome, answer
+    const writeRow = (action) => page.locator('[data-testid="audit-row"]', { hasText: action });
+    const writesUntil = Date.now() + SYNC_MS;
+    while (!(await writeRow('write_confirmed').count() && await writeRow('write_discarded').count())) {
+      assert.ok(Date.now() < writesUntil, `the write audit did not reach the Agents screen: ${await page.textContent('[data-testid="agents-audit"]')}`);
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    assert.equal(await writeRow('write_staged').count(), 2);
+    assert.equal(await writeRow('write_staged').first().locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
+    assert.equal(await writeRow('write_attempt').first().locator('[data-testid="audit-verdict"]').textContent(), 'attempted');
+    assert.ok(!(await page.textContent('[data-testid="agents-audit"]')).includes(KEEP), 'a write\'s content is in the audit');
     await backToList(page);
     await waitCard(page, KEEP);
     await waitNoCard(page, DROP);

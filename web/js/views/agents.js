@@ -115,6 +115,8 @@ function renderAudit(node, r, audit) {
 
 function auditRow(e) {
   const what = e.key || (e.tag ? `tag ${e.tag}` : '');
+  // an agent write's attempt is no verdict: its outcome (write_staged, write_refused ...) follows
+  const verdict = e.action === 'write_attempt' ? 'attempted' : e.allowed ? 'allowed' : 'denied';
   const at = Date.parse(e.timestamp) / 1000;
   return el('li', {
     class: 'share audit-row', 'data-testid': 'audit-row', 'data-allowed': String(e.allowed), 'data-session': e.session_id,
@@ -122,7 +124,7 @@ function auditRow(e) {
   el('div', { class: 'share-head' },
     el('span', {
       class: `badge ${e.allowed ? 'badge-trusted' : 'badge-agent-unconfirmed'}`, 'data-testid': 'audit-verdict',
-      text: e.allowed ? 'allowed' : 'denied',
+      text: verdict,
     }),
     el('strong', { text: e.agent_id || 'unknown agent' }),
     el('span', { text: `${e.action}${what ? ` ${what}` : ''}` }),
