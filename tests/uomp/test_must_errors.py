@@ -63,10 +63,15 @@ def test_every_error_code_in_the_error_format_with_its_status(
     assert u.http.get("/saihm").status_code == 405
 
     # STORE_UNAVAILABLE: the audit log refuses every write (a trigger stands in for a full or
-    # failing disk): no decision is served that could not be audited, and nothing else breaks
+    # failing disk): no decision is served that could not be audited, and nothing else breaks.
+    # An entry the journal took is on disk, so its answer may be served (or refused, if this
+    # read made audit.db ingest first); once audit.db has refused to ingest the journal (an
+    # audit read makes it try at once) the log fails closed
     db = sqlite3.connect(uv.vault.folder / "audit.db")
     with db:
         db.execute("CREATE TRIGGER refuse BEFORE INSERT ON audit BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    assert u.get(THEME, tok4).status_code in (200, 503)
+    error_body(u.admin("GET", "/v1/audit"), 503, "STORE_UNAVAILABLE", None)
     r = u.get(THEME, tok4)
     error_body(r, 503, "STORE_UNAVAILABLE", None)
     assert "dark" not in r.text

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,11 +76,11 @@ def item_of(e: Entry) -> Item | None:
                 description=desc if isinstance(desc, str) else None, object_id=o.object_id)
 
 
-def live_items(heads: Iterable[Entry]) -> dict[str, Item]:
-    """key -> the one live item of each key among these heads."""
+def live_items(heads: Iterable[Entry], of: Callable[[Entry], Item | None] = item_of) -> dict[str, Item]:
+    """key -> the one live item of each key among these heads (``of``: item_of, or a cache of it)."""
     out: dict[str, Item] = {}
     for e in heads:
-        it = item_of(e)
+        it = of(e)
         if it is None:
             continue
         cur = out.get(it.key)
