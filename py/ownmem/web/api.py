@@ -101,9 +101,6 @@ class App:
             raise VaultError("the vault is locked")
         return self.vault
 
-    def _cache_key(self) -> bytes:
-        return self.v.purpose_key(CACHE_INFO)
-
     async def _load_cache(self) -> None:
         from pyodide.ffi import jsnull
 
