@@ -62,7 +62,7 @@ def doc_rows() -> dict[str, Row]:
     return rows
 
 
-def _dict_literals(fn: ast.FunctionDef) -> list[ast.Dict]:
+def _dict_literals(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Dict]:
     return [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and isinstance(r.value, ast.Dict)]
 
 
@@ -76,7 +76,7 @@ def api_ops() -> dict[str, Op]:
     app = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "App")
     ops: dict[str, Op] = {}
     for fn in app.body:
-        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("op_")):
+        if not (isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.startswith("op_")):
             continue
         a = fn.args
         positional = a.posonlyargs + a.args

@@ -185,7 +185,7 @@ after(async () => {
 
 // ------------------------------------------------------------------ tests
 
-test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip, timeout: 600_000 }, async () => {
+test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip, timeout: 600_000 }, async (t) => {
   await cmd('POST', '/url', { url: `${origin}/` });
   // MiniBrowser's window is at least 447 px wide (its toolbar): the narrowest it gets
   const [vw, vh] = await phoneViewport();
@@ -269,7 +269,19 @@ test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip,
     .catch(async () => assert.fail(JSON.stringify(await runAsync(`const done = arguments[0];
       import('/js/state.js').then((m) => done(m.bootInfo()), (e) => done(String(e)));`))));
   const settings = (await settingsText()).replace(/\s+/g, ' ');
-  assert.match(settings, /without WebAssembly JSPI; AES-GCM, AES-KW, HKDF: JavaScript; Ed25519: JavaScript; X25519: JavaScript; ML-DSA-65: JavaScript; Argon2id: hash-wasm/);
+  // Without JSPI the awaited operations (unlock, list, add, ...) use glue.js: WebCrypto where
+  // WebKit has the primitive; the synchronous rest uses noble (docs/web.md "Without JSPI").
+  const p = await runAsync(`const done = arguments[0];
+    import('/js/state.js').then((m) => done(m.bootInfo().provider), (e) => done(String(e)));`);
+  assert.equal(p.jspi, false, JSON.stringify(p));
+  assert.equal(p.aes, 'webcrypto', JSON.stringify(p));
+  assert.equal(p.sync_steps, 'noble', JSON.stringify(p));
+  assert.equal(p.ed25519, p.webcrypto_ed25519 ? 'webcrypto' : 'noble', JSON.stringify(p));
+  const by = (v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
+  t.diagnostic(`WebKit provider: ${JSON.stringify(p)}`);
+  assert.ok(settings.includes(`without WebAssembly JSPI; AES-GCM, AES-KW, HKDF: built into the browser; `
+    + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly); `
+    + 'sync, import, export, sharing: JavaScript'), settings);
   // shown, and painted: the screenshot follows two animation frames
   await until('Settings on screen', () => run(`const v = document.querySelector('[data-testid="settings-view"]');
     return !!v && v.getClientRects().length > 0 && !v.closest('[hidden]');`), OP_MS);

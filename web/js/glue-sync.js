@@ -1,9 +1,12 @@
 // The vault worker's JavaScript module "ownmem_js" where the engine has no WebAssembly JSPI
 // (WebKit: Safari on iPhone, iPad and Mac), or when the page asks for this path (?jspi=0).
 //
-// Without JSPI, synchronous Python cannot wait for a promise.  So every function here
-// answers synchronously and Python's callers take the value as it is (ownmem.crypto.run_sync
-// and ownmem.web.provider pass a value that is not a promise straight through):
+// Without JSPI, synchronous Python cannot wait for a promise.  worker.js registers glue.js
+// beside this module (ownmem_js.ASYNC): the operations Python awaits (unlock, list, add, ...)
+// take their crypto from there (WebCrypto).  What is left here is what a step driven by
+// ownmem.crypto.run_sync needs, which cannot wait: every function answers synchronously and
+// Python's callers take the value as it is (ownmem.crypto.run_sync and
+// ownmem.web.provider pass a value that is not a promise straight through):
 //   crypto    @noble/* (pure JavaScript): HKDF, AES-256-GCM, AES-KW, Ed25519, X25519,
 //             ML-DSA-65, and Argon2id for the one Python-side derivation (login from a
 //             server's salt); create and unlock derive Argon2id with hash-wasm before Python
@@ -64,8 +67,8 @@ export function forgetSecrets() {
 
 let detected = null;
 
-/** Called by worker.js before Python starts: which primitives the engine's WebCrypto has
- *  (reported, not used: this path cannot wait for WebCrypto). */
+/** Called by worker.js before Python starts: which primitives the engine's WebCrypto has.
+ *  (ownmem.web.provider reports glue.js's features instead once it has ownmem_js.ASYNC.) */
 export async function prepareFeatures() {
   detected = await detectFeatures();
 }

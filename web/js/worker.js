@@ -13,8 +13,10 @@ import * as syncGlue from "./glue-sync.js";
 
 // WebAssembly JSPI (stack switching) lets synchronous Python wait for a JS promise; WebKit
 // has none.  Without it the worker registers glue-sync.js, whose functions answer
-// synchronously, and calls Python directly.  ?jspi=0 on the page (passed on by client.js)
-// forces that path where JSPI exists, so Chromium tests both.
+// synchronously, with glue.js beside it (ASYNC): Python's handle then answers with a
+// coroutine, which awaits glue.js's promises (WebCrypto) in the operations written as
+// `async def`, and takes glue-sync.js's answers in the synchronous rest.  ?jspi=0 on the
+// page (passed on by client.js) forces that path where JSPI exists, so Chromium tests both.
 const JSPI = typeof WebAssembly.Suspending === "function"
   && new URL(import.meta.url).searchParams.get("jspi") !== "0";
 
@@ -26,7 +28,7 @@ async function boot() {
     pyodide.registerJsModule("ownmem_js", { ...glue, ...idb, JSPI: true });
   } else {
     await syncGlue.prepareFeatures();
-    pyodide.registerJsModule("ownmem_js", { ...syncGlue });
+    pyodide.registerJsModule("ownmem_js", { ...syncGlue, ASYNC: { ...glue } });
   }
   const wheel = await wheelPath();
   if (!wheel) throw new Error("the app bundle has no ownmem wheel");
@@ -123,6 +125,14 @@ async function callNow(op, args) {
     await syncGlue.prepare();
     try {
       out = handle(op, args);
+      if (typeof out?.then === "function") {   // a Python coroutine (an awaited operation)
+        const pending = out;
+        try {
+          out = await pending;
+        } finally {
+          pending.destroy?.();
+        }
+      }
     } finally {
       await syncGlue.settle();   // the answer goes out once its writes are in IndexedDB
     }

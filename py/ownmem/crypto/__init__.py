@@ -3,7 +3,9 @@
 ``provider()`` returns the provider for this runtime (CPython here; the browser
 installs its own with ``set_provider``).  ``run_sync`` drives a coroutine that
 never suspends, which is how CPython code calls the async format functions
-without paying for an event loop on every object.
+without paying for an event loop on every object.  ``sync_depth()`` says whether such a
+drive is under way: the browser provider then answers from its synchronous JavaScript, as
+a coroutine driven by ``send(None)`` cannot wait for a promise (docs/web.md "Without JSPI").
 """
 from __future__ import annotations
 
@@ -13,11 +15,12 @@ from typing import Any, TypeVar
 
 from .interface import CryptoProvider, random_bytes, sha256
 
-__all__ = ["CryptoProvider", "provider", "random_bytes", "run_sync", "set_provider", "sha256"]
+__all__ = ["CryptoProvider", "provider", "random_bytes", "run_sync", "set_provider", "sha256", "sync_depth"]
 
 T = TypeVar("T")
 
 _provider: CryptoProvider | None = None
+_depth = 0   # run_sync drives under way (nested: a sync wrapper called from an awaited path)
 
 
 def provider() -> CryptoProvider:
@@ -34,13 +37,22 @@ def set_provider(p: CryptoProvider) -> None:
     _provider = p
 
 
+def sync_depth() -> int:
+    """How many ``run_sync`` drives enclose the caller (0: awaited by an event loop, or none)."""
+    return _depth
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion, provided it never has to wait."""
+    global _depth
+    _depth += 1
     try:
         coro.send(None)
     except StopIteration as done:
         result: T = done.value
         return result
+    finally:
+        _depth -= 1
     coro.close()
     raise RuntimeError("operation suspended: this provider needs an event loop")
 
@@ -50,7 +62,8 @@ if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser 
     # so its coroutines never suspend and the plain driver above serves them; a bare
     # JavaScript promise (fetch, IndexedDB) is waited for through JSPI here.  Where the
     # engine has no JSPI (WebKit) the worker's JS module answers synchronously
-    # (web/js/glue-sync.js): a value that is not a promise is the answer itself.
+    # (web/js/glue-sync.js): a value that is not a promise is the answer itself; the
+    # operations the worker awaits there never come through here (ownmem.web.provider).
     import inspect
 
     from pyodide.ffi import run_sync as _jspi_run_sync

@@ -699,22 +699,29 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
 def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str, p: CryptoProvider,
                       *, master: bytes | None = None) -> Syncer:
     """The new-device flow over any store; the store is touched only once the keys are proven."""
+    return run_sync(adopt_from_server_async(open_store, remote, passphrase, p, master=master))
+
+
+async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str,
+                                  p: CryptoProvider, *, master: bytes | None = None) -> Syncer:
+    """``adopt_from_server`` awaiting its crypto (the browser without JSPI: Argon2id from the
+    server's salt in hash-wasm, not in JavaScript); the HTTP exchanges stay synchronous."""
     name = remote.name
     info = remote.lookup()
     if info is None:
         raise SyncError(f"no vault named {name!r} on {remote.base}")
     salt = info.salt
     if master is None:
-        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, salt))
-    ident = run_sync(aperto_keys.identity_from_master(p, master))
+        master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
+    ident = await aperto_keys.identity_from_master(p, master)
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
-    sync_seed = run_sync(aperto_keys.derive_purpose_key(p, master, SYNC_INFO))
-    remote.login(run_sync(aperto_keys.signing_key(p, sync_seed)))
+    sync_seed = await aperto_keys.derive_purpose_key(p, master, SYNC_INFO)
+    remote.login(await aperto_keys.signing_key(p, sync_seed))
     held = remote.get_metadata()
-    if not run_sync(p.ed25519_verify(ident.sign_pub, held.signature, wire.metadata_message(name, held.version,
-                                                                                        held.metadata))):
+    if not await p.ed25519_verify(ident.sign_pub, held.signature, wire.metadata_message(name, held.version,
+                                                                                     held.metadata)):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
     meta = parse_metadata(held.metadata)
     store = open_store() if callable(open_store) else open_store

@@ -211,12 +211,20 @@ def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes |
               master: bytes | None = None) -> UnlockedVault:
     """A new identity and its "default" scope in an empty store.  ``salt``/``master`` let a
     caller that already ran Argon2id for that salt (the browser, in parallel) pass it in."""
+    return run_sync(create_in_async(store, passphrase, p, salt=salt, master=master))
+
+
+# The ``*_async`` functions and methods are the vault's steps that wait for crypto; the plain
+# names drive them with ``run_sync`` (no event loop: CPython's provider never suspends).  The
+# browser worker without JSPI awaits them, so its provider can await WebCrypto (docs/web.md).
+async def create_in_async(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
+                          master: bytes | None = None) -> UnlockedVault:
     salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
     if master is None:
-        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, salt))
-    ident = run_sync(aperto_keys.identity_from_master(p, master))
+        master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
+    ident = await aperto_keys.identity_from_master(p, master)
     kek, scope_id = aperto_keys.new_key(), random_bytes(16)
-    wrapped = run_sync(aperto_keys.wrap_kek(p, kek, ident.ka_pub, scope_id))
+    wrapped = await aperto_keys.wrap_kek(p, kek, ident.ka_pub, scope_id)
     with store.transaction():
         store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
         store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
@@ -225,12 +233,17 @@ def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes |
 
 def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: bytes | None = None) -> UnlockedVault:
     """Argon2id once, then the keys are held by the returned vault until ``lock()``."""
+    return run_sync(unlock_store_async(store, passphrase, p, master=master))
+
+
+async def unlock_store_async(store: Store, passphrase: str, p: CryptoProvider, *,
+                             master: bytes | None = None) -> UnlockedVault:
     pub = store.identity()
     if pub is None:
         raise VaultError("there is no vault here yet")
     if master is None:
-        master = run_sync(aperto_keys.master_from_passphrase(p, passphrase, pub.salt))
-    ident = run_sync(aperto_keys.identity_from_master(p, master))
+        master = await aperto_keys.master_from_passphrase(p, passphrase, pub.salt)
+    ident = await aperto_keys.identity_from_master(p, master)
     if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
         raise WrongPassphrase()
     return UnlockedVault(store, ident, p)
@@ -293,8 +306,12 @@ class UnlockedVault:
     def purpose_key(self, info: bytes) -> bytes:
         """The 32-byte key of one ownmem purpose (DESIGN.md "Keys"), derived on first use."""
         key = self._purpose.get(info)
+        return key if key is not None else run_sync(self.purpose_key_async(info))
+
+    async def purpose_key_async(self, info: bytes) -> bytes:
+        key = self._purpose.get(info)
         if key is None:
-            key = self._purpose[info] = run_sync(aperto_keys.derive_purpose_key(self.crypto, self.identity.master, info))
+            key = self._purpose[info] = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, info)
         return key
 
     def sync_key(self) -> aperto_keys.SigningKey:
@@ -308,8 +325,12 @@ class UnlockedVault:
 
     def kek(self, scope: ScopeEntry) -> bytes:
         kek = self._keks.get(scope.scope_id)
+        return kek if kek is not None else run_sync(self.kek_async(scope))
+
+    async def kek_async(self, scope: ScopeEntry) -> bytes:
+        kek = self._keks.get(scope.scope_id)
         if kek is None:
-            kek = run_sync(aperto_keys.unwrap_kek(self.crypto, scope.wrapped, scope.scope_id, self.identity))
+            kek = await aperto_keys.unwrap_kek(self.crypto, scope.wrapped, scope.scope_id, self.identity)
             self._keks[scope.scope_id] = kek
         return kek
 
@@ -358,26 +379,40 @@ class UnlockedVault:
     # ------------------------------------------------------------- objects
     def _seal_into(self, memory: Memory, scope: ScopeEntry, signer: aperto_keys.SigningKey | None = None,
                    ) -> SealedObject:
+        return run_sync(self._seal_into_async(memory, scope, signer))
+
+    async def _seal_into_async(self, memory: Memory, scope: ScopeEntry,
+                               signer: aperto_keys.SigningKey | None = None) -> SealedObject:
         dek = aperto_keys.new_key()
-        so = run_sync(seal(self.crypto, memory, signer=signer or self.identity.sign, scope_id=scope.scope_id, dek=dek))
-        wrapped = run_sync(aperto_keys.wrap_dek(self.crypto, dek, self.kek(scope)))
+        so = await seal(self.crypto, memory, signer=signer or self.identity.sign, scope_id=scope.scope_id, dek=dek)
+        wrapped = await aperto_keys.wrap_dek(self.crypto, dek, await self.kek_async(scope))
         with self.store.transaction():
             self.store.put_object(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped))
         return so
 
     def add(self, content: str, *, tags: Iterable[str] = (), mem_type: int = 2, confidence: float = 0.8,
             scope: str = DEFAULT_SCOPE, now: int | None = None, extensions: dict[str, object] | None = None) -> bytes:
+        return run_sync(self.add_async(content, tags=tags, mem_type=mem_type, confidence=confidence, scope=scope,
+                                       now=now, extensions=extensions))
+
+    async def add_async(self, content: str, *, tags: Iterable[str] = (), mem_type: int = 2,
+                        confidence: float = 0.8, scope: str = DEFAULT_SCOPE, now: int | None = None,
+                        extensions: dict[str, object] | None = None) -> bytes:
         memory = Memory(content=content, mem_type=mem_type, confidence=confidence, tags=tuple(tags),
                         created=int(time.time()) if now is None else now, tool=TOOL, extensions=extensions)
-        return self._seal_into(memory, self.scope(scope)).object_id
+        return (await self._seal_into_async(memory, self.scope(scope))).object_id
 
     def open_stored(self, row: StoredObject, scopes_by_id: dict[bytes, ScopeEntry], keyring: Keyring,
                     *, allow_unverified: bool = False) -> Entry:
+        return run_sync(self.open_stored_async(row, scopes_by_id, keyring, allow_unverified=allow_unverified))
+
+    async def open_stored_async(self, row: StoredObject, scopes_by_id: dict[bytes, ScopeEntry], keyring: Keyring,
+                                *, allow_unverified: bool = False) -> Entry:
         scope = scopes_by_id.get(row.scope_id)
         if scope is None:
             raise MalformedInput("object in an unknown scope")
-        dek = run_sync(aperto_keys.unwrap_dek(self.crypto, row.dek_wrapped, self.kek(scope)))
-        o = run_sync(open_sealed(self.crypto, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified))
+        dek = await aperto_keys.unwrap_dek(self.crypto, row.dek_wrapped, await self.kek_async(scope))
+        o = await open_sealed(self.crypto, parse_sealed(row.sealed), dek, keyring, allow_unverified=allow_unverified)
         return _entry(o, scope.name)
 
     def open_all(self, *, allow_unverified: bool = False, progress: Progress | None = None,
@@ -387,6 +422,11 @@ class UnlockedVault:
 
         Objects the ``cache`` vouches for are not verified again (trust is still derived
         from today's keyring); the rest are opened in batches of OPEN_BATCH."""
+        return run_sync(self.open_all_async(allow_unverified=allow_unverified, progress=progress, cache=cache))
+
+    async def open_all_async(self, *, allow_unverified: bool = False, progress: Progress | None = None,
+                             cache: VerifiedCache | None = None) -> Listing:
+        # three provider calls per batch (unwrap, decrypt, verify), each one JS call for the batch
         scopes_by_id = {s.scope_id: s for s in self.store.scopes().values()}
         keyring = self.keyring()
         rows = self.store.objects()
@@ -407,11 +447,11 @@ class UnlockedVault:
         done = len(rows) - len(pending)
         for start in range(0, len(pending), OPEN_BATCH):
             chunk = pending[start:start + OPEN_BATCH]
-            deks = self._unwrap_deks(chunk, scopes_by_id)
+            deks = await self._unwrap_deks_async(chunk, scopes_by_id)
             ready = [(r, d) for r, d in zip(chunk, deks) if isinstance(d, bytes)]
             refused.extend((r.object_id, d) for r, d in zip(chunk, deks) if isinstance(d, str))
-            results = run_sync(open_many(self.crypto, [(r.sealed, d) for r, d in ready], keyring,
-                                         allow_unverified=allow_unverified))
+            results = await open_many(self.crypto, [(r.sealed, d) for r, d in ready], keyring,
+                                      allow_unverified=allow_unverified)
             for (row, _), res in zip(ready, results):
                 if isinstance(res, AuthenticationFailed):
                     refused.append((row.object_id, "could not authenticate"))
@@ -426,7 +466,8 @@ class UnlockedVault:
         entries, ignored = honour_links(entries)
         return Listing(entries, refused, ignored)
 
-    def _unwrap_deks(self, rows: list[StoredObject], scopes_by_id: dict[bytes, ScopeEntry]) -> list[bytes | str]:
+    async def _unwrap_deks_async(self, rows: list[StoredObject],
+                                 scopes_by_id: dict[bytes, ScopeEntry]) -> list[bytes | str]:
         """Each row's DEK, or why it has none; one provider call per scope where it batches."""
         out: list[bytes | str] = ["object in an unknown scope"] * len(rows)
         by_scope: dict[bytes, list[int]] = {}
@@ -435,12 +476,12 @@ class UnlockedVault:
                 by_scope.setdefault(r.scope_id, []).append(i)
         for sid, idx in by_scope.items():
             try:
-                kek = self.kek(scopes_by_id[sid])
+                kek = await self.kek_async(scopes_by_id[sid])
             except AuthenticationFailed:
                 for i in idx:
                     out[i] = "its scope key does not unwrap"
                 continue
-            deks = run_sync(self.crypto.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx]))
+            deks = await self.crypto.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx])
             for i, d in zip(idx, deks):
                 out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
         return out
@@ -456,8 +497,11 @@ class UnlockedVault:
 
     def resolve(self, ident: str, listing: Listing | None = None) -> Entry:
         """A memory by its hex id or a unique prefix of it."""
+        return run_sync(self.resolve_async(ident, listing))
+
+    async def resolve_async(self, ident: str, listing: Listing | None = None) -> Entry:
         ident = ident.strip().lower()
-        listing = listing or self.open_all(allow_unverified=True)
+        listing = listing or await self.open_all_async(allow_unverified=True)
         matches = [e for e in listing.entries if e.id.hex().startswith(ident)] if ident else []
         if not matches:
             raise NotFound(f"no memory with id {ident!r}")
@@ -470,7 +514,13 @@ class UnlockedVault:
              merges: Iterable[bytes] = ()) -> bytes:
         """Seal a new version that supersedes ``ident`` (and, settling a conflict, ``merges``:
         the other heads); the old ones stay until forgotten."""
-        e = self.resolve(ident)
+        return run_sync(self.edit_async(ident, content=content, tags=tags, mem_type=mem_type, confidence=confidence,
+                                        now=now, merges=merges))
+
+    async def edit_async(self, ident: str, *, content: str | None = None, tags: Iterable[str] | None = None,
+                         mem_type: int | None = None, confidence: float | None = None, now: int | None = None,
+                         merges: Iterable[bytes] = ()) -> bytes:
+        e = await self.resolve_async(ident)
         o = e.opened
         if o.trust is Trust.UNVERIFIED:
             raise VaultError("an unverified memory cannot be edited; forget it or migrate it")
@@ -493,23 +543,29 @@ class UnlockedVault:
                          confidence=(o.confidence if o.confidence is not None else 0.8)
                          if confidence is None else confidence,
                          updated=at, tool=TOOL, extensions=exts, custody=old.custody)
-        return self._seal_into(memory, self.scope(e.scope)).object_id
+        return (await self._seal_into_async(memory, self.scope(e.scope))).object_id
 
     def resolve_conflict(self, keep: str) -> bytes:
         """Settle a conflict: a new version with the content of ``keep`` supersedes every head
         of its chain, so one head remains; no version is lost (history stays until forgotten)."""
-        listing = self.open_all(allow_unverified=True)
-        chosen = self.resolve(keep, listing)
+        return run_sync(self.resolve_conflict_async(keep))
+
+    async def resolve_conflict_async(self, keep: str) -> bytes:
+        listing = await self.open_all_async(allow_unverified=True)
+        chosen = await self.resolve_async(keep, listing)
         for group in listing.conflicts():
             if any(h.id == chosen.id for h in group):
-                return self.edit(chosen.id.hex(), merges=[h.id for h in group if h.id != chosen.id])
+                return await self.edit_async(chosen.id.hex(), merges=[h.id for h in group if h.id != chosen.id])
         raise VaultError("that version is not part of a conflict")
 
     def forget(self, ident: str) -> list[bytes]:
         """Cryptographic erasure of every version of a memory: the sealed objects and the
         wrapped DEKs are destroyed; the ids are remembered so an import cannot revive them."""
-        listing = self.open_all(allow_unverified=True)
-        start = self.resolve(ident, listing)
+        return run_sync(self.forget_async(ident))
+
+    async def forget_async(self, ident: str) -> list[bytes]:
+        listing = await self.open_all_async(allow_unverified=True)
+        start = await self.resolve_async(ident, listing)
         by_id = {e.id: e for e in listing.entries}
         chain: set[bytes] = set()
         stack = [start.id]
@@ -529,7 +585,7 @@ class UnlockedVault:
         # Objects that reached the server leave a signed FORGET receipt in the outbox, so
         # the next sync erases them there and, through the feed, on every other device.
         now = int(time.time())
-        receipts = [(cid, self.forget_receipt(cid, now)) for cid in self.store.cell_ids_of(gone).values()]
+        receipts = [(cid, await self.forget_receipt_async(cid, now)) for cid in self.store.cell_ids_of(gone).values()]
         with self.store.transaction():
             self.store.erase(gone, now)
             for cid, r in receipts:
@@ -540,9 +596,12 @@ class UnlockedVault:
     def forget_receipt(self, cell_id: bytes, now: int) -> bytes:
         """The holder-signed SAIHM FORGET receipt that lets the server, and through it every
         other device, erase the cell ``cell_id``."""
-        h = self.holder()
-        return run_sync(make_receipt(self.crypto, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
-                                     subject_id=cell_id, timestamp=now)).to_cbor()
+        return run_sync(self.forget_receipt_async(cell_id, now))
+
+    async def forget_receipt_async(self, cell_id: bytes, now: int) -> bytes:
+        h = self.holder()   # derived once (ML-DSA-65 key generation), on the synchronous path
+        return (await make_receipt(self.crypto, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
+                                   subject_id=cell_id, timestamp=now)).to_cbor()
 
     def search(self, query: str, listing: Listing | None = None) -> list[Entry]:
         """Client-side search (§15.4 "Embeddings": never on a server): every word must appear in content or tags."""

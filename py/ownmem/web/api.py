@@ -1,14 +1,19 @@
 """The vault operations the web worker calls (docs/web.md "Worker operations").
 
-``handle(op, args)`` is the one entry point: the worker calls it with
+``handle(op, args)`` is the one entry point.  With JSPI the worker calls it with
 ``callPromising`` so that the synchronous vault code below can wait for WebCrypto
-and IndexedDB through ``ownmem.crypto.run_sync`` (JSPI).  Results are plain dicts
+and IndexedDB through ``ownmem.crypto.run_sync``.  Without JSPI (the worker registered
+``ownmem_js.ASYNC``) it returns a coroutine instead, which the worker awaits (Pyodide
+hands it to JavaScript as a thenable): the operations below that are ``async def`` then
+await the provider's WebCrypto promises for real (docs/web.md "Without JSPI").  Results are plain dicts
 of JSON-able values and bytes; errors are ``{"code", "message"}`` of an OwnmemError,
 never a secret.  The same UnlockedVault, import and sync code as the CLI runs here;
 only the store (IndexedDB), the crypto provider (WebCrypto) and HTTP (fetch) differ.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -21,7 +26,8 @@ from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ..errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ..vault.transfer import export_bytes, import_bytes
 from ..uomp.control import is_control
-from ..vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in, link_honoured, unlock_store
+from ..vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
+                           unlock_store_async)
 from .store import IdbStore
 
 if TYPE_CHECKING:
@@ -76,6 +82,9 @@ def _digest(b: bytes) -> bytes:
 class App:
     def __init__(self, js: Any) -> None:
         self.js = js
+        # the worker has no JSPI and gave glue.js to await (web/js/worker.js): run the
+        # ``async def`` operations on its event loop rather than with run_sync
+        self.awaits = getattr(js, "ASYNC", None) is not None
         self.store = IdbStore(js)
         self.loaded = self.store.load()
         self.vault: UnlockedVault | None = None
@@ -92,10 +101,7 @@ class App:
             raise VaultError("the vault is locked")
         return self.vault
 
-    def _cache_key(self) -> bytes:
-        return self.v.purpose_key(CACHE_INFO)
-
-    def _load_cache(self) -> None:
+    async def _load_cache(self) -> None:
         from pyodide.ffi import jsnull
 
         blob = run_sync(self.js.idb_get("cache", CACHE_KEY))
@@ -104,7 +110,8 @@ class App:
             return
         raw = bytes(blob.to_bytes())
         try:
-            plain = run_sync(self.v.crypto.aes_gcm_decrypt(self._cache_key(), raw[:12], raw[12:], CACHE_KEY.encode()))
+            key = await self.v.purpose_key_async(CACHE_INFO)
+            plain = await self.v.crypto.aes_gcm_decrypt(key, raw[:12], raw[12:], CACHE_KEY.encode())
             m = cbor.decode(plain)
             self.cache.entries = {k: (v[0], v[1], v[2]) for k, v in m.items()}
         except (OwnmemError, KeyError, TypeError, IndexError):
@@ -119,12 +126,16 @@ class App:
             self._save_cache()
 
     def _save_cache(self) -> None:
+        run_sync(self._save_cache_async())
+
+    async def _save_cache_async(self) -> None:
         if not self.cache.dirty:
             return
         live = self.store.object_ids()
         plain = cbor.encode({k: list(v) for k, v in self.cache.entries.items() if k in live})
         nonce = random_bytes(12)
-        ct = run_sync(self.v.crypto.aes_gcm_encrypt(self._cache_key(), nonce, plain, CACHE_KEY.encode()))
+        key = await self.v.purpose_key_async(CACHE_INFO)
+        ct = await self.v.crypto.aes_gcm_encrypt(key, nonce, plain, CACHE_KEY.encode())
         from pyodide.ffi import to_js
 
         run_sync(self.js.idb_put("cache", CACHE_KEY, to_js(nonce + ct)))
@@ -163,26 +174,29 @@ class App:
         return Syncer.linked(self.store)
 
     # ------------------------------------------------------------ operations
-    def op_boot(self) -> dict[str, Any]:
+    async def op_boot(self) -> dict[str, Any]:
         ident = self.store.identity()
         linked = self._linked()
+        p = provider()
+        features = getattr(p, "features", None)   # the browser provider's feature detection
         return {"vault": None if ident is None else {
                     "count": self.store.count(), "server": linked[0] if linked else None,
                     "name": linked[1] if linked else None, "salt": ident.salt.hex()},
-                "provider": run_sync(self.js.features()).to_py() if hasattr(self.js, "features") else {}}
+                "provider": await features() if features is not None else {}}
 
-    def op_create(self, passphrase: str, master: Any = None, salt: Any = None) -> dict[str, Any]:
+    async def op_create(self, passphrase: str, master: Any = None, salt: Any = None) -> dict[str, Any]:
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
         if not passphrase or len(passphrase) < 1:
             raise VaultError("the passphrase must not be empty")
-        self.vault = create_in(self.store, passphrase, provider(), salt=bytes(salt) if salt else None,
-                               master=bytes(master) if master else None)
+        self.vault = await create_in_async(self.store, passphrase, provider(), salt=bytes(salt) if salt else None,
+                                           master=bytes(master) if master else None)
         return {"key_id": self.v.identity.key_id.hex()}
 
-    def op_unlock(self, passphrase: str, master: Any = None) -> dict[str, Any]:
-        self.vault = unlock_store(self.store, passphrase, provider(), master=bytes(master) if master else None)
-        self._load_cache()
+    async def op_unlock(self, passphrase: str, master: Any = None) -> dict[str, Any]:
+        self.vault = await unlock_store_async(self.store, passphrase, provider(),
+                                              master=bytes(master) if master else None)
+        await self._load_cache()
         self._erase_from_cache()   # a record written before erasures reached the cache at once
         return {"count": self.store.count()}
 
@@ -196,12 +210,15 @@ class App:
         return {}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
-        listing = self.v.open_all(allow_unverified=include_unverified, cache=self.cache)
-        self._save_cache()
+        return run_sync(self._open_all_async(include_unverified))
+
+    async def _open_all_async(self, include_unverified: bool = False) -> Listing:
+        listing = await self.v.open_all_async(allow_unverified=include_unverified, cache=self.cache)
+        await self._save_cache_async()
         return listing
 
-    def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
-        listing = self._open_all(include_unverified)
+    async def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
+        listing = await self._open_all_async(include_unverified)
         # control records (UOMP session records, revocations, confirmations) are no memory:
         # not listed, searched or counted (the search and filters run on this list)
         shown = [e for e in listing.entries if not is_control(e.opened.extensions)]
@@ -210,31 +227,31 @@ class App:
                 "conflicts": [[e.id.hex() for e in g] for g in replace(listing, entries=shown).conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
-    def op_add(self, content: str, tags: list[str] | None = None, type: str = "semantic",
-               confidence: float = 0.8, scope: str = DEFAULT_SCOPE) -> dict[str, Any]:
-        oid = self.v.add(content, tags=tags or [], mem_type=MemType.parse(type), confidence=float(confidence),
-                         scope=scope)
+    async def op_add(self, content: str, tags: list[str] | None = None, type: str = "semantic",
+                     confidence: float = 0.8, scope: str = DEFAULT_SCOPE) -> dict[str, Any]:
+        oid = await self.v.add_async(content, tags=tags or [], mem_type=MemType.parse(type),
+                                     confidence=float(confidence), scope=scope)
         # The new memory, opened from what was stored (and so verified), for the page to show
         # at once instead of listing the whole vault again; the device cache learns it too.
         row = self.store.get_object(oid)
         if row is None:
             raise VaultError("the new memory was not stored")
         keyring = self.v.keyring()
-        entry = self.v.open_stored(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
+        entry = await self.v.open_stored_async(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
         UnlockedVault._remember(self.cache, row, entry.opened, keyring)  # noqa: SLF001
         return {"id": oid.hex(), "entry": self._entry_json(entry)}
 
-    def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
-                type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
-        new = self.v.edit(id, content=content, tags=tags, mem_type=MemType.parse(type) if type else None,
-                          confidence=float(confidence) if confidence is not None else None)
+    async def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
+                      type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
+        new = await self.v.edit_async(id, content=content, tags=tags, mem_type=MemType.parse(type) if type else None,
+                                      confidence=float(confidence) if confidence is not None else None)
         return {"id": new.hex()}
 
-    def op_resolve(self, id: str) -> dict[str, Any]:
-        return {"id": self.v.resolve_conflict(id).hex()}
+    async def op_resolve(self, id: str) -> dict[str, Any]:
+        return {"id": (await self.v.resolve_conflict_async(id)).hex()}
 
-    def op_forget(self, id: str) -> dict[str, Any]:
-        gone = self.v.forget(id)
+    async def op_forget(self, id: str) -> dict[str, Any]:
+        gone = await self.v.forget_async(id)
         self._erase_from_cache()
         return {"erased": len(gone)}
 
@@ -279,14 +296,14 @@ class App:
         self.syncer = Syncer(self.v, remote)
         return {}
 
-    def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
-        from ..vault.sync import adopt_from_server
+    async def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
+        from ..vault.sync import adopt_from_server_async
         from .remote import FetchRemote
 
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
-        self.syncer = adopt_from_server(self.store, FetchRemote(server, name), passphrase, provider(),
-                                        master=bytes(master) if master else None)
+        self.syncer = await adopt_from_server_async(self.store, FetchRemote(server, name), passphrase, provider(),
+                                                    master=bytes(master) if master else None)
         self.vault = self.syncer.v
         return self.op_sync()
 
@@ -619,34 +636,67 @@ _app: App | None = None
 
 def handle(op: str, args: Any) -> Any:
     """Entry point for the worker: one operation, one JSON string (or JS object, when the result
-    holds bytes) back."""
+    holds bytes) back.  Without JSPI (the worker registered ``ownmem_js.ASYNC``) the answer is
+    a coroutine of the same, for the worker to await."""
+    try:
+        fn = _operation(op, args)
+    except Exception as e:  # noqa: BLE001 - the failure is the answer
+        return _answer(e, None)
+    if not inspect.iscoroutinefunction(fn.func):
+        return _finish(fn)
+    if _app is not None and _app.awaits:
+        return _awaited(fn)
+    return _finish(lambda: run_sync(fn()))
+
+
+def _operation(op: str, args: Any) -> functools.partial[Any]:
     global _app
+    if _app is None:
+        import ownmem_js  # registered by the worker
+
+        from .provider import BrowserProvider
+
+        set_provider(BrowserProvider())
+        _app = App(ownmem_js)
+    if _app.store.broken is not None:
+        raise _app.store.broken         # memory is ahead of IndexedDB: reload first
+    kwargs = args.to_py() if args is not None and hasattr(args, "to_py") else (args or {})
+    fn = getattr(_app, "op_" + op, None)
+    if fn is None:
+        raise VaultError(f"unknown operation {op!r}")
+    return functools.partial(fn, **kwargs)
+
+
+async def _awaited(fn: functools.partial[Any]) -> Any:
+    try:
+        result = await fn()
+    except Exception as e:  # noqa: BLE001 - _answer re-raises what is not an answer
+        return _answer(e, None)
+    return _finish(lambda: result)
+
+
+def _finish(fn: Any) -> Any:
+    try:
+        result = fn()
+        assert _app is not None
+        _app.store.flush()
+    except Exception as e:  # noqa: BLE001 - _answer re-raises what is not an answer
+        return _answer(e, None)
+    return _answer(None, result)
+
+
+def _answer(error: Exception | None, result: Any) -> Any:
     from pyodide.ffi import to_js
     import js
 
-    try:
-        if _app is None:
-            import ownmem_js  # registered by the worker
-
-            from .provider import BrowserProvider
-
-            set_provider(BrowserProvider())
-            _app = App(ownmem_js)
-        if _app.store.broken is not None:
-            raise _app.store.broken         # memory is ahead of IndexedDB: reload first
-        kwargs = args.to_py() if args is not None and hasattr(args, "to_py") else (args or {})
-        fn = getattr(_app, "op_" + op, None)
-        if fn is None:
-            raise VaultError(f"unknown operation {op!r}")
-        result = fn(**kwargs)
-        _app.store.flush()
+    if error is None:
         out: dict[str, Any] = {"ok": True, "result": result}
-    except AuthenticationFailed as e:
-        out = {"ok": False, "error": {"code": e.code, "message": str(e)}}
-    except OwnmemError as e:
-        out = {"ok": False, "error": {"code": e.code, "message": str(e)}}
-    except (ValueError, TypeError) as e:
-        out = {"ok": False, "error": {"code": "bad_request", "message": str(e).splitlines()[0][:200]}}
+    elif isinstance(error, OwnmemError):
+        out = {"ok": False, "error": {"code": error.code, "message": str(error)}}
+    elif isinstance(error, (ValueError, TypeError)):
+        out = {"ok": False, "error": {"code": "bad_request", "message": str(error).splitlines()[0][:200]}}
+    else:
+        raise error
     # A result without bytes crosses as one JSON string (the worker parses it): converting a
     # list of 10,000 entries value by value through the FFI costs several times more.  ASCII
     # (\u escapes): with any non-ASCII text in it, ensure_ascii=False is ~8x slower here.

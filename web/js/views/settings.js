@@ -178,5 +178,7 @@ function cryptoLine(p) {
   if (!p.aes) return null;
   const by = (v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
   return `${p.jspi ? 'with' : 'without'} WebAssembly JSPI; AES-GCM, AES-KW, HKDF: ${by(p.aes)}; `
-    + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly)`;
+    + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly)`
+    // without JSPI only the awaited operations use the above; the synchronous rest, JavaScript
+    + (p.sync_steps ? '; sync, import, export, sharing: JavaScript' : '');
 }
