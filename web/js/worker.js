@@ -8,14 +8,22 @@
 
 // Start-up marks (performance.mark, "ownmem:" names, docs/web.md "Start-up"): sent to the page,
 // which puts them on its own timeline, so one list of marks tells where a load's time went.
-// "worker-created" is this worker's time origin; "worker" is set once its imports are loaded.
+// "worker-created" is this worker's time origin; "worker" is set once its static imports are loaded.
 performance.mark("ownmem:worker-created", { startTime: 0 });
 performance.mark("ownmem:worker");
 
 import { loadPyodide } from "../pyodide/pyodide.mjs";
-import * as glue from "./glue.js";
 import * as idb from "./idb.js";
-import * as syncGlue from "./glue-sync.js";
+
+// glue.js and glue-sync.js (and vendor.js under them) load while loadPyodide runs, not before
+// it: boot() and master() wait for them; everything else runs after boot().
+let glue = null;
+let syncGlue = null;
+const glueLoaded = Promise.all([import("./glue.js"), import("./glue-sync.js")]).then(([g, s]) => {
+  glue = g;
+  syncGlue = s;
+});
+glueLoaded.catch(() => {});
 
 // WebAssembly JSPI (stack switching) lets synchronous Python wait for a JS promise; WebKit
 // has none.  Without it the worker registers glue-sync.js, whose functions answer
@@ -46,6 +54,7 @@ async function boot() {
   wheel.catch(() => {});
   const pyodide = await loadPyodide({ indexURL: new URL("../pyodide/", import.meta.url).href });
   mark("pyodide");
+  await glueLoaded;
   if (JSPI) {
     pyodide.registerJsModule("ownmem_js", { ...glue, ...idb, JSPI: true });
   } else {
@@ -152,6 +161,7 @@ function storedSalt() {
 }
 
 async function master(passphrase, salt) {
+  await glueLoaded;
   return glue.argon2id(new TextEncoder().encode(passphrase), salt, glue.ARGON2);
 }
 
