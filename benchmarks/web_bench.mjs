@@ -155,6 +155,9 @@ function pageAdd(text) {
 function pageState() {
   return {
     bench: window.__bench || null,
+    // the app's start-up marks (web/js/client.js), ms from navigation start
+    marks: Object.fromEntries(performance.getEntriesByType('mark').filter((m) => m.name.startsWith('ownmem:'))
+      .map((m) => [m.name.slice(7), Math.round(m.startTime)])),
     controlled: Boolean(navigator.serviceWorker && navigator.serviceWorker.controller),
   };
 }
@@ -183,8 +186,14 @@ async function pageSpeed(py) {
   const boot = performance.now() - t0;
   const list = await (await fetch('/precache.json')).json();
   const wheel = Object.keys(list.files).find((f) => f.startsWith('/wheels/') && f.endsWith('.whl'));
-  pyodide.unpackArchive(await (await fetch(wheel)).arrayBuffer(), 'wheel');
-  const [loop, json, imp] = pyodide.runPython(py).toJs();
+  let loop, json, imp;
+  try {
+    pyodide.unpackArchive(await (await fetch(wheel)).arrayBuffer(), 'wheel');
+    [loop, json, imp] = pyodide.runPython(py).toJs();
+  } catch (e) {
+    // the boot's figure still tells (the diagnosis run with JSC options has failed here: see web.py)
+    return { boot, error: String(e.message || e).slice(0, 200) };
+  }
   // and the JavaScript crypto the path without JSPI runs (glue-sync.js: @noble/*), next to
   // WebCrypto's AES-GCM that the JSPI path uses: ms for each batch
   const v = await import('/vendor/vendor.js');
@@ -340,7 +349,10 @@ async function webkitEngine() {
   start(cfg.xvfb, [`:${display}`, '-screen', '0', '1600x1200x24', '-nolisten', 'tcp']);
   await until('Xvfb', () => fs.existsSync(`/tmp/.X11-unix/X${display}`), 15_000);
   const driverUrl = `http://127.0.0.1:${await freePort()}`;
-  start(cfg.webkit_driver, [`--port=${new URL(driverUrl).port}`, '--host=127.0.0.1'], { DISPLAY: `:${display}` });
+  // cfg.jsc_env (JSC_* options for the engine's JavaScriptCore, inherited by MiniBrowser's web
+  // process): only for the speed-only diagnosis run (benchmarks/web.py), never for judged figures
+  start(cfg.webkit_driver, [`--port=${new URL(driverUrl).port}`, '--host=127.0.0.1'],
+    { DISPLAY: `:${display}`, ...(cfg.jsc_env || {}) });
   const wd = async (method, route, body) => {
     const r = await fetch(`${driverUrl}${route}`, { method, headers: { 'Content-Type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body) });
@@ -440,6 +452,7 @@ async function load(dev, mode, vault, timeout, waitEngine = false) {
     dom: r.marks.dom / 1000,
     cards: r.cards,
     summary: r.summary,
+    marks: st.marks,                           // the app's start-up marks (ms from navigation start)
     controlled: st.controlled,
     network: proxy.traffic.files.length,
     networkFiles: [...new Set(proxy.traffic.files)],
@@ -456,7 +469,8 @@ async function settle(dev) {
 function line(label, r) {
   return `${label}: form ${r.form.toFixed(3)} s, engine ${r.engine.toFixed(3)} s, submit ${r.submit.toFixed(3)} s, `
     + `submit -> list ${r.submitToVisible.toFixed(3)} s, navigation -> list ${r.total.toFixed(3)} s (${r.cards} cards; `
-    + `${r.controlled ? 'controlled' : 'NOT controlled'}, ${r.network} app files from the network${r.late ? '; probe late' : ''})`;
+    + `${r.controlled ? 'controlled' : 'NOT controlled'}, ${r.network} app files from the network${r.late ? '; probe late' : ''})`
+    + `\n    marks (ms): ${Object.entries(r.marks || {}).sort((a, b) => a[1] - b[1]).map(([k, v]) => `${k} ${v}`).join(', ')}`;
 }
 
 async function unlockRuns(dev, vault, reps, label, waitEngine) {
@@ -537,7 +551,7 @@ async function main() {
   origin = proxy.origin;
   const engine = await ENGINES[cfg.engine]();
   try {
-    for (const v of cfg.vaults) {
+    for (const v of cfg.speed_only ? [] : cfg.vaults) {
       say(`vault ${v.name}: ${v.n.toLocaleString('en')} memories`);
       await device(engine, v, v.reps);
     }

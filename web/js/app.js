@@ -67,6 +67,7 @@ function bootFailed(message) {
 }
 
 async function start() {
+  performance.mark('ownmem:app');   // every module of the page loaded (client.js: start-up marks)
   const done = showBoot();
   let client;
   try {
@@ -91,6 +92,7 @@ async function start() {
   if (stored) {
     done();
     showUnlock();
+    performance.mark('ownmem:unlock-form');
     return;
   }
   let boot;

@@ -10,6 +10,8 @@
 // Nothing here logs, stores or keeps the arguments: a passphrase passes through
 // postMessage once and is forgotten with the request.
 
+import { takeWorker, workerUrl } from './early.js';
+
 export class VaultError extends Error {
   constructor(code, message) {
     super(message);
@@ -27,6 +29,7 @@ function withMaster(args) {
   return new Promise((resolve) => {
     let helper;
     const done = (master) => {
+      mark('argon2-done');
       helper?.terminate();
       resolve(master instanceof Uint8Array ? { ...args, master } : args);
     };
@@ -41,8 +44,24 @@ function withMaster(args) {
       e.preventDefault();
       done(null);
     });
+    mark('argon2-start');
     helper.postMessage({ passphrase: args.passphrase });
   });
+}
+
+// Start-up marks on the page's timeline (performance.mark, "ownmem:" names; docs/web.md
+// "Start-up"): the page's own steps here, the vault worker's as it sends them (its `marks`
+// event, absolute times).  Only until the first list is answered, so a long session does not
+// grow the timeline.
+let marking = true;
+function mark(name, at) {
+  if (!marking) return;
+  try {
+    if (at === undefined) performance.mark(`ownmem:${name}`);
+    else performance.mark(name, { startTime: at - performance.timeOrigin });
+  } catch {
+    // an engine without User Timing level 3 (mark with a startTime): no marks, nothing else changes
+  }
 }
 
 export class VaultClient {
@@ -55,17 +74,25 @@ export class VaultClient {
   }
 
   #start() {
-    const worker = new Worker(workerUrl(), { type: 'module' });
+    // the worker index.html's first script started (early.js), else a new one
+    const early = takeWorker();
+    if (!early) mark('worker-new');
+    const worker = early?.worker ?? new Worker(workerUrl(), { type: 'module' });
     this.worker = worker;
-    worker.addEventListener('message', (e) => { if (this.worker === worker) this.#receive(e.data); });
-    worker.addEventListener('error', (e) => {
+    const onMessage = (e) => { if (this.worker === worker) this.#receive(e.data); };
+    const onError = (e) => {
       // A worker that fails to load (a missing file, a CSP refusal) never answers.
       e.preventDefault();
       if (this.worker !== worker) return;
       const message = e.message || 'the vault worker could not start';
       this.#fail(new VaultError('worker', message));
       this.#emit('failed', { message });
-    });
+    };
+    worker.addEventListener('message', onMessage);
+    worker.addEventListener('error', onError);
+    // what it said before this client existed, once the caller has subscribed (app.js start)
+    const events = early?.events ?? [];
+    if (events.length) queueMicrotask(() => { for (const e of events) (e.type === 'error' ? onError : onMessage)(e); });
   }
 
   /** A fresh worker (and with it a fresh Pyodide): everything the old one held is gone. */
@@ -93,8 +120,9 @@ export class VaultClient {
   async #send(op, args) {
     if (op === 'unlock' && typeof args.passphrase === 'string' && !args.master) args = await withMaster(args);
     const id = this.next++;
+    mark(`${op}-sent`);
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, op });
       try {
         this.worker.postMessage({ id, op, args }, args.master instanceof Uint8Array ? [args.master.buffer] : []);
       } catch (err) {
@@ -106,6 +134,10 @@ export class VaultClient {
 
   #receive(msg) {
     if (!msg || typeof msg !== 'object') return;
+    if (msg.event === 'marks') {
+      for (const [name, at] of msg.marks || []) mark(name, at);
+      return;
+    }
     if (msg.event) {
       this.#emit(msg.event, msg);
       return;
@@ -113,6 +145,8 @@ export class VaultClient {
     const p = this.pending.get(msg.id);
     if (!p) return;
     this.pending.delete(msg.id);
+    mark(`${p.op}-answered`);
+    if (p.op === 'list') marking = false;
     if (msg.ok) p.resolve(msg.result);
     else p.reject(new VaultError(msg.error?.code || 'error', msg.error?.message || 'the operation failed'));
   }
@@ -132,11 +166,4 @@ export class VaultClient {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
   }
-}
-
-// ?jspi=0 on the page forces the vault worker's path without WebAssembly JSPI (worker.js).
-function workerUrl() {
-  const url = new URL('./worker.js', import.meta.url);
-  if (new URLSearchParams(self.location.search).get('jspi') === '0') url.search = '?jspi=0';
-  return url;
 }

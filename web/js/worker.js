@@ -6,10 +6,24 @@
 // client.js); Python then derives and checks every key from that master secret, so a
 // wrong passphrase is still refused by the same code as the CLI's.
 
+// Start-up marks (performance.mark, "ownmem:" names, docs/web.md "Start-up"): sent to the page,
+// which puts them on its own timeline, so one list of marks tells where a load's time went.
+// "worker-created" is this worker's time origin; "worker" is set once its static imports are loaded.
+performance.mark("ownmem:worker-created", { startTime: 0 });
+performance.mark("ownmem:worker");
+
 import { loadPyodide } from "../pyodide/pyodide.mjs";
-import * as glue from "./glue.js";
 import * as idb from "./idb.js";
-import * as syncGlue from "./glue-sync.js";
+
+// glue.js and glue-sync.js (and vendor.js under them) load while loadPyodide runs, not before
+// it: boot() and master() wait for them; everything else runs after boot().
+let glue = null;
+let syncGlue = null;
+const glueLoaded = Promise.all([import("./glue.js"), import("./glue-sync.js")]).then(([g, s]) => {
+  glue = g;
+  syncGlue = s;
+});
+glueLoaded.catch(() => {});
 
 // WebAssembly JSPI (stack switching) lets synchronous Python wait for a JS promise; WebKit
 // has none.  Without it the worker registers glue-sync.js, whose functions answer
@@ -22,19 +36,90 @@ const JSPI = typeof WebAssembly.Suspending === "function"
 
 let live = null;   // AbortController of the event stream
 
+const mark = (name) => performance.mark(`ownmem:${name}`);
+let marksSent = 0;
+function sendMarks() {
+  const marks = performance.getEntriesByType("mark").filter((m) => m.name.startsWith("ownmem:"));
+  if (marks.length === marksSent) return;
+  self.postMessage({ event: "marks", marks: marks.slice(marksSent).map((m) => [m.name, performance.timeOrigin + m.startTime]) });
+  marksSent = marks.length;
+}
+
 async function boot() {
+  // The wheel is fetched and unzipped while Pyodide boots (they do not depend on each other).
+  const wheel = wheelPath().then(async (path) => {
+    if (!path) throw new Error("the app bundle has no ownmem wheel");
+    const buf = await (await fetch(path)).arrayBuffer();
+    mark("wheel-fetched");
+    return { buf, files: await unzip(buf).catch(() => null) };
+  });
+  wheel.catch(() => {});
   const pyodide = await loadPyodide({ indexURL: new URL("../pyodide/", import.meta.url).href });
+  mark("pyodide");
+  await glueLoaded;
   if (JSPI) {
     pyodide.registerJsModule("ownmem_js", { ...glue, ...idb, JSPI: true });
   } else {
     await syncGlue.prepareFeatures();
     pyodide.registerJsModule("ownmem_js", { ...syncGlue, ASYNC: { ...glue } });
   }
-  const wheel = await wheelPath();
-  if (!wheel) throw new Error("the app bundle has no ownmem wheel");
-  const buf = await (await fetch(wheel)).arrayBuffer();
-  pyodide.unpackArchive(buf, "wheel");
-  return pyodide.pyimport("ownmem.web.api").handle;
+  const { buf, files } = await wheel;
+  if (files) {
+    // where pyodide.unpackArchive(buf, "wheel") would put them: the working directory, on sys.path
+    const root = pyodide.FS.cwd();
+    for (const [name, data] of files) {
+      const slash = name.lastIndexOf("/");
+      if (slash > 0) pyodide.FS.mkdirTree(`${root}/${name.slice(0, slash)}`);
+      pyodide.FS.writeFile(`${root}/${name}`, data);
+    }
+    pyodide.runPython("import importlib; importlib.invalidate_caches()");
+    mark("wheel-unpacked");
+  } else {
+    pyodide.unpackArchive(buf, "wheel");
+    mark("wheel-unpacked-python");
+  }
+  const handle = pyodide.pyimport("ownmem.web.api").handle;
+  mark("imported");
+  return handle;
+}
+
+// The wheel's files, [[name, bytes]], read from the zip in JavaScript and inflated by the
+// browser's own DecompressionStream: pyodide.unpackArchive does this in Python, which costs a
+// second or more at every start in a slow engine (WebKit).  Rejects where the browser lacks
+// "deflate-raw" or the zip is not the plain kind build.py writes (the caller then unpacks in Python).
+async function unzip(buf) {
+  const bytes = new Uint8Array(buf);
+  const view = new DataView(buf);
+  let end = bytes.length - 22;   // the end of central directory record, before any comment
+  while (end >= 0 && view.getUint32(end, true) !== 0x06054b50) end--;
+  if (end < 0) throw new Error("the wheel is not a zip");
+  const count = view.getUint16(end + 10, true);
+  let at = view.getUint32(end + 16, true);
+  const names = new TextDecoder();
+  const out = [];
+  for (let i = 0; i < count; i++) {
+    if (view.getUint32(at, true) !== 0x02014b50) throw new Error("bad zip central directory");
+    const method = view.getUint16(at + 10, true);
+    const size = view.getUint32(at + 20, true);
+    const nameLen = view.getUint16(at + 28, true);
+    const skip = nameLen + view.getUint16(at + 30, true) + view.getUint16(at + 32, true);
+    const local = view.getUint32(at + 42, true);
+    const name = names.decode(bytes.subarray(at + 46, at + 46 + nameLen));
+    at += 46 + skip;
+    if (name.endsWith("/")) continue;
+    if (name.startsWith("/") || name.split("/").includes("..")) throw new Error(`unsafe name in the wheel: ${name}`);
+    const start = local + 30 + view.getUint16(local + 26, true) + view.getUint16(local + 28, true);
+    const data = bytes.subarray(start, start + size);
+    if (method === 0) out.push(Promise.resolve([name, data]));
+    else if (method === 8) out.push(inflate(data).then((d) => [name, d]));
+    else throw new Error(`zip method ${method}`);
+  }
+  return Promise.all(out);
+}
+
+async function inflate(data) {
+  const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
 const isWheel = (p) => p.startsWith("/wheels/") && p.endsWith(".whl");
@@ -65,7 +150,10 @@ const ready = boot();
 ready.then(() => {
   // The first Python call loads the vault store from IndexedDB (ownmem.web.api.App): make it
   // now, as background work, so the load overlaps the passphrase's Argon2id or its typing.
-  call("status", {}, true).catch(() => {});
+  call("status", {}, true).catch(() => {}).finally(() => {
+    mark("store-read");
+    sendMarks();
+  });
 }, () => {});
 
 // The salt is public: read it straight from IndexedDB (idb.js idb_salt), so Argon2id need
@@ -75,6 +163,7 @@ function storedSalt() {
 }
 
 async function master(passphrase, salt) {
+  await glueLoaded;
   return glue.argon2id(new TextEncoder().encode(passphrase), salt, glue.ARGON2);
 }
 
@@ -156,6 +245,7 @@ async function run(op, args) {
     return { vault: salt !== null };
   }
   if (op === "unlock") {
+    mark("unlock-received");
     // The page usually sends the master secret along (client.js derives it on a thread of its
     // own the moment the passphrase is submitted, as this thread may still be booting Pyodide).
     const salt = args.master ? null : await storedSalt();
@@ -167,6 +257,10 @@ async function run(op, args) {
     stopLive();
   }
   const result = await call(op, args);
+  if (op === "unlock" || op === "login") {
+    mark(`${op}-done`);
+    sendMarks();
+  }
   if (["unlock", "login", "link"].includes(op)) startLive();
   return result;
 }
@@ -243,5 +337,9 @@ self.onmessage = async (e) => {
   }
 };
 
-ready.then(() => self.postMessage({ event: "ready" }),
+ready.then(() => {
+  mark("ready");
+  sendMarks();
+  self.postMessage({ event: "ready" });
+},
   (err) => self.postMessage({ event: "failed", message: String(err.message || err) }));
