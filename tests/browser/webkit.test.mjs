@@ -1,123 +1,245 @@
 // The web app in WebKit (the engine of every browser on iPhone and iPad, and of Safari),
 // which has no WebAssembly JSPI: the vault worker takes web/js/glue-sync.js (docs/web.md
-// "Without JSPI").
+// "Without JSPI").  The same end-to-end scenarios as tests/browser/firefox.test.mjs
+// (issue 11 item 4), through the real UI:
 //
-//   node --test tests/browser/webkit.test.mjs
+//   python3 build.py build && node --test tests/browser/webkit.test.mjs
 //
-// A real `python -m server` on 127.0.0.1 serves a private copy of web/dist; WebKitGTK's
-// MiniBrowser (--automation) runs under Xvfb and is driven over W3C WebDriver by
-// WebKitWebDriver (Debian webkit2gtk-driver, xvfb; `python3 build.py setup` installs them).
-// The W3C protocol is a handful of JSON-over-HTTP commands: spoken here with fetch, so no
-// client library is needed.  Without the engine the tests skip, and fail under CI=true.
+// A real `python -m server` on 127.0.0.1 serves a private copy of web/dist.  Every device is
+// a MiniBrowser of its own (WebKitGTK, --automation, full-screen) under one Xvfb, behind a
+// WebKitWebDriver of its own (tests/browser/webkit-driver.mjs: W3C WebDriver over fetch).
+// Every WebKit request goes through the test's counting proxy, which is how the last test
+// knows that none left the origin or carried the passphrase.  The tests share device A (its
+// vault, created by the first test) and run in order.  WebDriver sees no downloads: the
+// export is read from the Blob the page hands to its download link; a file is chosen for an
+// <input type=file> as the picker does (its `files`, then `change`).
 //
-// Environment: WEBKIT_DRIVER (default /usr/bin/WebKitWebDriver), MINIBROWSER (default the
-// Debian path below), XVFB (default /usr/bin/Xvfb); screenshots go to test-output/screenshots/
-// (webkit-*-phone.png: 844 px high, 447 wide, the narrowest MiniBrowser's window gets) and /tmp/shots/.
+// The screen tour (tests/browser/screens.mjs) runs here too, with axe-core on every screen at
+// both sizes; its pictures go to test-output/screenshots/webkit/<screen>-{phone,desktop}.png.
+// Without the engine the tests skip, and fail under CI=true.
+//
+// Environment: WEBKIT_DRIVER, MINIBROWSER, XVFB (webkit-driver.mjs), FIREFOX, CHROMIUM (the
+// cross-engine test), OWNMEM_PYTHON (default .venv/bin/python).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, selftestInPage, selftestVectors, stopProcess, until } from './helpers.mjs';
+import { freePort, scanStorage, selftestInPage, selftestVectors, serverDirs, sleep, stopProcess, until } from './helpers.mjs';
+import { DRIVER, MINIBROWSER, XVFB, countingProxy, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { DESKTOP, PHONE, assertShots, choose, keepDownloads, vaultTour, welcomeTour } from './screens.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
-const DRIVER = process.env.WEBKIT_DRIVER ?? '/usr/bin/WebKitWebDriver';
-const MINIBROWSER = process.env.MINIBROWSER ?? '/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser';
-const XVFB = process.env.XVFB ?? '/usr/bin/Xvfb';
-const SHOTS = [path.join(ROOT, 'test-output', 'screenshots'), '/tmp/shots'];
+const OWNMEM_CLI = path.join(ROOT, '.venv', 'bin', 'ownmem');
+const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const require = createRequire(path.join(ROOT, 'package.json'));
+const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const PASS = 'correct horse battery staple 42';
 const BOOT_MS = 180_000;     // Pyodide in WebKitGTK on a loaded 2-core machine
 const OP_MS = 60_000;
+const LIVE_MS = 30_000;      // a change on one device shows on the other without a reload
+const SYNC_MS = 60_000;
 
 const missing = [DRIVER, MINIBROWSER, XVFB].filter((p) => !fs.existsSync(p));
 const skip = missing.length && process.env.CI !== 'true' ? `WebKit is not installed here (${missing.join(', ')})` : false;
+const missingOthers = [FIREFOX, CHROMIUM].filter((p) => !fs.existsSync(p));
+const skipCross = skip || (missingOthers.length && process.env.CI !== 'true' ? `not installed here: ${missingOthers.join(', ')}` : false);
 
-let tmp, port, origin, serverProc, serverLog = '', xvfb, driverProc, driverUrl, session;
-const procs = [];
+let tmp, dataDir, webDir, port, origin, serverProc = null, serverLog = '', xvfb, proxy;
+const devices = [];
+const otherRequests = [];     // Firefox's and Chromium's in the cross-engine test: {url, label}
+const axeChecked = [];        // {screen, size, minor: [rule id]}
+const timings = {};
+// device A, created by the first test and used by those after it
+const A = { dev: null, name: null };
 
 // ------------------------------------------------------------------ processes
 
-function start(cmd, args, env = {}) {
-  const proc = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.log = '';
-  proc.stdout.on('data', (d) => { proc.log = (proc.log + d).slice(-20000); });
-  proc.stderr.on('data', (d) => { proc.log = (proc.log + d).slice(-20000); });
-  procs.push(proc);
-  return proc;
-}
-
-// ------------------------------------------------------------------ W3C WebDriver
-
-async function wd(method, route, body) {
-  const r = await fetch(`${driverUrl}${route}`, {
-    method, headers: { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+async function startServer() {
+  const proc = spawn(VENV_PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
+    cwd: ROOT, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const out = await r.json();
-  if (!r.ok) throw new Error(`WebDriver ${method} ${route}: ${out.value?.error}: ${out.value?.message}`);
-  return out.value;
+  proc.stdout.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
+  proc.stderr.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
+  serverProc = proc;
+  await until('the server to answer /health', async () => {
+    if (proc.exitCode !== null) throw new Error(`the server exited at start:\n${serverLog.slice(-3000)}`);
+    return (await fetch(`${origin}/health`)).ok;
+  }, 30_000);
 }
 
-const cmd = (method, route, body) => wd(method, `/session/${session}${route}`, body);
-
-const run = (script, ...args) => cmd('POST', '/execute/sync', { script, args });
-const runAsync = (script, ...args) => cmd('POST', '/execute/async', { script, args });
-
-async function find(css) {
-  // a web element reference: {"element-6066-11e4-a6e7-4e8a9b15b0a3"-like key: id}
-  return Object.values(await cmd('POST', '/element', { using: 'css selector', value: css }))[0];
+async function stopServer() {
+  const proc = serverProc;
+  serverProc = null;
+  await stopProcess(proc);
 }
 
-async function click(css) {
-  await waitFor(css);
-  await cmd('POST', `/element/${await find(css)}/click`, {});
+function cliOk(vault, args) {
+  const r = spawnSync(OWNMEM_CLI, ['--vault', vault, ...args], {
+    cwd: ROOT, encoding: 'utf8', env: { ...process.env, OWNMEM_PASSPHRASE: PASS }, timeout: 120_000,
+  });
+  assert.equal(r.status, 0, `ownmem ${args.join(' ')} failed:\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
 }
 
-async function type(css, text) {
-  await waitFor(css);
-  const id = await find(css);
-  await cmd('POST', `/element/${id}/clear`, {});
-  await cmd('POST', `/element/${id}/value`, { text });
+// ------------------------------------------------------------------ a device
+
+async function launch() {
+  const dev = await launchWebKit({ display: xvfb.display, proxy: proxy.url, scriptMs: BOOT_MS });
+  devices.push(dev);
+  return dev;
 }
 
-function waitFor(css, timeout = OP_MS) {
-  return until(`${css} to show`, () => run('return !!document.querySelector(arguments[0]);', css), timeout);
+/** The screen tour's view of a device: screenshots of the viewport, axe-core after each. */
+function viewOf(dev) {
+  return {
+    engine: 'webkit',
+    evaluate: (fn, arg) => dev.evaluate(fn, arg),
+    setViewport: (v) => dev.setViewport(v),
+    screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()),
+    check: (screen, size) => axeCheck(dev, screen, size),
+  };
 }
 
-function waitVault(timeout = OP_MS) {
-  return until('the memory list', () => run(`
+async function openApp(dev) {
+  const t0 = Date.now();
+  await dev.goto(`${origin}/`);
+  await until('the app', () => dev.run(`return !!document.querySelector('[data-testid="tab-create"], [data-testid="unlock-form"]')
+    || /could not start/.test(document.body.textContent);`), BOOT_MS);
+  const text = await dev.run('return document.body.textContent;');
+  assert.ok(!text.includes('could not start'), text);
+  (timings.boot_ms ??= []).push(Date.now() - t0);
+}
+
+function waitVault(dev, timeout = OP_MS) {
+  return until('the memory list', () => dev.run(`
     const s = document.querySelector('[data-role="summary"]');
     return !!document.querySelector('[data-testid="add-form"]') && !!s && !!s.textContent
       && !s.textContent.startsWith('Opening');`), timeout);
 }
 
-function contents() {
-  return run(`return [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+function contents(dev) {
+  return dev.run(`return [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
     .map((n) => n.textContent);`);
 }
 
-async function waitContents(pred, what, timeout = OP_MS) {
+async function waitContents(dev, pred, what, timeout = OP_MS) {
   try {
-    return await until(what, async () => pred(await contents()), timeout);
+    return await until(what, async () => pred(await contents(dev)), timeout);
   } catch (e) {
     // say what the screen shows: the cards and any error line
-    const seen = await run(`return [...document.querySelectorAll('[data-testid="memory-card"], [role="alert"], .error')]
-      .map((n) => n.textContent.trim().slice(0, 200));`).catch(() => []);
+    const seen = await dev.run(`return [...document.querySelectorAll('[data-testid="memory-card"], [role="alert"]:not([hidden]), .error:not([hidden])')]
+      .map((n) => n.textContent.trim().slice(0, 200)).filter(Boolean);`).catch(() => []);
     throw new Error(`${e.message}; the screen shows ${JSON.stringify(seen)}`);
   }
 }
 
-async function shot(name) {
-  const png = Buffer.from(await cmd('GET', '/screenshot'), 'base64');
-  for (const dir of SHOTS) {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, `webkit-${name}.png`), png);
+async function addMemory(dev, content) {
+  await dev.type('[data-testid="add-content"]', content);
+  await dev.click('[data-testid="add-submit"]');
+  await waitContents(dev, (c) => c.includes(content), `"${content}" listed`);
+}
+
+/**
+ * Click a control of the card showing `content`: the card found, then WebDriver's click.  A
+ * list that renders again between the two (a sync's refresh) leaves a detached node, which
+ * WebKit calls "not interactable": found again then.
+ */
+async function onCard(dev, content, testid) {
+  const css = `[data-testid="memory-card"][data-test-target] [data-testid="${testid}"]`;
+  for (let attempt = 1; ; attempt++) {
+    await dev.run(`document.querySelectorAll('[data-test-target]').forEach((n) => n.removeAttribute('data-test-target'));
+      const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
+        .find((c) => c.querySelector('[data-role="content"]')?.textContent === arguments[0]);
+      if (!card) throw new Error('no card shows ' + arguments[0]);
+      card.setAttribute('data-test-target', '');`, content);
+    try {
+      await dev.click(css);
+      return;
+    } catch (e) {
+      if (attempt === 3 || !/not interactable|stale/.test(e.message)) throw e;
+      await sleep(500);
+    }
   }
-  return png;
+}
+
+async function editMemory(dev, from, to) {
+  await onCard(dev, from, 'edit-button');
+  // The text is set in one step: typed key by key over WebDriver, WebKit once lost the rest of
+  // it after the first key (the editor rendered again while typing; not investigated here).
+  await dev.waitFor('[data-testid="edit-form"] [data-testid="edit-content"]');
+  await dev.run(`const t = document.querySelector('[data-testid="edit-form"] [data-testid="edit-content"]');
+    t.value = arguments[0];
+    t.dispatchEvent(new Event('input', { bubbles: true }));`, to);
+  await dev.click('[data-testid="edit-form"] [data-testid="edit-save"]');
+  await waitContents(dev, (c) => c.includes(to) && !c.includes(from), `"${from}" edited to "${to}"`);
+}
+
+async function forgetMemory(dev, content) {
+  await onCard(dev, content, 'forget-button');
+  await dev.waitFor('[data-testid="forget-dialog"][open]');
+  await dev.click('[data-testid="forget-confirm"]');
+  await waitContents(dev, (c) => !c.includes(content), `"${content}" forgotten`);
+}
+
+async function unlock(dev) {
+  await dev.waitFor('[data-testid="unlock-form"]', BOOT_MS);
+  await dev.type('[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
+  await dev.click('[data-testid="unlock-submit"]');
+  await waitVault(dev, BOOT_MS);
+}
+
+const pending = (dev) => dev.run(`return Number(document.querySelector('[data-testid="sync-status"]').dataset.pending || 0);`);
+
+function waitSynced(dev, timeout = SYNC_MS) {
+  return until('synced', () => dev.run(`const s = document.querySelector('[data-testid="sync-status"]');
+    return !!s && s.dataset.state === 'online' && s.dataset.pending === '0';`), timeout);
+}
+
+async function openSettings(dev) {
+  await dev.click('[data-testid="settings-button"]');
+  await dev.waitFor('[data-testid="settings-view"]');
+}
+
+async function backToMemories(dev) {
+  await dev.click('[data-testid="settings-view"] [data-role="back"]');
+  await waitVault(dev);
+}
+
+/**
+ * axe-core over the document as it is (evaluated through WebDriver: the app's CSP allows no
+ * inline script); fails on a violation of impact serious or critical, lists the others.
+ */
+async function axeCheck(dev, screen, size) {
+  if (!await dev.run('return typeof window.axe === "object";')) await dev.run(AXE);
+  const r = await dev.runAsync(`const done = arguments[0];
+    window.axe.run(document, { resultTypes: ['violations'] }).then((r) => done({ passes: r.passes.length,
+      violations: r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+        nodes: v.nodes.map((n) => n.target.join(' ') + ': ' + n.failureSummary.replace(/\\s+/g, ' ')) })) }),
+      (e) => done({ error: String(e) }));`);
+  assert.ok(!r.error, r.error);
+  assert.ok(r.passes > 10, `axe ran its rules on ${screen} (${size}): ${r.passes} passed`);
+  const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  axeChecked.push({ screen, size, minor: r.violations.filter((v) => !bad.includes(v)).map((v) => v.id) });
+  assert.deepEqual(bad.map((v) => `${screen} (${size}) ${v.impact} ${v.id}: ${v.help}\n    ${v.nodes.join('\n    ')}`), [],
+    'axe found serious or critical violations in WebKit');
+}
+
+/** The .amem the page made on Export: the Blob it handed to its download link. */
+async function exported(dev) {
+  const b64 = await dev.evaluate(async () => {
+    const bytes = new Uint8Array(await window.__blobs.at(-1).arrayBuffer());
+    let s = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return btoa(s);
+  });
+  return Buffer.from(b64, 'base64');
 }
 
 // ------------------------------------------------------------------ setup
@@ -128,171 +250,334 @@ before(async () => {
   if (!fs.existsSync(path.join(DIST, 'precache.json'))) {
     throw new Error(`the web app is not built (${DIST} is missing): run \`python3 build.py build\` first`);
   }
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ownmem-webkit-'));
-  const dataDir = path.join(tmp, 'data');
-  const webDir = path.join(tmp, 'web');
-  fs.mkdirSync(dataDir);
-  fs.cpSync(DIST, webDir, { recursive: true });
+  ({ tmp, dataDir, webDir } = serverDirs(DIST, 'ownmem-webkit-'));
   port = await freePort();
   origin = `http://127.0.0.1:${port}`;
-  serverProc = start(VENV_PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)],
-    { OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir });
-  await until('the server to answer /health', async () => (await fetch(`${origin}/health`)).ok, 30_000);
-
-  // A free display number: the lock file of :N is /tmp/.XN-lock.
-  let display = 90 + Math.floor(Math.random() * 400);
-  while (fs.existsSync(`/tmp/.X${display}-lock`)) display++;
-  xvfb = start(XVFB, [`:${display}`, '-screen', '0', '1280x1024x24', '-nolisten', 'tcp']);
-  await until('Xvfb', () => fs.existsSync(`/tmp/.X11-unix/X${display}`), 15_000);
-  const driverPort = await freePort();
-  driverUrl = `http://127.0.0.1:${driverPort}`;
-  driverProc = start(DRIVER, [`--port=${driverPort}`, '--host=127.0.0.1'], { DISPLAY: `:${display}` });
-  await until('WebKitWebDriver', async () => (await wd('GET', '/status')).ready !== undefined, 15_000);
-  const s = await wd('POST', '/session', {
-    capabilities: {
-      alwaysMatch: {
-        browserName: 'MiniBrowser',
-        'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] },
-      },
-    },
-  });
-  session = s.sessionId;
-  await cmd('POST', '/timeouts', { script: BOOT_MS, pageLoad: 60_000, implicit: 0 });
-}, { timeout: 120_000 });
-
-// The viewport at phone size: the window's rect includes its frame, so correct by what the
-// page measures.
-async function phoneViewport(width = 390, height = 844) {
-  let rect = { width, height };
-  for (let i = 0; i < 4; i++) {
-    await cmd('POST', '/window/rect', rect);
-    const [w, h] = await run('return [window.innerWidth, window.innerHeight];');
-    if (w === width && h === height) return [w, h];
-    const now = await cmd('GET', '/window/rect');
-    rect = { width: now.width + width - w, height: now.height + height - h };
-  }
-  return run('return [window.innerWidth, window.innerHeight];');
-}
+  await startServer();
+  xvfb = await startXvfb();
+  proxy = await countingProxy();
+}, { timeout: 60_000 });
 
 after(async () => {
-  if (session) await wd('DELETE', `/session/${session}`).catch(() => {});
-  for (const p of procs.reverse()) await stopProcess(p, 5000);
-  if (serverLog.includes('Traceback') || serverProc?.log.includes('Traceback')) {
-    console.log(`# server log (tail):\n${serverProc.log.slice(-4000)}`);
-  }
+  for (const d of devices.reverse()) await d.close();
+  await proxy?.close();
+  await xvfb?.stop();
+  await stopServer();
+  if (serverLog.includes('Traceback')) console.log(`# server log (tail):\n${serverLog.slice(-4000)}`);
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (Object.keys(timings).length) console.log('# webkit timings', JSON.stringify(timings));
+  if (axeChecked.length) {
+    const minor = axeChecked.filter((c) => c.minor.length);
+    console.log(`# axe in WebKit: ${axeChecked.length} screen checks, none serious or critical; moderate or minor: `
+      + `${minor.length ? minor.map((c) => `${c.screen}/${c.size} ${c.minor.join(',')}`).join('; ') : 'none'}`);
+  }
 });
 
 // ------------------------------------------------------------------ tests
 
-test('WebKit: create, reload and unlock, add, edit and forget a memory', { skip, timeout: 600_000 }, async (t) => {
-  await cmd('POST', '/url', { url: `${origin}/` });
-  // MiniBrowser's window is at least 447 px wide (its toolbar): the narrowest it gets
-  const [vw, vh] = await phoneViewport();
-  assert.ok(vw <= 450 && vh === 844, `the phone-size viewport is ${vw}x${vh}`);
+test('WebKit: the welcome screens; create, reload and unlock, add, edit and forget a memory; Settings name the providers', { skip, timeout: 600_000 }, async () => {
+  A.dev = await launch();
+  const dev = A.dev;
+  await dev.goto('about:blank');
+  // full-screen, MiniBrowser's viewport is the window: a phone's exactly
+  assert.deepEqual(await dev.setViewport(PHONE), [PHONE.width, PHONE.height]);
+  await dev.setViewport(DESKTOP);
+  await openApp(dev);
   // the engine has no JSPI: the app must start anyway
-  assert.equal(await run('return typeof WebAssembly.Suspending;'), 'undefined', 'this WebKit has JSPI: the test proves nothing');
-  await until('the welcome screen', () => run(`return !!document.querySelector('[data-testid="tab-create"]')
-    || /could not start/.test(document.body.textContent);`), BOOT_MS);
-  assert.ok(!(await run('return document.body.textContent;')).includes('could not start'),
-    await run('return document.body.textContent;'));
+  assert.equal(await dev.run('return typeof WebAssembly.Suspending;'), 'undefined', 'this WebKit has JSPI: the test proves nothing');
+  await welcomeTour(viewOf(dev));
 
-  const name = `wk-${Date.now().toString(36)}`;
-  await click('[data-testid="tab-create"]');
-  await type('[data-testid="create-form"] [data-testid="vault-name"]', name);
-  await type('[data-testid="create-form"] [data-testid="passphrase"]', PASS);
-  await type('[data-testid="create-form"] [data-testid="passphrase2"]', PASS);
-  await run(`const c = document.querySelector('[data-testid="create-form"] [data-testid="create-link"]');
-    if (c && c.checked) c.click();`);
-  await click('[data-testid="create-form"] [data-testid="create-submit"]');
-  await waitVault(BOOT_MS);
+  A.name = `wk-${Date.now().toString(36)}`;
+  await dev.click('[data-testid="tab-create"]');
+  await dev.type('[data-testid="create-form"] [data-testid="vault-name"]', A.name);
+  await dev.type('[data-testid="create-form"] [data-testid="passphrase"]', PASS);
+  await dev.type('[data-testid="create-form"] [data-testid="passphrase2"]', PASS);
+  assert.equal(await dev.run(`return document.querySelector('[data-testid="create-form"] [data-testid="create-link"]').checked;`), true,
+    'linked by default');
+  const t0 = Date.now();
+  await dev.click('[data-testid="create-form"] [data-testid="create-submit"]');
+  await waitVault(dev, BOOT_MS);
+  timings.create_ms = Date.now() - t0;
+  await waitSynced(dev);
 
-  await type('[data-testid="add-content"]', 'I prefer tea over coffee');
-  await click('[data-testid="add-submit"]');
-  await waitContents((c) => c.includes('I prefer tea over coffee'), 'the first memory');
-  await type('[data-testid="add-content"]', 'Forget me: an old address');
-  await click('[data-testid="add-submit"]');
-  await waitContents((c) => c.includes('Forget me: an old address'), 'the second memory');
-  assert.deepEqual(await run(`return [...document.querySelectorAll('[data-testid="memory-card"]')].map((c) => c.dataset.trust);`),
+  await addMemory(dev, 'I prefer tea over coffee');
+  await addMemory(dev, 'Forget me: an old address');
+  assert.deepEqual(await dev.run(`return [...document.querySelectorAll('[data-testid="memory-card"]')].map((c) => c.dataset.trust);`),
     ['self', 'self']);
 
   // reload: the vault is in IndexedDB (written behind Python, before each answer)
-  await cmd('POST', '/refresh', {});
-  await waitFor('[data-testid="unlock-form"]', BOOT_MS);
-  await type('[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
-  await click('[data-testid="unlock-submit"]');
-  await waitVault(BOOT_MS);
-  await waitContents((c) => c.length === 2, 'both memories after the unlock');
-  assert.deepEqual((await contents()).sort(), ['Forget me: an old address', 'I prefer tea over coffee']);
-  await shot('list-phone');
+  await dev.reload();
+  await unlock(dev);
+  await waitContents(dev, (c) => c.length === 2, 'both memories after the unlock');
+  assert.deepEqual((await contents(dev)).sort(), ['Forget me: an old address', 'I prefer tea over coffee']);
 
-  // edit
-  await run(`const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
-    .find((c) => c.textContent.includes('I prefer tea over coffee'));
-    card.querySelector('[data-testid="edit-button"]').click();`);
-  // The text is set in one step: typed key by key over WebDriver, WebKit once lost the rest of
-  // it after the first key (the editor rendered again while typing; not investigated here).
-  await waitFor('[data-testid="edit-form"] [data-testid="edit-content"]');
-  await run(`const t = document.querySelector('[data-testid="edit-form"] [data-testid="edit-content"]');
-    t.value = arguments[0];
-    t.dispatchEvent(new Event('input', { bubbles: true }));`, 'I prefer green tea over coffee');
-  await click('[data-testid="edit-form"] [data-testid="edit-save"]');
-  await waitContents((c) => c.includes('I prefer green tea over coffee') && !c.includes('I prefer tea over coffee'),
-    'the edited memory');
+  await editMemory(dev, 'I prefer tea over coffee', 'I prefer green tea over coffee');
+  await forgetMemory(dev, 'Forget me: an old address');
 
-  // forget
-  await run(`const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
-    .find((c) => c.textContent.includes('Forget me: an old address'));
-    card.querySelector('[data-testid="forget-button"]').click();`);
-  await waitFor('[data-testid="forget-dialog"][open]');
-  await click('[data-testid="forget-confirm"]');
-  await waitContents((c) => !c.includes('Forget me: an old address'), 'the forgotten memory gone');
-
-  // and so it stays after another reload
-  await cmd('POST', '/refresh', {});
-  await waitFor('[data-testid="unlock-form"]', BOOT_MS);
-  await type('[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
-  await click('[data-testid="unlock-submit"]');
-  await waitVault(BOOT_MS);
-  await waitContents((c) => c.length === 1, 'one memory after the second unlock');
-  assert.deepEqual(await contents(), ['I prefer green tea over coffee']);
+  // (that it stays forgotten after a reload, the offline test's reload shows)
+  await waitSynced(dev);
 
   // Settings name the provider of each primitive: JavaScript (noble) here.  After an unlock
   // the page asks `boot` in the background (nav.js enterVault); Settings opened before its
   // answer leave the rows out, so wait for it.
-  await until('the worker\'s boot answer', () => runAsync(`const done = arguments[0];
-    import('/js/state.js').then((m) => done(!!m.bootInfo()?.provider?.aes), () => done(false));`), OP_MS);
-  await click('[data-testid="settings-button"]');
-  await waitFor('[data-testid="settings-view"]');
-  const settingsText = () => run(`return document.querySelector('[data-testid="settings-view"]').textContent;`);
-  await until('the crypto line in Settings', async () => /Crypto/.test(await settingsText()), OP_MS)
-    .catch(async () => assert.fail(JSON.stringify(await runAsync(`const done = arguments[0];
-      import('/js/state.js').then((m) => done(m.bootInfo()), (e) => done(String(e)));`))));
+  await until('the worker\'s boot answer', () => dev.evaluate(() => import('/js/state.js').then((m) => !!m.bootInfo()?.provider?.aes)), OP_MS);
+  await openSettings(dev);
+  const settingsText = () => dev.run(`return document.querySelector('[data-testid="settings-view"]').textContent;`);
+  await until('the crypto line in Settings', async () => /Crypto/.test(await settingsText()), OP_MS);
   const settings = (await settingsText()).replace(/\s+/g, ' ');
   // Without JSPI the awaited operations (unlock, list, add, ...) use glue.js: WebCrypto where
   // WebKit has the primitive; the synchronous rest uses noble (docs/web.md "Without JSPI").
-  const p = await runAsync(`const done = arguments[0];
-    import('/js/state.js').then((m) => done(m.bootInfo().provider), (e) => done(String(e)));`);
+  const p = await dev.evaluate(() => import('/js/state.js').then((m) => m.bootInfo().provider));
   assert.equal(p.jspi, false, JSON.stringify(p));
   assert.equal(p.aes, 'webcrypto', JSON.stringify(p));
   assert.equal(p.sync_steps, 'noble', JSON.stringify(p));
   assert.equal(p.ed25519, p.webcrypto_ed25519 ? 'webcrypto' : 'noble', JSON.stringify(p));
   const by = (v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
-  t.diagnostic(`WebKit provider: ${JSON.stringify(p)}`);
+  console.log(`# WebKit provider: ${JSON.stringify(p)}`);
   assert.ok(settings.includes(`without WebAssembly JSPI; AES-GCM, AES-KW, HKDF: built into the browser; `
     + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly); `
     + 'sync, import, export, sharing: JavaScript'), settings);
-  // shown, and painted: the screenshot follows two animation frames
-  await until('Settings on screen', () => run(`const v = document.querySelector('[data-testid="settings-view"]');
-    return !!v && v.getClientRects().length > 0 && !v.closest('[hidden]');`), OP_MS);
-  await runAsync('const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));');
-  await shot('settings-phone');
+  await backToMemories(dev);
 });
 
 test('WebKit: the vector self-test passes in the vault worker (ApertoMemory v2, SAIHM example, KATs)', { skip, timeout: 600_000 }, async () => {
-  const r = await runAsync(`(${selftestInPage})(arguments[0]).then(arguments[1]);`, selftestVectors(ROOT));
+  assert.ok(A.dev, 'device A was not created (the first test failed)');
+  const r = await A.dev.runAsync(`(${selftestInPage})(arguments[0]).then(arguments[1]);`, selftestVectors(ROOT));
   assert.ok(r.ok, JSON.stringify(r));
   assert.deepEqual(r.result.failed, [], JSON.stringify(r.result.errors, null, 1));
   assert.deepEqual(r.result.errors, {});
   assert.equal(r.result.passed, 51, 'every group ran');
+});
+
+test('WebKit: Export is a real .amem the CLI imports; the CLI\'s export imports back', { skip, timeout: 300_000 }, async () => {
+  const dev = A.dev;
+  assert.ok(dev, 'device A was not created (the first test failed)');
+  await addMemory(dev, 'Export me: the boiler code is 1234');
+  await openSettings(dev);
+  // the download link's Blob, kept as the page hands it over (WebDriver sees no downloads)
+  await dev.evaluate(keepDownloads);
+  await dev.click('[data-testid="export-button"]');
+  await dev.waitFor('[data-role="export-progress"].done', OP_MS);
+  // every version: the edited memory's two and the new one
+  const line = await dev.run(`return document.querySelector('[data-role="export-progress"]').textContent;`);
+  const count = Number(/Exported (\d+) objects/.exec(line)?.[1]);
+  assert.equal(count, 3, line);
+  const file = path.join(tmp, 'from-webkit.amem');
+  fs.writeFileSync(file, await exported(dev));
+  assert.ok(fs.statSync(file).size > 1000);
+
+  // the CPython CLI imports it into an empty vault (adopting the identity) and lists it as self
+  const vault = path.join(tmp, 'cli-from-webkit');
+  cliOk(vault, ['import', file]);
+  const listed = JSON.parse(cliOk(vault, ['list', '--json']));
+  assert.deepEqual(listed.map((e) => e.content).sort(), ['Export me: the boiler code is 1234', 'I prefer green tea over coffee']);
+  for (const e of listed) assert.equal(e.trust, 'self');
+
+  // the CLI adds one and exports; WebKit imports that file: one new object, the others known
+  cliOk(vault, ['add', 'From the CLI: the spare key is under the mat', '--tags', 'cli']);
+  const back = path.join(tmp, 'from-cli.amem');
+  cliOk(vault, ['export', back]);
+  await choose(viewOf(dev), '[data-testid="import-input"]', 'from-cli.amem', 'application/octet-stream', fs.readFileSync(back));
+  await dev.waitFor('[data-testid="import-report"]:not([hidden])', OP_MS);
+  const summary = await dev.run(`return document.querySelector('[data-testid="import-report"] [data-role="report-summary"]').textContent;`);
+  assert.match(summary, new RegExp(`1 imported, ${count} skipped, 0 refused`));
+  await backToMemories(dev);
+  await waitContents(dev, (c) => c.includes('From the CLI: the spare key is under the mat'), 'the imported memory');
+  const trust = await dev.run(`return [...document.querySelectorAll('[data-testid="memory-card"]')]
+    .find((c) => c.textContent.includes('From the CLI')).dataset.trust;`);
+  assert.equal(trust, 'self');
+  await waitSynced(dev);
+});
+
+test('WebKit: two devices (MiniBrowsers of their own) sync live: add, edit and forget flow both ways', { skip, timeout: 420_000 }, async () => {
+  const a = A.dev;
+  assert.ok(a, 'device A was not created (the first test failed)');
+  const b = await launch();
+  await openApp(b);
+  await b.click('[data-testid="tab-login"]');
+  await b.run(`const n = document.querySelector('[data-testid="login-form"] [data-testid="server-url"]');
+    n.value = arguments[0]; n.dispatchEvent(new Event('input', { bubbles: true }));`, origin);
+  await b.type('[data-testid="login-form"] [data-testid="vault-name"]', A.name);
+  await b.type('[data-testid="login-form"] [data-testid="passphrase"]', PASS);
+  await b.click('[data-testid="login-form"] [data-testid="login-submit"]');
+  await waitVault(b, BOOT_MS);
+  await waitContents(b, (c) => c.includes('I prefer green tea over coffee') && c.includes('From the CLI: the spare key is under the mat'),
+    'A\'s memories on B', SYNC_MS);
+
+  // live: no reload on either side (a marker on the window survives only without one)
+  for (const d of [a, b]) await d.run('window.__noReload = 42;');
+  let t0 = Date.now();
+  await addMemory(a, 'Live from A: the meeting moved to 3 pm');
+  await waitContents(b, (c) => c.includes('Live from A: the meeting moved to 3 pm'), 'A\'s add on B', LIVE_MS);
+  timings.live_add_ms = Date.now() - t0;
+  t0 = Date.now();
+  await editMemory(b, 'Live from A: the meeting moved to 3 pm', 'Edited on B: the meeting moved to 4 pm');
+  await waitContents(a, (c) => c.includes('Edited on B: the meeting moved to 4 pm') && !c.includes('Live from A: the meeting moved to 3 pm'),
+    'B\'s edit on A', LIVE_MS);
+  timings.live_edit_ms = Date.now() - t0;
+  t0 = Date.now();
+  await forgetMemory(b, 'Edited on B: the meeting moved to 4 pm');
+  await waitContents(a, (c) => !c.includes('Edited on B: the meeting moved to 4 pm'), 'B\'s forget on A', LIVE_MS);
+  timings.live_forget_ms = Date.now() - t0;
+  // and the other way: A edits and forgets what B shows
+  await addMemory(b, 'Live from B: bring the blue folder');
+  await waitContents(a, (c) => c.includes('Live from B: bring the blue folder'), 'B\'s add on A', LIVE_MS);
+  await editMemory(a, 'Live from B: bring the blue folder', 'Edited on A: bring the red folder');
+  await waitContents(b, (c) => c.includes('Edited on A: bring the red folder') && !c.includes('Live from B: bring the blue folder'),
+    'A\'s edit on B', LIVE_MS);
+  await forgetMemory(a, 'Edited on A: bring the red folder');
+  await waitContents(b, (c) => !c.includes('Edited on A: bring the red folder'), 'A\'s forget on B', LIVE_MS);
+  for (const d of [a, b]) assert.equal(await d.run('return window.__noReload;'), 42, 'a device was reloaded');
+  devices.splice(devices.indexOf(b), 1);
+  await b.close();
+});
+
+test('WebKit: offline (the server stopped) it opens from the service worker, unlocks, lists and adds; back online it syncs', { skip, timeout: 420_000 }, async () => {
+  const dev = A.dev;
+  assert.ok(dev, 'device A was not created (the first test failed)');
+  let restarted = false;
+  try {
+    await waitSynced(dev);
+    await until('the service worker in control', () => dev.run('return navigator.serviceWorker.controller !== null;'), 30_000);
+    await stopServer();
+    await assert.rejects(fetch(`${origin}/health`));
+    await dev.reload();
+    await unlock(dev);
+    await waitContents(dev, (c) => c.includes('I prefer green tea over coffee'), 'the vault offline');
+    assert.ok(!(await contents(dev)).includes('Forget me: an old address'), 'the forgotten memory is back after a reload');
+    await addMemory(dev, 'Added during the outage');
+    await until('a pending change', async () => (await pending(dev)) > 0, 10_000);
+    await until('the status offline', () => dev.run(`return document.querySelector('[data-testid="sync-status"]').dataset.state === 'offline';`),
+      30_000);
+
+    await startServer();
+    restarted = true;
+    const t0 = Date.now();
+    await until('the outage\'s change pushed', async () => (await pending(dev)) === 0, 90_000);
+    timings.resync_after_restart_ms = Date.now() - t0;
+
+    // the server really has it: the CLI fetches the vault as a new device
+    const vault = path.join(tmp, 'cli-after-outage');
+    cliOk(vault, ['login', '--server', origin, '--vault-name', A.name]);
+    const listed = JSON.parse(cliOk(vault, ['list', '--json'])).map((e) => e.content);
+    assert.ok(listed.includes('Added during the outage'), JSON.stringify(listed));
+  } finally {
+    if (!restarted && !serverProc) await startServer();
+  }
+});
+
+test('WebKit: no secret at rest: the passphrase and a memory\'s text are in no IndexedDB, localStorage or Cache Storage', { skip, timeout: 180_000 }, async () => {
+  const dev = A.dev;
+  assert.ok(dev, 'device A was not created (the first test failed)');
+  const CANARY = `canary-${Math.random().toString(36).slice(2)}-plaintext`;
+  await addMemory(dev, `The secret note: ${CANARY}`);
+  await until('the note pushed', async () => (await pending(dev)) === 0, SYNC_MS);
+  const enc = new TextEncoder();
+  const needles = { passphrase: [...enc.encode(PASS)], canary: [...enc.encode(CANARY)], name: [...enc.encode(A.name)] };
+  const scan = await dev.evaluate(scanStorage, needles);
+  assert.deepEqual(scan.dbs, ['ownmem']);
+  assert.equal(scan.records.cache, 1, 'the verified-plaintext cache is one record');
+  assert.ok(scan.records.objects >= 3, JSON.stringify(scan.records));
+  assert.ok(scan.cached > 10, `Cache Storage holds the bundle (${scan.cached} responses)`);
+  // the scan does find what is stored in the clear (the vault name, with the server link)
+  assert.ok(scan.hits.some((h) => h.what === 'name'), `the scan found nothing at all: ${JSON.stringify(scan)}`);
+  assert.deepEqual(scan.hits.filter((h) => h.what !== 'name'), [], 'passphrase or plaintext in browser storage');
+});
+
+test('cross-engine: the vault made in WebKit opens through the server in Firefox and in Chromium; edits flow both ways', { skip: skipCross, timeout: 420_000 }, async () => {
+  const a = A.dev;
+  assert.ok(a, 'device A was not created (the first test failed)');
+  assert.deepEqual(missingOthers, [], 'Firefox or Chromium is missing under CI: run `python3 build.py setup`');
+  const puppeteer = require('puppeteer-core');
+  const { chromium } = require('playwright-core');
+  const ff = await puppeteer.launch({ browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
+    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')) });
+  const chrome = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  try {
+    const f = (await ff.pages())[0] ?? await ff.newPage();
+    f.on('request', (r) => otherRequests.push({ url: r.url(), label: 'firefox' }));
+    const ctx = await chrome.newContext({ viewport: PHONE });
+    ctx.on('request', (r) => otherRequests.push({ url: r.url(), label: 'chromium' }));
+    const c = await ctx.newPage();
+    // the same steps in both drivers: both take page.evaluate(fn, arg)
+    const other = [['Firefox', f], ['Chromium', c]];
+    const listedIn = (page) => page.evaluate(() => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+      .map((n) => n.textContent));
+    for (const [engine, page] of other) {
+      await page.goto(`${origin}/`);
+      await page.waitForSelector('[data-testid="tab-login"]', { timeout: BOOT_MS });
+      await page.click('[data-testid="tab-login"]');
+      const form = '[data-testid="login-form"]';
+      for (const [css, v] of [['server-url', origin], ['vault-name', A.name], ['passphrase', PASS]]) {
+        await page.evaluate(([s, x]) => {
+          const n = document.querySelector(s);
+          n.value = x;
+          n.dispatchEvent(new Event('input', { bubbles: true }));
+        }, [`${form} [data-testid="${css}"]`, v]);
+      }
+      await page.click(`${form} [data-testid="login-submit"]`);
+      await page.waitForSelector('[data-testid="add-form"]', { timeout: BOOT_MS });
+      await until(`the WebKit vault listed in ${engine}`, async () => (await listedIn(page)).includes('Added during the outage'), SYNC_MS);
+      assert.deepEqual(await page.evaluate(() => [...new Set([...document.querySelectorAll('[data-testid="memory-card"]')]
+        .map((n) => n.dataset.trust))]), ['self']);
+    }
+
+    // each engine edits -> WebKit; WebKit edits -> that engine (both live)
+    let text = 'Added during the outage';
+    for (const [engine, page] of other) {
+      const theirs = `Edited in ${engine}: ${text}`;
+      await page.evaluate(([from, to]) => {
+        const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
+          .find((n) => n.querySelector('[data-role="content"]').textContent === from);
+        card.querySelector('[data-testid="edit-button"]').click();
+        return new Promise((done) => setTimeout(() => {
+          const t = document.querySelector('[data-testid="edit-form"] [data-testid="edit-content"]');
+          t.value = to;
+          t.dispatchEvent(new Event('input', { bubbles: true }));
+          document.querySelector('[data-testid="edit-form"] [data-testid="edit-save"]').click();
+          done(true);
+        }, 100));
+      }, [text, theirs]);
+      await waitContents(a, (x) => x.includes(theirs) && !x.includes(text), `${engine}'s edit in WebKit`, SYNC_MS);
+      const ours = `Edited in WebKit after ${engine}`;
+      await editMemory(a, theirs, ours);
+      await until(`WebKit's edit in ${engine}`, async () => {
+        const x = await listedIn(page);
+        return x.includes(ours) && !x.includes(theirs);
+      }, SYNC_MS);
+      text = ours;
+    }
+  } finally {
+    await ff.close().catch(() => {});
+    await chrome.close().catch(() => {});
+  }
+});
+
+test('WebKit: every screen at phone size and desktop, with axe-core on each (zero serious or critical)', { skip, timeout: 420_000 }, async () => {
+  const dev = A.dev;
+  assert.ok(dev, 'device A was not created (the first test failed)');
+  const since = Date.now();
+  await vaultTour(viewOf(dev), { pass: PASS, offline: { stop: stopServer, start: startServer } });
+  // the welcome screens were taken by the first test
+  assertShots('webkit', since, { except: ['welcome-create', 'welcome-login', 'welcome-restore'] });
+});
+
+test('WebKit: no request of any test above left the app\'s origin or carried the passphrase', { skip }, () => {
+  const seen = proxy.seen;
+  assert.ok(seen.some((r) => r.url.endsWith('/pyodide/pyodide.asm.wasm')), 'the proxy did not see WebKit\'s requests');
+  assert.ok(seen.some((r) => r.method !== 'GET'), 'the proxy did not see a sync push');
+  const foreign = seen.filter((r) => r.method === 'CONNECT' || new URL(r.url).origin !== origin).map((r) => `${r.method} ${r.url}`);
+  assert.deepEqual(foreign, [], 'a WebKit request left the app\'s origin');
+  const pass = Buffer.from(PASS);
+  for (const r of seen) {
+    assert.ok(!r.url.includes(PASS) && !r.url.includes(encodeURIComponent(PASS)), r.url);
+    assert.ok(!r.body.includes(pass), `the passphrase in the body of ${r.method} ${r.url}`);
+  }
+  if (!skipCross) {
+    assert.ok(otherRequests.some((r) => r.label === 'firefox') && otherRequests.some((r) => r.label === 'chromium'),
+      'the cross-engine browsers\' requests were not seen');
+  }
+  const away = otherRequests.filter((r) => !r.url.startsWith('data:') && new URL(r.url).origin !== origin);
+  assert.deepEqual(away, [], 'a Firefox or Chromium request left the app\'s origin');
 });

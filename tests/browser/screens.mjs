@@ -1,0 +1,245 @@
+// The screen tour: every screen of the app at phone size (390x844) and desktop (1280x800),
+// one PNG each, in a stable place: test-output/screenshots/<engine>/<screen>-<size>.png
+// (issue 11's Bar: "a screenshot per engine per screen").  Written once for the three drivers
+// (playwright, puppeteer, W3C WebDriver): the tour acts in the page through `evaluate` only.
+// Not a test file (node's runner picks up only *.test.mjs); tests/browser/screens.test.mjs
+// runs it in Chromium and Firefox, tests/browser/webkit.test.mjs in WebKit.
+//
+// A view is {engine, evaluate(fn, arg), setViewport({width, height}), screenshot(file, {fullPage}),
+// check?(screen, size)}: `check` runs after each screenshot (WebKit's axe-core pass).
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { until } from './helpers.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const SCREENSHOTS = path.join(ROOT, 'test-output', 'screenshots');
+export const PHONE = { width: 390, height: 844 };
+export const DESKTOP = { width: 1280, height: 800 };
+const OP_MS = 60_000;
+
+/** A small CSV for the records panel's preview (one record with a problem, so both kinds show). */
+export const TOUR_CSV = 'id,tag,level,desc,value.city\n'
+  + 'contact-alice,contacts,medium,Alice from the book club,Lisbon\n'
+  + 'note-groceries,notes;shopping,,,Porto\n';
+
+// ------------------------------------------------------------------ in the page
+
+const clickIn = (css) => {
+  const n = document.querySelector(css);
+  if (!n) throw new Error(`nothing matches ${css}`);
+  n.click();
+  return true;
+};
+const shows = (css) => {
+  const n = document.querySelector(css);
+  return !!n && n.getClientRects().length > 0 && !n.closest('[hidden]');
+};
+const fillIn = ([css, value]) => {
+  const n = document.querySelector(css);
+  n.focus();
+  n.value = value;
+  n.dispatchEvent(new Event('input', { bubbles: true }));
+  return true;
+};
+// a file chosen in a file input, as the picker would: input.files set, then 'change'
+const chooseIn = ([css, name, type, b64]) => {
+  const input = document.querySelector(css);
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const dt = new DataTransfer();
+  dt.items.add(new File([bytes], name, { type }));
+  input.files = dt.files;
+  input.dispatchEvent(new Event('change', { bubbles: true }));
+  return true;
+};
+const listed = () => {
+  const s = document.querySelector('[data-role="summary"]');
+  return !!document.querySelector('[data-testid="add-form"]') && !!s && !!s.textContent && !s.textContent.startsWith('Opening');
+};
+
+/**
+ * Run in the page: every Blob it makes a URL of is kept in window.__blobs, and a download
+ * link's click saves nothing (its default action prevented; the page's own code runs as ever):
+ * a driver may see no downloads (WebDriver), and a saved file would be litter (and, in
+ * MiniBrowser, a download bar that shrinks the page).
+ */
+export const keepDownloads = () => {
+  if (window.__blobs) return true;
+  window.__blobs = [];
+  const make = URL.createObjectURL.bind(URL);
+  URL.createObjectURL = (b) => { window.__blobs.push(b); return make(b); };
+  document.addEventListener('click', (e) => {
+    if (e.target instanceof HTMLAnchorElement && e.target.hasAttribute('download')) e.preventDefault();
+  }, true);
+  return true;
+};
+
+/** Click `css` in the page (the element's own click(): a tour for pictures, not a driver test). */
+export const click = (view, css) => view.evaluate(clickIn, css);
+export const fill = (view, css, value) => view.evaluate(fillIn, [css, value]);
+export const choose = (view, css, name, type, bytes) => view.evaluate(chooseIn, [css, name, type, Buffer.from(bytes).toString('base64')]);
+export const showing = (view, css, timeout = OP_MS) => until(`${css} on screen`, () => view.evaluate(shows, css), timeout);
+export const waitListed = (view, timeout = OP_MS) => until('the memory list', () => view.evaluate(listed), timeout);
+
+/** The screens a tour must have left, each at both sizes. */
+const SCREENS = ['welcome-create', 'welcome-login', 'welcome-restore', 'memories', 'memories-filters', 'card-details', 'editor',
+  'forget-dialog', 'settings', 'settings-export', 'settings-import-report', 'settings-records-preview', 'shares', 'agents',
+  'sync-offline', 'sync-online', 'unlock'];
+
+/** Every screen of the tour taken at both sizes for `engine` since `since` (ms). */
+export function assertShots(engine, since, { except = [] } = {}) {
+  const missing = [];
+  for (const s of SCREENS.filter((x) => !except.includes(x))) {
+    for (const size of ['phone', 'desktop']) {
+      const f = path.join(SCREENSHOTS, engine, `${s}-${size}.png`);
+      if (!fs.existsSync(f) || fs.statSync(f).mtimeMs < since) missing.push(`${s}-${size}`);
+    }
+  }
+  assert.deepEqual(missing, [], `${engine}: screenshots not taken`);
+}
+
+// ------------------------------------------------------------------ pictures
+
+/**
+ * The screen as it is, at phone size then desktop: scrolled to the top (or to `scrollTo`, a
+ * selector), painted (two animation frames), saved; the phone one of the whole page unless
+ * `fullPage` is false (a modal dialog).  The viewport is left at desktop size.
+ */
+export async function capture(view, screen, { fullPage = true, scrollTo = null } = {}) {
+  const dir = path.join(SCREENSHOTS, view.engine);
+  fs.mkdirSync(dir, { recursive: true });
+  for (const [size, viewport] of [['phone', PHONE], ['desktop', DESKTOP]]) {
+    await view.setViewport(viewport);
+    await view.evaluate((sel) => new Promise((done) => {
+      const n = sel && document.querySelector(sel);
+      window.scrollTo(0, 0);
+      // below the sticky top bar, not under it
+      const bar = document.querySelector('header')?.getBoundingClientRect().bottom ?? 0;
+      if (n) window.scrollTo(0, n.getBoundingClientRect().top - bar - 8);
+      requestAnimationFrame(() => requestAnimationFrame(() => done(true)));
+    }), scrollTo);
+    await view.screenshot(path.join(dir, `${screen}-${size}.png`), { fullPage: fullPage && size === 'phone' && !scrollTo });
+    if (view.check) await view.check(screen, size);
+  }
+}
+
+// ------------------------------------------------------------------ the tour
+
+/** The welcome screen's three tabs (a browser holding no vault); leaves the Create tab shown. */
+export async function welcomeTour(view) {
+  await showing(view, '[data-testid="tab-create"]');
+  for (const tab of ['create', 'login', 'restore']) {
+    await click(view, `[data-testid="tab-${tab}"]`);
+    await showing(view, `[data-testid="${tab}-form"]`);
+    await capture(view, `welcome-${tab}`);
+  }
+  await click(view, '[data-testid="tab-create"]');
+}
+
+/**
+ * Every screen of an unlocked vault holding at least one memory, in order: the list (and its
+ * filters), a card's details, the editor, the forget dialog, Settings, an export, the import
+ * report of that export, the records preview, Shares, Agents; then, if `offline` is given
+ * ({stop, start}: the server), the sync status offline and back; then the unlock screen, and
+ * unlocked again with `pass`.  Changes nothing in the vault but what an import of its own
+ * export adds (nothing).
+ */
+export async function vaultTour(view, { pass, offline = null }) {
+  await waitListed(view);
+  await capture(view, 'memories');
+  await view.setViewport(PHONE);
+  await click(view, '[data-testid="filters-toggle"]');
+  await capture(view, 'memories-filters');
+  await click(view, '[data-testid="filters-toggle"]');
+
+  await click(view, '[data-testid="memory-card"] details summary');
+  await until('the receipts read', () => view.evaluate(() => document.querySelector('[data-testid="memory-card"] [data-role="receipts-state"]')
+    ?.textContent.trim()), OP_MS);
+  await capture(view, 'card-details', { scrollTo: '[data-testid="memory-card"]' });
+  await click(view, '[data-testid="memory-card"] details summary');
+
+  await click(view, '[data-testid="memory-card"] [data-testid="edit-button"]');
+  await showing(view, '[data-testid="edit-form"]');
+  await capture(view, 'editor', { scrollTo: '[data-testid="edit-form"]' });
+  await click(view, '[data-testid="edit-cancel"]');
+
+  await click(view, '[data-testid="memory-card"] [data-testid="forget-button"]');
+  await showing(view, '[data-testid="forget-dialog"][open]');
+  await capture(view, 'forget-dialog', { fullPage: false });
+  await view.evaluate(() => document.querySelector('[data-testid="forget-dialog"]').close('cancel'));
+
+  await click(view, '[data-testid="settings-button"]');
+  await showing(view, '[data-testid="settings-view"]');
+  await until('the storage line', () => view.evaluate(() => document.querySelector('[data-testid="storage-state"]')?.dataset.persisted !== undefined), OP_MS);
+  await capture(view, 'settings');
+  // an export (the Blob the page makes, kept as it is handed to the download) and its import
+  await view.evaluate(keepDownloads);
+  await click(view, '[data-testid="export-button"]');
+  await showing(view, '[data-role="export-progress"].done');
+  await capture(view, 'settings-export', { scrollTo: '[data-testid="export-button"]' });
+  const b64 = await view.evaluate(async () => {
+    const bytes = new Uint8Array(await window.__blobs.at(-1).arrayBuffer());
+    let s = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return btoa(s);
+  });
+  await choose(view, '[data-testid="import-input"]', 'own-export.amem', 'application/octet-stream', Buffer.from(b64, 'base64'));
+  await showing(view, '[data-testid="import-report"]');
+  await capture(view, 'settings-import-report', { scrollTo: '[data-testid="import-report"]' });
+  await choose(view, '[data-testid="records-input"]', 'contacts.csv', 'text/csv', Buffer.from(TOUR_CSV));
+  await until('the records preview', () => view.evaluate(() => document.querySelector('[data-testid="records-summary"]')?.textContent), OP_MS);
+  await capture(view, 'settings-records-preview', { scrollTo: '[data-testid="records-panel"]' });
+  await click(view, '[data-testid="records-cancel"]');
+
+  await click(view, '[data-testid="shares-button"]');
+  await showing(view, '[data-testid="shares-view"]');
+  await until('the holder id', () => view.evaluate(() => document.querySelector('[data-testid="holder-id"]')?.textContent), OP_MS);
+  await capture(view, 'shares');
+  await click(view, '[data-testid="agents-button"]');
+  await showing(view, '[data-testid="agents-view"]');
+  await until('the agents read', () => view.evaluate(() => !/Reading|Loading/.test(document.querySelector('[data-role="agents-state"]')?.textContent ?? '')), OP_MS);
+  await capture(view, 'agents');
+  await click(view, '[data-testid="agents-view"] [data-role="back"]');
+  await waitListed(view);
+
+  if (offline) {
+    await offline.stop();
+    // the status line learns of it at the next sync; the Sync button asks for one now
+    await click(view, '[data-testid="sync-button"]');
+    await until('the sync status offline', () => view.evaluate(() => document.querySelector('[data-testid="sync-status"]').dataset.state === 'offline'), OP_MS);
+    await capture(view, 'sync-offline');
+    await offline.start();
+    await click(view, '[data-testid="sync-button"]');
+    await until('the sync status online', () => view.evaluate(() => {
+      const s = document.querySelector('[data-testid="sync-status"]');
+      return s.dataset.state === 'online' && s.dataset.pending === '0';
+    }), OP_MS);
+    await capture(view, 'sync-online');
+  }
+
+  await click(view, '[data-testid="lock-button"]');
+  await showing(view, '[data-testid="unlock-form"]');
+  await capture(view, 'unlock');
+  await fill(view, '[data-testid="unlock-form"] [data-testid="passphrase"]', pass);
+  await click(view, '[data-testid="unlock-submit"]');
+  await waitListed(view);
+}
+
+/** From the welcome screen: a vault created (synced through this server), two memories added. */
+export async function createWithMemories(view, name, pass) {
+  await click(view, '[data-testid="tab-create"]');
+  const form = '[data-testid="create-form"]';
+  await fill(view, `${form} [data-testid="vault-name"]`, name);
+  await fill(view, `${form} [data-testid="passphrase"]`, pass);
+  await fill(view, `${form} [data-testid="passphrase2"]`, pass);
+  await click(view, `${form} [data-testid="create-submit"]`);
+  await waitListed(view, 180_000);
+  for (const [content, tags] of [['The spare key is under the blue pot', 'home, keys'], ['Dentist appointments are on Tuesdays', 'health']]) {
+    await fill(view, '[data-testid="add-content"]', content);
+    await fill(view, '[data-testid="add-tags"]', tags);
+    await click(view, '[data-testid="add-submit"]');
+    await until(`"${content}" listed`, () => view.evaluate((c) => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+      .some((n) => n.textContent === c), content), OP_MS);
+  }
+}
