@@ -527,6 +527,8 @@ test('cross-engine: the vault made in WebKit opens through the server in Firefox
     let text = 'Added during the outage';
     for (const [engine, page] of other) {
       const theirs = `Edited in ${engine}: ${text}`;
+      // the last edit (WebKit's, after the engine before) has reached this one
+      await until(`"${text}" in ${engine}`, async () => (await listedIn(page)).includes(text), SYNC_MS);
       await page.evaluate(([from, to]) => {
         const card = [...document.querySelectorAll('[data-testid="memory-card"]')]
           .find((n) => n.querySelector('[data-role="content"]').textContent === from);
