@@ -39,6 +39,18 @@ def ownmem_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subproce
     return r
 
 
+def without_audit_batches(agent: "AgentProcess") -> "AgentProcess":
+    """Restart ``agent`` with a batch tick longer than any test: the UOMP audit of its write
+    attempts (ownmem.uomp.staging.WriteAudit) is then not sealed into anchored batches during the
+    test, whose public-log assertions are about SAIHM receipts alone (the batches have their own
+    tests in tests/uomp/test_audit_sync.py)."""
+    from ownmem.uomp.audit_sync import INTERVAL_ENV
+
+    agent.stop()
+    agent.env[INTERVAL_ENV] = "3600"
+    return agent.start()
+
+
 def issue(env: dict[str, str], name: str, *extra: str) -> str:
     r = ownmem_cli("agent", "credential", "issue", "--name", name, *extra, env=env)
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkit import AgentProcess, LogReader, issue, ownmem_cli
+from agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
 from conftest import AgentVault
 from synckit import Backend, Devices, ServerProcess
 
@@ -62,6 +62,7 @@ def test_empty_or_white_space_content_is_refused_and_nothing_is_logged(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
         agents: Callable[..., AgentProcess]) -> None:
     srv, v, agent, token = _setup(sqlite_backend, servers, agent_vault, agents)
+    without_audit_batches(agent)       # the refusals are audited; their batch would be a REMEMBER too
     log = LogReader(srv.url)
     try:
         before = len(log.list(operation="REMEMBER"))
@@ -98,10 +99,13 @@ def test_recall_is_ranked_and_an_empty_query_is_every_cell(
     # punctuation only: containment, the baseline
     assert agent.call("saihm_recall", {"query": ":"}, auth=token)[1][0]["plaintext"] == own[1]
     # reads write no receipt (docs/decisions.md, "RECALL and STATUS write no receipt")
-    assert agent.call("saihm_status", {}, auth=token)[0] == 200
+    status, st = agent.call("saihm_status", {}, auth=token)
+    assert status == 200
     log = LogReader(srv.url)
     try:
-        assert log.list(operation="RECALL") == [] and log.list(operation="STATUS") == []
+        # this holder's (the backend is the module's: other tests' audit batches are anchored as RECALL)
+        holder = st["agentIdHashHex"]
+        assert log.list(operation="RECALL", holder=holder) == [] and log.list(operation="STATUS", holder=holder) == []
     finally:
         log.close()
 
