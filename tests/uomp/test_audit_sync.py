@@ -42,6 +42,23 @@ def _entry(i: int, **kw: Any) -> dict[str, Any]:
 SESSIONS = {"sess_a": {"agent_id": "cal", "granted_tags": ["preference"], "expires_at": 1_800_000_600}}
 
 
+def test_a_batched_entry_carries_every_field_of_the_audit_entry() -> None:
+    """entry_doc builds the batch's entry field by field (asdict is too slow for the writer):
+    a field added to AuditEntry and not to the batch would leave the Merkle root blind to it."""
+    from dataclasses import asdict, fields
+
+    from ownmem.uomp.audit import AuditEntry
+
+    e = AuditEntry(id="log_1", timestamp=1_800_000_000, session_id="sess_a", agent_id="cal", action="read",
+                   key="preference.k1", tag=None, tags=("preference", "schedule"), allowed=True, reason="scope matched",
+                   request_size=3, response_size=12, query_count_remaining=7)
+    doc = au.entry_doc(e)
+    assert set(doc) == {f.name for f in fields(AuditEntry)}
+    assert doc == {**asdict(e), "tags": ["preference", "schedule"]}
+    same = _entry(1, timestamp=1_800_000_000, tags=["preference", "schedule"], request_size=3, query_count_remaining=7)
+    assert au.canonical(doc) == au.canonical(same)
+
+
 def test_event_hashes_are_the_drafts_keccak256_and_the_root_covers_every_field() -> None:
     assert au.keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
     sh = _k(b"sess_a" + b"cal" + b'["preference"]')
