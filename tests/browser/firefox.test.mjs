@@ -18,12 +18,12 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  freePort, scanStorage, selftestInPage, selftestVectors, serverDirs, sleep, stopProcess, until,
+  freePort, scanStorage, spawnServer, selftestInPage, selftestVectors, serverDirs, sleep, stopProcess, until,
 } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -57,16 +57,8 @@ const A = { browser: null, page: null, downloads: null, name: null };
 // ------------------------------------------------------------------ processes
 
 async function startServer() {
-  const proc = spawn(VENV_PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
-    cwd: ROOT, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  proc.stdout.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
-  proc.stderr.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
-  serverProc = proc;
-  await until('the server to answer /health', async () => {
-    if (proc.exitCode !== null) throw new Error(`the server exited at start:\n${serverLog.slice(-3000)}`);
-    return (await fetch(`${origin}/health`)).ok;
-  }, 30_000);
+  serverProc = await spawnServer({ py: VENV_PY, cwd: ROOT, port, dataDir, webDir,
+    onOutput: (d) => { serverLog = (serverLog + d).slice(-20000); } });
 }
 
 async function stopServer() {

@@ -1,5 +1,6 @@
 // What the browser test files share, whichever engine and driver they use (node's test
 // runner picks up only *.test.mjs, so this file is no test of its own).
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -127,6 +128,24 @@ export async function stopProcess(proc, graceMs = 10_000) {
 }
 
 /** The test vectors the vault worker's `selftest` runs, as one JSON string (from /work/shared). */
+/** `python -m server` on 127.0.0.1:port serving webDir, its data in dataDir; resolves with the
+ *  process once /health answers.  Its output goes to onOutput (chunks), so a test keeps one log
+ *  across restarts (the offline tests stop and start it on the same port). */
+export async function spawnServer({ py, cwd, port, dataDir, webDir, onOutput }) {
+  const proc = spawn(py, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
+    cwd, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const take = (d) => { tail = (tail + d).slice(-20000); onOutput(String(d)); };
+  proc.stdout.on('data', take);
+  proc.stderr.on('data', take);
+  await until('the server to answer /health', async () => {
+    if (proc.exitCode !== null) throw new Error(`the server exited at start:\n${tail.slice(-3000)}`);
+    return (await fetch(`http://127.0.0.1:${port}/health`)).ok;
+  }, 30_000);
+  return proc;
+}
+
 export function selftestVectors(root) {
   const shared = path.resolve(root, '..', 'shared');
   const v2 = JSON.parse(fs.readFileSync(path.join(shared, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));

@@ -11,11 +11,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, serverDirs, stopProcess, until } from './helpers.mjs';
+import { freePort, spawnServer, serverDirs, stopProcess } from './helpers.mjs';
 import { DESKTOP, assertShots, createWithMemories, vaultTour, welcomeTour } from './screens.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -32,16 +31,8 @@ let tmp, dataDir, webDir, port, origin, serverProc = null, serverLog = '';
 const pageErrors = [];
 
 async function startServer() {
-  serverProc = spawn(PY, ['-m', 'server', '--host', '127.0.0.1', '--port', String(port)], {
-    cwd: ROOT, env: { ...process.env, OWNMEM_DATA_DIR: dataDir, OWNMEM_WEB_DIR: webDir }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const proc = serverProc;
-  proc.stdout.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
-  proc.stderr.on('data', (d) => { serverLog = (serverLog + d).slice(-20000); });
-  await until('the server to answer /health', async () => {
-    if (proc.exitCode !== null) throw new Error(`the server exited at start:\n${serverLog.slice(-3000)}`);
-    return (await fetch(`${origin}/health`)).ok;
-  }, 30_000);
+  serverProc = await spawnServer({ py: PY, cwd: ROOT, port, dataDir, webDir,
+    onOutput: (d) => { serverLog = (serverLog + d).slice(-20000); } });
 }
 
 async function stopServer() {
