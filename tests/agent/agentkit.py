@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,17 @@ class LogReader:
         detail = parse_receipt(bytes.fromhex(keys[0]["receipt"])).detail
         assert isinstance(detail, bytes)
         return detail
+
+
+@dataclass
+class AgentVault:
+    """A vault folder linked to ``server_url`` under ``name``, closed, for an agent process."""
+
+    folder: Path
+    name: str
+    server_url: str
+    root: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return agent_env(self.folder, self.root)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
-from agentkit import AgentProcess, agent_env  # noqa: E402
+from agentkit import AgentProcess, AgentVault  # noqa: E402
 from synckit import Devices  # noqa: E402
 
 
@@ -31,20 +30,6 @@ def _sync_fixtures() -> Any:
 
 _sync = _sync_fixtures()
 backend, sqlite_backend, servers, devices = _sync.backend, _sync.sqlite_backend, _sync.servers, _sync.devices
-
-
-@dataclass
-class AgentVault:
-    """A vault folder linked to ``server_url`` under ``name``, closed, for an agent process."""
-
-    folder: Path
-    name: str
-    server_url: str
-    root: Path
-
-    @property
-    def env(self) -> dict[str, str]:
-        return agent_env(self.folder, self.root)
 
 
 _counter = [0]

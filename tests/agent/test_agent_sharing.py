@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 
 from agentkit import AgentProcess, LogReader, issue, ownmem_cli
-from conftest import AgentVault
+from agentkit import AgentVault
 from synckit import Backend, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from agentkit import AgentProcess, LogReader, ownmem_cli
-from conftest import AgentVault
+from agentkit import AgentVault
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
-from conftest import AgentVault
+from agentkit import AgentVault
 from synckit import Backend, Devices, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from ownmem.agent import operator as operator_module
 from ownmem.agent.operator import Operator
 from ownmem.uomp.api import mount
+from ownmem.uomp.control import is_control
 from ownmem.uomp.items import put_item
 from ownmem.vault import Vault
 from ownmem.vault.sync import Remote
@@ -68,6 +69,61 @@ def test_links_are_honoured_once_per_change_and_the_item_view_follows_the_operat
             full = {e.id for e in honour_links([e for e, _, _ in op._opened.values()])[0] if e.is_head}
             assert {e.id for e in op.heads.values()} == full
             assert len(op.index) == len(full) == 3
+        finally:
+            u.close()
+    finally:
+        op.close()
+        v.lock()
+
+
+def test_bookkeeping_records_cost_no_pass_and_no_item_rebuild_but_a_revocation_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An audit batch (one per ~1,000 Guard decisions under load) or a session record links to
+    nothing and changes no head: the operator opens it and derives nothing again, and the item
+    view is not rebuilt.  A revocation record is control with an effect: a full pass."""
+    v = Vault.create(tmp_path / "vault", PASS)
+    calls: list[int] = []
+
+    def counted(entries: Any) -> Any:
+        calls.append(len(entries))
+        return honour_links(entries)
+    monkeypatch.setattr(operator_module, "honour_links", counted)
+    op = Operator(v, Remote("http://127.0.0.1:1", "inert-test"))
+    try:
+        put_item(v, "diet", "vegetarian", tags=["food"], sensitivity="low")
+        _recallable(op)
+        u = mount(Starlette(), op, tmp_path / "vault", 0)
+        rebuilt: list[int] = []
+        inner = u.items.rebuild
+
+        def rebuild(heads: Any, opened: Any) -> None:
+            rebuilt.append(1)
+            inner(heads, opened)
+        monkeypatch.setattr(u.items, "rebuild", rebuild)
+        try:
+            heads = dict(op.heads)
+            audit = v.add("UOMP audit batch 1", tags=("uomp-audit",),
+                          extensions={"uomp_audit": {"v": 1, "seq": 1, "entries": []}})
+            v.add("session record", tags=("uomp-session",), extensions={"uomp_session": {"session_id": "s1"}})
+            _recallable(op)
+            op.refresh()
+            assert calls == [] and rebuilt == []
+            assert op.heads == heads and set(u.items.by_key) == {"diet"}
+            assert audit in op.linked and audit in op._opened
+            # a new item: a plain head, so the view is rebuilt, still with no pass
+            put_item(v, "lang", "en", tags=["pref"], sensitivity="low")
+            _recallable(op)
+            op.refresh()
+            assert calls == [] and len(rebuilt) == 1 and set(u.items.by_key) == {"diet", "lang"}
+            # a revocation record: control with an effect, one full pass
+            v.add("revocation", tags=("uomp-revocation",), extensions={"uomp_revocation": {"session_id": "s1"}})
+            _recallable(op)
+            op.refresh()
+            assert len(calls) == 1 and len(rebuilt) == 2 and set(u.items.by_key) == {"diet", "lang"}
+            # and the result is what a full derivation gives
+            full = {e.id for e in honour_links([e for e, _, _ in op._opened.values()])[0]
+                    if e.is_head and not is_control(e.opened.extensions)}
+            assert {e.id for e in op.heads.values()} == full
         finally:
             u.close()
     finally:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 from agentkit import AgentProcess, LogReader, issue, without_audit_batches
-from conftest import AgentVault
+from agentkit import AgentVault
 from hostile import Answer, HostileProxy, Seen
 from synckit import PASSPHRASE, Backend, Devices, ServerProcess
 

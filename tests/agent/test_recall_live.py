@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import AgentProcess, issue
-from conftest import AgentVault
+from agentkit import AgentVault
 from synckit import Backend, Devices, ServerProcess
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
 from synckit import Devices  # noqa: E402
+from uompkit import UompVault  # noqa: E402
 
 from ownmem.uomp.items import put_item  # noqa: E402
 from ownmem.uomp.tokens import AUTH_INFO  # noqa: E402
@@ -46,12 +46,6 @@ ITEMS: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("holding.c", {"market_value": 300}, ("portfolio",), "medium"),
     ("solo.x", {"market_value": 42}, ("solo",), "medium"),
 ]
-
-
-@dataclass
-class UompVault:
-    vault: Any                 # AgentVault
-    auth_seed: bytes
 
 
 _n = [0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import UompVault
+from uompkit import UompVault
 from synckit import Backend, ServerProcess
 from uompkit import Uomp, error_body, start
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from conftest import UompVault
+from uompkit import UompVault
 from Crypto.Hash import keccak
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -67,7 +67,6 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     other, _ = u.session(READ, create=create)
     _batch_with(phone, lambda e: e["action"] == "grant" and e["session_id"] == other, t)
     # a read is an access event: batched, it waits (for the tick, or for an urgent entry's batch)
-    time.sleep(au.URGENT_WINDOW + 0.5)
     assert u.get("/v1/memory/preference.theme", tok).status_code == 200
 
     # the proof: anchored at once, and the read that waited in the same batch

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 from agentkit import issue, ownmem_cli
-from conftest import UompVault
+from uompkit import UompVault
 from Crypto.Hash import keccak
 from synckit import Backend, Devices, ServerProcess, cli_env
 from uompkit import Uomp
@@ -288,6 +288,36 @@ def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(
         v.close()
 
 
+def test_a_version_2_batch_carries_its_entries_as_json_text_and_one_that_does_not_parse_is_no_batch(
+        tmp_path: Path) -> None:
+    """What the agent writes now (entries as one JSON text) and what it wrote before (a CBOR
+    array) read the same; a text that is not a JSON array of entries makes no batch."""
+    v = Vault.create(tmp_path / "v", "correct horse battery staple 42")
+    try:
+        from ownmem.crypto import run_sync
+        from ownmem.saihm.receipt import make_receipt
+
+        h = v.holder()
+        entries = [_entry(i) for i in range(3)]
+        root = au.batch_root(entries, SESSIONS)
+        anchor = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL",
+                                       subject_id=root, timestamp=1)).to_cbor().hex()
+        doc = {"v": 1, "stream": "s", "seq": 1, "first": 0, "last": 1_800_000_002, "count": 3, "root": root.hex(),
+               "sessions": SESSIONS, "entries": entries, "anchor": anchor}
+        text = "[" + ",".join(au.canonical(e).decode() for e in entries) + "]"
+        v.add("b1", extensions={au.AUDIT_RECORD: doc})
+        v.add("b2", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 2, "entries": text}})
+        v.add("b3", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 3, "entries": text[:-1]}})
+        v.add("b4", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 4, "entries": "[1, 2]"}})
+        batches = au.read_batches(v.open_all().entries)
+        assert [b.key[1] for b in batches] == [1, 2]
+        assert batches[0].doc["entries"] == batches[1].doc["entries"] == entries
+        view = au.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
+        assert {e["batch"]["seq"]: e["batch"]["problem"] for e in view.entries} == {1: None, 2: None}
+    finally:
+        v.close()
+
+
 def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
         agents: Callable[..., Any], devices: Devices) -> None:
@@ -339,18 +369,19 @@ def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tm
         for i in range(3):
             log.record(entry(i, 10))
         s = au.AuditSync(op=None, u=SimpleNamespace(audit=log), folder=tmp_path)
-        assert [e.id for _, e in s._next()] == ["log_0", "log_1", "log_2"]
+        assert [d["id"] for _, d, _ in s._next()] == ["log_0", "log_1", "log_2"]
         s.state.rowid = 3                       # batched
         assert s._next() == []
         assert log.prune(before=11) == 3        # every row gone
         log.record(entry(7, 20))
-        assert [e.id for _, e in s._next()] == ["log_7"]
+        assert [d["id"] for _, d, _ in s._next()] == ["log_7"]
         # a batch is bounded in bytes as well as entries: long entries split into more batches
         s.state.rowid = log.last_rowid()
         for i in range(10):
             log.record(AuditEntry(f"log_big{i}", 30, "sess_a", "cal", "query", "q" * 60_000, None, (), True, "ok"))
         first = s._next()
         assert 1 <= len(first) < 10
-        assert sum(len(au.canonical(au.entry_doc(e))) for _, e in first) <= au.MAX_BYTES
+        assert sum(len(c) for _, _, c in first) <= au.MAX_BYTES
+        assert all(c == au.canonical(d) for _, d, c in first)
     finally:
         log.close()

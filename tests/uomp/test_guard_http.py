@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jwt
-from conftest import UompVault
+from uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from synckit import Backend, ServerProcess

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from conftest import UompVault
+from uompkit import UompVault
 from synckit import Backend, ServerProcess
 from uompkit import bearer, error_body, sleep_past_expiry, start
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit import ownmem_cli
-from conftest import UompVault
+from uompkit import UompVault
 from synckit import Backend, Devices, ServerProcess, cli_env
 from uompkit import error_body, start
 

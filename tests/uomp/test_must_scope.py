@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conftest import UompVault
+from uompkit import UompVault
 from synckit import Backend, ServerProcess
 from uompkit import Uomp, bearer, error_body, start
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import jwt
-from conftest import UompVault
+from uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from synckit import Backend, ServerProcess, free_port
 from uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit import ownmem_cli
-from conftest import UompVault
+from uompkit import UompVault
 from synckit import Backend, ServerProcess
 from uompkit import Uomp, code
 

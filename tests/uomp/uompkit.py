@@ -2,6 +2,7 @@
 the agent side (a bearer token), over real HTTP."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +82,9 @@ def sleep_past_expiry(token: str) -> None:
 
     exp = jwt.decode(token, options={"verify_signature": False})["exp"]
     time.sleep(max(0.0, exp - time.time()) + 1.1)
+
+
+@dataclass
+class UompVault:
+    vault: Any                 # AgentVault
+    auth_seed: bytes

@@ -149,11 +149,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     app = Binding(op, CredentialFile(vault.folder)).app()
-    from ..uomp.api import mount
+    from ..uomp.api import KeyReads, mount
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+        # no proxy headers: nothing stands between a client and this loopback port, and an
+        # X-Forwarded-For from a local process must not rename it
+        uvicorn.run(KeyReads(app, uomp), host=args.host, port=args.port, log_level="warning", access_log=False,
+                    proxy_headers=False)
     finally:
         sync.stop()
         uomp.close()

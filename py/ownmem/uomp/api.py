@@ -71,8 +71,11 @@ def error(status: int, code: str, message: str, session_id: str | None = None) -
                         status_code=status, headers={"Cache-Control": "no-store"})
 
 
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
 def ok(doc: Any, status: int = 200) -> Response:
-    return JSONResponse(doc, status_code=status, headers={"Cache-Control": "no-store"})
+    return JSONResponse(doc, status_code=status, headers=_NO_STORE)
 
 
 class ItemView:
@@ -123,6 +126,7 @@ class Uomp:
         self.admin_secret = AdminCredential(folder).ensure()
         self.audience = f"http://127.0.0.1:{port}"
         self.items = ItemView()
+        self._bodies: dict[tuple[bytes, tuple[str, ...] | None], tuple[Item, bytes]] = {}
         self.search = search
         self.now = now
         self._counts: dict[str, list[int]] = {}     # session -> [reads, writes] (from the audit at first use)
@@ -238,7 +242,7 @@ class Uomp:
             if not d.allowed:
                 return error(d.status, d.code or "ACCESS_DENIED", d.reason, sid)
             assert item is not None
-            return ok(guard.project(claims, item))
+            return self._item_body(claims, item)
         first = guard.decide(claims, state, req)
         if first.code not in _UNCOUNTED:
             self._count(claims, req.action)
@@ -267,6 +271,21 @@ class Uomp:
         d = guard.Decision(True, None, f"{len(passed)} of {len(pool)} items in scope")
         await self._audit(claims, action, req, d, tuple(sorted({t for it in passed for t in it.tags})))
         return ok({"items": [guard.project(claims, it) for it in passed]})
+
+    def _item_body(self, claims: Claims, item: Item) -> Response:
+        """The answer of a key read: the item's projection for these allowed_fields, encoded
+        once per item and field set (an item never changes: an edit is a new Item), as ok()
+        would encode it."""
+        fields = None if claims.allowed_fields is None else tuple(claims.allowed_fields)
+        got = self._bodies.get((item.object_id, fields))
+        if got is not None and got[0] is item:
+            body = got[1]
+        else:
+            if len(self._bodies) >= 4 * len(self.items.by_key) + 1024:
+                self._bodies.clear()
+            body = bytes(ok(guard.project(claims, item)).body)
+            self._bodies[(item.object_id, fields)] = (item, body)
+        return Response(body, media_type="application/json", headers=_NO_STORE)
 
     def _req(self, path: str, **kw: Any) -> guard.Request:
         return guard.Request(path, profile="local", audience=self.audience, **kw)
@@ -525,8 +544,9 @@ def _bearer_of(h: str) -> str | None:
 
 
 class KeyReads:
-    """Outermost ASGI layer: GET /v1/memory/{key} straight to Uomp.read_key (what the router
-    would pick: every GET under /v1/memory/ but /v1/memory/aggregate); all else unchanged."""
+    """The ASGI app the agent serves, around the Starlette app: GET /v1/memory/{key} straight
+    to Uomp.read_key (what the router would pick: every GET under /v1/memory/ but
+    /v1/memory/aggregate), outside even Starlette's error middleware; all else unchanged."""
 
     def __init__(self, app: ASGIApp, u: Uomp) -> None:
         self.app, self.u = app, u
@@ -563,15 +583,22 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
              search=lambda q: [e.cell_id for e in op.index.search(q)], group_commit=group)
     inner = op.refresh
-    seen: set[bytes] = set()
+    built = [-1]          # the operator's version the item view was built from
+    started = [False]
 
     def refresh() -> None:
         with op.lock:
             inner()
-            u.items.rebuild(op.item_heads(), op._opened)
-            fresh = [(oid, e) for oid, (e, _, _) in op._opened.items() if oid not in seen]
-            seen.update(oid for oid, _ in fresh)
-        for _, e in fresh:
+            if op.version != built[0]:
+                u.items.rebuild(op.item_heads(), op._opened)
+                built[0] = op.version
+            # the first time, all the operator opened before the API was mounted; then only what
+            # each refresh opened (revoke_remote is idempotent: one opened again changes nothing)
+            if started[0]:
+                fresh = [op._opened[oid][0] for oid in op.added if oid in op._opened]
+            else:
+                fresh, started[0] = [e for e, _, _ in op._opened.values()], True
+        for e in fresh:
             sid = revocation_of(e)
             if sid is not None:
                 u.revoke_remote(sid)
@@ -584,7 +611,6 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
 
     attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
     app.router.routes.extend(u.routes())
-    app.add_middleware(KeyReads, u=u)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(StoreError, _store_error)
     return u

@@ -44,7 +44,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -257,8 +257,8 @@ class AuditLog:
         self._stopping = False
         self._inflight = 0                     # requests inside coming() that have not submitted yet
         self.batches = 0                       # journal writes (group commit, for tests)
-        # told how many entries each commit put on disk (audit_sync.AuditSync.committed)
-        self.on_commit: Callable[[int], None] = lambda n: None
+        # told the entries each commit put on disk (audit_sync.AuditSync.committed)
+        self.on_commit: Callable[[list[AuditEntry]], None] = lambda entries: None
         self._writer = threading.Thread(target=self._run, name="ownmem-uomp-audit", daemon=True)
         self._writer.start()
 
@@ -321,6 +321,28 @@ class AuditLog:
             batch, self._queue = self._queue, []
             return batch
 
+    def _commit(self, entries: list[AuditEntry]) -> bool:
+        """``entries`` on disk (the one fdatasync of the batch) -> whether an ingest is due."""
+        rows = [self._seal(e) for e in entries]
+        with self._lock:
+            if self._refused:
+                # audit.db refused the journal's entries (a full or failing disk): fail
+                # closed, no more answers, until it takes them
+                self._ingest()
+            if rows:
+                data = self._journal.frame(rows)
+                if self._pending and not self._journal.fits(len(data)):
+                    self._ingest()
+                    data = self._journal.frame(rows)    # in the new generation
+                self._journal.append(data)              # the one fdatasync of the batch
+                self._pending += rows
+                self.batches += 1
+            due = bool(self._pending) and (len(self._pending) >= INGEST_ENTRIES
+                                           or time.monotonic() - self._ingested_at >= INGEST_INTERVAL)
+        if entries:
+            self.on_commit(entries)
+        return due
+
     def _run(self) -> None:
         while True:
             batch = self._take()
@@ -328,27 +350,7 @@ class AuditLog:
                 break
             err: BaseException | None = None
             try:
-                rows = [self._seal(e) for e, _ in batch]
-                with self._lock:
-                    if self._refused:
-                        # audit.db refused the journal's entries (a full or failing disk): fail
-                        # closed, no more answers, until it takes them
-                        self._ingest()
-                    if rows:
-                        data = self._journal.frame(rows)
-                        if self._pending and not self._journal.fits(len(data)):
-                            self._ingest()
-                            data = self._journal.frame(rows)    # in the new generation
-                        self._journal.append(data)              # the one fdatasync of the batch
-                        self._pending += rows
-                        self.batches += 1
-                    if self._pending and (len(self._pending) >= INGEST_ENTRIES
-                                          or time.monotonic() - self._ingested_at >= INGEST_INTERVAL):
-                        ingest = True
-                    else:
-                        ingest = False
-                if rows:
-                    self.on_commit(len(rows))
+                ingest = self._commit([e for e, _ in batch])
             except OSError as e:
                 err = StoreError(f"the audit journal failed: {e}")
                 ingest = False
@@ -442,17 +444,25 @@ class AuditLog:
 
     def _open(self, i: str, ts: int, sid: str, nonce: bytes, ct: bytes) -> AuditEntry:
         try:
-            d = json.loads(self._aead.decrypt(nonce, ct, _aad(i, ts, sid)))
+            d = json.loads(self._aead.decrypt(nonce, ct, _aad(i, ts, sid)).decode())
         except Exception:   # noqa: BLE001 - cryptography's InvalidTag and a bad body alike
             raise AuthenticationFailed("audit entry tampered with") from None
         d["tags"] = tuple(d["tags"])
         return AuditEntry(**d)
 
-    def after(self, rowid: int, limit: int) -> list[tuple[int, AuditEntry]]:
-        """The entries written after row ``rowid``, oldest first, with their rows (audit_sync's cursor)."""
+    def after(self, rowid: int, limit: int,
+              known: Mapping[str, AuditEntry] | None = None) -> list[tuple[int, AuditEntry]]:
+        """The entries written after row ``rowid``, oldest first, with their rows (audit_sync's
+        cursor); those in ``known`` (by id: what this process committed) are not opened again."""
         rows = self._read("SELECT rowid, id, ts, session_id, nonce, ct FROM audit WHERE rowid > ? "
                           "ORDER BY rowid LIMIT ?", (rowid, limit))
-        return [(r[0], self._open(*r[1:])) for r in rows]
+        known = known or {}
+        out = []
+        for r in rows:
+            e = known.get(r[1])
+            out.append((r[0], e if e is not None and (e.timestamp, e.session_id) == (r[2], r[3])
+                        else self._open(*r[1:])))
+        return out
 
     def last_rowid(self) -> int:
         return int(self._read("SELECT coalesce(max(rowid), 0) FROM audit", ())[0][0])

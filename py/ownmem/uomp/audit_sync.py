@@ -3,8 +3,8 @@
 DESIGN.md "Agent access"; docs/decisions.md "UOMP audit batches").
 
 On `ownmem agent` (``AuditSync``), every INTERVAL seconds, or at once when MAX_ENTRIES wait, or
-at once after a grant, a revocation or an accepted deletion proof ("Batching Strategy": near
-real-time; the session store's on_change hook says one is coming):
+at once when a grant, a revocation or a deletion proof is committed ("Batching Strategy": near
+real-time):
 
     audit.db rows after the last batched one (at most MAX_ENTRIES, MAX_BYTES)
       -> per entry an event of "Event Types" (SessionGranted | SessionRevoked |
@@ -15,8 +15,10 @@ real-time; the session store's on_change hook says one is coming):
       -> a holder-signed SAIHM RECALL receipt, subjectId = root, no detail: POSTed to the public
          log first (SAIHM's order: the receipt, then the effect)
       -> an owner-signed control record (payload extension "uomp_audit", tag "uomp-audit"):
-         {"v": 1, "stream", "seq", "first", "last", "count", "root", "sessions", "entries",
-          "anchor": receipt hex}, sealed like any memory (its own DEK), then synced.
+         {"v": 2, "stream", "seq", "first", "last", "count", "root", "sessions", "entries",
+          "anchor": receipt hex}, "entries" the JSON text of an array of the entries' canonical
+         JSON (version 1, still read, held a CBOR array), sealed like any memory (its own DEK),
+         then pushed alone (Operator.push_own).
 
 The server sees a cell and a receipt naming 32 bytes that are a hash of hashes: no key, no
 value, no tag, no session id.  ``stream`` names one audit.db (a machine running the service);
@@ -79,7 +81,6 @@ EVENT_SIGNATURES = {
 # entries whose events "SHOULD be anchored near real-time" ("Batching Strategy"): their batch is
 # sealed as soon as they are on disk, not after INTERVAL
 URGENT_ACTIONS = ("grant", "revoked", "deletion_proof")
-URGENT_WINDOW = 2.0                  # s a session change keeps the next commits sealing at once
 _ENTRY_FIELDS = ("id", "timestamp", "session_id", "agent_id", "action", "key", "tag", "tags", "allowed", "reason",
                  "request_size", "response_size", "query_count_remaining")
 
@@ -165,12 +166,12 @@ def canonical(e: Mapping[str, Any]) -> bytes:
     return json.dumps(dict(e), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def leaf(e: Mapping[str, Any], session: Mapping[str, Any]) -> bytes:
+def leaf(e: Mapping[str, Any], session: Mapping[str, Any], canon: bytes | None = None) -> bytes:
     """The Merkle leaf of an entry: its event's hash, then SHA-256 of the whole entry, so that
     the root also covers what the event leaves out (time, key, reason): altering any field of
     an entry changes the root.  SHA-256, not keccak256, for the entry: the draft asks keccak of
     the events only, and one keccak per entry is what the writer pays at ~1,800 entries/s."""
-    return event_hash(e, session) + sha256(canonical(e))
+    return event_hash(e, session) + sha256(canonical(e) if canon is None else canon)
 
 
 def merkle_root(leaves: list[bytes]) -> bytes:
@@ -203,9 +204,21 @@ class Batch:
         return bytes.fromhex(self.doc["root"])
 
 
+def _normal(d: Any) -> Any:
+    """A batch document as readers see it: version 2 carries its entries as one JSON text (the
+    pure-Python CBOR codec spent more of the agent's time on 1,000 small maps than the Guard
+    did), version 1 as a CBOR array; either way, "entries" a list after this."""
+    if isinstance(d, dict) and d.get("v") == 2 and isinstance(d.get("entries"), str):
+        try:
+            return {**d, "entries": json.loads(d["entries"])}
+        except (ValueError, RecursionError):
+            return None
+    return d
+
+
 def _valid(d: Any) -> bool:
     try:
-        return (isinstance(d, dict) and d.get("v") == 1 and isinstance(d.get("stream"), str)
+        return (isinstance(d, dict) and d.get("v") in (1, 2) and isinstance(d.get("stream"), str)
                 and type(d.get("seq")) is int and isinstance(d.get("entries"), list)
                 and isinstance(d.get("sessions"), dict) and len(bytes.fromhex(d["root"])) == 32
                 and isinstance(d.get("anchor"), str) and type(d.get("last")) is int
@@ -220,7 +233,7 @@ def read_batches(entries: Iterable[Entry]) -> list[Batch]:
     restart between sealing and noting it) is one."""
     seen: dict[tuple[str, int, str], Batch] = {}
     for e in entries:
-        d = e.opened.extensions.get(AUDIT_RECORD)
+        d = _normal(e.opened.extensions.get(AUDIT_RECORD))
         if e.opened.trust is not Trust.SELF or not _valid(d):
             continue
         assert isinstance(d, dict)
@@ -490,7 +503,9 @@ class AuditSync:
         self._path = Path(self.folder) / STATE_FILE
         self.state = _State.load(self._path)
         self._waiting = 0
-        self._urgent_until = 0.0             # monotonic time until which each commit seals at once
+        # the entries committed by this process and not batched yet, by id: a batch is built
+        # from them rather than from audit.db's sealed rows opened again
+        self._recent: dict[str, Any] = {}
         self._flush = threading.Lock()
         # a failed tick leaves the entries in audit.db, after the cursor, for the next one
         self._ticker = Ticker("ownmem-uomp-audit-sync", self.interval, self.flush, "audit batch not sealed")
@@ -502,31 +517,33 @@ class AuditSync:
     def stop(self) -> None:
         self._ticker.stop()
 
-    def session_changed(self) -> None:
-        """sessions.SessionStore.on_change: a grant, revocation or deletion proof was stored and
-        its audit entry follows within moments; its batch is sealed at its commit ("Batching
-        Strategy": authorization events and deletion proofs near real-time).  A change that
-        audits nothing urgent (a session created) only makes the next commits of URGENT_WINDOW
-        seal at once."""
-        self._urgent_until = time.monotonic() + URGENT_WINDOW
-
-    def committed(self, n: int) -> None:
-        """audit.AuditLog.on_commit: ``n`` more entries are on disk."""
-        self._waiting += n
-        if self._waiting >= self.max_entries or time.monotonic() < self._urgent_until:
+    def committed(self, entries: Sequence[Any]) -> None:
+        """audit.AuditLog.on_commit: these entries are on disk.  A grant, a revocation or a
+        deletion proof among them has its batch sealed at once ("Batching Strategy":
+        authorization events and deletion proofs near real-time); access events wait for the
+        tick, or for MAX_ENTRIES."""
+        self._waiting += len(entries)
+        if len(self._recent) > 4 * self.max_entries:
+            self._recent.clear()          # not batched for long (the log unreachable): _next opens them
+        self._recent.update((e.id, e) for e in entries)
+        if self._waiting >= self.max_entries or any(e.action in URGENT_ACTIONS for e in entries):
             self._ticker.wake()
 
-    def _next(self) -> list[tuple[int, Any]]:
+    def _next(self) -> list[tuple[int, dict[str, Any], bytes]]:
+        """The next batch's rows after the cursor: (rowid, entry_doc, its canonical JSON)."""
         if self.u.audit.last_rowid() < self.state.rowid:
             # every row was pruned: SQLite numbers the next from 1 again, below the cursor
             self.state.rowid = 0
-        rows = self.u.audit.after(self.state.rowid, self.max_entries)
-        size, out = 0, list[tuple[int, Any]]()
+        rows = self.u.audit.after(self.state.rowid, self.max_entries, self._recent)
+        size, out = 0, list[tuple[int, dict[str, Any], bytes]]()
         for rowid, e in rows:
-            size += len(canonical(entry_doc(e)))
+            self._recent.pop(e.id, None)
+            d = entry_doc(e)
+            c = canonical(d)
+            size += len(c)
             if out and size > MAX_BYTES:
                 break
-            out.append((rowid, e))
+            out.append((rowid, d, c))
         return out
 
     def flush(self) -> int:
@@ -539,29 +556,24 @@ class AuditSync:
                 if not rows:
                     break
                 try:
-                    self._seal([e for _, e in rows], rows[-1][0])
+                    self._seal([(d, c) for _, d, c in rows], rows[-1][0])
                 except SyncError as e:
                     _log.info("audit batch waits for the log (%s)", e)
                     return done
-                if any(e.action in URGENT_ACTIONS for _, e in rows):
-                    self._urgent_until = 0.0      # what it was raised for is anchored
                 done += 1
                 if len(rows) < self.max_entries:
                     break
-        if done:
-            try:
-                self.op.syncer.sync_once()
-            except SyncError as e:
-                _log.info("audit batches kept for the next sync (%s)", e)
         return done
 
-    def _seal(self, entries: list[Any], last_rowid: int) -> None:
-        docs = [entry_doc(e) for e in entries]
+    def _seal(self, entries: list[tuple[dict[str, Any], bytes]], last_rowid: int) -> None:
+        """Seal ``entries`` (entry_doc, its canonical JSON) as the next batch."""
+        docs = [d for d, _ in entries]
         store = self.u.sessions
         proved = {d["session_id"] for d in docs if d["action"] == "deletion_proof" and d["allowed"]}
         sessions = {sid: session_info(store.get(sid), store.proofs_of(sid) if sid in proved else None)
                     for sid in sorted({d["session_id"] for d in docs})}
-        root = batch_root(docs, sessions)
+        # batch_root(docs, sessions), with the canonical JSON _next made for the batch's size
+        root = merkle_root([leaf(d, sessions.get(str(d.get("session_id") or ""), {}), c) for d, c in entries])
         v, syncer = self.op.v, self.op.syncer
         h = v.holder()
         receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=ANCHOR_OPERATION,
@@ -571,14 +583,19 @@ class AuditSync:
         if parse_receipt(receipt).receipt_id not in logged:
             raise SyncError("the server did not log the audit anchor")
         seq = self.state.seq + 1
-        doc = {"v": 1, "stream": self.state.stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
+        doc = {"v": 2, "stream": self.state.stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
                "last": max(d["timestamp"] for d in docs), "count": len(docs), "root": root.hex(),
-               "sessions": sessions, "entries": docs, "anchor": receipt.hex()}
+               "sessions": sessions, "entries": "[" + ",".join(c.decode() for _, c in entries) + "]",
+               "anchor": receipt.hex()}
         with self.op.lock:
-            v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc})
+            oid = v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc})
         self.state.seq, self.state.rowid = seq, last_rowid
         self.state.save(self._path)
         self.sealed += 1
+        try:
+            self.op.push_own(oid)
+        except SyncError as e:
+            _log.info("audit batch %d kept for the next sync (%s)", seq, e)
 
     def prune(self, before: int) -> int:
         """Forget the batches older than ``before`` (what the service holds), then sync the erasure."""
@@ -609,7 +626,6 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)
     s = AuditSync(op, u, Path(folder), interval=interval if interval > 0 else INTERVAL, now=u.now)
     u.audit.on_commit = s.committed
-    u.sessions.on_change.append(s.session_changed)
     op.use_audit(u.audit)         # agent write attempts are entries of this audit too (staging.WriteAudit)
     inner_close = u.close
 

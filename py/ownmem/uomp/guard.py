@@ -123,29 +123,29 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     scope = claims.scopes.read
     # 6. the request's own target is within scope
     if request.path == "key":
-        if item is None and request.key not in scope.keys:
+        if item is None and request.key not in scope.key_set:
             return _deny("ACCESS_DENIED", "key not within granted scope")
     elif request.path in ("tag", "aggregate"):
-        if request.tag not in scope.tags:
+        if request.tag not in scope.tag_set:
             return _deny("ACCESS_DENIED", "tag not within granted scope")
         # 7. for the tag itself
-        if request.tag in scope.deny_tags:
+        if request.tag in scope.deny_tag_set:
             return _deny("ACCESS_DENIED", "tag explicitly denied")
     if item is None:
         if request.path == "key":
-            if request.key in scope.deny_keys:
+            if request.key in scope.deny_key_set:
                 return _deny("ACCESS_DENIED", "key explicitly denied")
             return _deny("NOT_FOUND", "no such key")
         return ALLOW
     # 6 for the item: by exact key or by one of its tags
-    by_key = item.key in scope.keys
-    by_tag = any(t in scope.tags for t in item.tags)
+    by_key = item.key in scope.key_set
+    by_tag = not scope.tag_set.isdisjoint(item.tags)
     if not by_key and not by_tag:
         return _deny("ACCESS_DENIED", "key not within granted scope")
     # 7. deny over allow
-    if item.key in scope.deny_keys:
+    if item.key in scope.deny_key_set:
         return _deny("ACCESS_DENIED", "key explicitly denied")
-    if any(t in scope.deny_tags for t in item.tags):
+    if not scope.deny_tag_set.isdisjoint(item.tags):
         return _deny("ACCESS_DENIED", "item carries a denied tag")
     # 8. high sensitivity only by exact key, and only on the by-key path
     if item.sensitivity == "high" and not (by_key and request.path == "key"):

@@ -122,6 +122,16 @@ class Scope:
     keys: tuple[str, ...] = ()
     deny_tags: tuple[str, ...] = ()
     deny_keys: tuple[str, ...] = ()
+    # the same as sets, for the Guard's membership tests (a scope may list 1,000 of each, and a
+    # tag query tests every item's tags)
+    tag_set: frozenset[str] = field(init=False, repr=False, compare=False)
+    key_set: frozenset[str] = field(init=False, repr=False, compare=False)
+    deny_tag_set: frozenset[str] = field(init=False, repr=False, compare=False)
+    deny_key_set: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("tags", "keys", "deny_tags", "deny_keys"):
+            object.__setattr__(self, name[:-1] + "_set", frozenset(getattr(self, name)))
 
     @classmethod
     def from_json(cls, d: object) -> Scope:

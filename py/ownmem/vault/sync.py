@@ -443,23 +443,29 @@ class Syncer:
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
+    def push_rows(self, rows: list[StoredObject]) -> list[wire.PushResult]:
+        """These objects' cells to the server, each REMEMBER receipt logged first -> the
+        server's answers (one per request)."""
+        now = int(time.time())
+        cells = [self._cell_for(r, now) for r in rows]
+        with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
+            for r, (cid, cell) in zip(rows, cells):
+                self.store.put_cell(r.object_id, cid, cell, pushed=False)
+        self._log_remembers([cid for cid, _ in cells], now)
+        items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
+        out = [self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
+               for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES)]
+        with self.store.transaction():
+            self.store.mark_pushed(r.object_id for r in rows)
+        return out
+
     def push(self, report: SyncReport, progress: Callable[[int, int], None] | None = None) -> None:
         total = self.store.unpushed_count()
         while True:
             rows = self.store.unpushed(PUSH_BATCH)
             if not rows:
                 break
-            now = int(time.time())
-            cells = [self._cell_for(r, now) for r in rows]
-            with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
-                for r, (cid, cell) in zip(rows, cells):
-                    self.store.put_cell(r.object_id, cid, cell, pushed=False)
-            self._log_remembers([cid for cid, _ in cells], now)
-            items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
-            for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES):
-                self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
-            with self.store.transaction():
-                self.store.mark_pushed(r.object_id for r in rows)
+            self.push_rows(rows)
             report.pushed += len(rows)
             if progress is not None:
                 progress(report.pushed, total)
