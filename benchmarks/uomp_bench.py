@@ -312,6 +312,11 @@ def restart(agent: Agent, env: dict[str, str]) -> None:
 
 
 def key_rounds(agent: Agent, admin: Admin, folder: Path, s: Sizes, label: str) -> KeyRun:
+    import os
+
+    # what the setup wrote (the 10,000-item vault, the previous part's audit) to disk first: the
+    # kernel's writeback of it, 30 s later, would otherwise land on these rounds' synchronous writes
+    os.sync()
     token = admin.token("bench_reader", READ)
     rates = []
     before, cpu0 = _audit_entries(folder), _cpu_seconds(agent.proc.pid)
