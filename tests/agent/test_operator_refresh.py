@@ -33,15 +33,21 @@ def _recallable(op: Operator) -> None:
             store.put_cell(row.object_id, cid, cell, pushed=True)
 
 
-def test_links_are_honoured_once_per_change_and_the_item_view_follows_the_operators_heads(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    v = Vault.create(tmp_path / "vault", PASS)
+def _count_link_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The operator's passes over every entry's edit links, one length per pass."""
     calls: list[int] = []
 
     def counted(entries: Any) -> Any:
         calls.append(len(entries))
         return honour_links(entries)
     monkeypatch.setattr(operator_module, "honour_links", counted)
+    return calls
+
+
+def test_links_are_honoured_once_per_change_and_the_item_view_follows_the_operators_heads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    v = Vault.create(tmp_path / "vault", PASS)
+    calls = _count_link_passes(monkeypatch)
     op = Operator(v, Remote("http://127.0.0.1:1", "refresh-test"))
     try:
         first = v.add("the first note")
@@ -82,12 +88,7 @@ def test_bookkeeping_records_cost_no_pass_and_no_item_rebuild_but_a_revocation_d
     nothing and changes no head: the operator opens it and derives nothing again, and the item
     view is not rebuilt.  A revocation record is control with an effect: a full pass."""
     v = Vault.create(tmp_path / "vault", PASS)
-    calls: list[int] = []
-
-    def counted(entries: Any) -> Any:
-        calls.append(len(entries))
-        return honour_links(entries)
-    monkeypatch.setattr(operator_module, "honour_links", counted)
+    calls = _count_link_passes(monkeypatch)
     op = Operator(v, Remote("http://127.0.0.1:1", "inert-test"))
     try:
         put_item(v, "diet", "vegetarian", tags=["food"], sensitivity="low")

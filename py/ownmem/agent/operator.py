@@ -52,7 +52,7 @@ from ..vault.store import PendingWrite, StoredObject
 from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ..uomp import staging
-from ..uomp.control import is_control
+from ..uomp.control import is_bookkeeping, is_control
 from .credentials import Credential
 from ..vault.sharing import SharedReader, ToolRefused, tool_contracts, tool_revoke_share, tool_share
 from .recall_index import RecallEntry, RecallIndex
@@ -337,10 +337,8 @@ class Operator:
         confirmation).  The agent seals one audit batch about every MAX_ENTRIES requests under
         load; each would otherwise re-derive every link and head of the vault."""
         e = self._opened[oid][0]
-        ext = e.opened.extensions
         return (e.supersedes is None and not e.merges and oid not in self._parents
-                and ("uomp_audit" in ext or "uomp_session" in ext)
-                and "uomp_revocation" not in ext and "uomp" not in ext)
+                and is_bookkeeping(e.opened.extensions))
 
     def item_heads(self) -> list[Entry]:
         """The heads the UOMP item view lists: what recall lists less the unconfirmed staged

@@ -329,7 +329,7 @@ class AuditLog:
             return batch
 
     def _commit(self, entries: list[AuditEntry]) -> bool:
-        """``entries`` on disk (the one fdatasync of the batch) -> whether an ingest is due."""
+        """``entries`` on disk (the one synchronous write of the batch) -> whether an ingest is due."""
         rows = [self._seal(e) for e in entries]
         with self._lock:
             if self._refused:
@@ -341,7 +341,7 @@ class AuditLog:
                 if self._pending and not self._journal.fits(len(data)):
                     self._ingest()
                     data = self._journal.frame(rows)    # in the new generation
-                self._journal.append(data)              # the one fdatasync of the batch
+                self._journal.append(data)              # the one synchronous write of the batch
                 self._pending += rows
                 self.batches += 1
             due = bool(self._pending) and (len(self._pending) >= INGEST_ENTRIES

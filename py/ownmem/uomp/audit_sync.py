@@ -184,8 +184,11 @@ def merkle_root(leaves: list[bytes]) -> bytes:
     return mth(0, len(leaves)) if leaves else tlog.EMPTY_HASH
 
 
-def batch_root(entries: Sequence[Mapping[str, Any]], sessions: Mapping[str, Mapping[str, Any]]) -> bytes:
-    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {})) for e in entries])
+def batch_root(entries: Sequence[Mapping[str, Any]], sessions: Mapping[str, Mapping[str, Any]],
+               canons: Sequence[bytes] | None = None) -> bytes:
+    """``canons``: each entry's canonical JSON when the caller made it already (the writer)."""
+    cs: Sequence[bytes | None] = canons if canons is not None else [None] * len(entries)
+    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {}), c) for e, c in zip(entries, cs)])
 
 
 # ---------------------------------------------------------------------------- reading (pure + log)
@@ -233,8 +236,10 @@ def read_batches(entries: Iterable[Entry]) -> list[Batch]:
     restart between sealing and noting it) is one."""
     seen: dict[tuple[str, int, str], Batch] = {}
     for e in entries:
+        if e.opened.trust is not Trust.SELF:
+            continue
         d = _normal(e.opened.extensions.get(AUDIT_RECORD))
-        if e.opened.trust is not Trust.SELF or not _valid(d):
+        if not _valid(d):
             continue
         assert isinstance(d, dict)
         b = Batch(d, e.id)
@@ -572,8 +577,7 @@ class AuditSync:
         proved = {d["session_id"] for d in docs if d["action"] == "deletion_proof" and d["allowed"]}
         sessions = {sid: session_info(store.get(sid), store.proofs_of(sid) if sid in proved else None)
                     for sid in sorted({d["session_id"] for d in docs})}
-        # batch_root(docs, sessions), with the canonical JSON _next made for the batch's size
-        root = merkle_root([leaf(d, sessions.get(str(d.get("session_id") or ""), {}), c) for d, c in entries])
+        root = batch_root(docs, sessions, [c for _, c in entries])   # the canonical JSON _next made
         v, syncer = self.op.v, self.op.syncer
         h = v.holder()
         receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=ANCHOR_OPERATION,

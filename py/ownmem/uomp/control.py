@@ -23,3 +23,16 @@ def is_control(extensions: Mapping[str, Any]) -> bool:
         return True
     u = extensions.get("uomp")
     return isinstance(u, dict) and "confirms" in u
+
+
+# control records whose only effect is to be read (an audit batch, a session record for the
+# other devices): they change no head, no staged write, no session here
+BOOKKEEPING_EXTENSIONS = ("uomp_session", "uomp_audit")
+
+
+def is_bookkeeping(extensions: Mapping[str, Any]) -> bool:
+    """Whether a memory with these payload extensions is a control record with no effect on
+    other memories (see BOOKKEEPING_EXTENSIONS): not a revocation, not a confirmation."""
+    return (any(k in extensions for k in BOOKKEEPING_EXTENSIONS)
+            and not any(k in extensions for k in CONTROL_EXTENSIONS if k not in BOOKKEEPING_EXTENSIONS)
+            and "uomp" not in extensions)

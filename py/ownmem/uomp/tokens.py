@@ -130,8 +130,10 @@ class Scope:
     deny_key_set: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("tags", "keys", "deny_tags", "deny_keys"):
-            object.__setattr__(self, name[:-1] + "_set", frozenset(getattr(self, name)))
+        object.__setattr__(self, "tag_set", frozenset(self.tags))
+        object.__setattr__(self, "key_set", frozenset(self.keys))
+        object.__setattr__(self, "deny_tag_set", frozenset(self.deny_tags))
+        object.__setattr__(self, "deny_key_set", frozenset(self.deny_keys))
 
     @classmethod
     def from_json(cls, d: object) -> Scope:
