@@ -20,7 +20,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
+import { freePort, pageState, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -210,14 +210,22 @@ function cards(page) {
   })));
 }
 
+async function explained(page, wait) {
+  try {
+    return await wait;
+  } catch (e) {
+    throw new Error(`${e.message}; the page: ${await pageState(page)}`);
+  }
+}
+
 function waitCard(page, content, timeout = SYNC_MS) {
-  return page.waitForFunction((c) => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
-    .some((n) => n.textContent === c), content, { timeout });
+  return explained(page, page.waitForFunction((c) => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+    .some((n) => n.textContent === c), content, { timeout }));
 }
 
 function waitNoCard(page, content, timeout = SYNC_MS) {
-  return page.waitForFunction((c) => ![...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
-    .some((n) => n.textContent === c), content, { timeout });
+  return explained(page, page.waitForFunction((c) => ![...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+    .some((n) => n.textContent === c), content, { timeout }));
 }
 
 function pending(page) {

@@ -49,6 +49,31 @@ export async function until(what, fn, timeout) {
 }
 
 /**
+ * What the page shows, for a test that timed out waiting on it (playwright or puppeteer): the
+ * notice, every visible error text, the list's summary, busy forms, the cards and the focus.
+ * Never throws: a closed or navigating page says so instead.
+ */
+export async function pageState(page) {
+  try {
+    return JSON.stringify(await page.evaluate(() => {
+      const text = (n) => (n?.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 300);
+      return {
+        url: location.href,
+        notice: text(document.querySelector('#notice')),
+        errors: [...document.querySelectorAll('[data-role="error"]')].filter((n) => !n.hidden && text(n)).map(text),
+        summary: text(document.querySelector('[data-role="summary"]')),
+        busy: [...document.querySelectorAll('form[aria-busy="true"]')].map((f) => f.dataset.testid || f.id),
+        cards: [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')].map(text),
+        screens: [...document.querySelectorAll('main [data-testid$="-view"], main [data-testid$="-form"]')].map((n) => n.dataset.testid),
+        focus: document.activeElement?.id || document.activeElement?.tagName,
+      };
+    }));
+  } catch (e) {
+    return `(the page could not be read: ${e.message})`;
+  }
+}
+
+/**
  * Run in the page (`page.evaluate(scanStorage, needles)`, playwright or puppeteer): every
  * record of every store of the app's IndexedDB database, localStorage, sessionStorage,
  * cookies and every response in Cache Storage, scanned for each needle's bytes (`needles`:
