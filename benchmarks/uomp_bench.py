@@ -2,11 +2,11 @@
 
     GET /v1/memory/:key    2 keep-alive connections, each request a granted key read through the
                            whole Guard (token, session, blacklist, quota, scope, deny, sensitivity)
-                           with its audit entry on disk before the answer (group commit, one fsync
-                           per batch)                                          >= 1,800 req/s
+                           with its audit entry on disk before the answer (group commit, one durable
+                           write per batch)                                        >= 1,800 req/s
                            anchor, measured in the same run: the same load against the same
                            service restarted with the audit in the uomp-core MVP's discipline, one
-                           fdatasync per entry and no group commit (the issue's ~600 req/s is that
+                           durable write per entry and no group commit (the issue's ~600 req/s is that
                            MVP's own figure on this kind of machine)
     GET /v1/memory?tag=    a tag held by 1 % of 10,000 items, every match re-filtered per item
                                                                                <= 20 ms p50
@@ -351,7 +351,7 @@ def checks(quick: bool = False) -> list[Check]:
             finally:
                 admin.close()
                 agent.stop()
-            _say("the anchor: the same service, one fdatasync per audit entry, no group commit ...")
+            _say("the anchor: the same service, one durable write per audit entry, no group commit ...")
             restart(agent, {NO_GROUP_COMMIT_ENV: "1"})
             admin = Admin(agent, folder)
             try:
@@ -376,15 +376,15 @@ def checks(quick: bool = False) -> list[Check]:
               "whole Guard: the capability token (signature verified once per token string, exp and "
               "expires_at on every request), session state, blacklist, profile, audience, quota, scope, "
               "deny lists, sensitivity, allowed_fields; and its audit entry (AES-256-GCM sealed) is on "
-              "disk before the answer is sent: appended to the audit journal (a preallocated file, one "
-              "fdatasync per group commit), which audit.db (SQLite WAL, synchronous=FULL) ingests in the "
-              "background.  Median of the rounds.  The anchor is measured in the same run: the same load "
+              "disk before the answer is sent: appended to the audit journal (a preallocated file opened "
+              "O_DSYNC: one durable write per group commit), which audit.db (SQLite WAL, "
+              "synchronous=FULL) ingests in the background.  Median of the rounds.  The anchor is measured in the same run: the same load "
               "against the same service and vault, restarted with the audit in the uomp-core MVP's "
-              f"discipline (`{NO_GROUP_COMMIT_ENV}=1`: one fdatasync per entry, no group commit); "
+              f"discipline (`{NO_GROUP_COMMIT_ENV}=1`: one durable write per entry, no group commit); "
               f"the issue's ~{KEY_MVP:,.0f} req/s is that MVP's own figure on this kind of machine.",
               (("req/s, median", f"{rps:,.0f} (rounds: {', '.join(f'{r:,.0f}' for r, _ in own.rates)})"),
                ("audit entries written / requests served", f"{own.audited:,} / {own.served:,}"),
-               ("anchor: one fdatasync per entry, no group commit (measured)",
+               ("anchor: one durable write per entry, no group commit (measured)",
                 f"{anchor:,.0f} req/s (rounds: {', '.join(f'{r:,.0f}' for r, _ in anc.rates)}; "
                 f"{anc.audited:,} / {anc.served:,} entries)"),
                ("agent CPU time per request, ownmem / anchor", f"{cpu(own)} / {cpu(anc)}"),
