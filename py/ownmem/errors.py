@@ -71,6 +71,12 @@ class NotFound(VaultError):
     code = "not_found"
 
 
+class ServiceDown(VaultError):
+    """The local ``ownmem agent`` service does not answer (not running, or on another port)."""
+
+    code = "service_down"
+
+
 class StoreError(VaultError):
     """The vault's SQLite file failed under an operation (locked by another process, disk
     full, damaged).  Nothing of that operation was kept; retry, or restore from an export."""

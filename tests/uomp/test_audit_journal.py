@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ownmem.uomp import audit
+from ownmem.errors import AuthenticationFailed
 from ownmem.uomp.audit import JOURNAL_NAME, AuditEntry, AuditLog, new_id
 
 KEY = b"\x07" * 32
@@ -58,12 +59,13 @@ def no_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(audit, "INGEST_ENTRIES", 10 ** 9)
 
 
-def test_a_process_killed_after_its_answers_loses_no_answered_entry(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+def _killed_writer(folder: Path, answers: int) -> list[str]:
+    """CHILD in ``folder``, killed once it has answered ``answers`` entries: their ids."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(folder)], stdout=subprocess.PIPE, text=True)
     answered: list[str] = []
     try:
         assert child.stdout is not None
-        while len(answered) < 400:
+        while len(answered) < answers:
             line = child.stdout.readline()
             assert line, "the writer died on its own"
             answered.append(line.strip())
@@ -72,6 +74,11 @@ def test_a_process_killed_after_its_answers_loses_no_answered_entry(tmp_path: Pa
         child.wait()
         if child.stdout is not None:
             child.stdout.close()
+    return answered
+
+
+def test_a_process_killed_after_its_answers_loses_no_answered_entry(tmp_path: Path) -> None:
+    answered = _killed_writer(tmp_path, 400)
     con = sqlite3.connect(tmp_path / "audit.db")
     try:
         in_db = con.execute("SELECT count(*) FROM audit").fetchone()[0]
@@ -84,6 +91,41 @@ def test_a_process_killed_after_its_answers_loses_no_answered_entry(tmp_path: Pa
         assert set(answered) <= have
     finally:
         log.close()
+
+
+def test_a_reader_beside_a_dead_service_sees_the_journal_too_and_writes_nothing(tmp_path: Path) -> None:
+    """audit.read_on_disk (``ownmem agent audit`` while the service does not answer): what
+    audit.db holds and what the killed writer's journal alone holds, each entry once, newest
+    first; neither file changes under it, and the recovery that follows finds the same log."""
+    a = AuditLog(tmp_path, KEY)
+    before = [entry("sess_b", ts=500 + i) for i in range(3)]
+    for e in before:
+        a.record(e)
+    a.close()                                    # ingested: in audit.db
+    answered = _killed_writer(tmp_path, 200)     # in the journal alone
+    files = {n: (tmp_path / n).read_bytes() for n in ("audit.db", JOURNAL_NAME)}
+
+    got = audit.read_on_disk(tmp_path, KEY, limit=10_000)
+    ids = [e.id for e in got]
+    assert len(ids) == len(set(ids))
+    assert set(answered) <= set(ids) and {e.id for e in before} <= set(ids)
+    assert [e.timestamp for e in got] == sorted((e.timestamp for e in got), reverse=True)
+    assert [e.id for e in audit.read_on_disk(tmp_path, KEY, "sess_b")] == [e.id for e in reversed(before)]
+    assert len(audit.read_on_disk(tmp_path, KEY, limit=5)) == 5
+    assert {n: (tmp_path / n).read_bytes() for n in files} == files
+    # another key opens none of it
+    with pytest.raises(AuthenticationFailed):
+        audit.read_on_disk(tmp_path, b"\x08" * 32)
+
+    b = AuditLog(tmp_path, KEY)                   # the service's recovery: the same entries
+    try:
+        assert {e.id for e in b.entries(limit=10_000)} == set(ids)
+    finally:
+        b.close()
+    # a crash between the ingest's commit and the journal's reset: audit.db and the journal
+    # both hold the entries; each is read once
+    (tmp_path / JOURNAL_NAME).write_bytes(files[JOURNAL_NAME])
+    assert sorted(e.id for e in audit.read_on_disk(tmp_path, KEY, limit=10_000)) == sorted(ids)
 
 
 def _torn_copy(src: Path, dst: Path, tail: bytes) -> None:

@@ -68,3 +68,34 @@ def test_authorize_run_sessions_revoke_audit_and_prune(
     gone = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", "--port", port, env=env)
     assert gone.returncode == 0 and not gone.stdout.startswith("pruned 0 ")
     assert json.loads(ownmem_cli("agent", "audit", "--json", "--port", port, env=env).stdout) == []
+
+
+def test_audit_with_the_service_killed_shows_every_answered_read(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any]) -> None:
+    """`ownmem agent audit` on the agent's machine while its service is down (killed before it
+    took its journal into audit.db): the log as the disk holds it, the journal included, each
+    answered read once, and said so on stderr; the service restarted finds the same entries."""
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    env, port = uv.vault.env, str(agent.port)
+    u = Uomp(agent.port, uv.vault.folder)
+    sid, tok = u.session({"tags": ["preference"], "keys": [], "deny_tags": ["financial"], "deny_keys": []})
+    for _ in range(20):
+        assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+    assert code(u.get("/v1/memory/preference.card", tok)) == "ACCESS_DENIED"
+    agent.kill()                                  # within the journal's ingest interval
+    r = ownmem_cli("agent", "audit", "--session", sid, "--json", "--port", port, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "does not answer" in r.stderr and "disk" in r.stderr
+    rows = json.loads(r.stdout)
+    assert len({e["id"] for e in rows}) == len(rows)
+    reads = [e for e in rows if e["action"] == "read"]
+    assert len(reads) == 21 and sum(not e["allowed"] for e in reads) == 1
+    assert rows[0]["key"] == "preference.card"    # newest first: the last read
+    text = ownmem_cli("agent", "audit", "--port", port, env=env)
+    assert text.returncode == 0 and "DENIED" in text.stdout and "preference.card" in text.stdout
+    agent.start()
+    again = u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"]
+    assert sorted(e["id"] for e in again) == sorted(e["id"] for e in rows)

@@ -131,6 +131,35 @@ def _decode(p: bytes) -> Row:
     return i, ts, sid, p[o:o + 12], p[o + 12:]
 
 
+def _generation(fd: int) -> int:
+    head = os.pread(fd, _HEAD.size, 0)
+    magic, version, gen = _HEAD.unpack(head) if len(head) == _HEAD.size else (b"", 0, 0)
+    # a header that does not parse was never followed by an acknowledged record (the header is
+    # written once per reset, and a reset waits for the ingest)
+    return int(gen) if magic == _MAGIC and version == 1 else 0
+
+
+def _scan(fd: int, gen: int, size: int) -> tuple[list[Row], int]:
+    """The records of generation ``gen`` from the start, up to the first that does not check
+    (a torn or voided one), and the offset where that one starts."""
+    out: list[Row] = []
+    g = struct.pack("<Q", gen)
+    off = _HEAD.size
+    while off + _REC.size <= size:
+        n, crc = _REC.unpack(os.pread(fd, _REC.size, off))
+        if n == 0 or off + _REC.size + n > size:
+            break
+        p = os.pread(fd, n, off + _REC.size)
+        if len(p) != n or zlib.crc32(g + p) != crc:
+            break
+        try:
+            out.append(_decode(p))
+        except (struct.error, UnicodeDecodeError):
+            break
+        off += _REC.size + n
+    return out, off
+
+
 class Journal:
     """audit.journal: the batches on disk before their answers (see the module docstring).
     Not thread-safe: the AuditLog's lock holds it."""
@@ -141,11 +170,7 @@ class Journal:
             self._create()
         self.fd = os.open(path, os.O_RDWR | _DSYNC)
         os.chmod(path, 0o600)
-        head = os.pread(self.fd, _HEAD.size, 0)
-        magic, version, gen = _HEAD.unpack(head) if len(head) == _HEAD.size else (b"", 0, 0)
-        # a header that does not parse was never followed by an acknowledged record (the
-        # header is written once per reset, and a reset waits for the ingest): start over
-        self.gen = gen if magic == _MAGIC and version == 1 else 0
+        self.gen = _generation(self.fd)     # 0 where the header does not parse: start over
         self.size = os.fstat(self.fd).st_size
         self.end = _HEAD.size
 
@@ -162,22 +187,7 @@ class Journal:
 
     def records(self) -> list[Row]:
         """The records of this generation, up to the first that does not check."""
-        out: list[Row] = []
-        g = struct.pack("<Q", self.gen)
-        off = _HEAD.size
-        while off + _REC.size <= self.size:
-            n, crc = _REC.unpack(os.pread(self.fd, _REC.size, off))
-            if n == 0 or off + _REC.size + n > self.size:
-                break
-            p = os.pread(self.fd, n, off + _REC.size)
-            if len(p) != n or zlib.crc32(g + p) != crc:
-                break
-            try:
-                out.append(_decode(p))
-            except (struct.error, UnicodeDecodeError):
-                break
-            off += _REC.size + n
-        self.end = off
+        out, self.end = _scan(self.fd, self.gen, self.size)
         return out
 
     def frame(self, rows: list[Row]) -> bytes:
@@ -231,6 +241,58 @@ def _sync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _open_row(aead: AESGCM, row: Row) -> AuditEntry:
+    i, ts, sid, nonce, ct = row
+    try:
+        d = json.loads(aead.decrypt(nonce, ct, _aad(i, ts, sid)).decode())
+    except Exception:   # noqa: BLE001 - cryptography's InvalidTag and a bad body alike
+        raise AuthenticationFailed("audit entry tampered with") from None
+    d["tags"] = tuple(d["tags"])
+    return AuditEntry(**d)
+
+
+def read_on_disk(folder: Path, key: bytes, session_id: str | None = None, limit: int = 1000) -> list[AuditEntry]:
+    """The log as the disk holds it, newest first (as AuditLog.entries), for a process that must
+    not write under the service (``ownmem agent audit`` while the service does not answer: it
+    may have died, or run on another port): audit.db read only, and the journal's records that
+    audit.db does not hold yet, which a service killed before its ingest leaves there.  Opens
+    nothing for writing; a record torn mid-write ends the journal's part, as at recovery."""
+    seq: list[Row] = []              # oldest first, as written
+    db_path = Path(folder) / DB_NAME
+    if db_path.exists():
+        try:
+            con = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                q = "SELECT id, ts, session_id, nonce, ct FROM audit"
+                args: tuple[Any, ...] = ()
+                if session_id is not None:
+                    q, args = q + " WHERE session_id = ?", (session_id,)
+                q += " ORDER BY ts DESC, rowid DESC LIMIT ?"
+                got = con.execute(q, args + (limit,)).fetchall()
+            finally:
+                con.close()
+        except sqlite3.Error as e:
+            raise StoreError(f"the audit log cannot be read: {e}") from None
+        seq = [(r[0], int(r[1]), r[2], bytes(r[3]), bytes(r[4])) for r in reversed(got)]
+    try:
+        fd = os.open(Path(folder) / JOURNAL_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = -1
+    except OSError as e:
+        raise StoreError(f"the audit journal cannot be read: {e}") from None
+    if fd >= 0:
+        try:
+            journaled, _ = _scan(fd, _generation(fd), os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        seen = {r[0] for r in seq}      # ingested, and the journal not reset yet
+        seq += [r for r in journaled if r[0] not in seen and (session_id is None or r[2] == session_id)]
+    # newest first: by time, and at the same second the one written last first (a stable sort)
+    newest = sorted(reversed(seq), key=lambda r: -r[1])
+    aead = AESGCM(key)
+    return [_open_row(aead, r) for r in newest[:limit]]
 
 
 class AuditLog:
@@ -450,12 +512,7 @@ class AuditLog:
         return [self._open(*row) for row in self._read(q, args + (limit,))]
 
     def _open(self, i: str, ts: int, sid: str, nonce: bytes, ct: bytes) -> AuditEntry:
-        try:
-            d = json.loads(self._aead.decrypt(nonce, ct, _aad(i, ts, sid)).decode())
-        except Exception:   # noqa: BLE001 - cryptography's InvalidTag and a bad body alike
-            raise AuthenticationFailed("audit entry tampered with") from None
-        d["tags"] = tuple(d["tags"])
-        return AuditEntry(**d)
+        return _open_row(self._aead, (i, ts, sid, nonce, ct))
 
     def after(self, rowid: int, limit: int,
               known: Mapping[str, AuditEntry] | None = None) -> list[tuple[int, AuditEntry]]:

@@ -33,7 +33,7 @@ from typing import Any
 import httpx
 
 from ..cli import _folder
-from ..errors import MalformedInput, VaultError
+from ..errors import MalformedInput, ServiceDown, VaultError
 from .audit import DB_NAME as AUDIT_DB
 from .audit import RETENTION_DAYS
 from .sessions import ADMIN_HEADER, AdminCredential
@@ -52,7 +52,7 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None) -
     try:
         r = httpx.request(method, _base(args) + path, json=body, headers={ADMIN_HEADER: cred.read()}, timeout=30)
     except httpx.HTTPError as e:
-        raise VaultError(f"`ownmem agent` does not answer on {_base(args)} ({type(e).__name__})") from None
+        raise ServiceDown(f"`ownmem agent` does not answer on {_base(args)} ({type(e).__name__})") from None
     doc = r.json()
     if r.status_code >= 400:
         err = doc.get("error", {}) if isinstance(doc, dict) else {}
@@ -197,7 +197,14 @@ def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
 def cmd_audit(args: argparse.Namespace) -> int:
     q = f"?session_id={args.session}" if args.session else ""
     local = AdminCredential(Path(_folder(args))).path.exists() and (Path(_folder(args)) / AUDIT_DB).exists()
-    entries = _admin(args, "GET", "/v1/audit" + q)["entries"] if local else _synced_audit(args)
+    if not local:
+        entries = _synced_audit(args)
+    else:
+        try:
+            entries = _admin(args, "GET", "/v1/audit" + q)["entries"]
+        except ServiceDown as down:
+            entries = _audit_on_disk(args)
+            print(f"{down}: the audit as this machine's disk holds it", file=sys.stderr)
     if args.json:
         print(json.dumps(entries, indent=2))
         return 0
@@ -207,6 +214,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
               f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}")
     return 0
+
+
+def _audit_on_disk(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The agent's machine with its service down (stopped, or killed before it ingested its
+    journal): the log read from disk, journal included, opened for reading only (a service that
+    runs after all, on another port, keeps writing it undisturbed)."""
+    from ..cli import _unlock
+    from .audit import AUDIT_INFO, read_on_disk
+
+    v = _unlock(args)
+    try:
+        key = v.purpose_key(AUDIT_INFO)
+    finally:
+        v.close()
+    return [e.to_json() for e in read_on_disk(Path(_folder(args)), key, args.session)]
 
 
 def _date(s: str) -> int:
@@ -255,9 +277,7 @@ def _prune_batches(args: argparse.Namespace, before: int) -> int | None:
     if AdminCredential(Path(_folder(args))).path.exists():
         try:
             return int(_admin(args, "POST", "/v1/audit/prune", {"before": before})["forgotten"])
-        except VaultError as e:
-            if "does not answer" not in str(e):
-                raise
+        except ServiceDown as e:
             print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
             return None
     from ..cli import _unlock
