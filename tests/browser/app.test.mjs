@@ -1928,7 +1928,17 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
 
     // confirm one staged write, discard the other (asked first)
     const staged = (text) => page.locator('[data-testid="staged-write"]', { hasText: text });
-    await staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ }).press('Enter');   // by keyboard
+    // the lists are read again at every sync: a row whose write did not change stays the same
+    // element, and the focus on its button stays where it was
+    const confirmKeep = staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ });
+    await confirmKeep.focus();
+    const kept = await confirmKeep.elementHandle();
+    for (let i = 0; i < 3; i++) {
+      await page.evaluate(() => import('/js/vault.js').then((m) => m.refreshList()));
+      await page.waitForSelector('[data-testid="agents-view"][aria-busy="false"]', { timeout: SYNC_MS });
+    }
+    assert.deepEqual(await kept.evaluate((b) => [b.isConnected, document.activeElement === b]), [true, true]);
+    await confirmKeep.press('Enter');   // by keyboard
     await staged(KEEP).waitFor({ state: 'detached', timeout: SYNC_MS });
     await page.waitForFunction(() => document.activeElement?.id === 'staged-title', null, { timeout: 5000 });
     await staged(DROP).locator('[data-testid="staged-discard"]').click();

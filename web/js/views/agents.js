@@ -143,8 +143,33 @@ function keepFocus(node, heading) {
   }
 }
 
+// The lists are read again at every sync (an agent's audit batches sync every few seconds):
+// a row whose item is unchanged stays the same element, so a button the person is pressing, or
+// the keyboard focus on it, is not replaced under them; only new, changed or gone rows change.
 function fill(ul, items, row, empty) {
-  ul.replaceChildren(...(items.length ? items.map(row) : [el('li', { class: 'muted', text: empty })]));
+  if (!items.length) {
+    if (ul.children.length !== 1 || ul.firstElementChild.dataset.item !== undefined) {
+      ul.replaceChildren(el('li', { class: 'muted', text: empty }));
+    }
+    return;
+  }
+  const kept = new Map([...ul.children].filter((li) => li.dataset.item !== undefined).map((li) => [li.dataset.item, li]));
+  const rows = items.map((x) => {
+    const sig = JSON.stringify(x);
+    const li = kept.get(sig);
+    if (li) {
+      kept.delete(sig);
+      return li;
+    }
+    const made = row(x);
+    made.dataset.item = sig;
+    return made;
+  });
+  for (const li of kept.values()) li.remove();
+  for (const li of ul.querySelectorAll(':scope > li:not([data-item])')) li.remove();
+  rows.forEach((li, i) => {
+    if (ul.children[i] !== li) ul.insertBefore(li, ul.children[i] ?? null);
+  });
 }
 
 const list = (xs) => (xs && xs.length ? xs.join(', ') : null);
@@ -228,6 +253,7 @@ function sessionRow(node, s) {
 }
 
 async function revoke(node, button, s) {
+  const label = button.textContent;
   button.disabled = true;
   button.textContent = 'Revoking…';
   try {
@@ -239,6 +265,11 @@ async function revoke(node, button, s) {
     showError(role(node, 'error'), errorText(ex));
   }
   await load(node);
+  if (button.isConnected) {
+    // the session's row was kept (fill keeps a row whose session did not change): its button as it was
+    button.disabled = false;
+    button.textContent = label;
+  }
   keepFocus(node, 'sessions-title');
 }
 
