@@ -1933,11 +1933,13 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     const confirmKeep = staged(KEEP).getByRole('button', { name: /^Confirm the write of notes-agent/ });
     await confirmKeep.focus();
     const kept = await confirmKeep.elementHandle();
+    const option = await page.$('[data-testid="agents-view"] [data-role="audit-session"] option:last-child');
     for (let i = 0; i < 3; i++) {
       await page.evaluate(() => import('/js/vault.js').then((m) => m.refreshList()));
       await page.waitForSelector('[data-testid="agents-view"][aria-busy="false"]', { timeout: SYNC_MS });
     }
     assert.deepEqual(await kept.evaluate((b) => [b.isConnected, document.activeElement === b]), [true, true]);
+    assert.equal(await option.evaluate((o) => o.isConnected), true, 'the audit filter\'s options were redrawn');
     await confirmKeep.press('Enter');   // by keyboard
     await staged(KEEP).waitFor({ state: 'detached', timeout: SYNC_MS });
     await page.waitForFunction(() => document.activeElement?.id === 'staged-title', null, { timeout: 5000 });

@@ -105,8 +105,11 @@ function renderAudit(node, r, audit) {
   const names = new Map(r.sessions.map((s) => [s.session_id, s.agent_name || s.agent_id]));
   for (const e of audit.entries) if (!names.has(e.session_id)) names.set(e.session_id, e.agent_id);
   const chosen = select.value;
-  select.replaceChildren(el('option', { value: '', text: 'All sessions' }),
-    ...[...names].filter(([sid]) => sid).map(([sid, who]) => el('option', { value: sid, text: `${who}: ${sid}` })));
+  const options = [['', 'All sessions'], ...[...names].filter(([sid]) => sid).map(([sid, who]) => [sid, `${who}: ${sid}`])];
+  // replaced only when they changed (as fill's rows): an open list is not redrawn under the person
+  if (JSON.stringify(options) !== JSON.stringify([...select.options].map((o) => [o.value, o.text]))) {
+    select.replaceChildren(...options.map(([value, text]) => el('option', { value, text })));
+  }
   select.value = names.has(chosen) ? chosen : '';
   role(node, 'audit-warnings').replaceChildren(...audit.warnings.map((w) => el('li', { class: 'sync-warning-line', text: w })));
   fill(role(node, 'audit'), audit.entries, auditRow,
