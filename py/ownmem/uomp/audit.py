@@ -253,6 +253,15 @@ def _open_row(aead: AESGCM, row: Row) -> AuditEntry:
     return AuditEntry(**d)
 
 
+def _newest(session_id: str | None, limit: int) -> tuple[str, tuple[Any, ...]]:
+    """audit.db's query for the newest ``limit`` entries (of one session): newest first."""
+    q = "SELECT id, ts, session_id, nonce, ct FROM audit"
+    args: tuple[Any, ...] = ()
+    if session_id is not None:
+        q, args = q + " WHERE session_id = ?", (session_id,)
+    return q + " ORDER BY ts DESC, rowid DESC LIMIT ?", args + (limit,)
+
+
 def read_on_disk(folder: Path, key: bytes, session_id: str | None = None, limit: int = 1000) -> list[AuditEntry]:
     """The log as the disk holds it, newest first (as AuditLog.entries), for a process that must
     not write under the service (``ownmem agent audit`` while the service does not answer: it
@@ -265,12 +274,7 @@ def read_on_disk(folder: Path, key: bytes, session_id: str | None = None, limit:
         try:
             con = sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)
             try:
-                q = "SELECT id, ts, session_id, nonce, ct FROM audit"
-                args: tuple[Any, ...] = ()
-                if session_id is not None:
-                    q, args = q + " WHERE session_id = ?", (session_id,)
-                q += " ORDER BY ts DESC, rowid DESC LIMIT ?"
-                got = con.execute(q, args + (limit,)).fetchall()
+                got = con.execute(*_newest(session_id, limit)).fetchall()
             finally:
                 con.close()
         except sqlite3.Error as e:
@@ -503,13 +507,7 @@ class AuditLog:
             return self._db.execute(q, args).fetchall()
 
     def entries(self, session_id: str | None = None, limit: int = 1000) -> list[AuditEntry]:
-        q = "SELECT id, ts, session_id, nonce, ct FROM audit"
-        args: tuple[Any, ...] = ()
-        if session_id is not None:
-            q += " WHERE session_id = ?"
-            args = (session_id,)
-        q += " ORDER BY ts DESC, rowid DESC LIMIT ?"
-        return [self._open(*row) for row in self._read(q, args + (limit,))]
+        return [self._open(*row) for row in self._read(*_newest(session_id, limit))]
 
     def _open(self, i: str, ts: int, sid: str, nonce: bytes, ct: bytes) -> AuditEntry:
         return _open_row(self._aead, (i, ts, sid, nonce, ct))
