@@ -378,8 +378,9 @@ def checks(quick: bool = False) -> list[Check]:
               "deny lists, sensitivity, allowed_fields; and its audit entry (AES-256-GCM sealed) is on "
               "disk before the answer is sent: appended to the audit journal (a preallocated file opened "
               "O_DSYNC: one durable write per group commit), which audit.db (SQLite WAL, "
-              "synchronous=FULL) ingests in the background.  Median of the rounds.  The anchor is measured in the same run: the same load "
-              "against the same service and vault, restarted with the audit in the uomp-core MVP's "
+              "synchronous=FULL) ingests in the background.  Median of the rounds.  The anchor is "
+              "measured in the same run: the same load against the same service and vault, restarted "
+              "with the audit in the uomp-core MVP's "
               f"discipline (`{NO_GROUP_COMMIT_ENV}=1`: one durable write per entry, no group commit); "
               f"the issue's ~{KEY_MVP:,.0f} req/s is that MVP's own figure on this kind of machine.",
               (("req/s, median", f"{rps:,.0f} (rounds: {', '.join(f'{r:,.0f}' for r, _ in own.rates)})"),

@@ -24,7 +24,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, pageState, serverDirs, sleep, stopProcess, until } from './helpers.mjs';
+import { explained, freePort, serverDirs, sleep, stopProcess, until } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -108,13 +108,9 @@ async function waitVault(page) {
 const cardTexts = (page) => page.$$eval('[data-testid="memory-card"]',
   (els) => els.map((li) => ({ content: li.querySelector('[data-role="content"]').textContent, trust: li.dataset.trust })));
 
-async function waitCard(page, content, present = true) {
-  try {
-    await until(`"${content}" ${present ? 'listed' : 'gone'}`, async () => (await cardTexts(page)).some((c) => c.content === content) === present,
-      OP_MS);
-  } catch (e) {
-    throw new Error(`${e.message}; the page: ${await pageState(page)}`);
-  }
+function waitCard(page, content, present = true) {
+  return explained(page, until(`"${content}" ${present ? 'listed' : 'gone'}`,
+    async () => (await cardTexts(page)).some((c) => c.content === content) === present, OP_MS));
 }
 
 async function addMemory(page, content, tags = '') {

@@ -20,7 +20,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, pageState, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
+import { explained, freePort, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
@@ -208,14 +208,6 @@ function cards(page) {
     trust: li.dataset.trust,
     badge: li.querySelector('[data-testid="trust-badge"]')?.textContent ?? '',
   })));
-}
-
-async function explained(page, wait) {
-  try {
-    return await wait;
-  } catch (e) {
-    throw new Error(`${e.message}; the page: ${await pageState(page)}`);
-  }
 }
 
 function waitCard(page, content, timeout = SYNC_MS) {

@@ -73,6 +73,15 @@ export async function pageState(page) {
   }
 }
 
+/** `wait` (a promise of a wait on `page`), failing with what the page shows (pageState) added. */
+export async function explained(page, wait) {
+  try {
+    return await wait;
+  } catch (e) {
+    throw new Error(`${e.message}; the page: ${await pageState(page)}`);
+  }
+}
+
 /**
  * Run in the page (`page.evaluate(scanStorage, needles)`, playwright or puppeteer): every
  * record of every store of the app's IndexedDB database, localStorage, sessionStorage,
