@@ -1,4 +1,4 @@
-"""Shared fixtures: the normative vectors are read from ../shared/vectors, never copied."""
+"""Shared fixtures: the normative vectors are read from tests/vectors (ownmem_testpaths)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ownmem_testpaths import ROOT, SHARED, VECTORS  # noqa: F401 - re-exported for fixtures
+from ownmem_testpaths import ROOT, VECTORS  # noqa: F401 - re-exported for fixtures
 
 
 def load_v2_vectors() -> dict:

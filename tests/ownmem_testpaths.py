@@ -1,9 +1,11 @@
-"""Where the tests find ../shared (read in place, never copied).  A module of its own name,
-because each test folder may have a conftest.py and `from conftest import` would be ambiguous."""
+"""Where the tests find their normative data: tests/vectors, copied unchanged from the published
+specs (its README and SHA256SUMS), so a clone with nothing beside it passes its tests.  A module of
+its own name, because each test folder may have a conftest.py and `from conftest import` would be
+ambiguous."""
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-VECTORS = SHARED / "vectors"
+VECTORS = ROOT / "tests" / "vectors"
+SAIHM_SPEC = VECTORS / "specs" / "saihm-custodial.txt"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -22,10 +21,9 @@ from ownmem.aperto.seal import open_sealed, seal
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import provider, random_bytes, run_sync
 from ownmem.errors import MalformedInput
+from ownmem_testpaths import VECTORS  # tests/vectors (not `from conftest import`: other test dirs have conftests too)
 
 P = provider()
-# ../shared/vectors, read in place (not `from conftest import`: other test dirs have conftests too)
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
 h = bytes.fromhex
 PROFILE = VECTORS / "context-frame" / "apertomemory-context-frame-v0-profile.md"
 OWNER_PUB = h("927c69e5f6d735d057fb1f156436a0b67a2d053df693e03dbee2dff50cf42b19")   # vector 001

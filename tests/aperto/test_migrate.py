@@ -8,7 +8,6 @@ pure decision; ``migrate_object`` does the re-seal under a fresh DEK.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -22,10 +21,9 @@ from ownmem.aperto.seal import open_sealed, parse_sealed, seal, seal_unchecked
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import cbor, provider, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput
+from ownmem_testpaths import VECTORS  # tests/vectors (not `from conftest import`: other test dirs have conftests too)
 
 P = provider()
-# ../shared/vectors, read in place (not `from conftest import`: other test dirs have conftests too)
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors"
 h = bytes.fromhex
 SCOPE = bytes(range(1, 17))
 NOW = 1760000000

@@ -1,9 +1,9 @@
 """ApertoMemory draft-02, Appendix A "Test Vectors": the normative conformance set.
 
-Three kinds of check, each read from ../shared/vectors (never copied in):
+Three kinds of check, each read from tests/vectors (the published data, copied unchanged):
 
 * reproduction: 001-003 byte for byte, and 004, 007-014 rebuilt byte for byte from
-  the fixture facts in ../shared/vectors/README.md with the UNSAFE ``seal_unchecked``;
+  the fixture facts in tests/vectors/VECTORS-README.md with the UNSAFE ``seal_unchecked``;
 * verdicts: every vector's ``expect`` maps to exactly one outcome.  A refusal is
   ``AuthenticationFailed`` and nothing else (STYLE.md habit 10), so a vector cannot
   pass by failing for an unrelated reason;
@@ -33,7 +33,7 @@ from ownmem.errors import AuthenticationFailed
 P = provider()
 h = bytes.fromhex
 
-# Fixture facts from ../shared/vectors/README.md (not in the JSON).
+# Fixture facts from tests/vectors/VECTORS-README.md (not in the JSON).
 THIRD_PARTY_PASSPHRASE = "third-party author passphrase"
 THIRD_PARTY_SALT = h("ffeeddccbbaa99887766554433221100")
 TOOL = "amem-cli/0.2"

@@ -161,7 +161,6 @@ export async function stopProcess(proc, graceMs = 10_000) {
   clearTimeout(t);
 }
 
-/** The test vectors the vault worker's `selftest` runs, as one JSON string (from /work/shared). */
 /** `python -m server` on 127.0.0.1:port serving webDir, its data in dataDir; resolves with the
  *  process once /health answers.  Its output goes to onOutput (chunks), so a test keeps one log
  *  across restarts (the offline tests stop and start it on the same port). */
@@ -180,10 +179,11 @@ export async function spawnServer({ py, cwd, port, dataDir, webDir, onOutput }) 
   return proc;
 }
 
+/** The test vectors the vault worker's `selftest` runs, as one JSON string (from tests/vectors). */
 export function selftestVectors(root) {
-  const shared = path.resolve(root, '..', 'shared');
-  const v2 = JSON.parse(fs.readFileSync(path.join(shared, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
-  const spec = fs.readFileSync(path.join(shared, 'specs', 'saihm-custodial.txt'), 'utf8');
+  const vectors = path.join(root, 'tests', 'vectors');
+  const v2 = JSON.parse(fs.readFileSync(path.join(vectors, 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
+  const spec = fs.readFileSync(path.join(vectors, 'specs', 'saihm-custodial.txt'), 'utf8');
   return JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec });
 }
 

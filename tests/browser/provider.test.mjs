@@ -4,8 +4,8 @@
 //
 // A tiny static server serves the harness (tests/browser/harness*.{html,js}), web/js/glue.js,
 // Pyodide and the vendor bundle (web/dist/ when built, else node_modules + an esbuild of the
-// vendor entry), the py/ownmem sources as one JSON, and ../shared (vectors and specs, read in
-// place, never copied).  In a module worker, Pyodide runs ownmem.web.selftest.run with
+// vendor entry), the py/ownmem sources as one JSON, and tests/vectors (the published vectors and
+// the SAIHM spec, copied unchanged).  In a module worker, Pyodide runs ownmem.web.selftest.run with
 // BrowserProvider installed: the same vector checks as the CPython suite.  Then ML-DSA-65
 // signatures cross between the browser and CPython (.venv, pyca/cryptography) both ways.
 //
@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
-const SHARED = path.resolve(ROOT, '..', 'shared');
+const VECTORS = path.join(ROOT, 'tests', 'vectors');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = path.join(ROOT, '.venv', 'bin', 'python');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -120,7 +120,7 @@ before(async () => {
       '/ownmem-src.json': ownmemSources,
       '/favicon.ico': () => '',
     },
-    dirs: { '/pyodide/': pyodideDir(), '/shared/': SHARED },
+    dirs: { '/pyodide/': pyodideDir(), '/vectors/': VECTORS },
   });
   origin = `http://127.0.0.1:${server.address().port}`;
   const { chromium } = require('playwright-core');
@@ -161,11 +161,11 @@ test('boots Pyodide with JSPI and installs BrowserProvider', { timeout: 120_000 
 const SELFTEST_CHECKS = 51;   // 13 KATs + 3 batch + 6 + 11 verdicts + 3 + 9 rebuilds + 6 SAIHM
 
 test('the vector selftest passes in the browser (ApertoMemory v2 001-014, SAIHM example, KATs)', { timeout: 120_000 }, async () => {
-  // As the app's selftest op does, the page fetches the vectors (here from ../shared via the
+  // As the app's selftest op does, the page fetches the vectors (here from tests/vectors via the
   // test server) and hands them to ownmem.web.selftest.run as one JSON string.
   const r = await page.evaluate(async () => {
-    const v2 = await (await fetch('/shared/vectors/apertomemory-v2/apertomemory-v2-test-vectors.json')).json();
-    const spec = await (await fetch('/shared/specs/saihm-custodial.txt')).text();
+    const v2 = await (await fetch('/vectors/apertomemory-v2/apertomemory-v2-test-vectors.json')).json();
+    const spec = await (await fetch('/vectors/specs/saihm-custodial.txt')).text();
     return window.call('selftest', { vectors: JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec }) });
   });
   timings.selftest_ms = Math.round(r.ms);
@@ -175,7 +175,7 @@ test('the vector selftest passes in the browser (ApertoMemory v2 001-014, SAIHM 
 });
 
 test('SAIHM example: the deterministic ML-DSA-65 cell signature reproduces in the browser', { timeout: 120_000 }, async () => {
-  const spec = fs.readFileSync(path.join(SHARED, 'specs', 'saihm-custodial.txt'), 'utf8');
+  const spec = fs.readFileSync(path.join(VECTORS, 'specs', 'saihm-custodial.txt'), 'utf8');
   const expected = spec.match(/signature\[0\.\.32\) = ([0-9a-f]{64})/)[1];
   const holderId = spec.match(/holderId = ([0-9a-f]{64})/)[1];
   const r = await call('exec', { code: `
@@ -184,7 +184,7 @@ from ownmem.crypto import provider, run_sync
 from ownmem.saihm import cell, identity
 from ownmem.web.selftest import saihm_example
 from pyodide.http import pyfetch
-e = saihm_example(await (await pyfetch("/shared/specs/saihm-custodial.txt")).string())
+e = saihm_example(await (await pyfetch("/vectors/specs/saihm-custodial.txt")).string())
 p = provider()
 holder = run_sync(identity.holder_from_seed(p, e["holder_seed"]))
 c = run_sync(cell.make_cell(p, xi=holder.xi, holder_id=holder.holder_id, kek_version=e["kek_version"],
@@ -209,8 +209,8 @@ from ownmem.web import selftest
 print(json.dumps(selftest.run(sys.stdin.read())))
 `, {
     apertomemory_v2: JSON.parse(fs.readFileSync(
-      path.join(SHARED, 'vectors', 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8')),
-    saihm_spec: fs.readFileSync(path.join(SHARED, 'specs', 'saihm-custodial.txt'), 'utf8'),
+      path.join(VECTORS, 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8')),
+    saihm_spec: fs.readFileSync(path.join(VECTORS, 'specs', 'saihm-custodial.txt'), 'utf8'),
   }));
   assert.deepEqual(r.failed, [], JSON.stringify(r.errors));
   assert.equal(r.passed, SELFTEST_CHECKS, 'every group ran (CPythonProvider has the batch forms too)');

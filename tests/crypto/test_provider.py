@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ownmem_testpaths import SHARED
+from ownmem_testpaths import SAIHM_SPEC
 from dilithium_py.ml_dsa import ML_DSA_65
 
 from ownmem.crypto import provider, run_sync, sha256
@@ -211,8 +211,8 @@ def test_mldsa65_seeded_keygen_is_deterministic() -> None:
 
 def test_mldsa65_saihm_example_holder_id() -> None:
     """SAIHM "Example values": holderId = SHA-256 of the ML-DSA-65 public key generated
-    from the first 32 bytes of identityKey (../shared/specs/saihm-custodial.txt)."""
-    text = (SHARED / "specs" / "saihm-custodial.txt").read_text()
+    from the first 32 bytes of identityKey (tests/vectors/specs/saihm-custodial.txt)."""
+    text = SAIHM_SPEC.read_text()
     identity_key = re.search(r"identityKey = ([0-9a-f]{64}) ([0-9a-f]{64})", text)
     holder_id = re.search(r"holderId = ([0-9a-f]{64})", text)
     assert identity_key and holder_id

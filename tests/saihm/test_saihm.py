@@ -16,7 +16,7 @@ from ownmem.saihm.receipt import RECEIPT_CONTEXT, make_receipt, parse_receipt, v
 
 P = provider()
 
-# SAIHM "Example values" (printed at the end of ../shared/specs/saihm-custodial.txt)
+# SAIHM "Example values" (printed at the end of tests/vectors/specs/saihm-custodial.txt)
 SEED_LABEL = b"SAIHM-TEST-VECTOR-001-DO-NOT-USE-IN-PRODUCTION"
 HOLDER_SEED = "f068b8db8484d33bdbedd154bf5bf28e11fba330b79469e23595d6f738d7f5c6"
 IDENTITY_KEY = ("fdf786da8cb1f074393f9ad6dec1671e08085540e95c8463c9f2e15f437bbc5a"

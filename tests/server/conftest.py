@@ -38,8 +38,7 @@ from ownmem.vault.store import Store
 from ownmem.vault.sync import Syncer, SyncReport, link
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
-VECTORS = SHARED / "vectors"
+VECTORS = ROOT / "tests" / "vectors"
 
 PASSPHRASE = "server tests: correct horse battery staple"
 PG_BASE = os.environ.get("OWNMEM_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
