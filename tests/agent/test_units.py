@@ -11,6 +11,7 @@ import pytest
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, authenticate, token_digest
 from ownmem.agent.recall_index import RecallEntry, RecallIndex, fts_query
 from ownmem.agent.service import BindRefused, check_bind
+from ownmem.scrub import scrubbed
 from ownmem.errors import MalformedInput, NotFound, VaultError
 
 HOLDER, OTHER = bytes(range(32)), bytes(32)
@@ -195,3 +196,11 @@ def test_entries_from_before_the_seal_are_adopted_once_and_never_again(tmp_path:
     # another vault's key finds nothing sealed
     other = CredentialFile(tmp_path, bytes(32))
     assert other.all() == ()
+
+
+def test_scrubbed_zeroes_only_the_named_entry_of_an_environment_block() -> None:
+    block = b"PATH=/bin\0OWNMEM_PASSPHRASE=hunter2 two\0OWNMEM_PASSPHRASE_X=keep\0XOWNMEM_PASSPHRASE=keep\0HOME=/h\0"
+    out = scrubbed(block, "OWNMEM_PASSPHRASE")
+    assert len(out) == len(block) and b"hunter2" not in out
+    assert out == block.replace(b"OWNMEM_PASSPHRASE=hunter2 two", bytes(len(b"OWNMEM_PASSPHRASE=hunter2 two")))
+    assert scrubbed(b"", "X") == b"" and scrubbed(b"X=1", "X") == b"\0\0\0"

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from agentkit import ownmem_cli
-from synckit import CLI, Backend, ServerProcess
+from synckit import CLI, PASSPHRASE, Backend, ServerProcess
 from uompkit import Uomp, UompVault, code, error_body
 
 from ownmem.uomp.approval import APPROVAL_HEADER
@@ -39,6 +39,11 @@ out = {"env": sorted(os.environ)}
 base = os.environ["UOMP_BASE_URL"]
 admin = {"X-Ownmem-Admin": open(os.path.join(folder, "uomp-admin")).read().strip()}
 wide = json.loads(sys.argv[6])
+# the environment blocks of the processes that had the passphrase: its parent, the service
+out["proc_environ"] = {}
+for who, pid in (("parent", os.getppid()), ("service", int(sys.argv[7]))):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        out["proc_environ"][who] = f.read().decode("latin-1")
 
 def answer(r):
     return [r.status_code, r.json()["error"]["code"] if r.status_code >= 400 else None]
@@ -130,7 +135,7 @@ def test_the_child_of_agent_run_cannot_grant_issue_or_prune_with_the_persons_fil
     r = ownmem_cli("agent", "run", "--manifest", str(m), "--grant", "preference", "--yes", "--port", port,
                    "--env", "FOO_PASSED", "--env", "PYTHONPATH", "--",
                    sys.executable, "-c", ATTACKER, str(folder), port, sid, json.dumps(CLI), str(m), json.dumps(WIDE),
-                   env=env, timeout=240)
+                   str(agent.proc.pid), env=env, timeout=240)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -141,6 +146,11 @@ def test_the_child_of_agent_run_cannot_grant_issue_or_prune_with_the_persons_fil
     assert {"UOM_TOKEN", "UOMP_BASE_URL", "FOO_PASSED", "LC_ALL", "PATH", "HOME"} <= names
     assert names <= {"UOM_TOKEN", "UOMP_BASE_URL", "FOO_PASSED", "PYTHONPATH", "PATH", "HOME", "LANG", "TERM", "TZ",
                      "TMPDIR", "USER", "LOGNAME", "SHELL"} | {n for n in names if n.startswith("LC_")}, names
+
+    # nor in /proc/PID/environ of its parent or of the service, which it can read (same OS user)
+    for who, block in out["proc_environ"].items():
+        assert "PATH=" in block, who             # the attack is real: the block is readable
+        assert PASSPHRASE not in block and "OWNMEM_PASSPHRASE=" not in block, who
 
     # 2. the admin file opens no widening route: 403, and the session stays as the person left it
     for what in ("create", "grant", "prune", "forged_grant"):

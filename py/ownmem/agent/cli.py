@@ -154,6 +154,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         keyring.set_password(KEYRING_SERVICE, str(vault.folder), pw)
     del pw
+    from ..scrub import forget_passphrase_env
+
+    # an agent of the same OS user reads /proc/<this service>/environ (scrub.py)
+    if not forget_passphrase_env():
+        print("ownmem agent: warning: OWNMEM_PASSPHRASE could not be wiped from /proc/self/environ, where "
+              "agents of your OS user can read it (prefer the prompt or --keyring)", file=sys.stderr, flush=True)
     linked = Syncer.linked(v.store)
     if linked is None:
         v.close()

@@ -177,6 +177,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not cmd:
         raise VaultError("no command to run (ownmem agent run --manifest uom.json -- CMD ...)")
     out = _authorize(args)
+    # the child must not find the passphrase in /proc/<this process>/environ either (scrub.py);
+    # nothing after the grant needs it (the revocation takes the admin file)
+    from ..scrub import forget_passphrase_env
+
+    if not forget_passphrase_env():
+        print("warning: OWNMEM_PASSPHRASE could not be wiped from this process's /proc environ: the agent "
+              "may read it there (prefer the prompt or --keyring)", file=sys.stderr)
     env = child_env(dict(os.environ), args.env or [], out["token"], _base(args))
     try:
         rc = subprocess.call(cmd, env=env)
