@@ -25,6 +25,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from .tokens import AccessDenied
+
 APPROVAL_INFO = b"ownmem/v1/uomp-approval"
 APPROVAL_HEADER = "X-Ownmem-Approval"
 WINDOW = 120            # seconds either side of the service's clock
@@ -33,9 +35,11 @@ _LABEL = b"ownmem-uomp-approval-v1"
 _MAX_HEADER = 200
 
 
-class ApprovalRefused(Exception):
-    """The request carries no approval this service accepts; the message says why (shown to the
-    person in the audit, never to a caller as a hint about the key)."""
+class ApprovalRefused(AccessDenied):
+    """The request carries no approval this service accepts (403 ACCESS_DENIED); the message says
+    why, shown to the person in the audit, never to the caller."""
+
+    code = "uomp_approval_refused"
 
 
 @dataclass(frozen=True, slots=True)
