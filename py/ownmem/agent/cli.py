@@ -205,7 +205,7 @@ def register(sub: Any) -> None:
 
     cr = asub.add_parser("credential", help="issue, revoke or list agent credentials")
     csub = cr.add_subparsers(dest="credential_cmd", required=True, metavar="ACTION")
-    iss = csub.add_parser("issue", help="print a new bearer credential (once)")
+    iss = csub.add_parser("issue", help="print a new bearer credential (once); asks the passphrase")
     iss.add_argument("--name", required=True, help="the agent's name (its agent_id in the memories it writes)")
     iss.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
     iss.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
@@ -217,7 +217,8 @@ def register(sub: Any) -> None:
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(fn=cmd_list)
 
-    cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it")
+    cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it; "
+                                         "asks the passphrase")
     cn.add_argument("name")
     cn.add_argument("--expires", type=_days, metavar="DAYS")
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")

@@ -377,11 +377,13 @@ def _keyring_option(p: argparse.ArgumentParser) -> None:
 
 
 def register(asub: Any) -> None:
-    au = asub.add_parser("authorize", help="create and grant a UOMP session for an agent's uom.json")
+    au = asub.add_parser("authorize",
+                         help="create and grant a UOMP session for an agent's uom.json; asks the passphrase")
     au.add_argument("manifest")
     _auth_options(au)
     au.set_defaults(fn=cmd_authorize)
-    rn = asub.add_parser("run", help="run CMD with UOM_TOKEN and UOMP_BASE_URL; revoke when it exits")
+    rn = asub.add_parser("run", help="run CMD with UOM_TOKEN and UOMP_BASE_URL; revoke when it exits; "
+                                     "asks the passphrase")
     rn.add_argument("--manifest", required=True)
     _auth_options(rn)
     rn.add_argument("--env", action="append", type=_env_name, metavar="NAME",
@@ -406,7 +408,8 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} "
+                                         "days); asks the passphrase")
     pr.add_argument("--as-of", type=_date, metavar="DATE")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
     _keyring_option(pr)
