@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from ownmem.uomp.api import NO_GROUP_COMMIT_ENV
+from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from ownmem.uomp.audit import DB_NAME as AUDIT_DB
 from ownmem.uomp.audit import JOURNAL_NAME, Journal
 from ownmem.uomp.sessions import ADMIN_FILE, ADMIN_HEADER
@@ -120,16 +121,30 @@ def request(path: str, token: str) -> bytes:
 
 
 class Admin:
+    """The person: the admin file and the approval key their passphrase gives (uomp/approval.py)."""
+
     def __init__(self, agent: Agent, folder: Path) -> None:
-        self.http = httpx.Client(base_url=f"http://127.0.0.1:{agent.port}", timeout=60.0,
+        self.base = f"http://127.0.0.1:{agent.port}"
+        self.http = httpx.Client(base_url=self.base, timeout=60.0,
                                  headers={ADMIN_HEADER: (folder / ADMIN_FILE).read_text().strip()})
+        v = Vault(folder).unlock(PASSPHRASE)
+        try:
+            self.key = v.purpose_key(APPROVAL_INFO)
+        finally:
+            v.close()
+
+    def _post(self, path: str, body: object) -> httpx.Response:
+        raw = json.dumps(body).encode()
+        r = self.http.post(path, content=raw, headers={
+            "Content-Type": "application/json",
+            APPROVAL_HEADER: sign(self.key, self.base, "POST", path, raw, int(time.time()))})
+        r.raise_for_status()
+        return r
 
     def token(self, agent_id: str, read: dict[str, list[str]]) -> str:
-        r = self.http.post("/v1/sessions", json={"agent_id": agent_id, "requested_scopes": {"read": read},
-                                                 "duration_minutes": 120})
-        r.raise_for_status()
-        g = self.http.post(f"/v1/sessions/{r.json()['session_id']}/grant", json={"granted_scopes": {"read": read}})
-        g.raise_for_status()
+        r = self._post("/v1/sessions", {"agent_id": agent_id, "requested_scopes": {"read": read},
+                                        "duration_minutes": 120})
+        g = self._post(f"/v1/sessions/{r.json()['session_id']}/grant", {"granted_scopes": {"read": read}})
         return str(g.json()["token"])
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, authenticate, token_digest
 from ownmem.agent.recall_index import RecallEntry, RecallIndex, fts_query
 from ownmem.agent.service import BindRefused, check_bind
+from ownmem.scrub import scrubbed
 from ownmem.errors import MalformedInput, NotFound, VaultError
 
 HOLDER, OTHER = bytes(range(32)), bytes(32)
@@ -83,8 +84,11 @@ def test_authenticate_takes_only_a_live_bearer_of_a_stored_hash() -> None:
         assert authenticate(creds, bad, now) is None, bad
 
 
+KEY = bytes(range(32))        # stands for the vault's purpose key ownmem/v1/agent-credentials
+
+
 def test_the_credential_file_keeps_hashes_only_and_refuses_what_it_cannot_read(tmp_path: Path) -> None:
-    f = CredentialFile(tmp_path)
+    f = CredentialFile(tmp_path, KEY)
     issued = f.issue("claude", int(time.time()), expires_days=1)
     token = issued.header.removeprefix("Bearer ")
     raw = (tmp_path / FILENAME).read_text()
@@ -113,3 +117,90 @@ def test_only_loopback_ipv4_is_a_bind_address() -> None:
     for host in ("0.0.0.0", "localhost", "::1", "::", "127.0.0.2", "10.0.0.1", "127.0.0.1 "):
         with pytest.raises(BindRefused):
             check_bind(host)
+
+
+def _append(folder: Path, entry: dict[str, object]) -> None:
+    doc = json.loads((folder / FILENAME).read_text())
+    doc["credentials"].append(entry)
+    (folder / FILENAME).write_text(json.dumps(doc))
+    os.utime(folder / FILENAME, ns=(time.time_ns(), time.time_ns() + 1))
+
+
+def _forged(name: str, token: str, **extra: object) -> dict[str, object]:
+    return {"name": name, "sha256": token_digest(token).hex(), "created": 1, "expires": None, "last_used": None,
+            "migrated": False, **extra}
+
+
+def test_an_entry_written_without_the_key_authenticates_nobody(tmp_path: Path) -> None:
+    """Minting a credential by writing agent-credentials.json: with no seal, a made-up one, the
+    person's seal copied onto it, or the person's entry with one field changed, it is refused."""
+    f = CredentialFile(tmp_path, KEY)
+    f.migrate()
+    now = int(time.time())
+    person = f.issue("claude", now, expires_days=1)
+    with pytest.raises(VaultError, match="passphrase"):
+        CredentialFile(tmp_path).issue("evil", now)          # the CLI without the key issues nothing
+    mac = json.loads((tmp_path / FILENAME).read_text())["credentials"][0]["mac"]
+    _append(tmp_path, _forged("plain", "om_agent_plain"))
+    _append(tmp_path, _forged("madeup", "om_agent_madeup", mac="00" * 32))
+    _append(tmp_path, _forged("copied", "om_agent_copied", mac=mac))
+    _append(tmp_path, _forged("migrated", "om_agent_migrated", migrated=True))
+    for token in ("om_agent_plain", "om_agent_madeup", "om_agent_copied", "om_agent_migrated"):
+        assert authenticate(f.all(), f"Bearer {token}", now) is None, token
+    assert [c.name for c in f.all()] == ["claude"]
+    assert authenticate(f.all(), person.header, now) is not None
+    # the person's own entry, widened by hand (no expiry), is refused too: the seal covers every field
+    doc = json.loads((tmp_path / FILENAME).read_text())
+    doc["credentials"][0]["expires"] = None
+    (tmp_path / FILENAME).write_text(json.dumps(doc))
+    os.utime(tmp_path / FILENAME, ns=(time.time_ns(), time.time_ns() + 2))
+    assert authenticate(f.all(), person.header, now) is None
+    # the keyless view (`credential list`) shows every entry as written, to be reviewed
+    assert {c.name for c in CredentialFile(tmp_path).all()} == {"claude", "plain", "madeup", "copied", "migrated"}
+
+
+def test_touch_keeps_the_seal_and_revoking_needs_no_key(tmp_path: Path) -> None:
+    f = CredentialFile(tmp_path, KEY)
+    f.migrate()
+    now = int(time.time())
+    issued = f.issue("claude", now)
+    cred = authenticate(f.all(), issued.header, now)
+    assert cred is not None
+    f.touch(cred, now + 100)
+    again = authenticate(f.all(), issued.header, now + 100)
+    assert again is not None and again.last_used == now + 100
+    CredentialFile(tmp_path).revoke("claude")
+    assert authenticate(f.all(), issued.header, now + 100) is None
+
+
+def test_entries_from_before_the_seal_are_adopted_once_and_never_again(tmp_path: Path) -> None:
+    """The upgrade: a file of unsealed entries is adopted at the service's first start, each
+    marked migrated; an unsealed entry written afterwards is refused, and removing the marker
+    does not reopen the migration while a sealed entry remains."""
+    (tmp_path / FILENAME).write_text(json.dumps({"version": 1, "credentials": [
+        {"name": "old", "sha256": token_digest("om_agent_old").hex(), "created": 5, "expires": None,
+         "last_used": 7}]}))
+    f = CredentialFile(tmp_path, KEY)
+    assert f.all() == ()                     # before the migration nothing unsealed is accepted
+    assert f.migrate() == ("old",)
+    old = authenticate(f.all(), "Bearer om_agent_old", 10)
+    assert old is not None and old.migrated and (old.created, old.last_used) == (5, 7)
+    assert CredentialFile(tmp_path).all()[0].migrated          # listed as migrated
+    assert f.migrate() == ()
+    _append(tmp_path, _forged("late", "om_agent_late"))
+    assert f.migrate() == ()
+    assert authenticate(f.all(), "Bearer om_agent_late", 10) is None
+    (tmp_path / "agent-credentials.migrated").unlink()
+    assert f.migrate() == ()
+    assert authenticate(f.all(), "Bearer om_agent_late", 10) is None
+    # another vault's key finds nothing sealed
+    other = CredentialFile(tmp_path, bytes(32))
+    assert other.all() == ()
+
+
+def test_scrubbed_zeroes_only_the_named_entry_of_an_environment_block() -> None:
+    block = b"PATH=/bin\0OWNMEM_PASSPHRASE=hunter2 two\0OWNMEM_PASSPHRASE_X=keep\0XOWNMEM_PASSPHRASE=keep\0HOME=/h\0"
+    out = scrubbed(block, "OWNMEM_PASSPHRASE")
+    assert len(out) == len(block) and b"hunter2" not in out
+    assert out == block.replace(b"OWNMEM_PASSPHRASE=hunter2 two", bytes(len(b"OWNMEM_PASSPHRASE=hunter2 two")))
+    assert scrubbed(b"", "X") == b"" and scrubbed(b"X=1", "X") == b"\0\0\0"

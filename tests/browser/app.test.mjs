@@ -18,6 +18,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import nodeCrypto from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { explained, freePort, scanStorage, serverDirs, sleep, stopProcess } from './helpers.mjs';
@@ -1713,8 +1714,20 @@ s = login_new_device(folder, server, name, os.environ["PW"])
 put_item(s.v, "preference.theme", "dark", tags=("preference",), sensitivity="low")
 put_item(s.v, "preference.card", "4111-1111", tags=("preference", "financial"), sensitivity="medium")
 s.sync_once()
+print(s.v.purpose_key(b"ownmem/v1/uomp-approval").hex())   # the person's approval key (ownmem.uomp.approval)
 s.v.close()
 `;
+
+// The person's approval of one request to `ownmem agent` (py/ownmem/uomp/approval.py), as the CLI
+// makes it with the key the passphrase gives.
+function approval(keyHex, audience, method, p, body) {
+  const nonce = nodeCrypto.randomBytes(16).toString('base64url');
+  const at = Math.floor(Date.now() / 1000);
+  const msg = ['ownmem-uomp-approval-v1', audience, method, p, nodeCrypto.createHash('sha256').update(body).digest('hex'),
+    String(at), nonce].join('\n');
+  const mac = nodeCrypto.createHmac('sha256', Buffer.from(keyHex, 'hex')).update(msg).digest('base64url');
+  return `v1.${at}.${nonce}.${mac}`;
+}
 
 // Another device of the person seals an audit batch whose entry was rewritten after its root was
 // made (what a compromised device could do): the Agents screen must flag it.
@@ -1761,7 +1774,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     const { page } = await openApp(ctx);
     const name = uniq('t20');
     await createVault(page, name);
-    runPy(UOMP_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY);
+    const approvalKey = runPy(UOMP_DEVICE, [folder, origin, name], { PW: PASS }, VENV_PY).trim();
     const env = { ...process.env, OWNMEM_VAULT: folder, OWNMEM_PASSPHRASE: PASS, HOME: home };
     for (const k of Object.keys(env)) if (k.startsWith('SAIHM_')) delete env[k];
     const run = (...args) => {
@@ -1779,7 +1792,9 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     const base = `http://127.0.0.1:${agentPort}`;
     const adminHeaders = { 'x-ownmem-admin': fs.readFileSync(path.join(folder, 'uomp-admin'), 'utf8').trim(), 'content-type': 'application/json' };
     const admin = async (p, body) => {
-      const r = await fetch(base + p, { method: 'POST', headers: adminHeaders, body: JSON.stringify(body) });
+      const raw = JSON.stringify(body);
+      const r = await fetch(base + p, { method: 'POST', body: raw,
+        headers: { ...adminHeaders, 'x-ownmem-approval': approval(approvalKey, base, 'POST', p, raw) } });
       const text = await r.text();
       assert.ok(r.ok, `${p}: ${r.status} ${text}`);
       return JSON.parse(text);

@@ -14,9 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
 from synckit import Devices  # noqa: E402
-from uompkit import UompVault  # noqa: E402
+from uompkit import APPROVAL_KEYS, UompVault  # noqa: E402
 
 from ownmem.uomp.items import put_item  # noqa: E402
+from ownmem.uomp.approval import APPROVAL_INFO  # noqa: E402
 from ownmem.uomp.tokens import AUTH_INFO  # noqa: E402
 
 
@@ -64,6 +65,7 @@ def uomp_vault(devices: Devices, tmp_path: Path) -> Callable[..., UompVault]:
         seed = d.v.purpose_key(AUTH_INFO)
         folder = d.folder
         assert folder is not None
+        APPROVAL_KEYS[str(folder)] = d.v.purpose_key(APPROVAL_INFO)
         d.v.close()
         d.client.close()
         devices.made.remove(d)

@@ -248,8 +248,10 @@ def test_grant_refuses_nonsense_terms_and_changes_nothing(
         assert (g.status_code, code(g)) == (400, "INVALID_REQUEST"), body
         assert g.json()["error"]["session_id"] == sid
     # NaN is no number of minutes either (Python's JSON sends and reads it)
-    g = u.http.post(f"/v1/sessions/{sid}/grant", content=b'{"duration_minutes": NaN}',
-                    headers={"X-Ownmem-Admin": u.admin_secret, "Content-Type": "application/json"})
+    nan = b'{"duration_minutes": NaN}'
+    g = u.http.post(f"/v1/sessions/{sid}/grant", content=nan,
+                    headers={"X-Ownmem-Admin": u.admin_secret, "Content-Type": "application/json",
+                             "X-Ownmem-Approval": u.approval("POST", f"/v1/sessions/{sid}/grant", nan)})
     assert (g.status_code, code(g)) == (400, "INVALID_REQUEST")
     [s] = [s for s in u.admin("GET", "/v1/sessions").json()["sessions"] if s["session_id"] == sid]
     assert s["status"] == "created" and s["token_hash"] is None

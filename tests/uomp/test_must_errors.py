@@ -12,6 +12,7 @@ from uompkit import UompVault
 from synckit import Backend, ServerProcess
 from uompkit import bearer, error_body, sleep_past_expiry, start
 
+from ownmem.uomp.approval import APPROVAL_HEADER
 from ownmem.uomp.sessions import ADMIN_HEADER
 
 READ = {"tags": ["preference"], "keys": [], "deny_tags": ["financial"]}
@@ -51,7 +52,9 @@ def test_every_error_code_in_the_error_format_with_its_status(
     h = {ADMIN_HEADER: u.admin_secret, "Content-Type": "application/json"}
     for body in (b"{", b"[1]", b'{"agent_id": 7}', b'{"agent_id": "a", "duration_minutes": -1}',
                  b'{"agent_id": "a", "requested_scopes": {"read": {"tags": "x"}}}', b"x" * (65 * 1024)):
-        error_body(u.http.post("/v1/sessions", content=body, headers=h), 400, "INVALID_REQUEST", None)
+        approved = {**h, APPROVAL_HEADER: u.approval("POST", "/v1/sessions", body)}   # the person's, so the
+        error_body(u.http.post("/v1/sessions", content=body, headers=approved), 400,     # body is what is refused
+                   "INVALID_REQUEST", None)
     error_body(u.get("/v1/memory", tok4), 400, "INVALID_REQUEST", None)
     error_body(u.get("/v1/memory/aggregate", tok4, op="count"), 400, "INVALID_REQUEST", None)
     error_body(u.post("/v1/memory/query", tok4, {"query": 5}), 400, "INVALID_REQUEST", None)

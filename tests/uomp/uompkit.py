@@ -1,28 +1,46 @@
-"""A small UOMP client for the tests: the admin side (with the vault folder's credential) and
-the agent side (a bearer token), over real HTTP."""
+"""A small UOMP client for the tests: the person's side (the vault folder's admin credential,
+and approvals made with the key the person's passphrase gives, as `ownmem agent authorize`
+makes them) and the agent side (a bearer token), over real HTTP."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import json
+import time
+
 import httpx
 
+from ownmem.uomp.approval import APPROVAL_HEADER, sign
 from ownmem.uomp.sessions import ADMIN_FILE, ADMIN_HEADER
 
 
 OPEN: list[httpx.Client] = []      # closed after each test (conftest)
+# vault folder -> its approval key (purpose key "ownmem/v1/uomp-approval"), derived by the
+# uomp_vault fixture from the unlocked vault: what the person's passphrase gives
+APPROVAL_KEYS: dict[str, bytes] = {}
 
 
 class Uomp:
     def __init__(self, port: int, folder: Path) -> None:
         self.base = f"http://127.0.0.1:{port}"
         self.admin_secret = (folder / ADMIN_FILE).read_text().strip()
+        self.approval_key = APPROVAL_KEYS.get(str(folder))
         self.http = httpx.Client(base_url=self.base, timeout=30)
         OPEN.append(self.http)
 
-    def admin(self, method: str, path: str, body: Any = None) -> httpx.Response:
-        return self.http.request(method, path, json=body, headers={ADMIN_HEADER: self.admin_secret})
+    def approval(self, method: str, path: str, raw: bytes) -> str:
+        assert self.approval_key is not None, "no approval key for this vault folder (uomp_vault fixture)"
+        return sign(self.approval_key, self.base, method, path, raw, int(time.time()))
+
+    def admin(self, method: str, path: str, body: Any = None, *, approve: bool = True) -> httpx.Response:
+        """As the person: the admin secret, and (``approve``) their approval of this request."""
+        raw = json.dumps(body).encode() if body is not None else b""
+        h = {ADMIN_HEADER: self.admin_secret, "Content-Type": "application/json"}
+        if approve and self.approval_key is not None:
+            h[APPROVAL_HEADER] = self.approval(method, path, raw)
+        return self.http.request(method, path, content=raw, headers=h)
 
     def session(self, read: dict[str, Any], *, minutes: float = 30, **grant: Any) -> tuple[str, str]:
         r = self.admin("POST", "/v1/sessions", {"agent_id": grant.pop("agent_id", "calendar_agent"),

@@ -1,14 +1,17 @@
 """`ownmem agent` and its subcommands (registered into the main parser by ``register``).
 
     ownmem agent [--port 9374] [--host 127.0.0.1] [--keyring]    run the service
-    ownmem agent credential issue --name NAME [--expires DAYS]   print a credential, once
+    ownmem agent credential issue --name NAME [--expires DAYS] [--keyring]   print a credential, once
     ownmem agent credential revoke NAME
     ownmem agent credential list [--json]
-    ownmem agent connect NAME [--expires DAYS] [--port 9374]     issue + the MCP host snippet
+    ownmem agent connect NAME [--expires DAYS] [--port 9374] [--keyring]     issue + the MCP host snippet
 
-Credentials need no passphrase: the file holds only their hashes.  The service needs the
-vault unlocked; ``--keyring`` takes the passphrase from the OS keyring (the ``keyring``
-package) and, after a first successful unlock with the passphrase, keeps it there.
+Issuing needs the person's passphrase: each entry of the credentials file is sealed with a key
+of the unlocked vault (credentials.py), and the service refuses an entry that is not, so a
+process that can only write the vault folder's files mints nothing.  Revoking and listing need
+no passphrase (the file holds only hashes; revoking narrows).  The service needs the vault
+unlocked; ``--keyring`` takes the passphrase from the OS keyring (the ``keyring`` package)
+and, after a first successful unlock with the passphrase, keeps it there.
 """
 from __future__ import annotations
 
@@ -23,19 +26,29 @@ from typing import Any
 from ..cli import _folder, _when
 from ..cli import _passphrase as cli_passphrase
 from ..errors import VaultError
-from .credentials import CredentialFile
+from .credentials import CREDENTIALS_INFO, CredentialFile
 from .service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
 
 KEYRING_SERVICE = "ownmem"
 
 
-def _credentials(args: argparse.Namespace) -> CredentialFile:
+def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
+    """The vault folder's credentials; ``sealing``: with the key only the passphrase gives (or
+    the OS keyring entry, with --keyring), to issue."""
     from ..vault import Vault
 
-    v = Vault(_folder(args))
-    if not v.exists():
-        raise VaultError(f"no vault at {v.folder} (create one with `ownmem init`)")
-    return CredentialFile(v.folder)
+    vault = Vault(_folder(args))
+    if not vault.exists():
+        raise VaultError(f"no vault at {vault.folder} (create one with `ownmem init`)")
+    if not sealing:
+        return CredentialFile(vault.folder)
+    pw, _ = _passphrase(str(vault.folder), bool(getattr(args, "keyring", False)))
+    v = vault.unlock(pw)
+    del pw
+    try:
+        return CredentialFile(vault.folder, v.purpose_key(CREDENTIALS_INFO))
+    finally:
+        v.close()
 
 
 def _days(s: str) -> float:
@@ -46,7 +59,7 @@ def _days(s: str) -> float:
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
-    issued = _credentials(args).issue(args.name, int(time.time()), expires_days=args.expires)
+    issued = _credentials(args, sealing=True).issue(args.name, int(time.time()), expires_days=args.expires)
     print(issued.header)
     print(f"(shown once: the vault keeps only its hash; revoke with `ownmem agent credential revoke {args.name}`)",
           file=sys.stderr)
@@ -64,12 +77,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     now = int(time.time())
     if args.json:
         print(json.dumps([{"name": c.name, "created": c.created, "expires": c.expires, "last_used": c.last_used,
-                           "expired": not c.live(now)} for c in creds], indent=2))
+                           "expired": not c.live(now), "migrated": c.migrated, "sealed": c.mac is not None}
+                          for c in creds], indent=2))
         return 0
     if not creds:
         print("no agent credentials (issue one with `ownmem agent credential issue --name NAME`)")
     for c in creds:
+        # without the key this command cannot check a seal; an entry with none is surely refused
         state = "" if c.live(now) else "  (expired)"
+        state += "  (migrated: issued before sealed credentials; review it)" if c.migrated else ""
+        state += "  (NOT SEALED: the service refuses it; not issued by you?)" if c.mac is None else ""
         print(f"{c.name:<24} created {_when(c.created)}  expires {_when(c.expires)}  "
               f"last used {_when(c.last_used)}{state}")
     return 0
@@ -92,7 +109,7 @@ def host_config(header: str, port: int = DEFAULT_PORT) -> dict[str, Any]:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    issued = _credentials(args).issue(args.name, int(time.time()), expires_days=args.expires)
+    issued = _credentials(args, sealing=True).issue(args.name, int(time.time()), expires_days=args.expires)
     print(json.dumps(host_config(issued.header, args.port), indent=2))
     print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Cursor: "
           f".cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; revoke it with "
@@ -137,6 +154,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         keyring.set_password(KEYRING_SERVICE, str(vault.folder), pw)
     del pw
+    from ..scrub import forget_passphrase_env
+
+    # an agent of the same OS user reads /proc/<this service>/environ (scrub.py)
+    if not forget_passphrase_env():
+        print("ownmem agent: warning: OWNMEM_PASSPHRASE could not be wiped from /proc/self/environ, where "
+              "agents of your OS user can read it (prefer the prompt or --keyring)", file=sys.stderr, flush=True)
     linked = Syncer.linked(v.store)
     if linked is None:
         v.close()
@@ -148,7 +171,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sync = SyncThread(op).start()
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
-    app = Binding(op, CredentialFile(vault.folder)).app()
+    creds = CredentialFile(vault.folder, v.purpose_key(CREDENTIALS_INFO))
+    adopted = creds.migrate()       # once, the first start after the upgrade to sealed entries
+    if adopted:
+        print(f"ownmem agent: {len(adopted)} agent credential(s) issued before sealed credentials adopted once: "
+              f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
+    app = Binding(op, creds).app()
     from ..uomp.api import KeyReads, mount
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
@@ -177,9 +205,10 @@ def register(sub: Any) -> None:
 
     cr = asub.add_parser("credential", help="issue, revoke or list agent credentials")
     csub = cr.add_subparsers(dest="credential_cmd", required=True, metavar="ACTION")
-    iss = csub.add_parser("issue", help="print a new bearer credential (once)")
+    iss = csub.add_parser("issue", help="print a new bearer credential (once); asks the passphrase")
     iss.add_argument("--name", required=True, help="the agent's name (its agent_id in the memories it writes)")
     iss.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
+    iss.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     iss.set_defaults(fn=cmd_issue)
     rv = csub.add_parser("revoke", help="revoke a credential (takes effect on the running service at once)")
     rv.add_argument("name")
@@ -188,10 +217,12 @@ def register(sub: Any) -> None:
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(fn=cmd_list)
 
-    cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it")
+    cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it; "
+                                         "asks the passphrase")
     cn.add_argument("name")
     cn.add_argument("--expires", type=_days, metavar="DAYS")
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
+    cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 
     from ..uomp.cli import register as register_uomp

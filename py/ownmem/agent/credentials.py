@@ -6,6 +6,14 @@
     check:   SHA-256(presented token) against every live entry, constant-time; an expired or
              revoked credential fails exactly as an unknown one (one "unauthenticated")
 
+    seal:    each entry carries mac = HMAC-SHA256(K, "ownmem-agent-credential-v1" LF canonical JSON
+             of the entry without "mac"), K = HKDF purpose key "ownmem/v1/agent-credentials" of
+             the master secret: only a process holding the unlocked vault (the person's CLI
+             with the passphrase, the running service) can add an entry the service accepts
+    migrate: entries written before the seal existed are adopted once, at the first start of
+             the service after the upgrade (sealed, marked "migrated"); then a sealed marker file
+             says so, and an entry without a valid mac is refused and logged
+
 The file (``agent-credentials.json`` in the vault folder, mode 0600) is rewritten whole by an
 atomic rename under an exclusive lock, so the CLI and a running service never lose each
 other's writes; the service re-reads it when it changes, so a revocation takes effect on the
@@ -20,6 +28,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
@@ -31,6 +40,11 @@ from pathlib import Path
 from ..errors import MalformedInput, NotFound, VaultError
 
 FILENAME = "agent-credentials.json"
+MARKER = "agent-credentials.migrated"      # sealed: the one migration has been done
+CREDENTIALS_INFO = b"ownmem/v1/agent-credentials"
+_MAC_LABEL = b"ownmem-agent-credential-v1\n"
+_MARKER_LABEL = b"ownmem-agent-credentials-migrated-v1"
+_log = logging.getLogger("ownmem.agent")
 PREFIX = "om_agent_"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 LAST_USED_EVERY = 60      # seconds: a credential's "last used" is written at most this often
@@ -44,6 +58,8 @@ class Credential:
     created: int
     expires: int | None      # UNIX seconds; None: no expiry
     last_used: int | None
+    mac: bytes | None = None  # the seal (entry_mac); None: written before seals, or forged
+    migrated: bool = False    # adopted unsealed at the migration: for the person to review
 
     def live(self, now: int) -> bool:
         return self.expires is None or now < self.expires
@@ -78,10 +94,36 @@ def authenticate(creds: tuple[Credential, ...], authorization: str | None, now: 
     return found
 
 
+def _entry(c: Credential) -> dict[str, object]:
+    d: dict[str, object] = {"name": c.name, "sha256": c.digest.hex(), "created": c.created, "expires": c.expires,
+                            "last_used": c.last_used, "migrated": c.migrated}
+    if c.mac is not None:
+        d["mac"] = c.mac.hex()
+    return d
+
+
+def entry_mac(key: bytes, c: Credential) -> bytes:
+    """The seal of an entry: over its canonical JSON without "mac", so every other field (and
+    any an entry gains later) is covered without naming it here."""
+    doc = {k: v for k, v in _entry(c).items() if k != "mac"}
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hmac.new(key, _MAC_LABEL + canonical, hashlib.sha256).digest()
+
+
+def sealed(key: bytes, c: Credential) -> bool:
+    return c.mac is not None and hmac.compare_digest(c.mac, entry_mac(key, c))
+
+
+def seal(key: bytes, c: Credential) -> Credential:
+    return replace(c, mac=entry_mac(key, replace(c, mac=None)))
+
+
+def _marker_mac(key: bytes) -> bytes:
+    return hmac.new(key, _MARKER_LABEL, hashlib.sha256).digest()
+
+
 def _encode(creds: tuple[Credential, ...]) -> bytes:
-    return json.dumps({"version": 1, "credentials": [
-        {"name": c.name, "sha256": c.digest.hex(), "created": c.created, "expires": c.expires,
-         "last_used": c.last_used} for c in creds]}, indent=1).encode()
+    return json.dumps({"version": 1, "credentials": [_entry(c) for c in creds]}, indent=1).encode()
 
 
 def _decode(raw: bytes) -> tuple[Credential, ...]:
@@ -91,10 +133,13 @@ def _decode(raw: bytes) -> tuple[Credential, ...]:
         for e in doc["credentials"]:
             name, digest = e["name"], bytes.fromhex(e["sha256"])
             created, expires, last = e["created"], e["expires"], e["last_used"]
+            mac, migrated = e.get("mac"), e.get("migrated", False)
             if (not isinstance(name, str) or not valid_name(name) or len(digest) != 32 or type(created) is not int
-                    or not (expires is None or type(expires) is int) or not (last is None or type(last) is int)):
+                    or not (expires is None or type(expires) is int) or not (last is None or type(last) is int)
+                    or not (mac is None or isinstance(mac, str)) or type(migrated) is not bool):
                 raise ValueError
-            out.append(Credential(name, digest, created, expires, last))
+            out.append(Credential(name, digest, created, expires, last, bytes.fromhex(mac) if mac else None,
+                                  migrated))
         return tuple(out)
     except (ValueError, KeyError, TypeError):
         raise VaultError(f"the agent credentials file is damaged ({FILENAME}); "
@@ -102,11 +147,15 @@ def _decode(raw: bytes) -> tuple[Credential, ...]:
 
 
 class CredentialFile:
-    """The credentials of one vault folder."""
+    """The credentials of one vault folder.  With ``key`` (CREDENTIALS_INFO of the unlocked
+    vault: the service, the person's CLI) it issues, and ``all()`` is the sealed entries only;
+    without, it lists (``all()``: every entry as written) and revokes, which need no proof."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | Path, key: bytes | None = None) -> None:
         self.path = Path(folder) / FILENAME
         self._lock_path = Path(folder) / (FILENAME + ".lock")
+        self._marker = Path(folder) / MARKER
+        self._key = key
         self._cache: tuple[tuple[int, int, int] | None, tuple[Credential, ...]] = (None, ())
         self._mutex = threading.Lock()
 
@@ -143,21 +192,63 @@ class CredentialFile:
         os.replace(tmp, self.path)
 
     def all(self) -> tuple[Credential, ...]:
-        """The credentials as the file holds them now (re-read only when the file changed)."""
+        """The credentials as the file holds them now (re-read only when the file changed); with
+        a key, only those whose seal verifies (each other one logged once per change of the file:
+        written by something that did not hold the key, it is refused)."""
         with self._mutex:
             stamp = self._stamp()
             if stamp != self._cache[0]:
-                self._cache = (stamp, self._read())
+                creds = self._read()
+                if self._key is not None:
+                    key = self._key
+                    for c in creds:
+                        if not sealed(key, c):
+                            _log.warning("agent credential %r refused: its entry is not sealed with the "
+                                         "vault's key (written without the person's passphrase)", c.name)
+                    creds = tuple(c for c in creds if sealed(key, c))
+                self._cache = (stamp, creds)
             return self._cache[1]
+
+    def _needs_key(self, what: str) -> bytes:
+        if self._key is None:
+            raise VaultError(f"{what} needs the person's passphrase (the vault unlocked)")
+        return self._key
+
+    def migrate(self) -> tuple[str, ...]:
+        """Once, at the first start of the service after the upgrade to sealed entries: seal
+        every unsealed entry, marked migrated, and write the sealed marker -> the names adopted.
+        Never again once the marker verifies, nor when the file already holds a sealed entry
+        (it was written after the upgrade: a missing marker was removed, not never written)."""
+        key = self._needs_key("the migration of agent credentials")
+        with self._locked():
+            try:
+                done = hmac.compare_digest(bytes.fromhex(self._marker.read_text().strip()), _marker_mac(key))
+            except (FileNotFoundError, ValueError):
+                done = False
+            creds = self._read()
+            adopted: tuple[str, ...] = ()
+            if not done and not any(sealed(key, c) for c in creds):
+                adopted = tuple(c.name for c in creds)
+                if creds:
+                    self._write(tuple(seal(key, replace(c, migrated=True)) for c in creds))
+            if not done:
+                fd = os.open(self._marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    os.write(fd, _marker_mac(key).hex().encode() + b"\n")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        return adopted
 
     def issue(self, name: str, now: int, *, expires_days: float | None = None) -> Issued:
         if not valid_name(name):
             raise MalformedInput("a credential name is 1-64 of a-z 0-9 . _ - and starts with a letter or digit")
         if expires_days is not None and not 0 < expires_days <= 36500:
             raise MalformedInput("--expires is a number of days between 0 and 36500")
+        key = self._needs_key("issuing an agent credential")
         token = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
-        cred = Credential(name, token_digest(token), now,
-                          None if expires_days is None else now + int(expires_days * 86400), None)
+        cred = seal(key, Credential(name, token_digest(token), now,
+                                    None if expires_days is None else now + int(expires_days * 86400), None))
         with self._locked():
             creds = self._read()
             if any(c.name == name for c in creds):
@@ -175,10 +266,13 @@ class CredentialFile:
     def touch(self, cred: Credential, now: int) -> None:
         """Record a use, at most once a LAST_USED_EVERY seconds (a write per request would be
         a disk write per recall); a credential revoked meanwhile stays revoked."""
-        if cred.last_used is not None and now - cred.last_used < LAST_USED_EVERY:
+        if (cred.last_used is not None and now - cred.last_used < LAST_USED_EVERY) or self._key is None:
             return
+        key = self._key
         with self._locked():
             creds = self._read()
-            if not any(c.digest == cred.digest for c in creds):
+            if not any(c.digest == cred.digest and sealed(key, c) for c in creds):
                 return
-            self._write(tuple(replace(c, last_used=now) if c.digest == cred.digest else c for c in creds))
+            # sealed again with the new time; an entry that was not sealed stays as it was (refused)
+            self._write(tuple(seal(key, replace(c, last_used=now)) if c.digest == cred.digest and sealed(key, c)
+                              else c for c in creds))

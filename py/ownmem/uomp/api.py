@@ -1,9 +1,13 @@
 """The UOMP HTTP API on `ownmem agent` (UOMP draft-00 "HTTP API", "Auth Service API",
 "Memory Guard API", "Error Format"; DESIGN.md "Agent access").
 
-    admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices)
+    the person's approval (X-Ownmem-Approval, approval.py: a MAC under a key only the unlocked
+    vault gives, over this very request; the admin file alone answers 403, audited)
       POST /v1/sessions                 create        -> created
       POST /v1/sessions/{id}/grant      grant         -> {token, token_type, expires_at}
+      POST /v1/audit/prune              (audit_sync.attach)
+    admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices): narrowing
+    and reading only, harmless in the hands of a same-user process that read the file
       POST /v1/sessions/{id}/revoke     revoke        (blacklisted at once, durably)
       GET  /v1/sessions                 list
     admin or the session's own token
@@ -50,7 +54,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import StoreError
-from . import guard
+from . import approval, guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, item_of, live_items
 from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
@@ -119,11 +123,14 @@ class ItemView:
 class Uomp:
     def __init__(self, folder: Path, auth_seed: bytes, audit_key: bytes, *, port: int,
                  search: Callable[[str], list[bytes]] | None = None,
-                 now: Callable[[], int] = lambda: int(time.time()), group_commit: bool = True) -> None:
+                 now: Callable[[], int] = lambda: int(time.time()), group_commit: bool = True,
+                 approval_key: bytes | None = None) -> None:
         self.key = AuthKey.from_seed(auth_seed)
         self.sessions = SessionStore(folder)
         self.audit = AuditLog(folder, audit_key, group=group_commit)
         self.admin_secret = AdminCredential(folder).ensure()
+        self.approval_key = approval_key      # None: no widening request is ever approved
+        self._nonces = approval.Nonces()
         self.audience = f"http://127.0.0.1:{port}"
         self.items = ItemView()
         self._bodies: dict[tuple[bytes, tuple[str, ...] | None], tuple[Item, bytes]] = {}
@@ -146,7 +153,7 @@ class Uomp:
     def _is_admin(self, r: HttpRequest) -> bool:
         return AdminCredential.matches(self.admin_secret, r.headers.get(ADMIN_HEADER))
 
-    async def _json(self, r: HttpRequest) -> Any:
+    async def _raw(self, r: HttpRequest) -> bytes:
         declared = r.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
             raise UompError("body too large")
@@ -155,10 +162,54 @@ class Uomp:
             raw += chunk
             if len(raw) > MAX_BODY:
                 raise UompError("body too large")
+        return raw
+
+    async def _json(self, r: HttpRequest, raw: bytes | None = None) -> Any:
+        if raw is None:
+            raw = await self._raw(r)
         try:
             return json.loads(raw) if raw else {}
         except (ValueError, RecursionError):
             raise UompError("body is not JSON") from None
+
+    async def _approved_body(self, r: HttpRequest, what: str) -> bytes | Response:
+        """The body of a request the person approved, or the answer refusing it (a caller with
+        neither header is refused before its body is read)."""
+        if approval.APPROVAL_HEADER not in r.headers and not self._is_admin(r):
+            return error(401, "INVALID_TOKEN", "admin credential required")
+        try:
+            raw = await self._raw(r)
+        except UompError as e:
+            return error(400, "INVALID_REQUEST", str(e))
+        refused = await self.refuse_unapproved(r, raw, what)
+        return raw if refused is None else refused
+
+    async def refuse_unapproved(self, r: HttpRequest, raw: bytes, what: str) -> Response | None:
+        """None when the person approved exactly this request (approval.check, then the replay
+        cache); else the answer.  No approval header and no admin secret: 401, as before, and
+        not audited (a stranger writes nothing).  The admin secret without a valid approval (a
+        process of the person's OS user that read uomp-admin) or a bad approval: 403, and a
+        refused entry in the audit, so the person sees the attempt."""
+        header = r.headers.get(approval.APPROVAL_HEADER)
+        now = self.now()
+        try:
+            if self.approval_key is None:
+                raise approval.ApprovalRefused("no approval key on this service")
+            a = approval.check(self.approval_key, header, self.audience, r.method, r.scope["path"], raw, now)
+            self._nonces.admit(a, now)
+            return None
+        except approval.ApprovalRefused as e:
+            reason = f"{what} refused: {e} (the admin file is no proof of the person)"
+        sid = r.path_params.get("sid")
+        if not self._is_admin(r):
+            if header is None:
+                return error(401, "INVALID_TOKEN", "admin credential required")
+            return error(403, "ACCESS_DENIED", f"{what} needs the person's approval", sid)
+        s = self.sessions.get(sid) if isinstance(sid, str) else None
+        await self.audit.arecord(AuditEntry(new_id(), now, s.session_id if s else "", s.agent_id if s else "",
+                                            "approval_refused", None, None, (), False, reason))
+        return error(403, "ACCESS_DENIED", f"{what} needs the person's approval (their passphrase), "
+                                           "not the admin file", sid)
 
     def _bearer(self, r: HttpRequest) -> str | None:
         return _bearer_of(r.headers.get("authorization", ""))
@@ -320,10 +371,11 @@ class Uomp:
 
     # ------------------------------------------------------------------ Auth Service
     async def create(self, r: HttpRequest) -> Response:
-        if not self._is_admin(r):
-            return error(401, "INVALID_TOKEN", "admin credential required")
+        raw = await self._approved_body(r, "creating a session")
+        if isinstance(raw, Response):
+            return raw
         try:
-            d = await self._json(r)
+            d = await self._json(r, raw)
             if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
                 raise UompError("agent_id is required")
             minutes = duration_minutes(d.get("duration_minutes", DEFAULT_MINUTES))
@@ -350,14 +402,15 @@ class Uomp:
         return s
 
     async def grant(self, r: HttpRequest) -> Response:
-        if not self._is_admin(r):
-            return error(401, "INVALID_TOKEN", "admin credential required")
+        raw = await self._approved_body(r, "a grant")
+        if isinstance(raw, Response):
+            return raw
         try:
             s = self._session(r)
         except UompError as e:
             return error(e.status, e.error_code, str(e))
         try:
-            g = parse_grant(await self._json(r), s, self.now())
+            g = parse_grant(await self._json(r, raw), s, self.now())
         except (UompError, ValueError) as e:
             return error(400, "INVALID_REQUEST", str(e), s.session_id)
         now = self.now()
@@ -581,7 +634,8 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
     # audit entry; as durable, only slower
     group = os.environ.get(NO_GROUP_COMMIT_ENV) != "1"
     u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
-             search=lambda q: [e.cell_id for e in op.index.search(q)], group_commit=group)
+             search=lambda q: [e.cell_id for e in op.index.search(q)], group_commit=group,
+             approval_key=v.purpose_key(approval.APPROVAL_INFO))
     inner = op.refresh
     built = [-1]          # the operator's version the item view was built from
     started = [False]

@@ -3,8 +3,9 @@
 
     ownmem agent authorize uom.json [--grant TAG...] [--deny TAG...] [--minutes N] [--yes]
         create + grant a session on the running service; prints the session id and token
-    ownmem agent run [authorize options] --manifest uom.json -- CMD...
-        CMD runs with UOM_TOKEN and UOMP_BASE_URL; the session is revoked when CMD exits
+    ownmem agent run [authorize options] [--env NAME]... --manifest uom.json -- CMD...
+        CMD runs with UOM_TOKEN, UOMP_BASE_URL and only the allow-list of the environment
+        (CHILD_ENV, LC_*, --env names; never OWNMEM_*/SAIHM_*); the session is revoked when CMD exits
     ownmem agent sessions [--json]
     ownmem agent revoke SESSION
     ownmem agent audit [--session ID] [--json]
@@ -13,9 +14,12 @@
     ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before
         DATE, and forget the synced batches as old (through the service, else with the vault here)
 
-Every command but ``audit prune`` and another device's ``audit`` talks to the running
-`ownmem agent` with the admin credential of the vault folder (uomp-admin, 0600); pruning
-audit.db needs no key: entry times are stored in clear.
+Every command but another device's ``audit`` talks to the running `ownmem agent`.  Reading
+and narrowing (sessions, revoke, audit) show it the admin secret of the vault folder
+(uomp-admin, 0600); widening and deleting (authorize, run, audit prune) need the person's
+proof: the passphrase (prompt, OWNMEM_PASSPHRASE, or with --keyring the OS keyring entry)
+unlocks the vault here, and each request carries an approval made with its purpose key
+(approval.py), which a process that only reads the vault folder's files cannot make.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from ..cli import _folder
 from ..errors import MalformedInput, ServiceDown, VaultError
 from .audit import DB_NAME as AUDIT_DB
 from .audit import RETENTION_DAYS
+from .approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from .sessions import ADMIN_HEADER, AdminCredential
 
 DEFAULT_PORT = 9374
@@ -45,12 +50,37 @@ def _base(args: argparse.Namespace) -> str:
     return f"http://127.0.0.1:{args.port}"
 
 
-def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+def person_key(args: argparse.Namespace) -> bytes:
+    """The approval key (approval.APPROVAL_INFO): the person's proof, from the vault unlocked
+    with the passphrase (prompt or OWNMEM_PASSPHRASE) or, with --keyring, the OS keyring entry."""
+    from ..agent.cli import _passphrase
+    from ..vault import Vault
+
+    vault = Vault(_folder(args))
+    if not vault.exists():
+        raise VaultError(f"no vault at {vault.folder} (create one with `ownmem init`)")
+    pw, _ = _passphrase(str(vault.folder), bool(getattr(args, "keyring", False)))
+    v = vault.unlock(pw)
+    del pw
+    try:
+        return v.purpose_key(APPROVAL_INFO)
+    finally:
+        v.close()
+
+
+def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *,
+           approve: bytes | None = None) -> Any:
+    """One request to the service: with the admin secret, and approved with ``approve`` (the
+    person_key) when it widens or deletes."""
     cred = AdminCredential(Path(_folder(args)))
     if not cred.path.exists():
         raise VaultError("no UOMP admin credential in the vault folder: is `ownmem agent` running on this vault?")
+    raw = json.dumps(body).encode() if body is not None else b""
+    headers = {ADMIN_HEADER: cred.read(), "Content-Type": "application/json"}
+    if approve is not None:
+        headers[APPROVAL_HEADER] = sign(approve, _base(args), method, path, raw, int(time.time()))
     try:
-        r = httpx.request(method, _base(args) + path, json=body, headers={ADMIN_HEADER: cred.read()}, timeout=30)
+        r = httpx.request(method, _base(args) + path, content=raw, headers=headers, timeout=30)
     except httpx.HTTPError as e:
         raise ServiceDown(f"`ownmem agent` does not answer on {_base(args)} ({type(e).__name__})") from None
     doc = r.json()
@@ -94,7 +124,8 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         print(("\033[31m" if view.warning else "") + f"  retention: {view.text}" + ("\033[0m" if view.warning else ""))
         if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
             raise VaultError("not authorized")
-    created = _admin(args, "POST", "/v1/sessions", {
+    key = person_key(args)        # after the panel: the passphrase is the person's yes
+    created = _admin(args, "POST", "/v1/sessions", approve=key, body={
         "agent_id": m.agent.id, "agent_name": m.agent.name,
         "requested_scopes": {"read": {"tags": list(read.tags), "keys": list(read.keys)}} if read else {},
         "duration_minutes": args.minutes,
@@ -108,7 +139,7 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         "aggregation_only": args.aggregation_only, "task_bound": args.task_bound}
     if read is not None and read.allowed_fields is not None:
         grant_doc["allowed_fields"] = [str(f) for f in read.allowed_fields]
-    granted = _admin(args, "POST", f"/v1/sessions/{sid}/grant", grant_doc)
+    granted = _admin(args, "POST", f"/v1/sessions/{sid}/grant", grant_doc, approve=key)
     return {"session_id": sid, "token": granted["token"], "expires_at": granted["expires_at"]}
 
 
@@ -118,12 +149,42 @@ def cmd_authorize(args: argparse.Namespace) -> int:
     return 0
 
 
+# what the child of `ownmem agent run` inherits: what a program needs to run, nothing that names
+# or opens the vault (OWNMEM_PASSPHRASE would make the agent the person; OWNMEM_VAULT points it at
+# the admin file and the credentials)
+CHILD_ENV = ("PATH", "HOME", "LANG", "TERM", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
+_NEVER = ("OWNMEM_", "SAIHM_", "UOM_TOKEN", "UOMP_")
+
+
+def _env_name(s: str) -> str:
+    if not s or s.startswith(_NEVER) or "=" in s or "\0" in s:
+        raise argparse.ArgumentTypeError(f"{s!r} cannot be passed to the agent (never OWNMEM_*, SAIHM_*, UOMP_*)")
+    return s
+
+
+def child_env(parent: dict[str, str], extra: list[str], token: str, base_url: str) -> dict[str, str]:
+    """The environment of the agent `ownmem agent run` starts: the allow-list (CHILD_ENV, LC_*)
+    and the names the person added with --env, taken from ``parent`` where set, then the token
+    and the base URL.  Never an OWNMEM_* or SAIHM_* variable, whatever --env says."""
+    names = set(CHILD_ENV) | set(extra)
+    env = {k: v for k, v in parent.items() if (k in names or k.startswith("LC_")) and not k.startswith(_NEVER)}
+    env.update(UOM_TOKEN=token, UOMP_BASE_URL=base_url)
+    return env
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     cmd = [c for c in args.cmd if c != "--"] if args.cmd and args.cmd[0] == "--" else args.cmd
     if not cmd:
         raise VaultError("no command to run (ownmem agent run --manifest uom.json -- CMD ...)")
     out = _authorize(args)
-    env = dict(os.environ, UOM_TOKEN=out["token"], UOMP_BASE_URL=_base(args))
+    # the child must not find the passphrase in /proc/<this process>/environ either (scrub.py);
+    # nothing after the grant needs it (the revocation takes the admin file)
+    from ..scrub import forget_passphrase_env
+
+    if not forget_passphrase_env():
+        print("warning: OWNMEM_PASSPHRASE could not be wiped from this process's /proc environ: the agent "
+              "may read it there (prefer the prompt or --keyring)", file=sys.stderr)
+    env = child_env(dict(os.environ), args.env or [], out["token"], _base(args))
     try:
         rc = subprocess.call(cmd, env=env)
     finally:
@@ -252,6 +313,10 @@ def _days(s: str) -> float:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    # the person's proof first: the service refuses a prune without it, and this process deletes
+    # nothing from audit.db for a caller that cannot give it (one that can write the file can
+    # delete rows itself: the synced batches on the other devices show that, docs/decisions.md)
+    approve = person_key(args)
     path = Path(_folder(args)) / AUDIT_DB
     as_of = args.as_of if args.as_of is not None else int(time.time())
     before = as_of - int(args.days * 86400)
@@ -264,19 +329,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
         finally:
             db.close()
     print(f"pruned {n} audit entries older than {args.days:g} days")
-    forgot = _prune_batches(args, before)
+    forgot = _prune_batches(args, before, approve)
     if forgot is not None:
         print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
     return 0
 
 
-def _prune_batches(args: argparse.Namespace, before: int) -> int | None:
+def _prune_batches(args: argparse.Namespace, before: int, approve: bytes) -> int | None:
     """The synced batches: on the agent's machine by the running service, which holds the vault
     (it erases and syncs; None, said on stderr, when it does not answer: this process must not
     erase under it); on a device without the service, with the unlocked vault here."""
     if AdminCredential(Path(_folder(args))).path.exists():
         try:
-            return int(_admin(args, "POST", "/v1/audit/prune", {"before": before})["forgotten"])
+            return int(_admin(args, "POST", "/v1/audit/prune", {"before": before}, approve=approve)["forgotten"])
         except ServiceDown as e:
             print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
             return None
@@ -302,16 +367,28 @@ def _auth_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--aggregation-only", action="store_true")
     p.add_argument("--task-bound", action="store_true")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    _keyring_option(p)
+
+
+def _keyring_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keyring", action="store_true",
+                   help="take the passphrase (the person's proof) from the OS keyring entry `ownmem agent "
+                        "--keyring` keeps")
 
 
 def register(asub: Any) -> None:
-    au = asub.add_parser("authorize", help="create and grant a UOMP session for an agent's uom.json")
+    au = asub.add_parser("authorize",
+                         help="create and grant a UOMP session for an agent's uom.json; asks the passphrase")
     au.add_argument("manifest")
     _auth_options(au)
     au.set_defaults(fn=cmd_authorize)
-    rn = asub.add_parser("run", help="run CMD with UOM_TOKEN and UOMP_BASE_URL; revoke when it exits")
+    rn = asub.add_parser("run", help="run CMD with UOM_TOKEN and UOMP_BASE_URL; revoke when it exits; "
+                                     "asks the passphrase")
     rn.add_argument("--manifest", required=True)
     _auth_options(rn)
+    rn.add_argument("--env", action="append", type=_env_name, metavar="NAME",
+                    help="pass this environment variable to CMD too (besides PATH, HOME, LANG, LC_*, TERM, TZ, "
+                         "TMPDIR, USER, LOGNAME, SHELL; never OWNMEM_* nor SAIHM_*)")
     rn.add_argument("cmd", nargs=argparse.REMAINDER)
     rn.set_defaults(fn=cmd_run)
     ss = asub.add_parser("sessions", help="list UOMP sessions")
@@ -331,9 +408,11 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} "
+                                         "days); asks the passphrase")
     pr.add_argument("--as-of", type=_date, metavar="DATE")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
+    _keyring_option(pr)
     pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
                     help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)
