@@ -34,6 +34,7 @@ import httpx
 
 from ..cli import _folder
 from ..errors import MalformedInput, ServiceDown, VaultError
+from ..termsafe import raw, visible
 from .audit import DB_NAME as AUDIT_DB
 from .audit import RETENTION_DAYS
 from .sessions import ADMIN_HEADER, AdminCredential
@@ -56,7 +57,7 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None) -
     doc = r.json()
     if r.status_code >= 400:
         err = doc.get("error", {}) if isinstance(doc, dict) else {}
-        raise VaultError(f"{err.get('code', r.status_code)}: {err.get('message', '')}")
+        raise VaultError(visible(f"{err.get('code', r.status_code)}: {err.get('message', '')}"))
     return doc
 
 
@@ -88,10 +89,11 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         if not sys.stdin.isatty():
             raise VaultError("not a terminal: pass --yes to authorize without the panel")
         view = retention_level(policy, args.minutes * 60)
-        print(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:")
-        print(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}")
+        print(visible(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:"))
+        print(visible(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}"))
         print(f"  for {args.minutes:g} minutes")
-        print(("\033[31m" if view.warning else "") + f"  retention: {view.text}" + ("\033[0m" if view.warning else ""))
+        print(("\033[31m" if view.warning else "") + f"  retention: {visible(view.text)}"     # our colour: raw
+              + ("\033[0m" if view.warning else ""), file=raw(sys.stdout))
         if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
             raise VaultError("not authorized")
     created = _admin(args, "POST", "/v1/sessions", {
@@ -142,7 +144,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for s in ss:
         g = s.get("granted_scopes") or {}
         tags = ",".join((g.get("read") or {}).get("tags") or [])
-        print(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  tags {tags or '-'}")
+        print(visible(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  "
+                      f"tags {tags or '-'}"))
     return 0
 
 
@@ -211,8 +214,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for e in entries:
         # an agent write's attempt is no verdict: its outcome follows (staging.WriteAudit)
         verdict = "attempt" if e["action"] == "write_attempt" else "allowed" if e["allowed"] else "DENIED "
-        print(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
-              f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}")
+        # one entry, one row: a key with %0A or ESC in it (a stranger's path) is shown, never obeyed
+        print(visible(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
+                      f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}"))
     return 0
 
 
