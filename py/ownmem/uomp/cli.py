@@ -10,19 +10,18 @@
     ownmem agent audit [--session ID] [--json]
         on the agent's machine: its audit.db, through the service; on another device: the
         batches synced to the vault, each checked against its anchor in the public log
-    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before
-        DATE, and forget the synced batches as old (through the service, else with the vault here)
+    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90, the
+        floor) before DATE (not after now), and forget the synced batches as old (through the
+        service, else with the vault here); the deletion is itself an audit entry (retention.py)
 
-Every command but ``audit prune`` and another device's ``audit`` talks to the running
-`ownmem agent` with the admin credential of the vault folder (uomp-admin, 0600); pruning
-audit.db needs no key: entry times are stored in clear.
+Every command but another device's ``audit`` and ``audit prune`` talks to the running
+`ownmem agent` with the admin credential of the vault folder (uomp-admin, 0600).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from ..cli import _folder
 from ..errors import MalformedInput, ServiceDown, VaultError
 from ..termsafe import raw, visible
 from .audit import DB_NAME as AUDIT_DB
-from .audit import RETENTION_DAYS
+from .retention import RETENTION_DAYS, prune_cutoff
 from .sessions import ADMIN_HEADER, AdminCredential
 
 DEFAULT_PORT = 9374
@@ -250,52 +249,39 @@ def _days(s: str) -> float:
         d = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of days: {s!r}") from None
-    if not 0 <= d <= 36500:
-        raise argparse.ArgumentTypeError("the retention is 0 to 36500 days")
-    return d
+    return d             # its range is retention.prune_cutoff's decision
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    path = Path(_folder(args)) / AUDIT_DB
-    as_of = args.as_of if args.as_of is not None else int(time.time())
-    before = as_of - int(args.days * 86400)
-    n = 0
-    if path.exists():
-        db = sqlite3.connect(path, timeout=30)
-        try:
-            with db:
-                n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
-        finally:
-            db.close()
-    print(f"pruned {n} audit entries older than {args.days:g} days")
-    forgot = _prune_batches(args, before)
-    if forgot is not None:
-        print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
+    # the one retention decision (retention.py), by the real clock: a future --as-of or a retention
+    # under the floor is refused here, and again by the service for a raw request
+    before = prune_cutoff(int(time.time()), as_of=args.as_of, days=args.days)
+    pruned, forgot = _prune(args, before)
+    print(f"pruned {pruned} audit entries older than {args.days:g} days")
+    print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
     return 0
 
 
-def _prune_batches(args: argparse.Namespace, before: int) -> int | None:
-    """The synced batches: on the agent's machine by the running service, which holds the vault
-    (it erases and syncs; None, said on stderr, when it does not answer: this process must not
-    erase under it); on a device without the service, with the unlocked vault here."""
+def _prune(args: argparse.Namespace, before: int) -> tuple[int, int]:
+    """The entry points of an audit deletion, each recording the deletion's own entry first: on the
+    agent's machine the running service (audit.db and the batches; refused when it does not
+    answer: this process must not write under it); on a device without the service, the unlocked
+    vault here (the batches only)."""
     if AdminCredential(Path(_folder(args))).path.exists():
         try:
-            return int(_admin(args, "POST", "/v1/audit/prune", {"before": before})["forgotten"])
+            got = _admin(args, "POST", "/v1/audit/prune", {"before": before})
         except ServiceDown as e:
-            print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
-            return None
+            raise ServiceDown(f"{e}: nothing pruned (start it, or give its --port)") from None
+        return int(got["pruned"]), int(got["forgotten"])
     from ..cli import _unlock
     from ..vault.sync import Syncer, syncer_for
     from .audit_sync import prune_batches
 
     v = _unlock(args)
     try:
-        n = prune_batches(v, v.open_all().entries, before)
-        if n and Syncer.linked(v.store) is not None:
-            syncer_for(v).sync_once()
+        return 0, prune_batches(v, syncer_for(v) if Syncer.linked(v.store) is not None else None, before)
     finally:
         v.close()
-    return n
 
 
 def _auth_options(p: argparse.ArgumentParser) -> None:
@@ -335,9 +321,9 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} days)")
-    pr.add_argument("--as-of", type=_date, metavar="DATE")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention ({RETENTION_DAYS} days or more)")
+    pr.add_argument("--as-of", type=_date, metavar="DATE", help="judge the age as of DATE (not after now)")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
     pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
-                    help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
+                    help=f"the retention in days (section 18.3: configurable, default and floor {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)
