@@ -283,7 +283,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print("note: this file's metadata is unsigned (made by another implementation)", file=sys.stderr)
     print(f"imported {report.imported}, skipped {len(report.skipped)}, refused {len(report.refused)}")
     for oid, why in report.refused:
-        print(f"  refused {oid}: {why}")
+        print(f"  refused {oid}: {visible(why)}")
     for name, why in report.scopes_refused:
         print(f"  scope {name!r} not adopted: {why}")
     if report.keys_held_back:
@@ -304,7 +304,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     print(f"migrated {len(r.migrated)}, attributed {len(r.attributed)}, quarantined {len(r.quarantined)}, "
           f"refused {len(r.refused)}, failed {len(r.failed)}, already v2 {r.already_v2}")
     for oid, why in r.refused + r.failed:
-        print(f"  {oid}: {why}")
+        print(f"  {oid}: {visible(why)}")
     return 0
 
 
