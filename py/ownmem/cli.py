@@ -391,6 +391,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
 
+    # stdout is the MCP host's JSON-RPC channel, no terminal: the SDK writes its bytes (.buffer),
+    # and JSON escapes every control character itself
+    sys.stdout = raw(sys.stdout)
     return serve_mcp()
 
 

@@ -67,6 +67,14 @@ class SafeStream(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
+    @property
+    def encoding(self) -> str:      # libraries ask (uvicorn, argparse's help): the terminal's own
+        return str(getattr(self.raw, "encoding", None) or "utf-8")
+
+    @encoding.setter
+    def encoding(self, value: str) -> None:
+        raise AttributeError("a SafeStream's encoding is its raw stream's")
+
 
 def guarded(stream: TextIO) -> TextIO:
     return stream if isinstance(stream, SafeStream) else cast(TextIO, SafeStream(stream))
