@@ -37,7 +37,7 @@ def started(backend: Backend) -> ServerProcess:
 
 
 def stored_files(backend: Backend) -> list[Path]:
-    return [p for p in backend.data_dir.iterdir()]
+    return list(backend.data_dir.iterdir())
 
 
 def test_a_new_data_folder_is_the_servers_alone(tmp_path: Path) -> None:

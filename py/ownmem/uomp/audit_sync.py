@@ -28,11 +28,15 @@ not pass its signature check and never arrives) leaves a gap.
 On any device (``audit_view``): the batches that open as the owner's own; for each shown, the
 entries again hashed to the root it names, the receipt checked (RECALL, subject = root, this
 holder's signature) and proven included in the log's tree this device verified; a mismatch, a
-missing or unproven anchor, a gap in a stream's seq: a warning on that batch's rows.
+missing or unproven anchor, a gap in a stream's seq (from 1: below the oldest batch held too,
+unless a deletion entry accounts for it), no batch at all while the log holds this holder's
+anchors of the last RETENTION_DAYS: a warning on that batch's rows, or on the view.
 
-Retention: ``prune_batches`` forgets (cryptographic erasure, FORGET receipts, as `ownmem forget`)
-every batch whose newest entry is older than the cut-off; `ownmem agent audit prune` asks the
-running service, or, on a device without one, does it with the unlocked vault.
+Retention (ownmem.uomp.retention: only past it, by the real clock): ``AuditSync.prune`` (the
+service's POST /v1/audit/prune) and, on a device without the service, ``prune_batches`` record
+the deletion as an entry of its own (batched, anchored and synced like any), then forget
+(cryptographic erasure, FORGET receipts, as `ownmem forget`) every batch whose newest entry is
+older than the cut-off.
 
 Nothing here imports the agent's HTTP or JWT code at module level: the reader runs in the
 browser too, where keccak256 comes from @noble/hashes through the worker's glue.
