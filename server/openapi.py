@@ -280,12 +280,15 @@ OPENAPI["paths"].update({
                        "holder, with the holder's ML-DSA-65 signature over it (context ownmem-register-v1), so "
                        "that a sharer checks the grantee's X25519 key itself: SHA-256(holder_pub) = holder_id and "
                        "holder_proof verifies over [\"ownmem/v1/register\", name, salt, owner_pub, sync_pub, "
-                       "ka_pub, holder_pub]. Public, paid by the client's address.",
+                       "ka_pub, holder_pub]. To a bearer credential of any vault of this server (no vault is named, so "
+                       "no 403), paid by that vault; "
+                       "without one, 401 for every holder_id, held or free (no stranger probes names).",
         "parameters": [{"name": "holder_id", "in": "path", "required": True, "schema": _hexn(32)}],
         "responses": {"200": _json(_obj({"name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32),
                                          "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": _hexn(1952),
                                          "holder_id": _hexn(32), "holder_proof": _hexn(3309)})),
-                      **_err(400, 429), **_refused(404, "no vault of that holder published its registration")}}},
+                      **_err(400, 401, 429),
+                      **_refused(404, "no vault of that holder published its registration")}}},
     "/v1/vaults/{name}/holder": {"post": {
         "operationId": "publishHolder", "parameters": [NAME], "security": AUTH,
         "description": "A vault registered before the directory publishes its holder proof: the holder's "

@@ -2,7 +2,7 @@
 effect and receipt"; ownmem docs/decisions.md "Sharing between people").
 
     GET  /v1/holders/{holderId}                      the directory: a vault's registration and
-                                                     its holder proof (public, paid by the address)
+                                                     its holder proof (to a vault of this server)
     POST /v1/vaults/{name}/holder                    a vault registered before the directory
                                                      publishes its holder proof
     POST /v1/vaults/{name}/shares                    the sharer offers a contract (+ SHARE receipt,
@@ -22,6 +22,7 @@ before it accepts; revocation deletes the keys before the REVOKE receipt is logg
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import time
@@ -113,6 +114,19 @@ def share_routes(srv: Server) -> list[Route]:
             last_sweep[0] = t
             await srv.call(shares.sweep, now)
 
+    async def caller_vault(request: Request) -> None:
+        """A live credential of any vault here, charged to that vault; else the address pays and
+        the answer is 401, whatever the path names (the same as `Server.authed` without a vault)."""
+        auth = request.headers.get("authorization", "")
+        found = None
+        if auth.startswith("Bearer ") and len(auth) <= 200:
+            found = await srv.call(srv.storage.token_vault, hashlib.sha256(auth[7:].strip().encode()).digest(),
+                                   time.time())
+        if found is None:
+            srv.limit_address(request)
+            raise ApiError(E.UNAUTHENTICATED, "the credential is missing, unknown or expired")
+        await srv.limit_reader(request)          # a vault's credential: its vault's budget pays
+
     def cid_param(request: Request) -> bytes:
         v = request.path_params["contract_id"]
         if len(v) != 64 or any(ch not in "0123456789abcdef" for ch in v):
@@ -120,11 +134,14 @@ def share_routes(srv: Server) -> list[Route]:
         return bytes.fromhex(v)
 
     async def holder(request: Request) -> Response:
-        srv.limit_address(request)
+        # The directory answers vaults of this server only (a sharer and a grantee are both logged
+        # in). To anyone else every holderId, held or free, answers the same 401: a vault lookup
+        # gives a held name's holderId and a free name's decoy's, so a public 200/404 here told a
+        # held name from a free one, and the log's holderIds listed every published name.
+        await caller_vault(request)
         v = request.path_params["holder_id"]
         if len(v) != 64 or any(ch not in "0123456789abcdef" for ch in v):
             raise ApiError(E.MALFORMED, "a holderId is 64 lower-case hex digits")
-        # holderIds are public (every KEY receipt in the log names one), so a miss tells nothing new
         row = await srv.call(shares.holder, bytes.fromhex(v))
         if row is None:
             raise ApiError(E.NOT_FOUND, "no vault of that holder published its registration here")

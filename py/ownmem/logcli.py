@@ -34,6 +34,7 @@ from .errors import OwnmemError, SyncError, VaultError, WireError
 from .saihm import tlog
 from .saihm.receipt import Receipt, parse_receipt, verify_receipt
 from .saihm.tlog import Checkpoint, NoteRefused, VerifierKey
+from .termsafe import visible
 from .vault import Vault
 from .vault.logwatch import (
     PublicLog, advance_problem, consistency_needed, inclusion_problem, log_status, open_served_checkpoint,
@@ -223,7 +224,7 @@ def _verify(log: PublicLog, server: str, log_key: str | None, store: Store | Non
         cp = open_served_checkpoint(p, note, pin)
     except NoteRefused as e:
         raise LogVerifyFailed(f"the checkpoint does not verify under the log key ({e.reason})") from None
-    print(f"log {cp.origin}: key {pin} ({how})")
+    print(f"log {visible(cp.origin)}: key {pin} ({how})")
     print(f"checkpoint: {cp.size} receipt(s), root {cp.root_hash.hex()}, signature verified")
     if receipt_id is not None:
         got = verify_receipt_in_log(log, cp, receipt_id)

@@ -20,6 +20,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from .termsafe import visible
+
 if TYPE_CHECKING:
     from .vault.sharing import Offers, ShareView
     from .vault.sync import Syncer
@@ -36,8 +38,8 @@ def _syncer(args: argparse.Namespace) -> Syncer:
 
 
 def _safe(text: str) -> str:
-    """Another holder's text as one line of plain characters."""
-    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text.replace("\n", " "))
+    """Another holder's text as one line, its controls shown (termsafe)."""
+    return visible(text.replace("\n", " "))
 
 
 def _contract_id(s: Syncer, text: str, offers: Offers | None = None) -> bytes:
@@ -160,10 +162,10 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
     print("offered to me:" if got.received else "offered to me: none")
     for v in got.received:
         owner = got.sharers[v.contract.holder_id]
-        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  from {owner.holder_id.hex()} ({owner.name})  "
+        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  from {owner.holder_id.hex()} ({_safe(owner.name)})  "
               f"{_view_state(v):<9}  {len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
     for why in got.refused:
-        print(f"warning: {why}")
+        print(f"warning: {_safe(why)}")
     if got.more:
         print(f"warning: {MORE_OFFERS}")
     return 0
@@ -184,10 +186,10 @@ def _received(s: Syncer, args: argparse.Namespace) -> int:
         print("no memories are shared with you")
     for m in got.memories:
         tags = f" [{_safe(', '.join(m.tags))}]" if m.tags else ""
-        print(f"{m.cell_id.hex()[:12]}  shared by {m.owner_holder_id.hex()[:16]} ({m.owner_name})  "
+        print(f"{m.cell_id.hex()[:12]}  shared by {m.owner_holder_id.hex()[:16]} ({_safe(m.owner_name)})  "
               f"{_safe(m.content)}{tags}")
     for cid, why in got.refused:
-        print(f"warning: a shared cell {cid.hex()[:12]} was refused: {why}")
+        print(f"warning: a shared cell {cid.hex()[:12]} was refused: {_safe(why)}")
     return 0
 
 

@@ -763,7 +763,7 @@ class WitnessList:
         return cls(tuple(Witness.parse(w) for w in value["witnesses"]))
 # ---------------------------------------------------------------- sharing between people
 #
-#   HolderRecord      GET  /v1/holders/{holderId}                       <- JSON (public)
+#   HolderRecord      GET  /v1/holders/{holderId}                       <- JSON (any vault's credential)
 #   HolderProof       POST /v1/vaults/{name}/holder                     -> JSON (answer: the HolderRecord)
 #   ShareOffer        POST /v1/vaults/{name}/shares                     -> JSON
 #   ShareOffered           its answer (201)                             <- JSON

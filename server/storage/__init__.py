@@ -18,8 +18,10 @@ def open_storage(url: str | None, data_dir: str | Path = "data") -> Storage:
         return SqliteStorage(url[len("sqlite:///"):])
     if url:
         raise ValueError("OWNMEM_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+    from .private import private_folder
     from .sqlite import SqliteStorage
 
+    private_folder(Path(data_dir))    # the server's own folder: 0700 (a sqlite:/// folder may be shared)
     return SqliteStorage(Path(data_dir) / "ownmem.db")
 
 

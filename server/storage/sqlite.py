@@ -31,6 +31,7 @@ from .base import (
     StorageConflict, StorageLimit, StorageQuota, VaultRecord,
 )
 from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
+from .private import private_file
 from .scrub import Scrubber
 
 # An export is refused while an erasure has been held up this long and another export is
@@ -88,6 +89,7 @@ class SqliteStorage:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.path)        # 0600 before SQLite makes it (and its -wal, -shm) 0644
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

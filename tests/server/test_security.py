@@ -28,7 +28,6 @@ PUBLIC_ROUTES = {
     ("/v1/log", "GET"), ("/v1/log/{receipt_id}", "GET"), ("/v1/erasures", "GET"),
     ("/v1/log/key", "GET"), ("/v1/log/checkpoint", "GET"), ("/v1/log/proof/inclusion", "GET"),
     ("/v1/log/proof/consistency", "GET"), ("/v1/log/entries", "GET"), ("/v1/log/entries/{index}", "GET"),
-    ("/v1/holders/{holder_id}", "GET"),       # the sharing directory: holderIds and their keys are public
 }
 
 

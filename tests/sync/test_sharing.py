@@ -62,6 +62,36 @@ def _people(backend: Backend, servers: Callable[..., ServerProcess], devices: De
     return People(srv, backend, a, b)
 
 
+def _directory(url: str, holder_id: bytes, asker: Device | None) -> httpx.Response:
+    """GET /v1/holders/{holder_id} with the credential of ``asker``'s vault (None: a stranger)."""
+    headers = {}
+    if asker is not None:
+        asker.syncer.ensure_login()
+        headers["Authorization"] = f"Bearer {asker.syncer.remote.token}"
+    return httpx.get(f"{url}/v1/holders/{holder_id.hex()}", headers=headers, timeout=30)
+
+
+def test_the_directory_answers_a_stranger_alike_for_a_held_and_a_free_name(
+        backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
+    """Issue 19 item 8. A vault lookup answers a held name with its holderId and a free name with a
+    decoy's; the directory then answered the first 200 and the second 404. To a stranger (no
+    credential, or a forged one) both are now the same 401; the person's vaults still use it."""
+    p = _people(backend, servers, devices)
+    held = httpx.get(f"{p.server.url}/v1/vaults/{p.b.remote.name}", timeout=30).json()
+    free = httpx.get(f"{p.server.url}/v1/vaults/nobody-holds-this-{_n}", timeout=30).json()
+    assert set(held) == set(free) and held["holder_id"] == p.b_id.hex()      # the lookup's decoy holds
+    answers = []
+    for holder_id in (bytes.fromhex(held["holder_id"]), bytes.fromhex(free["holder_id"])):
+        for headers in ({}, {"Authorization": "Bearer " + "A" * 43}):
+            r = httpx.get(f"{p.server.url}/v1/holders/{holder_id.hex()}", headers=headers, timeout=30)
+            answers.append((r.status_code, r.json()))
+    assert answers[0][0] == 401 and answers[0][1]["error"] == "unauthenticated", answers[0]
+    assert all(a == answers[0] for a in answers), answers
+    # a vault of this server (a sharer) still reads the record, and learns a free id is no one's
+    assert _directory(p.server.url, p.b_id, p.a).json()["holder_id"] == p.b_id.hex()
+    assert _directory(p.server.url, bytes.fromhex(free["holder_id"]), p.a).status_code == 404
+
+
 def share_keys(backend: Backend, contract_id: bytes | None = None) -> int:
     if contract_id is None:
         return int(backend.rows("SELECT count(*) FROM share_keys")[0][0])
@@ -343,7 +373,7 @@ def test_a_substituted_grantee_key_is_refused_by_the_sharer(backend: Backend, se
         m = a.v.add("only for B")
         a.sync()
         bid = b.v.holder().holder_id
-        c_record = httpx.get(f"{srv.url}/v1/holders/{c.v.holder().holder_id.hex()}").json()
+        c_record = _directory(srv.url, c.v.holder().holder_id, b).json()
         server_key = run_sync(a.v.crypto.x25519_public(b"\x44" * 32)).hex()
         before = _state(backend)
         for label, rewrite in [
@@ -440,7 +470,7 @@ def test_cli_share_accept_received_revoke(sqlite_backend: Backend, servers: Call
         assert ownmem("init", env=env).returncode == 0
         r = ownmem("login", "--server", srv.url, "--vault-name", name, env=env)
         assert r.returncode == 0, r.stderr
-    for text in ("the cli shares this", "and this \x1b[2J\x1b[31mred\r\nforged line"):
+    for text in ("the cli shares this", "and this \x1b[2J\x1b[31mred\r\nforged line \x1b]52;c;aGk=\x07 \u202egnp.exe"):
         assert ownmem("add", text, env=ea).returncode == 0
     assert ownmem("sync", env=ea).returncode == 0
     ids = [m["id"] for m in json.loads(ownmem("list", "--json", env=ea).stdout)]
@@ -472,6 +502,8 @@ def test_cli_share_accept_received_revoke(sqlite_backend: Backend, servers: Call
     assert len(lines) == 2, got
     assert all(f"shared by {a_id[:16]} (alice-cli)" in line for line in lines)
     assert "the cli shares this" in got and "\x1b" not in got and "\r" not in got
+    # issue 19 item 7: an OSC 52 clipboard write and a bidi override are shown, not obeyed (termsafe)
+    assert "\x07" not in got and "\u202e" not in got and "\\u001b]52;c;aGk=\\u0007 \\u202egnp.exe" in got
     as_json = json.loads(ownmem("share", "received", "--json", env=eb).stdout)
     assert {m["authorship"] for m in as_json["memories"]} == {"shared"}
     assert {m["owner_holder_id"] for m in as_json["memories"]} == {a_id}
@@ -507,7 +539,7 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
     m = p.a.v.add("for a vault that predates the directory")
     p.a.sync()
     _drop_proof(backend, p.b_id)
-    assert httpx.get(f"{p.server.url}/v1/holders/{p.b_id.hex()}").status_code == 404
+    assert _directory(p.server.url, p.b_id, p.a).status_code == 404
     with pytest.raises(ShareRefused):
         sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
     # a proof that is not the holder's signature over the registration the server keeps
@@ -521,7 +553,7 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
         sharing.ShareRemote(p.b.syncer).publish(run_sync(p.a.v.crypto.mldsa65_sign(h.xi, reg,
                                                                                     W.REGISTER_HOLDER_CONTEXT)))
     assert e.value.server_code == "bad_signature"
-    assert httpx.get(f"{p.server.url}/v1/holders/{p.b_id.hex()}").status_code == 404
+    assert _directory(p.server.url, p.b_id, p.a).status_code == 404
     rec = sharing.publish_holder(p.b.syncer)
     assert rec.holder_id == p.b_id and rec.ka_pub == p.b.v.identity.ka_pub
     assert sharing.publish_holder(p.b.syncer) == rec           # idempotent

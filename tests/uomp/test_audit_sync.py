@@ -15,7 +15,7 @@ import httpx
 from agentkit import issue, ownmem_cli
 from uompkit import UompVault
 from Crypto.Hash import keccak
-from synckit import Backend, Devices, ServerProcess, cli_env
+from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
 from uompkit import Uomp
 
 from ownmem.saihm import tlog
@@ -92,14 +92,23 @@ def test_event_hashes_are_the_drafts_keccak256_and_the_root_covers_every_field()
     assert au.batch_root(entries, {"sess_a": {**SESSIONS["sess_a"], "granted_tags": ["x"]}}) != root
 
 
-def test_gaps_flag_a_missing_or_doubled_batch_but_not_what_retention_forgot() -> None:
-    def b(seq: int, root: str = "00" * 32) -> au.Batch:
-        return au.Batch({"stream": "s1", "seq": seq, "root": root, "last": seq}, bytes(16))
-    assert au.gaps([b(5), b(6), b(7)]) == {}                        # 1-4 pruned: no warning
-    got = au.gaps([b(5), b(6), b(9), b(9, "11" * 32)])
+def test_gaps_flag_a_missing_or_doubled_batch_but_not_what_a_deletion_entry_accounts_for() -> None:
+    """Issue 19: seqs start at 1, so a batch missing below the oldest held is reported too, unless
+    a deletion entry (retention.pruned_entry) in a batch held names it."""
+    def b(seq: int, root: str = "00" * 32, entries: list[dict[str, Any]] | None = None) -> au.Batch:
+        return au.Batch({"stream": "s1", "seq": seq, "root": root, "last": seq, "entries": entries or []}, bytes(16))
+    assert au.gaps([b(5), b(6), b(7)]) == {("s1", 5): "4 earlier batches of this audit (1-4) did not reach this "
+                                                    "device and no deletion in this audit accounts for them"}
+    pruned = _entry(9, action="audit_pruned", key=json.dumps({"batches": {"s1": [1, 4]}, "anchored_until": 0}))
+    assert au.gaps([b(5), b(6), b(7, entries=[pruned])]) == {}      # 1-4 deleted past retention: no warning
+    partly = _entry(9, action="audit_pruned", key=json.dumps({"batches": {"s1": [1, 2], "s2": [3, 4]}}))
+    assert "(3-4) did not reach" in au.gaps([b(5), b(6, entries=[partly])])[("s1", 5)]
+    forged = {**pruned, "allowed": False}                            # a refused deletion accounts for nothing
+    assert ("s1", 5) in au.gaps([b(5), b(6, entries=[forged])])
+    got = au.gaps([b(1), b(2), b(5), b(6), b(9), b(9, "11" * 32)])
     assert got[("s1", 9)] == ("2 earlier batches of this audit (7-8) did not reach this device; "
                               "two different batches carry this batch's number")
-    assert set(got) == {("s1", 9)}
+    assert set(got) == {("s1", 5), ("s1", 9)}
     assert "did not reach" in au.gaps([b(1), b(3)])[("s1", 3)]
 
 
@@ -194,11 +203,14 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     assert "warning" not in r.stderr
     text = ownmem_cli("agent", "audit", env=env)
     assert text.returncode == 0 and "DENIED" in text.stdout and "preference.card" in text.stdout
-    # prune there (no service on that device): the vault forgets the batches itself and syncs
+    rows_all = json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout)
+    # prune there (no service on that device): nothing is past the retention, and "as of 2099" is
+    # refused (issue 19: it was "delete everything"), with every batch kept
+    pr = ownmem_cli("agent", "audit", "prune", env=env)
+    assert pr.returncode == 0 and "forgot 0 synced audit batches" in pr.stdout, pr.stdout + pr.stderr
     pr = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", env=env)
-    assert pr.returncode == 0, pr.stderr
-    assert "pruned 0 audit entries" in pr.stdout and f"forgot {len(roots)} synced audit batches" in pr.stdout
-    assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == []
+    assert pr.returncode != 0 and pr.stdout == "" and "is in the future" in pr.stderr, pr.stderr
+    assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == rows_all
 
 
 def _batch_cells(d: Any) -> dict[int, bytes]:
@@ -318,9 +330,35 @@ def test_a_version_2_batch_carries_its_entries_as_json_text_and_one_that_does_no
         v.close()
 
 
-def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
+DAY = 86400
+
+
+def _old_entries(folder: Path, days_ago: int, n: int) -> None:
+    """``n`` entries ``days_ago`` days old written into the agent's audit.db while it is stopped (as
+    the service would have written them then): what retention may delete."""
+    from ownmem.uomp.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
+
+    v = Vault(folder).unlock(PASSPHRASE)
+    try:
+        key = v.purpose_key(AUDIT_INFO)
+    finally:
+        v.close()
+    log = AuditLog(folder, key)
+    try:
+        t = int(time.time()) - days_ago * DAY
+        for i in range(n):
+            log.record(AuditEntry(new_id(), t + i, "sess_old", "calendar_agent", "read", "preference.theme", None,
+                                  ("preference",), True, "scope matched"))
+    finally:
+        log.close()
+
+
+def test_a_prune_inside_the_retention_is_refused_and_deletes_nothing(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
         agents: Callable[..., Any], devices: Devices) -> None:
+    """The attack of issue 19: `ownmem agent audit prune --as-of 2099-01-01` (and the raw route, and a
+    retention of 0 days) erased every audit entry and every synced batch. Now each is refused with
+    a clear error, and the audit on the service and on another device is what it was."""
     srv = servers(sqlite_backend)
     uv = uomp_vault(srv.url)
     agent = agents(uv.vault)
@@ -329,30 +367,111 @@ def test_prune_forgets_old_batches_by_cryptographic_erasure_everywhere(
     assert u.get("/v1/memory/preference.theme", tok).status_code == 200
     phone = devices.join(srv.url, uv.vault.name, label="phone")
     cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None else None, "a batch synced")
-    # nothing is 90 days old yet
-    r = ownmem_cli("agent", "audit", "prune", "--port", str(agent.port), env=uv.vault.env)
-    assert r.returncode == 0 and "forgot 0 synced audit batches" in r.stdout, r.stdout + r.stderr
+    before = u.admin("GET", "/v1/audit").json()["entries"]
+    env, port = uv.vault.env, str(agent.port)
+    for args, says in ((("--as-of", "2099-01-01"), "is in the future"), (("--days", "0"), "a shorter one is refused"),
+                       (("--days", "-1"), "a shorter one is refused")):
+        r = ownmem_cli("agent", "audit", "prune", *args, "--port", port, env=env)
+        assert r.returncode != 0 and r.stdout == "" and says in r.stderr and "nothing was deleted" in r.stderr, \
+            (args, r.stdout, r.stderr)
+    # the service's route judges by its own clock whatever the CLI said
+    r = u.admin("POST", "/v1/audit/prune", {"before": 2 ** 40})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_REQUEST", r.text
+    assert "keeps every entry for 90 days" in r.json()["error"]["message"]
+    assert u.admin("POST", "/v1/audit/prune", {"before": int(time.time()) - 89 * DAY}).status_code == 400
     # a token is no admin credential for the prune route
-    assert u.post("/v1/audit/prune", tok, {"before": 2 ** 40}).status_code == 401
-    r = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", "--port", str(agent.port), env=uv.vault.env)
-    assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split("forgot ")[1].split()[0]) >= len(cells)
-    # FORGET receipts in the public log; the phone erases them on its next sync (its DEKs gone)
+    assert u.post("/v1/audit/prune", tok, {"before": 0}).status_code == 401
+    # nothing is 90 days old: a prune by the retention deletes nothing, and records nothing
+    r = ownmem_cli("agent", "audit", "prune", "--port", port, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("pruned 0 ") and "forgot 0 synced" in r.stdout, r.stderr
+    after = u.admin("GET", "/v1/audit").json()["entries"]
+    assert after == before
+    phone.sync()
+    assert cells.items() <= _batch_cells(phone).items() and _view(phone).warnings == []    # every batch kept
 
-    def gone() -> bool:
-        phone.sync()
-        return not set(cells.values()) & set(phone.v.store.cell_ids_of(
-            [b.object_id for b in au.read_batches(phone.listing().entries)]).values())
-    _poll(gone, "the erasure reaches the phone")
+
+def test_a_prune_past_the_retention_is_itself_an_audit_entry_and_its_gap_is_accounted_for(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices) -> None:
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    _old_entries(uv.vault.folder, 120, 3)               # four months old, in audit.db before the service starts
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
+    _poll(lambda: 1 in _batch_cells(phone) if phone.sync() is not None else None, "the old entries' batch synced")
+    _, tok = u.session(READ)                            # a grant: its own batch, at once
+    assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+    _poll(lambda: len(_batch_cells(phone)) >= 2 if phone.sync() is not None else None, "a newer batch synced")
+    old_cell = _batch_cells(phone)[1]
+
+    r = ownmem_cli("agent", "audit", "prune", "--port", str(agent.port), env=uv.vault.env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["pruned 3 audit entries older than 90 days",
+                                     "forgot 1 synced audit batches older than 90 days"], r.stdout
+    entries = u.admin("GET", "/v1/audit").json()["entries"]
+    assert not [e for e in entries if e["session_id"] == "sess_old"]
+    (deletion,) = [e for e in entries if e["action"] == "audit_pruned"]
+    assert deletion["allowed"] and deletion["reason"].startswith("retention: 3 entries (")
+    assert json.loads(deletion["key"])["batches"] == {au.read_batches(phone.listing().entries)[0].key[0]: [1, 1]}
+    assert "preference" not in json.dumps(deletion)    # counts and ranges, no content
+
+    # the phone: batch 1 erased, the deletion arrives as an entry of its own batch, and the gap it
+    # leaves at seq 1 is accounted for: no warning
+
+    def settled() -> au.AuditView | None:
+        view = _view(phone)
+        held = _batch_cells(phone)
+        ok = 1 not in held and old_cell not in held.values() and \
+            any(e["action"] == "audit_pruned" for e in view.entries)
+        return view if ok else None
+    view = _poll(settled, "the deletion reaches the phone")
+    assert view.warnings == [], view.warnings
+    assert not [e for e in view.entries if e["session_id"] == "sess_old"]
+
+
+def test_a_batch_deleted_on_the_server_shows_as_a_gap_on_another_device(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
+        agents: Callable[..., Any], devices: Devices) -> None:
+    """A hostile server (or anyone at its database) deletes the oldest batch, which no seq before it
+    betrayed, then every batch: another device reports both, no deletion entry accounting for them."""
+    srv = servers(sqlite_backend)
+    uv = uomp_vault(srv.url)
+    agent = agents(uv.vault)
+    u = Uomp(agent.port, uv.vault.folder)
+    _, tok = u.session(READ)
+    phone = devices.join(srv.url, uv.vault.name, label="phone")
     holder = phone.v.holder().holder_id.hex()
-    forgets = httpx.get(srv.url + "/v1/log", params={"holder": holder, "operation": "FORGET"}).json()["entries"]
-    assert set(cells.values()) <= {bytes.fromhex(f["subject_id"]) for f in forgets}
-    db = sqlite3.connect(sqlite_backend.sqlite_path)
-    try:
-        left = [c for c in cells.values() if db.execute("SELECT 1 FROM cells WHERE cell_id = ?", (c,)).fetchone()]
-    finally:
-        db.close()
-    assert left == []
+    for n in range(1, 4):
+        assert u.get("/v1/memory/preference.theme", tok).status_code == 200
+        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+    cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None and len(_batch_cells(phone)) >= 3
+                  else None, "three batches synced")
+    agent.stop()                                # nothing sealed while the server is tampered with
+
+    def drop(seqs: list[int]) -> None:
+        db = sqlite3.connect(sqlite_backend.sqlite_path, timeout=30)
+        try:
+            with db:
+                for q in seqs:
+                    db.execute("DELETE FROM cells WHERE cell_id = ?", (cells[q],))
+                    db.execute("DELETE FROM changes WHERE cell_id = ?", (cells[q],))
+        finally:
+            db.close()
+    drop([1])
+    tablet = devices.join(srv.url, uv.vault.name, label="tablet")
+    view = _view(tablet, grace=0)
+    assert 1 not in _batch_cells(tablet)
+    assert any(w.startswith("audit batch 2:") and "(1) did not reach this device and no deletion in this audit "
+               "accounts for them" in w for w in view.warnings), view.warnings
+    drop(sorted(cells)[1:])
+    laptop = devices.join(srv.url, uv.vault.name, label="laptop")
+    view = _view(laptop, grace=0)
+    assert _batch_cells(laptop) == {} and view.entries == []
+    assert len(view.warnings) == 1 and "anchored in the public log in the last 90 days" in view.warnings[0] \
+        and "the audit shown is incomplete" in view.warnings[0], view.warnings
+    # (`ownmem agent audit` on such a device prints these warnings, one `warning:` line each, once the
+    # anchors are a minute old: the grace a batch sealed after its anchor is given)
 
 
 def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tmp_path: Path) -> None:

@@ -62,12 +62,13 @@ def test_authorize_run_sessions_revoke_audit_and_prune(
                                   env=env).stdout)
     assert {e["action"] for e in audit} >= {"grant", "read", "revoked"}
     assert any(not e["allowed"] and e["key"] == "preference.card" for e in audit)
-    # prune: nothing is 90 days old today; as of a year from now, everything is
+    # prune: nothing is 90 days old today; "as of 2099" is refused (issue 19: it erased everything)
     kept = ownmem_cli("agent", "audit", "prune", "--port", port, env=env)
     assert kept.returncode == 0 and kept.stdout.startswith("pruned 0 ")
+    before = json.loads(ownmem_cli("agent", "audit", "--json", "--port", port, env=env).stdout)
     gone = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", "--port", port, env=env)
-    assert gone.returncode == 0 and not gone.stdout.startswith("pruned 0 ")
-    assert json.loads(ownmem_cli("agent", "audit", "--json", "--port", port, env=env).stdout) == []
+    assert gone.returncode != 0 and "in the future" in gone.stderr
+    assert json.loads(ownmem_cli("agent", "audit", "--json", "--port", port, env=env).stdout) == before
 
 
 def test_audit_with_the_service_killed_shows_every_answered_read(

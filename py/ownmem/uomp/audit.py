@@ -52,6 +52,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import AuthenticationFailed, StoreError
+from .retention import RETENTION_DAYS as RETENTION_DAYS  # the floor lives with the retention decisions
 from .sessions import _private_file
 
 AUDIT_INFO = b"ownmem/v1/audit"
@@ -60,7 +61,6 @@ JOURNAL_NAME = "audit.journal"
 JOURNAL_SIZE = 4 << 20     # bytes preallocated (zeros written once): many ingests' worth
 INGEST_INTERVAL = 0.2      # s an entry stays in the journal alone, at most, while the log is busy
 INGEST_ENTRIES = 2048      # or this many entries
-RETENTION_DAYS = 90
 _log = logging.getLogger("ownmem.uomp")
 COMMIT_DELAY = 0.0005      # s a batch waits at most for entries of requests already on their way
 # the owed-entry flag of the request (asyncio task) inside AuditLog.coming, if any
@@ -532,7 +532,14 @@ class AuditLog:
     def count(self, session_id: str, actions: tuple[str, ...]) -> int:
         return sum(1 for e in self.entries(session_id, limit=1_000_000) if e.action in actions)
 
+    def span(self, before: int) -> tuple[int, int | None, int | None]:
+        """(count, oldest, newest time) of the entries older than ``before``: what prune would drop."""
+        n, lo, hi = self._read("SELECT count(*), min(ts), max(ts) FROM audit WHERE ts < ?", (before,))[0]
+        return int(n), lo, hi
+
     def prune(self, before: int) -> int:
+        """Drop the entries older than ``before``: the decision (retention.prune_cutoff) and the
+        deletion's own entry are the caller's (AuditSync.prune, the CLI without the service)."""
         with self._lock:
             self._ingest()
             cur = self._db.execute("DELETE FROM audit WHERE ts < ?", (before,))

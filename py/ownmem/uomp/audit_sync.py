@@ -28,17 +28,22 @@ not pass its signature check and never arrives) leaves a gap.
 On any device (``audit_view``): the batches that open as the owner's own; for each shown, the
 entries again hashed to the root it names, the receipt checked (RECALL, subject = root, this
 holder's signature) and proven included in the log's tree this device verified; a mismatch, a
-missing or unproven anchor, a gap in a stream's seq: a warning on that batch's rows.
+missing or unproven anchor, a gap in a stream's seq (from 1: below the oldest batch held too,
+unless a deletion entry accounts for it), no batch at all while the log holds this holder's
+anchors of the last RETENTION_DAYS: a warning on that batch's rows, or on the view.
 
-Retention: ``prune_batches`` forgets (cryptographic erasure, FORGET receipts, as `ownmem forget`)
-every batch whose newest entry is older than the cut-off; `ownmem agent audit prune` asks the
-running service, or, on a device without one, does it with the unlocked vault.
+Retention (ownmem.uomp.retention: only past it, by the real clock): ``AuditSync.prune`` (the
+service's POST /v1/audit/prune) and, on a device without the service, ``prune_batches`` record
+the deletion as an entry of its own (batched, anchored and synced like any), then forget
+(cryptographic erasure, FORGET receipts, as `ownmem forget`) every batch whose newest entry is
+older than the cut-off.
 
 Nothing here imports the agent's HTTP or JWT code at module level: the reader runs in the
 browser too, where keccak256 comes from @noble/hashes through the worker's glue.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -58,6 +63,7 @@ from ..errors import OwnmemError, SyncError
 from ..saihm import tlog
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ..vault.vault import Entry
+from .retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
 from .ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
@@ -71,6 +77,7 @@ MAX_ENTRIES = 1000                   # entries per batch
 MAX_BYTES = 256 * 1024               # JSON bytes of a batch's entries (the payload bound is 1 MiB)
 STATE_FILE = "uomp-audit-sync.json"
 MAX_SHOWN = 500                      # entries a view shows (newest first)
+ANCHOR_PAGES = 20                    # pages of 1,000 anchors read when a device holds no batch
 
 EVENT_SIGNATURES = {
     "SessionGranted": "SessionGranted(bytes32,bytes32,uint256)",
@@ -80,7 +87,7 @@ EVENT_SIGNATURES = {
 }
 # entries whose events "SHOULD be anchored near real-time" ("Batching Strategy"): their batch is
 # sealed as soon as they are on disk, not after INTERVAL
-URGENT_ACTIONS = ("grant", "revoked", "deletion_proof")
+URGENT_ACTIONS = ("grant", "revoked", "deletion_proof", PRUNED_ACTION)
 _ENTRY_FIELDS = ("id", "timestamp", "session_id", "agent_id", "action", "key", "tag", "tags", "allowed", "reason",
                  "request_size", "response_size", "query_count_remaining")
 
@@ -249,19 +256,23 @@ def read_batches(entries: Iterable[Entry]) -> list[Batch]:
 
 def gaps(batches: list[Batch]) -> dict[tuple[str, int], str]:
     """Per batch, what the seq numbers of its stream say is wrong around it: a batch missing
-    just before it (withheld, or spoilt so it did not arrive), or another batch with its seq.
-    Seqs below a stream's oldest batch held are not missing: retention forgot them."""
+    before it (withheld, spoilt so it did not arrive, or deleted), or another batch with its seq.
+    Seqs start at 1: a missing one is retention's only if a deletion entry in a batch held names
+    it (retention.pruned_entry); otherwise it is reported, below the oldest batch held too."""
     by_stream: dict[str, dict[int, set[str]]] = {}
     for b in batches:
         by_stream.setdefault(b.key[0], {}).setdefault(b.key[1], set()).add(b.doc["root"])
+    pruned, _ = accounted(e for b in batches for e in b.doc.get("entries") or ())
     out: dict[tuple[str, int], str] = {}
     for stream, seqs in by_stream.items():
         held = sorted(seqs)
-        for prev, cur in zip(held, held[1:]):
-            if cur != prev + 1:
-                n = cur - prev - 1
+        for prev, cur in zip([0] + held, held):
+            missing = uncovered(prev + 1, cur - 1, pruned.get(stream, ()))
+            if missing:
+                n, lo, hi = sum(h - lo + 1 for lo, h in missing), missing[0][0], missing[-1][1]
                 out[(stream, cur)] = (f"{n} earlier batch{'es' if n > 1 else ''} of this audit "
-                                      f"({prev + 1}{'-' + str(cur - 1) if n > 1 else ''}) did not reach this device")
+                                      f"({lo}{'-' + str(hi) if hi != lo else ''}) did not reach this device"
+                                      + ("" if prev else " and no deletion in this audit accounts for them"))
         for s, roots in seqs.items():
             if len(roots) > 1:
                 twice = "two different batches carry this batch's number"
@@ -393,33 +404,57 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
     """The newest batch withheld, which no later batch's gap shows yet: the anchors this holder
     logged after the newest batch held (``/v1/log?holder=&operation=RECALL&after=``), signed by
     this holder, naming a root no batch here has, and older than ``grace`` seconds (a batch is
-    anchored a moment before it is sealed and synced).  A vault holding no batch asks nothing:
-    every older anchor may be one that retention forgot."""
+    anchored a moment before it is sealed and synced).  A vault holding no batch: its anchors of
+    the last RETENTION_DAYS, which no deletion can have forgotten (every batch deleted at once, or
+    withheld: the audit shown is empty, never silently)."""
     from .. import syncwire as wire
 
     v = syncer.v
     holder = v.holder()
     log = syncer.log_watch().log
 
+    def anchors(after: int) -> list[tuple[int, Any]]:
+        """This holder's verified anchors after log index ``after`` (one page): (index, receipt)."""
+        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
+                                      f"&after={after}&limit=1000"))
+        out = []
+        for row in (page.get("entries") or []) if isinstance(page, dict) else []:
+            try:
+                r = parse_receipt(bytes.fromhex(row["receipt"]))
+                run_sync(verify_receipt(v.crypto, r, holder.public))
+                out.append((int(row["index"]), r))
+            except (OwnmemError, ValueError, KeyError, TypeError):
+                continue       # not this holder's: a server cannot make an anchor appear
+        return out
+
+    def none_held() -> list[str]:
+        young, newest_at, after = 0, 0, 0
+        for _ in range(ANCHOR_PAGES):          # bounded: the log is the server's to make long
+            page = anchors(after)
+            if not page:
+                break
+            after = max(i for i, _ in page)
+            for _, r in page:
+                if r.subject_id != holder.holder_id and now() - RETENTION_DAYS * DAY < r.timestamp <= now() - grace:
+                    young, newest_at = young + 1, max(newest_at, r.timestamp)
+        if not young:
+            return []
+        return [f"{young} audit batch{'es' if young > 1 else ''} anchored in the public log in the last "
+                f"{RETENTION_DAYS} days (the newest at {_iso(newest_at)}) {'have' if young > 1 else 'has'} not "
+                "reached this device: no deletion can have removed them, the audit shown is incomplete"]
+
     def newer(batches: list[Batch]) -> list[str]:
         if not batches:
-            return []
+            return none_held()
         newest = batches[-1]
         found = wire.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
         rows = found.get("entries") if isinstance(found, dict) else None
         idx = [r["index"] for r in rows or [] if isinstance(r, dict) and type(r.get("index")) is int]
         if not idx:
             return []          # its own anchor is not listed: anchor_check says so on its rows
-        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
-                                      f"&after={min(idx)}&limit=1000"))
         held = {b.root for b in batches}
         out: set[str] = set()
-        for row in (page.get("entries") or []) if isinstance(page, dict) else []:
-            try:
-                r = parse_receipt(bytes.fromhex(row["receipt"]))
-                run_sync(verify_receipt(v.crypto, r, holder.public))
-            except (OwnmemError, ValueError, KeyError, TypeError):
-                continue       # not this holder's: a server cannot make an anchor appear
+        for _, r in anchors(min(idx)):
             if r.subject_id in held or r.subject_id == holder.holder_id or r.timestamp > now() - grace:
                 continue
             out.add(f"an audit batch anchored in the public log at {_iso(r.timestamp)} has not reached this device")
@@ -442,14 +477,75 @@ def erase_objects(v: Any, oids: list[bytes], now: int) -> None:
     v.store.checkpoint()
 
 
-def prune_batches(v: Any, entries: Iterable[Entry], before: int, now: int | None = None) -> int:
-    """Forget every batch whose newest entry is older than ``before`` -> how many."""
-    old = [b.object_id for b in read_batches(entries) if int(b.doc["last"]) < before]
-    erase_objects(v, old, int(time.time()) if now is None else now)
+def old_batches(entries: Iterable[Entry], before: int) -> list[Batch]:
+    """The batches whose newest entry is older than ``before``."""
+    return [b for b in read_batches(entries) if int(b.doc["last"]) < before]
+
+
+def pruning(batches: list[Batch], count: int | None = None, first: int | None = None,
+            last: int | None = None) -> Pruned:
+    """What forgetting ``batches`` deletes; on the agent's machine also ``count`` audit.db entries
+    from ``first`` to ``last`` (the same entries the batches copy: counted once, from audit.db)."""
+    streams: dict[str, tuple[int, int]] = {}
+    until = 0
+    for b in batches:
+        s, q = b.key
+        lo, hi = streams.get(s, (q, q))
+        streams[s] = (min(lo, q), max(hi, q))
+        try:
+            until = max(until, parse_receipt(bytes.fromhex(b.doc["anchor"])).timestamp)
+        except (OwnmemError, ValueError):
+            pass
+    if batches:
+        ts = [int(b.doc.get("first", b.doc["last"])) for b in batches] + [int(b.doc["last"]) for b in batches]
+        first = min([t for t in (first, min(ts)) if t is not None])
+        last = max([t for t in (last, max(ts)) if t is not None])
+        if count is None:
+            count = sum(int(b.doc.get("count") or len(b.doc["entries"])) for b in batches)
+    return Pruned(count or 0, first, last, streams, until)
+
+
+def prune_batches(v: Any, syncer: Any | None, before: int, now: int | None = None) -> int:
+    """A device without the agent service (its own vault unlocked here): forget every batch older
+    than ``before``, after sealing the deletion's own entry as a one-entry batch of a new stream
+    (anchored and synced like any batch) -> how many were forgotten.  None forgotten, nothing
+    sealed."""
+    t = int(time.time()) if now is None else now
+    check_cutoff(before, t)
+    old = old_batches(v.open_all().entries, before)
+    if not old:
+        return 0
+    if syncer is None:
+        raise SyncError("the vault is not linked to a server: the deletion could not be anchored, nothing deleted")
+    e = entry_doc(pruned_entry(pruning(old), before, t))
+    seal_batch(v, syncer, secrets.token_hex(8), 1, [(e, canonical(e))], {"": session_info(None)}, t)
+    erase_objects(v, [b.object_id for b in old], t)
+    syncer.sync_once()
     return len(old)
 
 
 # ---------------------------------------------------------------------------- the writer (agent)
+
+def seal_batch(v: Any, syncer: Any, stream: str, seq: int, entries: list[tuple[dict[str, Any], bytes]],
+               sessions: dict[str, Any], now: int, lock: Any = None) -> bytes:
+    """Anchor ``entries`` (entry_doc, its canonical JSON) in the public log, then seal them as
+    batch ``seq`` of ``stream`` -> the record's object id (not pushed yet)."""
+    docs = [d for d, _ in entries]
+    root = batch_root(docs, sessions, [c for _, c in entries])
+    h = v.holder()
+    receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=ANCHOR_OPERATION,
+                                    subject_id=root, timestamp=now)).to_cbor()
+    # SAIHM "Order of effect and receipt": the anchor is in the log before the batch exists
+    logged = syncer._call(functools.partial(syncer.remote.post_receipts, [receipt]))  # noqa: SLF001
+    if parse_receipt(receipt).receipt_id not in logged:
+        raise SyncError("the server did not log the audit anchor")
+    doc = {"v": 2, "stream": stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
+           "last": max(d["timestamp"] for d in docs), "count": len(docs), "root": root.hex(),
+           "sessions": sessions, "entries": "[" + ",".join(c.decode() for _, c in entries) + "]",
+           "anchor": receipt.hex()}
+    with lock if lock is not None else contextlib.nullcontext():
+        return bytes(v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc}))
+
 
 def entry_doc(e: Any) -> dict[str, Any]:
     """An audit.AuditEntry as a batch carries it (times in Unix seconds)."""
@@ -577,22 +673,9 @@ class AuditSync:
         proved = {d["session_id"] for d in docs if d["action"] == "deletion_proof" and d["allowed"]}
         sessions = {sid: session_info(store.get(sid), store.proofs_of(sid) if sid in proved else None)
                     for sid in sorted({d["session_id"] for d in docs})}
-        root = batch_root(docs, sessions, [c for _, c in entries])   # the canonical JSON _next made
-        v, syncer = self.op.v, self.op.syncer
-        h = v.holder()
-        receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=ANCHOR_OPERATION,
-                                        subject_id=root, timestamp=self.now())).to_cbor()
-        # SAIHM "Order of effect and receipt": the anchor is in the log before the batch exists
-        logged = syncer._call(functools.partial(syncer.remote.post_receipts, [receipt]))  # noqa: SLF001
-        if parse_receipt(receipt).receipt_id not in logged:
-            raise SyncError("the server did not log the audit anchor")
         seq = self.state.seq + 1
-        doc = {"v": 2, "stream": self.state.stream, "seq": seq, "first": min(d["timestamp"] for d in docs),
-               "last": max(d["timestamp"] for d in docs), "count": len(docs), "root": root.hex(),
-               "sessions": sessions, "entries": "[" + ",".join(c.decode() for _, c in entries) + "]",
-               "anchor": receipt.hex()}
-        with self.op.lock:
-            oid = v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc})
+        oid = seal_batch(self.op.v, self.op.syncer, self.state.stream, seq, entries, sessions, self.now(),
+                         self.op.lock)
         self.state.seq, self.state.rowid = seq, last_rowid
         self.state.save(self._path)
         self.sealed += 1
@@ -601,18 +684,31 @@ class AuditSync:
         except SyncError as e:
             _log.info("audit batch %d kept for the next sync (%s)", seq, e)
 
-    def prune(self, before: int) -> int:
-        """Forget the batches older than ``before`` (what the service holds), then sync the erasure."""
-        op = self.op
+    def prune(self, before: int) -> tuple[int, int]:
+        """The agent's machine: drop audit.db's entries and forget the synced batches older than
+        ``before`` -> (entries, batches).  Refused (retention.RetentionRefused) inside the retention
+        by this service's clock; the deletion's own entry is on disk before anything is deleted,
+        and its batch is sealed at once (an urgent action), before the erasures are synced."""
+        op, audit = self.op, self.u.audit
+        now = self.now()
+        check_cutoff(before, now)
+        n, first, last = audit.span(before)
         with op.lock:
-            n = prune_batches(op.v, [e for e, _, _ in op._opened.values()], before, self.now())  # noqa: SLF001
+            old = old_batches([e for e, _, _ in op._opened.values()], before)  # noqa: SLF001
+        if not n and not old:
+            return 0, 0
+        audit.record(pruned_entry(pruning(old, n, first, last), before, now))
+        dropped = audit.prune(before)
+        with op.lock:
+            erase_objects(op.v, [b.object_id for b in old], now)
             op.refresh()
-        if n:
+        self.flush()
+        if old:
             try:
                 op.syncer.sync_once()
             except SyncError as e:
                 _log.info("audit erasures kept for the next sync (%s)", e)
-        return n
+        return dropped, len(old)
 
 
 def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
@@ -625,6 +721,7 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     from starlette.routing import Route
 
     from .api import error, ok
+    from .retention import RetentionRefused
 
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)
@@ -650,7 +747,11 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
                 raise ValueError
         except ValueError:
             return error(400, "INVALID_REQUEST", "before must be a non-negative integer (Unix seconds)")
-        return ok({"forgotten": await run_in_threadpool(s.prune, before)})
+        try:
+            pruned, forgotten = await run_in_threadpool(s.prune, before)
+        except RetentionRefused as e:     # inside the retention by this service's clock: nothing deleted
+            return error(400, "INVALID_REQUEST", str(e))
+        return ok({"pruned": pruned, "forgotten": forgotten})
 
     app.router.routes.append(Route("/v1/audit/prune", prune, methods=["POST"]))
     return s.start()

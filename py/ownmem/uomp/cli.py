@@ -11,8 +11,9 @@
     ownmem agent audit [--session ID] [--json]
         on the agent's machine: its audit.db, through the service; on another device: the
         batches synced to the vault, each checked against its anchor in the public log
-    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90) before
-        DATE, and forget the synced batches as old (through the service, else with the vault here)
+    ownmem agent audit prune [--as-of DATE] [--days N]   drop entries older than N days (90, the
+        floor) before DATE (not after now), and forget the synced batches as old (through the
+        service, else with the vault here); the deletion is itself an audit entry (retention.py)
 
 Every command but another device's ``audit`` talks to the running `ownmem agent`.  Reading
 and narrowing (sessions, revoke, audit) show it the admin secret of the vault folder
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -38,9 +38,10 @@ import httpx
 
 from ..cli import _folder
 from ..errors import MalformedInput, ServiceDown, VaultError
+from ..termsafe import raw, visible
 from .audit import DB_NAME as AUDIT_DB
-from .audit import RETENTION_DAYS
 from .approval import APPROVAL_HEADER, APPROVAL_INFO, sign
+from .retention import RETENTION_DAYS, prune_cutoff
 from .sessions import ADMIN_HEADER, AdminCredential
 
 DEFAULT_PORT = 9374
@@ -86,7 +87,7 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *
     doc = r.json()
     if r.status_code >= 400:
         err = doc.get("error", {}) if isinstance(doc, dict) else {}
-        raise VaultError(f"{err.get('code', r.status_code)}: {err.get('message', '')}")
+        raise VaultError(visible(f"{err.get('code', r.status_code)}: {err.get('message', '')}"))
     return doc
 
 
@@ -118,10 +119,11 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         if not sys.stdin.isatty():
             raise VaultError("not a terminal: pass --yes to authorize without the panel")
         view = retention_level(policy, args.minutes * 60)
-        print(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:")
-        print(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}")
+        print(visible(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:"))
+        print(visible(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}"))
         print(f"  for {args.minutes:g} minutes")
-        print(("\033[31m" if view.warning else "") + f"  retention: {view.text}" + ("\033[0m" if view.warning else ""))
+        print(("\033[31m" if view.warning else "") + f"  retention: {visible(view.text)}"     # our colour: raw
+              + ("\033[0m" if view.warning else ""), file=raw(sys.stdout))
         if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
             raise VaultError("not authorized")
     key = person_key(args)        # after the panel: the passphrase is the person's yes
@@ -203,7 +205,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for s in ss:
         g = s.get("granted_scopes") or {}
         tags = ",".join((g.get("read") or {}).get("tags") or [])
-        print(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  tags {tags or '-'}")
+        print(visible(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  "
+                      f"tags {tags or '-'}"))
     return 0
 
 
@@ -272,8 +275,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for e in entries:
         # an agent write's attempt is no verdict: its outcome follows (staging.WriteAudit)
         verdict = "attempt" if e["action"] == "write_attempt" else "allowed" if e["allowed"] else "DENIED "
-        print(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
-              f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}")
+        # one entry, one row: a key with %0A or ESC in it (a stranger's path) is shown, never obeyed
+        print(visible(f"{e['timestamp']} {e['session_id']} {e['agent_id']} {e['action']:<10} {verdict} "
+                      f"{e.get('key') or e.get('tag') or '-'}: {e['reason']}"))
     return 0
 
 
@@ -307,56 +311,41 @@ def _days(s: str) -> float:
         d = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of days: {s!r}") from None
-    if not 0 <= d <= 36500:
-        raise argparse.ArgumentTypeError("the retention is 0 to 36500 days")
-    return d
+    return d             # its range is retention.prune_cutoff's decision
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    # the person's proof first: the service refuses a prune without it, and this process deletes
-    # nothing from audit.db for a caller that cannot give it (one that can write the file can
-    # delete rows itself: the synced batches on the other devices show that, docs/decisions.md)
-    approve = person_key(args)
-    path = Path(_folder(args)) / AUDIT_DB
-    as_of = args.as_of if args.as_of is not None else int(time.time())
-    before = as_of - int(args.days * 86400)
-    n = 0
-    if path.exists():
-        db = sqlite3.connect(path, timeout=30)
-        try:
-            with db:
-                n = db.execute("DELETE FROM audit WHERE ts < ?", (before,)).rowcount
-        finally:
-            db.close()
-    print(f"pruned {n} audit entries older than {args.days:g} days")
-    forgot = _prune_batches(args, before, approve)
-    if forgot is not None:
-        print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
+    # the one retention decision (retention.py), by the real clock, first: a future --as-of or a
+    # retention under the floor is refused before the passphrase is asked (and again by the service
+    # for a raw request); then the person's proof: the service refuses a prune without it
+    before = prune_cutoff(int(time.time()), as_of=args.as_of, days=args.days)
+    pruned, forgot = _prune(args, before)
+    print(f"pruned {pruned} audit entries older than {args.days:g} days")
+    print(f"forgot {forgot} synced audit batches older than {args.days:g} days")
     return 0
 
 
-def _prune_batches(args: argparse.Namespace, before: int, approve: bytes) -> int | None:
-    """The synced batches: on the agent's machine by the running service, which holds the vault
-    (it erases and syncs; None, said on stderr, when it does not answer: this process must not
-    erase under it); on a device without the service, with the unlocked vault here."""
+def _prune(args: argparse.Namespace, before: int) -> tuple[int, int]:
+    """The entry points of an audit deletion, each recording the deletion's own entry first: on the
+    agent's machine the running service, approved with the person's proof (audit.db and the
+    batches; refused when it does not answer: this process must not write under it); on a device
+    without the service, the vault here, unlocked with the passphrase (the batches only)."""
     if AdminCredential(Path(_folder(args))).path.exists():
+        approve = person_key(args)
         try:
-            return int(_admin(args, "POST", "/v1/audit/prune", {"before": before}, approve=approve)["forgotten"])
+            got = _admin(args, "POST", "/v1/audit/prune", {"before": before}, approve=approve)
         except ServiceDown as e:
-            print(f"synced audit batches not pruned: {e} (give its --port)", file=sys.stderr)
-            return None
+            raise ServiceDown(f"{e}: nothing pruned (start it, or give its --port)") from None
+        return int(got["pruned"]), int(got["forgotten"])
     from ..cli import _unlock
     from ..vault.sync import Syncer, syncer_for
     from .audit_sync import prune_batches
 
     v = _unlock(args)
     try:
-        n = prune_batches(v, v.open_all().entries, before)
-        if n and Syncer.linked(v.store) is not None:
-            syncer_for(v).sync_once()
+        return 0, prune_batches(v, syncer_for(v) if Syncer.linked(v.store) is not None else None, before)
     finally:
         v.close()
-    return n
 
 
 def _auth_options(p: argparse.ArgumentParser) -> None:
@@ -408,11 +397,11 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention (default {RETENTION_DAYS} "
-                                         "days); asks the passphrase")
-    pr.add_argument("--as-of", type=_date, metavar="DATE")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention ({RETENTION_DAYS} days or more); "
+                                         "asks the passphrase")
+    pr.add_argument("--as-of", type=_date, metavar="DATE", help="judge the age as of DATE (not after now)")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
     _keyring_option(pr)
     pr.add_argument("--days", type=_days, default=RETENTION_DAYS, metavar="N",
-                    help=f"the retention in days (section 18.3: configurable, default {RETENTION_DAYS})")
+                    help=f"the retention in days (section 18.3: configurable, default and floor {RETENTION_DAYS})")
     pr.set_defaults(fn=cmd_prune)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..cli import _folder
 from ..errors import VaultError
+from ..termsafe import raw, visible
 from .manifest import Registered, ScopeRequest, register_manifest
 
 RED, RESET = "\033[31m", "\033[0m"
@@ -28,22 +29,23 @@ def _scope_line(kind: str, s: ScopeRequest | None) -> str:
     if s.allowed_fields is not None:
         parts.append(f"fields {', '.join(s.allowed_fields)}")
     why = f"  ({s.description})" if s.description else ""
-    return f"  {kind}: " + "; ".join(parts) + why
+    return visible(f"  {kind}: " + "; ".join(parts) + why)
 
 
 def render(r: Registered, *, color: bool) -> str:
     m = r.manifest
     a = m.agent
-    lines = [f"{a.name} ({a.id} {a.version})" + (f" by {a.publisher}" if a.publisher else ""),
+    # every field is the manifest author's text: made visible before our own colour is added
+    lines = [visible(f"{a.name} ({a.id} {a.version})" + (f" by {a.publisher}" if a.publisher else "")),
              _scope_line("read", m.requested_scopes.read), _scope_line("write", m.requested_scopes.write)]
-    ret = ("WARNING: " if r.retention.warning else "") + r.retention.text
+    ret = visible(("WARNING: " if r.retention.warning else "") + r.retention.text)
     lines.append("  retention: " + (f"{RED}{ret}{RESET}" if color and r.retention.warning else ret))
-    pub = r.status.summary()
+    pub = visible(r.status.summary())
     lines.append("  publisher: " + (pub if r.status.verified or not color else f"{RED}{pub}{RESET}"))
     for res in r.status.results:
         if res.outcome != "absent":
-            lines.append(f"    {res.method}: {res.outcome}" + (f" {res.signer}" if res.signer else "")
-                         + (f" ({res.detail})" if res.detail else ""))
+            lines.append(visible(f"    {res.method}: {res.outcome}" + (f" {res.signer}" if res.signer else "")
+                                 + (f" ({res.detail})" if res.detail else "")))
     return "\n".join(lines)
 
 
@@ -64,8 +66,9 @@ def cmd_register(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(as_json(r), indent=2))
     else:
-        print(render(r, color=sys.stdout.isatty()))
-        print(f"registered {r.manifest.agent.id}", file=sys.stderr)
+        # render made each field visible; the raw stream keeps its colour
+        print(render(r, color=sys.stdout.isatty()), file=raw(sys.stdout))
+        print(f"registered {visible(r.manifest.agent.id)}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..cli import _unlock, _when
 from ..errors import NotFound
+from ..termsafe import visible
 from ..vault.vault import UnlockedVault
 from . import staging
 
@@ -35,8 +36,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no staged agent writes")
     for s in items:
         o = s.entry.opened
-        print(f"{o.object_id.hex()[:12]}  {s.agent_id:<20} {_when(o.created)}  {o.content.replace(chr(10), ' ')[:80]}"
-              f"  ({o.trust.value})")
+        print(f"{o.object_id.hex()[:12]}  {visible(s.agent_id):<20} {_when(o.created)}  "
+              f"{visible(o.content.replace(chr(10), ' ')[:80])}  ({o.trust.value})")
     return 0
 
 

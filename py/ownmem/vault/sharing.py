@@ -120,7 +120,9 @@ class ShareRemote:
 
     def holder(self, holder_id: bytes) -> wire.HolderRecord | None:
         try:
-            return wire.HolderRecord.parse(self.r._json("GET", f"{self.r.base}/v1/holders/{holder_id.hex()}"))
+            # the directory answers this server's vaults only (a stranger cannot probe names with it)
+            return wire.HolderRecord.parse(self.s._call(
+                lambda: self.r._json("GET", f"{self.r.base}/v1/holders/{holder_id.hex()}", auth=True)))
         except SyncError as e:
             if e.server_code == wire.ErrorCode.NOT_FOUND:
                 return None
