@@ -8,7 +8,10 @@
     login (this device): register the vault under a name (keys, owner-signed
                          metadata, the holder's KEY receipt)
     sync:                metadata (compare-and-swap) -> push new cells -> push erasures
-                         (FORGET receipts) -> pull the change feed from the last position
+                         (FORGET receipts; each kept until the server's answer names its cell
+                         and its receipt is proven in the verified log) -> check the log ->
+                         pull the change feed from the last position -> apply this holder's
+                         FORGETs the log lists but the feed left out
 
 Every step is idempotent and each page of the feed is committed with its position,
 so a sync that dies anywhere resumes where it stopped and stores nothing twice.
@@ -128,6 +131,14 @@ def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: byt
     except OwnmemError:
         return refused + " with a receipt this vault's holder did not sign: ignored"
     return None
+
+
+def erasure_answer(asked: list[bytes], res: wire.EraseResult) -> tuple[set[bytes], list[bytes]]:
+    """Pure: which of the ``asked`` cells the server's answer to POST /erase names as erased or
+    already erased, and which it omits (not confirmed: a refusal, asked again).  Ids the answer
+    names that were not asked are nothing."""
+    said = set(res.erased) | set(res.already)
+    return {c for c in asked if c in said}, [c for c in asked if c not in said]
 
 
 def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
@@ -469,12 +480,35 @@ class Syncer:
             report.pushed += len(rows)
             if progress is not None:
                 progress(report.pushed, total)
+        self.push_erasures(report)
+
+    def push_erasures(self, report: SyncReport) -> bool:
+        """Send the outbox's FORGET receipts (SAIHM "Erasure").  An erasure leaves the outbox only
+        once the server's answer names its cell (erased now, or before) AND its FORGET receipt is
+        proven in a checkpoint this device verified: an answer that parses proves nothing, and a
+        server that swallows an erasure is asked again at every sync, each time a refusal the
+        person sees.  -> whether every erasure is confirmed (the outbox is empty)."""
         outbox = self.store.erase_outbox()
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
-            report.erased_remote += len(res.erased)
+            named, omitted = erasure_answer([c for c, _ in chunk], res)
+            report.erased_remote += len(set(res.erased) & named)
+            report.refusals.extend(
+                f"the server did not confirm the erasure of cell {c.hex()[:12]} (its answer does not name it): "
+                "kept here, asked again at the next sync" for c in omitted)
+            confirmed = []
+            for cid, receipt in chunk:
+                if cid not in named:
+                    continue
+                why = self.log_watch().erasure_unproven(cid, receipt)
+                if why is not None:
+                    report.refusals.append(f"the server's erasure of cell {cid.hex()[:12]} is not proven in the "
+                                           f"public log ({why}): kept here, asked again at the next sync")
+                    continue
+                confirmed.append(cid)
             with self.store.transaction():
-                self.store.clear_erasures(c for c, _ in chunk)
+                self.store.clear_erasures(confirmed)
+        return not self.store.erase_outbox()
 
     def _log_remembers(self, cell_ids: list[bytes], now: int) -> None:
         """SAIHM "Order of effect and receipt", "Receipt semantics": each cell's REMEMBER receipt
@@ -615,7 +649,24 @@ class Syncer:
         report.erased_here += checked.erased
         if self.pull(report, progress):
             self.sync_metadata(report)
+        self.apply_logged_forgets(report)
         return report
+
+    def apply_logged_forgets(self, report: SyncReport) -> None:
+        """SAIHM "Erasure": a FORGET receipt of this vault's holder, in the verified log, for a cell
+        this device still holds after pulling the whole feed is an erasure the server's feed
+        left out (dropped, or replaced by another row): applied here, and reported."""
+        lw = self.log_watch()
+        try:
+            found = lw.held_forgets()
+        except (SyncError, MalformedInput) as e:
+            report.refusals.append(f"could not read this vault's FORGET receipts in the public log ({e})")
+            return
+        if found.forgets:
+            self.pull(report)        # the feed, read after the log, carries every FORGET the log lists
+        checked = lw.apply_held_forgets(found)
+        report.refusals.extend(checked.refusals)
+        report.erased_here += checked.erased
 
     def wants_sync(self, last_seq: int) -> bool:
         """Whether an event naming the server's ``last_seq`` calls for a sync (a subclass that
