@@ -492,7 +492,6 @@ class Syncer:
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
             named, omitted = erasure_answer([c for c, _ in chunk], res)
-            report.erased_remote += len(set(res.erased) & named)
             report.refusals.extend(
                 f"the server did not confirm the erasure of cell {c.hex()[:12]} (its answer does not name it): "
                 "kept here, asked again at the next sync" for c in omitted)
@@ -506,6 +505,7 @@ class Syncer:
                                            f"public log ({why}): kept here, asked again at the next sync")
                     continue
                 confirmed.append(cid)
+            report.erased_remote += len(set(res.erased) & set(confirmed))    # what this device could confirm
             with self.store.transaction():
                 self.store.clear_erasures(confirmed)
         return not self.store.erase_outbox()
