@@ -428,9 +428,7 @@ def test_a_cell_whose_contents_do_not_match_its_id_is_dropped(devices: Devices, 
                 m[6] = m[6][:-1] + bytes([m[6][-1] ^ 1])
                 r = [r[0], r[1], r[2], cbor.encode(m), r[4]]
             rows.append(r)
-        since = int(dict(q.split("=") for q in seen.query.split("&"))["since"])
-        end = rows[-1][0] if rows else since      # a page that parses: it ends where its rows do
-        return ans.with_page(rows=rows, next=end, last=end, more=False)
+        return ans.with_page(rows=rows)
     proxy.on("GET", CHANGES, tamper)
     report = b.sync()
     assert oid not in b.v.store.object_ids()

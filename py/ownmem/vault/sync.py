@@ -52,6 +52,9 @@ PUSH_BATCH = 1000
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
 PUSH_BYTES = wire.MAX_BODY // 2
 ERASE_BYTES = 1 << 19
+# while an erasure waits for the server's confirmation, ``watch`` asks again this often rather
+# than only at the server's next event (a server that swallowed it sends none)
+ERASE_RETRY = 5.0
 PULL_PAGE = 5000
 TIMEOUT = 30.0
 
@@ -349,6 +352,7 @@ class Syncer:
         self.v, self.remote = v, remote
         self.store: Store = v.store
         self._log: LogWatch | None = None
+        self.erasures_waiting = False    # the last push left an erasure the server has not confirmed
 
     # ----------------------------------------------------------- state
     @staticmethod
@@ -508,7 +512,8 @@ class Syncer:
             report.erased_remote += len(set(res.erased) & set(confirmed))    # what this device could confirm
             with self.store.transaction():
                 self.store.clear_erasures(confirmed)
-        return not self.store.erase_outbox()
+        self.erasures_waiting = bool(self.store.erase_outbox())
+        return not self.erasures_waiting
 
     def _log_remembers(self, cell_ids: list[bytes], now: int) -> None:
         """SAIHM "Order of effect and receipt", "Receipt semantics": each cell's REMEMBER receipt
@@ -678,12 +683,16 @@ class Syncer:
         on_report(self.sync_once())
         while not stop():
             try:
+                if self.erasures_waiting:
+                    time.sleep(ERASE_RETRY)
+                    on_report(self.sync_once())
+                    continue
                 self.ensure_login()
                 for seq in self.remote.events():
                     if self.wants_sync(seq):
                         on_report(self.sync_once())
-                    if stop():
-                        return
+                    if stop() or self.erasures_waiting:
+                        break
             except SyncError as e:
                 if e.status == 401:
                     self.remote.token = None
