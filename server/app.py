@@ -532,7 +532,7 @@ class Server:
         return JSONResponse(_log_json(r))
 
     async def log_list(self, request: Request) -> Response:
-        self.limit_address(request)
+        await self.limit_reader(request)      # a device reads its holder's FORGETs on every sync
         q = request.query_params
         holder = _hex_param(q["holder"], "holder") if "holder" in q else None
         subject = _hex_param(q["subject"], "subject") if "subject" in q else None
