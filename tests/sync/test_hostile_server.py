@@ -231,6 +231,30 @@ def test_a_partial_erase_answer_keeps_what_it_left_out(devices: Devices, server:
     assert b.contents() == {"keep me"}
 
 
+def test_many_swallowed_erasures_cost_a_bounded_number_of_proofs_and_lines(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    """Eight erasures answered "erased" and never logged: three are tried against the log and
+    named, the other five are one counted line, and all eight stay in the outbox."""
+    from ownmem.vault.sync import MAX_UNPROVEN
+
+    a, _, ids = _eraser_behind_proxy(devices, server, proxy, *(f"memory {i}" for i in range(8)))
+
+    def names_all(seen: Seen, ans: Answer) -> Answer:
+        asked = [parse_receipt(bytes.fromhex(r)).subject_id.hex() for r in json.loads(seen.body)["receipts"]]
+        return ans.with_json({"erased": asked, "already": [], "pending": False})
+
+    proxy.on("POST", ERASE, names_all, forward=False)
+    for m in ids:
+        a.v.forget(m.hex())
+    before = len(proxy.seen)
+    report = a.sync()
+    proofs = [x for x in proxy.seen[before:] if x.path.endswith("/proof/inclusion")]
+    assert sum("not proven in the public log" in r for r in report.refusals) == MAX_UNPROVEN == 3
+    assert any(r.startswith("5 more erasure(s)") for r in report.refusals), report.refusals
+    assert len(proofs) <= 2 * MAX_UNPROVEN and len(a.v.store.erase_outbox()) == 8
+    assert report.erased_remote == 0
+
+
 @pytest.mark.parametrize("how", ["dropped", "replaced by a metadata row", "replaced by another cell row"])
 def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
         devices: Devices, server: ServerProcess, proxy: HostileProxy, how: str) -> None:

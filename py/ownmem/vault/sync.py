@@ -55,6 +55,10 @@ ERASE_BYTES = 1 << 19
 # while an erasure waits for the server's confirmation, ``watch`` asks again this often rather
 # than only at the server's next event (a server that swallowed it sends none)
 ERASE_RETRY = 5.0
+# inclusion proofs that may fail in one push before the rest wait for the next sync: each proof is
+# a request, and a log that cannot prove three will not prove a thousand (nor should it cost them);
+# also how many unconfirmed cells of one answer are named one by one (the rest are counted)
+MAX_UNPROVEN = 3
 PULL_PAGE = 5000
 TIMEOUT = 30.0
 
@@ -493,18 +497,26 @@ class Syncer:
         server that swallows an erasure is asked again at every sync, each time a refusal the
         person sees.  -> whether every erasure is confirmed (the outbox is empty)."""
         outbox = self.store.erase_outbox()
+        unproven = unchecked = 0
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
             named, omitted = erasure_answer([c for c, _ in chunk], res)
             report.refusals.extend(
                 f"the server did not confirm the erasure of cell {c.hex()[:12]} (its answer does not name it): "
-                "kept here, asked again at the next sync" for c in omitted)
+                "kept here, asked again at the next sync" for c in omitted[:MAX_UNPROVEN])
+            if len(omitted) > MAX_UNPROVEN:
+                report.refusals.append(f"nor of {len(omitted) - MAX_UNPROVEN} more cell(s): kept here, asked again "
+                                       "at the next sync")
             confirmed = []
             for cid, receipt in chunk:
                 if cid not in named:
                     continue
+                if unproven >= MAX_UNPROVEN:
+                    unchecked += 1
+                    continue
                 why = self.log_watch().erasure_unproven(cid, receipt)
                 if why is not None:
+                    unproven += 1
                     report.refusals.append(f"the server's erasure of cell {cid.hex()[:12]} is not proven in the "
                                            f"public log ({why}): kept here, asked again at the next sync")
                     continue
@@ -512,6 +524,9 @@ class Syncer:
             report.erased_remote += len(set(res.erased) & set(confirmed))    # what this device could confirm
             with self.store.transaction():
                 self.store.clear_erasures(confirmed)
+        if unchecked:
+            report.refusals.append(f"{unchecked} more erasure(s) the server answered were not checked against the "
+                                   "public log this time: kept here, asked again at the next sync")
         self.erasures_waiting = bool(self.store.erase_outbox())
         return not self.erasures_waiting
 
