@@ -287,6 +287,11 @@ def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
     status = log_status(b.v.store)
     assert status is not None and status.problem is not None and cid.hex()[:12] in status.problem
     assert "problem: none" not in status.lines()
+    if how == "dropped":        # what the person runs: `ownmem log status` says it, and exits 1
+        from synckit import cli_env, ownmem
+
+        shown = ownmem("log", "status", env=cli_env(b.folder.parent, b.folder, None))
+        assert shown.returncode == 1 and "PROBLEM:" in shown.stdout and cid.hex()[:12] in shown.stdout
     # the memory is gone on every device and on the server; a later sync finds nothing more
     assert a.contents() == {"keep me"} and _cells_on_server(server, cid) == 0
     again = b.sync()
