@@ -298,6 +298,20 @@ def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
     assert not _says(again.refusals, cid, "left out") and b.contents() == {"keep me"}
 
 
+def test_a_server_that_refuses_the_forget_listing_is_reported_every_sync(devices: Devices, server: ServerProcess,
+                                                                         proxy: HostileProxy) -> None:
+    """Refusing GET /v1/log is no way around the check: each sync says it could not look, and
+    the rest of the sync (pushes, the feed) goes on."""
+    a, b, _ = _pair(devices, server, proxy, "m")
+    proxy.on("GET", r"^/v1/log$", lambda s, ans: replace(ans, status=503, body=b"down for maintenance"))
+    for _ in range(2):
+        a.v.add(f"written at {time.monotonic_ns()}")
+        a.sync()
+        report = b.sync()
+        assert report.pulled == 1
+        assert any("could not read this vault's FORGET receipts" in r for r in report.refusals), report.refusals
+
+
 # ------------------------------------------------------------------ metadata rollback and forks
 
 def test_replayed_older_metadata_does_not_lift_a_revocation(devices: Devices, server: ServerProcess,

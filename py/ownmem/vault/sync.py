@@ -680,6 +680,8 @@ class Syncer:
         try:
             found = lw.held_forgets()
         except (SyncError, MalformedInput) as e:
+            if isinstance(e, SyncError) and e.status is None and not isinstance(e, WireError):
+                raise        # the server went away: the sync fails here as at any other step
             report.refusals.append(f"could not read this vault's FORGET receipts in the public log ({e})")
             return
         if found.forgets:
