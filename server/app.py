@@ -456,6 +456,12 @@ class Server:
             i, why = checked
             raise ApiError(why.code, f"receipt {i}: {why}")
         entries, ids = checked, [e.subject_id for e in checked]
+        # a FORGET names a cell of this vault: another holder's cell is neither erased, logged
+        # nor listed on this vault's word (an unknown cellId is: a push may still be on its way)
+        foreign = await self.call(self.storage.foreign_cells, v.id, ids)
+        if foreign:
+            i = next(i for i, cid in enumerate(ids) if cid in foreign)
+            raise ApiError(E.WRONG_HOLDER, f"receipt {i}: its cell is another holder's, not this vault's")
         done = await self.call(self.storage.erase, v.id, ids, entries, int(time.time()))
         if done:
             self.live.notify(v.id)
@@ -526,7 +532,7 @@ class Server:
         return JSONResponse(_log_json(r))
 
     async def log_list(self, request: Request) -> Response:
-        self.limit_address(request)
+        await self.limit_reader(request)      # a device reads its holder's FORGETs on every sync
         q = request.query_params
         holder = _hex_param(q["holder"], "holder") if "holder" in q else None
         subject = _hex_param(q["subject"], "subject") if "subject" in q else None

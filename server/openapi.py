@@ -136,6 +136,11 @@ OPENAPI: dict[str, Any] = {
                           **_err(401, 403, 429)}}},
         "/v1/vaults/{name}/erase": {"post": {
             "operationId": "erase", "parameters": [NAME], "security": AUTH,
+            "description": "FORGET receipts signed by the vault's holder, one per cell; the answer names every "
+                           "cell erased now or before. A cell that is another holder's (another holder's vault "
+                           "holds or held it, or another holder logged a receipt about it) is refused "
+                           "(wrong_holder), nothing erased; an unknown cellId is erased, so that a push still on "
+                           "its way cannot bring it back.",
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "receipts": {"type": "array", "items": HEX, "minItems": 1}})}}},
             "responses": {"200": _json(_obj({"erased": {"type": "array", "items": _hexn(32)},

@@ -179,6 +179,12 @@ class Storage(Protocol):
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
 
+    def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
+        """Of ``cell_ids``, those this vault neither holds nor erased that are another holder's:
+        a vault of another holder holds or held them (its feed names them), or the log holds
+        another holder's receipt about them (a REMEMBER is logged before its cell is pushed)."""
+        ...
+
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]: ...
 
     def erasure_pending(self, vault_id: int) -> bool:

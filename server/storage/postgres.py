@@ -60,6 +60,7 @@ CREATE INDEX IF NOT EXISTS cells_object_seq ON cells (vault_id, object_id, seq);
 CREATE TABLE IF NOT EXISTS changes (
   vault_id BIGINT NOT NULL, seq BIGINT NOT NULL, kind TEXT NOT NULL, cell_id BYTEA,
   PRIMARY KEY (vault_id, seq));
+CREATE INDEX IF NOT EXISTS changes_cell ON changes (cell_id);
 CREATE TABLE IF NOT EXISTS erased (
   vault_id BIGINT NOT NULL, cell_id BYTEA NOT NULL, PRIMARY KEY (vault_id, cell_id));
 CREATE TABLE IF NOT EXISTS erasure_list (
@@ -87,6 +88,10 @@ ALTER TABLE vaults ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0;
 UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(octet_length(cell) + octet_length(wrapped_dek)), 0)
                                   FROM cells WHERE cells.vault_id = vaults.id);
 """
+# another holder's cell: a vault of another holder has it in its feed, or another holder logged a
+# receipt about it (changes_cell and log_subject make both one index probe)
+FOREIGN_CELL = ("SELECT 1 FROM changes ch JOIN vaults v ON v.id = ch.vault_id WHERE ch.cell_id = %s "
+                "AND v.holder_id <> %s UNION ALL SELECT 1 FROM log WHERE subject_id = %s AND holder_id <> %s LIMIT 1")
 SAME_KEYS = "SELECT count(*) FROM vaults WHERE owner_pub = %s OR sync_pub = %s OR holder_id = %s"
 REGISTER_LOCK = 7406       # advisory lock: registrations are counted and made one at a time
 
@@ -347,6 +352,13 @@ class PostgresStorage:
     def server_secret(self) -> bytes:
         with self._tx() as c:
             return _b(_one(c.execute("SELECT secret FROM server_secret WHERE id = 1").fetchone())[0])
+
+    def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
+        with self._tx() as c:
+            present, erased = self._known(c, vault_id, cell_ids)
+            holder = _b(_one(c.execute("SELECT holder_id FROM vaults WHERE id = %s", (vault_id,)).fetchone())[0])
+            return {cid for cid in set(cell_ids) - present - erased
+                    if c.execute(FOREIGN_CELL, (cid, holder, cid, holder)).fetchone() is not None}
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
         done: list[bytes] = []

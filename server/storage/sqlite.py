@@ -56,6 +56,7 @@ DROP INDEX IF EXISTS cells_object;
 CREATE TABLE IF NOT EXISTS changes (
   vault_id INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, cell_id BLOB,
   PRIMARY KEY (vault_id, seq));
+CREATE INDEX IF NOT EXISTS changes_cell ON changes (cell_id);
 CREATE TABLE IF NOT EXISTS erased (
   vault_id INTEGER NOT NULL, cell_id BLOB NOT NULL, PRIMARY KEY (vault_id, cell_id));
 CREATE TABLE IF NOT EXISTS erasure_list (
@@ -75,6 +76,10 @@ CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
 CREATE TABLE IF NOT EXISTS erase_pending (id INTEGER PRIMARY KEY AUTOINCREMENT, vault_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS server_secret (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);
 """
+# another holder's cell: a vault of another holder has it in its feed, or another holder logged a
+# receipt about it (changes_cell and log_subject make both one index probe)
+FOREIGN_CELL = ("SELECT 1 FROM changes ch JOIN vaults v ON v.id = ch.vault_id WHERE ch.cell_id = ? "
+                "AND v.holder_id <> ? UNION ALL SELECT 1 FROM log WHERE subject_id = ? AND holder_id <> ? LIMIT 1")
 # stored bytes, counted against the quota: a store made before the count has it added and filled in
 ADD_STORED_BYTES = "ALTER TABLE vaults ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0"
 FILL_STORED_BYTES = ("UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(length(cell) + length(wrapped_dek)), 0) "
@@ -279,6 +284,13 @@ class SqliteStorage:
 
     def server_secret(self) -> bytes:
         return bytes(self._conn().execute("SELECT secret FROM server_secret WHERE id = 1").fetchone()[0])
+
+    def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
+        c = self._conn()
+        present, erased = self._known(c, vault_id, cell_ids)
+        holder = c.execute("SELECT holder_id FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+        return {cid for cid in set(cell_ids) - present - erased
+                if c.execute(FOREIGN_CELL, (cid, holder, cid, holder)).fetchone() is not None}
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
         """Withdraw, destroy the wrapped DEK and the cell, list the id, log the FORGET receipt: one transaction."""

@@ -6,11 +6,13 @@ and the real blind server (tests/sync/hostile.py) and the agent process killed m
               once, and it never appears later, even when its receipt did reach the log.  Killed
               while the receipt was being written (and was logged, no answer given): after a
               restart the write is completed and synced.
-    forget:   access withdrawn before the receipt; the server unreachable answers
-              operator_log_unavailable, a repeat answers success false, and the sync loop
-              delivers the erasure once the server is back."""
+    forget:   access withdrawn before the receipt; the server unreachable, or answering
+              without erasing (or without logging), answers operator_log_unavailable, a repeat
+              answers success false, and the sync loop delivers the erasure once the server is
+              back or honest."""
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -18,10 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from agentkit import AgentProcess, LogReader, issue, without_audit_batches
 from agentkit import AgentVault
 from hostile import Answer, HostileProxy, Seen
 from synckit import PASSPHRASE, Backend, Devices, ServerProcess
+
+from ownmem.saihm.receipt import parse_receipt
 
 DEAD = "http://127.0.0.1:1"
 
@@ -195,6 +200,41 @@ def test_forget_with_the_server_unreachable_withdraws_access_and_the_erasure_fol
                                 if e["cell_id"] == cell])
         assert len(erased) == 1
         assert len(log.list(subject=cell, operation="FORGET")) == 1
+    finally:
+        log.close()
+        proxy.stop()
+
+
+@pytest.mark.parametrize("lie", ["names nothing", "names it, logs nothing"])
+def test_forget_against_a_server_that_swallows_the_erasure_does_not_claim_success(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess], lie: str) -> None:
+    """The server answers POST /erase without acting on it: saihm_forget must not say success
+    (operator_log_unavailable, access withdrawn all the same), and once the server is honest the
+    sync loop delivers the erasure: the cell leaves the server and its FORGET is in the log."""
+    srv = servers(sqlite_backend)
+    proxy = HostileProxy(srv.url).start()
+    log = LogReader(srv.url)
+
+    def swallow(seen: Seen, ans: Answer) -> Answer:
+        asked = [parse_receipt(bytes.fromhex(r)).subject_id.hex() for r in json.loads(seen.body)["receipts"]]
+        return ans.with_json({"erased": asked if lie == "names it, logs nothing" else [], "already": [],
+                              "pending": False})
+
+    try:
+        v = agent_vault(proxy.url)
+        token = issue(v.env, "claude")
+        agent = agents(v)
+        cell = agent.call("saihm_remember", {"content": "forget me, says the agent"}, auth=token)[1]["cellId"]
+        proxy.on("POST", r"/erase$", swallow, forward=False)
+        assert agent.call("saihm_forget", {"id": cell}, auth=token) == (503, {"error": "operator_log_unavailable"})
+        assert agent.call("saihm_recall", {}, auth=token) == (200, [])           # access is withdrawn
+        assert srv.backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (bytes.fromhex(cell),)) == [(1,)]
+        assert log.list(subject=cell, operation="FORGET") == []
+        proxy.clear()
+        _wait(lambda: log.list(subject=cell, operation="FORGET"))
+        _wait(lambda: srv.backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (bytes.fromhex(cell),))
+              == [(0,)])
     finally:
         log.close()
         proxy.stop()

@@ -164,3 +164,71 @@ def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database):
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# ------------------------------------------------------------------ a FORGET for another vault's cell
+
+def _forget_status(http: httpx.Client, lv: Any, cell_ids: list[bytes]) -> httpx.Response:
+    return http.post(lv.url("/erase"), headers=lv.auth(),
+                     json={"receipts": [lv.receipt("FORGET", c).hex() for c in cell_ids]})
+
+
+def _held(lv: Any) -> set[bytes]:
+    """The cellIds the server's feed shows ``lv`` still holding."""
+    rows = lv.changes()[1]
+    gone = {r[2] for r in rows if r[1] == "erase"}
+    return {r[2] for r in rows if r[1] == "cell"} - gone
+
+
+@pytest.mark.parametrize("whose", ["held by the other vault", "erased by the other vault",
+                                   "only announced (REMEMBER logged, not pushed yet)"])
+def test_a_forget_by_one_vault_for_another_holders_cell_is_refused_and_changes_nothing(
+        backend, linked_vault, http, whose):
+    """Vault A signs a FORGET for vault B's cell (B's cellIds are public: the log lists B's
+    REMEMBER and FORGET receipts): refused with wrong_holder, and nothing of either vault changes,
+    not the feed, the log or the public erasure list; A's own cell in the same batch stays too."""
+    a, b = linked_vault(2), linked_vault(2, key="b")
+    a.sync()
+    b.sync()
+    own = sorted(_held(a))[0]
+    if whose == "held by the other vault":
+        target = sorted(_held(b))[0]
+    elif whose == "erased by the other vault":
+        oid = sorted(b.v.store.object_ids())[0]
+        target = (b.v.store.cell_of(oid) or pytest.fail("no cell"))[0]
+        b.v.forget(oid.hex())
+        assert b.sync().erased_remote == 1
+    else:
+        target = secrets.token_bytes(32)
+        r = http.post(b.url("/receipts"), headers=b.auth(), json={"receipts": [b.receipt("REMEMBER", target).hex()]})
+        assert r.status_code == 200, r.text
+    before = a.snapshot(), b.snapshot()
+
+    for batch in ([target], [own, target]):
+        r = _forget_status(http, a, batch)
+        assert r.status_code == 400 and r.json()["error"] == "wrong_holder", r.text
+        assert "another holder" in r.json()["message"]
+
+    assert (a.snapshot(), b.snapshot()) == before
+    assert own in _held(a)
+    assert not [e for e in a.public_list("/v1/log", subject=target.hex()) if e["operation"] == "FORGET"
+                and e["holder_id"] == a.v.holder().holder_id.hex()]
+    assert not [e for e in a.public_list("/v1/erasures") if e["cell_id"] == target.hex()
+                and e["holder_id"] == a.v.holder().holder_id.hex()]
+
+
+def test_the_refusal_is_narrow_own_cells_unknown_cells_and_a_twin_vaults_cells_are_erased(backend, linked_vault,
+                                                                                          http):
+    """The positive control: a vault erases its own cell, an unknown cellId (a push may still be
+    on its way), and a cell of another vault of the same holder (the person's own keys, under two
+    names); each answer names the cell and the log holds its FORGET."""
+    a, twin = linked_vault(2), linked_vault(1, key="a")
+    a.sync()
+    twin.sync()
+    own, unknown, twins = sorted(_held(a))[0], secrets.token_bytes(32), sorted(_held(twin))[0]
+    r = _forget_status(http, a, [own, unknown, twins])
+    assert r.status_code == 200, r.text
+    assert set(r.json()["erased"]) == {own.hex(), unknown.hex(), twins.hex()}
+    assert own not in _held(a) and twins in _held(twin)       # the twin's copy is the twin's to erase
+    for cid in (own, unknown, twins):
+        assert [e for e in a.public_list("/v1/log", subject=cid.hex()) if e["operation"] == "FORGET"]

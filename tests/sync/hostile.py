@@ -12,7 +12,9 @@ them: replay, roll back, drop, reorder, truncate, forge, redirect, hang.
 
 A rule sees the request (``Seen``) and the real server's answer (``Answer``) and returns
 the answer to give instead.  Rules run in the order they were added; ``once=True``
-rules fire a single time.  ``python tests/sync/hostile.py UPSTREAM PORT BEHAVIOUR``
+rules fire a single time.  A rule added with ``forward=False`` swallows the request: the
+real server never sees it, and the rule's answer is all the device gets (it starts from an
+empty 200).  ``python tests/sync/hostile.py UPSTREAM PORT BEHAVIOUR``
 runs one named behaviour standalone (the browser tests start it that way).
 """
 from __future__ import annotations
@@ -90,6 +92,7 @@ class _Rule:
     pattern: re.Pattern[str]
     fn: Rewrite
     once: bool
+    forward: bool = True
     fired: int = 0
 
 
@@ -110,8 +113,8 @@ class HostileProxy:
         return f"http://127.0.0.1:{self.port}"
 
     # ------------------------------------------------------------- scripting
-    def on(self, method: str, path_regex: str, fn: Rewrite, *, once: bool = False) -> _Rule:
-        rule = _Rule(method.upper(), re.compile(path_regex), fn, once)
+    def on(self, method: str, path_regex: str, fn: Rewrite, *, once: bool = False, forward: bool = True) -> _Rule:
+        rule = _Rule(method.upper(), re.compile(path_regex), fn, once, forward)
         with self._lock:
             self.rules.append(rule)
         return rule
@@ -140,15 +143,19 @@ class HostileProxy:
             self.seen.append(seen)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS | {"host"}}
         target = self.upstream + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        if request.url.path.endswith("/events") and not self._matching(seen):
+        rules = self._matching(seen)
+        if request.url.path.endswith("/events") and not rules:
             return await self._stream(request.method, target, headers)
-        async with httpx.AsyncClient(timeout=60.0, follow_redirects=False) as c:
-            r = await c.request(request.method, target, headers=headers, content=body)
-        ans = Answer(r.status_code, {k.lower(): v for k, v in r.headers.items() if k.lower() not in HOP_HEADERS},
-                     r.content)
-        with self._lock:
-            self.answers.setdefault((seen.method, seen.path), []).append(ans)
-        for rule in self._matching(seen):
+        if all(rule.forward for rule in rules):
+            async with httpx.AsyncClient(timeout=60.0, follow_redirects=False) as c:
+                r = await c.request(request.method, target, headers=headers, content=body)
+            ans = Answer(r.status_code, {k.lower(): v for k, v in r.headers.items() if k.lower() not in HOP_HEADERS},
+                         r.content)
+            with self._lock:
+                self.answers.setdefault((seen.method, seen.path), []).append(ans)
+        else:                         # swallowed: the real server never hears of it
+            ans = Answer(200, {"content-type": "application/json"}, b"")
+        for rule in rules:
             ans = rule.fn(seen, ans)
         if ans.status == -1:          # a rule asked to hang up mid-answer
             raise ConnectionAbortedError

@@ -169,6 +169,27 @@ def test_erasure_on_one_device_destroys_the_dek_on_the_other(url: str, devices: 
     assert b.v.store.get_object(doomed) is None
 
 
+def test_a_memory_forgotten_on_two_devices_is_confirmed_on_both(url: str, devices: Devices,
+                                                                sqlite_backend: Backend) -> None:
+    """Both devices forget it before either syncs: the server logs the first FORGET and answers
+    the second "already", so the second device's own receipt is never logged.  It confirms the
+    erasure by the first device's receipt, proven in the log: its outbox empties, no refusal."""
+    a, b = _pair(devices, url, "erased-twice")
+    doomed = a.v.add("forgotten on both devices")
+    a.sync()
+    b.sync()
+    (cid, _), = [a.v.store.cell_of(doomed) or (b"", b"")]
+    a.v.forget(doomed.hex())
+    b.v.forget(doomed.hex())
+    assert a.v.store.erase_receipt(cid) != b.v.store.erase_receipt(cid)     # two receipts
+    first = a.sync()
+    assert first.erased_remote == 1 and first.refusals == []
+    second = b.sync()
+    assert second.refusals == [] and second.erased_remote == 0
+    assert a.v.store.erase_outbox() == [] and b.v.store.erase_outbox() == []
+    assert sqlite_backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (cid,)) == [(0,)]
+
+
 # ------------------------------------------------------------------ metadata: scopes and keys
 
 

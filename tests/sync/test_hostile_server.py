@@ -10,6 +10,7 @@ that cannot be used, a line in ``SyncReport.refusals`` for what was ignored.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,7 +25,7 @@ from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.saihm.cell import parse_cell
-from ownmem.saihm.receipt import make_receipt
+from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.identity import holder_from_seed
 from ownmem.vault import Vault
 from ownmem.vault.sync import login_new_device
@@ -141,6 +142,174 @@ def test_a_real_forget_still_erases_through_the_proxy(devices: Devices, server: 
     a.sync()
     report = b.sync()
     assert b.contents() == {"keep me"} and m in b.v.store.erased_ids() and report.refusals == []
+
+
+# ------------------------------------------------------------------ erasures the server swallows or hides
+
+ERASE = r"/erase$"
+
+
+def _eraser_behind_proxy(devices: Devices, server: ServerProcess, proxy: HostileProxy,
+                         *contents: str) -> tuple[Device, Device, list[bytes]]:
+    """A (the device that forgets) through the proxy, B straight to the real server."""
+    name = _name()
+    a = devices.first(proxy.url, name, client=httpx.Client(timeout=30.0))
+    ids = [a.v.add(c) for c in contents]
+    a.sync()
+    b = devices.join(server.url, name, label="b")
+    assert b.contents() == set(contents)
+    return a, b, ids
+
+
+def _cells_on_server(server: ServerProcess, cell_id: bytes) -> int:
+    (n,), = server.backend.rows("SELECT count(*) FROM cells WHERE cell_id = ?", (cell_id,))
+    return int(n)
+
+
+def _says(refusals: list[str], cell_id: bytes, words: str) -> bool:
+    return any(cell_id.hex()[:12] in r and words in r for r in refusals)
+
+
+@pytest.mark.parametrize("lie", [
+    {"erased": [], "already": [], "pending": False},      # nothing named: the issue's swallowed erasure
+    "names every cell",                                   # named as erased, but never logged
+], ids=["answer names nothing", "answer names it but nothing is logged"])
+def test_a_swallowed_erasure_stays_in_the_outbox_is_reported_and_retried_until_done(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy, lie: object) -> None:
+    a, b, (m, _) = _eraser_behind_proxy(devices, server, proxy, "forget me", "keep me")
+    cid, _, _ = _cell_row(a, m)
+
+    def swallow(seen: Seen, ans: Answer) -> Answer:
+        if lie == "names every cell":
+            asked = [parse_receipt(bytes.fromhex(r)).subject_id for r in json.loads(seen.body)["receipts"]]
+            return ans.with_json({"erased": [c.hex() for c in asked], "already": [], "pending": False})
+        return ans.with_json(lie)
+
+    proxy.on("POST", ERASE, swallow, forward=False)
+    a.v.forget(m.hex())
+    for attempt in (1, 2):
+        report = a.sync()
+        words = "did not confirm the erasure" if lie != "names every cell" else "not proven in the public log"
+        assert _says(report.refusals, cid, words), report.refusals
+        assert report.erased_remote == 0
+        assert a.v.store.erase_receipt(cid) is not None, "the erasure must stay in the outbox"
+        assert _cells_on_server(server, cid) == 1      # the server really did nothing
+        assert sum(1 for x in proxy.seen if x.path.endswith("/erase")) == attempt   # asked again
+    b.sync()
+    assert b.contents() == {"forget me", "keep me"}    # the harm the refusal reports: still elsewhere
+
+    # positive control: the next honest sync erases it on the server and on every device
+    proxy.clear()
+    report = a.sync()
+    assert report.refusals == [] and report.erased_remote == 1
+    assert a.v.store.erase_outbox() == [] and _cells_on_server(server, cid) == 0
+    b.sync()
+    assert b.contents() == {"keep me"} and m in b.v.store.erased_ids()
+    assert a.contents() == {"keep me"}
+
+
+def test_a_partial_erase_answer_keeps_what_it_left_out(devices: Devices, server: ServerProcess,
+                                                       proxy: HostileProxy) -> None:
+    """The server erases both, but its answer names one: the other is not taken on its word."""
+    a, b, (m1, m2, _) = _eraser_behind_proxy(devices, server, proxy, "forget one", "forget two", "keep me")
+    c1, c2 = _cell_row(a, m1)[0], _cell_row(a, m2)[0]
+
+    def partial(seen: Seen, ans: Answer) -> Answer:
+        got = ans.json()
+        return ans.with_json({**got, "erased": [c for c in got["erased"] if c == c1.hex()],
+                              "already": [c for c in got["already"] if c == c1.hex()]})
+
+    proxy.on("POST", ERASE, partial, once=True)
+    a.v.forget(m1.hex())
+    a.v.forget(m2.hex())
+    report = a.sync()
+    assert _says(report.refusals, c2, "did not confirm the erasure") and not _says(report.refusals, c1, "erasure")
+    assert [c for c, _ in a.v.store.erase_outbox()] == [c2]
+    report = a.sync()                   # asked again: the server answers "already", the log proves it
+    assert report.refusals == [] and a.v.store.erase_outbox() == []
+    b.sync()
+    assert b.contents() == {"keep me"}
+
+
+def test_many_swallowed_erasures_cost_a_bounded_number_of_proofs_and_lines(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy) -> None:
+    """Eight erasures answered "erased" and never logged: three are tried against the log and
+    named, the other five are one counted line, and all eight stay in the outbox."""
+    from ownmem.vault.sync import MAX_UNPROVEN
+
+    a, _, ids = _eraser_behind_proxy(devices, server, proxy, *(f"memory {i}" for i in range(8)))
+
+    def names_all(seen: Seen, ans: Answer) -> Answer:
+        asked = [parse_receipt(bytes.fromhex(r)).subject_id.hex() for r in json.loads(seen.body)["receipts"]]
+        return ans.with_json({"erased": asked, "already": [], "pending": False})
+
+    proxy.on("POST", ERASE, names_all, forward=False)
+    for m in ids:
+        a.v.forget(m.hex())
+    before = len(proxy.seen)
+    report = a.sync()
+    proofs = [x for x in proxy.seen[before:] if x.path.endswith("/proof/inclusion")]
+    assert sum("not proven in the public log" in r for r in report.refusals) == MAX_UNPROVEN == 3
+    assert any(r.startswith("5 more erasure(s)") for r in report.refusals), report.refusals
+    assert len(proofs) <= 2 * MAX_UNPROVEN and len(a.v.store.erase_outbox()) == 8
+    assert report.erased_remote == 0
+
+
+@pytest.mark.parametrize("how", ["dropped", "replaced by a metadata row", "replaced by another cell row"])
+def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
+        devices: Devices, server: ServerProcess, proxy: HostileProxy, how: str) -> None:
+    from ownmem.vault.logwatch import log_status
+
+    a, b, (m, keep) = _pair(devices, server, proxy, "forget me", "keep me")
+    cid, _, _ = _cell_row(a, m)
+    keep_cid, keep_cell, keep_dek = _cell_row(a, keep)
+
+    def hide(seen: Seen, ans: Answer) -> Answer:
+        rows = []
+        for r in ans.page()[1]:
+            if r[1] == "erase" and r[2] == cid:
+                if how == "dropped":
+                    continue
+                r = ([r[0], "meta", None, None, None] if how == "replaced by a metadata row"
+                     else [r[0], "cell", keep_cid, keep_cell, keep_dek])
+            rows.append(r)
+        since = int(dict(q.split("=") for q in seen.query.split("&"))["since"])
+        end = rows[-1][0] if rows else since      # a page that parses: it ends where its rows do
+        return ans.with_page(rows=rows, next=end, last=end, more=False)
+
+    proxy.on("GET", CHANGES, hide)
+    a.v.forget(m.hex())
+    assert a.sync().refusals == []
+    report = b.sync()
+    assert _says(report.refusals, cid, "left out the erasure"), report.refusals
+    assert b.contents() == {"keep me"} and m in b.v.store.erased_ids() and b.v.store.get_object(m) is None
+    assert report.erased_here == 1
+    status = log_status(b.v.store)
+    assert status is not None and status.problem is not None and cid.hex()[:12] in status.problem
+    assert "problem: none" not in status.lines()
+    if how == "dropped":        # what the person runs: `ownmem log status` says it, and exits 1
+        from synckit import cli_env, ownmem
+
+        shown = ownmem("log", "status", env=cli_env(b.folder.parent, b.folder, None))
+        assert shown.returncode == 1 and "PROBLEM:" in shown.stdout and cid.hex()[:12] in shown.stdout
+    # the memory is gone on every device and on the server; a later sync finds nothing more
+    assert a.contents() == {"keep me"} and _cells_on_server(server, cid) == 0
+    again = b.sync()
+    assert not _says(again.refusals, cid, "left out") and b.contents() == {"keep me"}
+
+
+def test_a_server_that_refuses_the_forget_listing_is_reported_every_sync(devices: Devices, server: ServerProcess,
+                                                                         proxy: HostileProxy) -> None:
+    """Refusing GET /v1/log is no way around the check: each sync says it could not look, and
+    the rest of the sync (pushes, the feed) goes on."""
+    a, b, _ = _pair(devices, server, proxy, "m")
+    proxy.on("GET", r"^/v1/log$", lambda s, ans: replace(ans, status=503, body=b"down for maintenance"))
+    for _ in range(2):
+        a.v.add(f"written at {time.monotonic_ns()}")
+        a.sync()
+        report = b.sync()
+        assert report.pulled == 1
+        assert any("could not read this vault's FORGET receipts" in r for r in report.refusals), report.refusals
 
 
 # ------------------------------------------------------------------ metadata rollback and forks

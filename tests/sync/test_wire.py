@@ -321,6 +321,19 @@ def test_erase_refuses_a_malformed_answer(body, server, remote):
     refused(lambda: remote.erase([b"receipt"]))
 
 
+def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked():
+    """The pure decision of Syncer.push_erasures: a cell the answer leaves out is not confirmed,
+    whatever else it says; a cell it names that was not asked confirms nothing."""
+    from ownmem.vault.sync import erasure_answer
+
+    one, two, three, stranger = (bytes([i]) * 32 for i in (1, 2, 3, 9))
+    asked = [one, two, three]
+    assert erasure_answer(asked, W.EraseResult((), (), False)) == (set(), asked)
+    assert erasure_answer(asked, W.EraseResult((one,), (three,), True)) == ({one, three}, [two])
+    assert erasure_answer(asked, W.EraseResult((stranger,), (stranger,), False)) == (set(), asked)
+    assert erasure_answer(asked, W.EraseResult((three, two), (one,), False)) == ({one, two, three}, [])
+
+
 def _events(*data: str) -> bytes:
     return b"".join(f"event: changes\ndata: {d}\n\n".encode() for d in data)
 

@@ -634,12 +634,17 @@ class Operator:
             receipt = store.erase_receipt(cid)
             anchor = parse_receipt(receipt).receipt_id.hex() if receipt is not None else None
             self.refresh()
-            # 2. the receipt to the log, with the erasure on the server
+            # 2. the receipt to the log, with the erasure on the server: confirmed only once no
+            #    cell of the chain is left in the outbox (Syncer.push_erasures keeps one until the
+            #    server's answer names it and its receipt is proven in the verified log)
             try:
                 self.syncer.push(SyncReport())
+                confirmed = not any(store.erase_receipt(c) is not None for c in chain_cells | {cid})
             except SyncError:
+                confirmed = False
+            if not confirmed:
                 raise OperatorError(503, "operator_log_unavailable",
-                                    "access is withdrawn; the FORGET receipt is pending and retried") from None
+                                    "access is withdrawn; the FORGET receipt is pending and retried")
             out: dict[str, Any] = {"success": True, "cellId": ident, "epoch": str(now)}
             if anchor is not None:
                 out["destructionAnchor"] = anchor

@@ -18,7 +18,13 @@ signs the new view as readily.  What catches it is memory, kept on the person's 
               consistent on its own, cannot also prove the two consistent with each other.
     include   a FORGET from the change feed is applied only once its receipt is proven in
               the verified tree (inclusion proof): an erasure the public cannot see did not
-              happen; it waits (``log_pending_forgets``) and is tried again on each sync
+              happen; it waits (``log_pending_forgets``) and is tried again on each sync.
+              The same proof confirms this device's own erasures (``erasure_unproven``): one
+              leaves the outbox only once its FORGET is proven, whatever the server answered
+    omitted   the log's FORGET receipts of this vault's holder (``/v1/log?holder=&operation=
+              FORGET``, from ``log_forgets_after``) whose cell this device still holds after a
+              full pull are erasures the change feed left out: applied once proven, and a
+              problem (``held_forgets``, ``apply_held_forgets``)
 
 Every failure is a refusal of the sync (``SyncReport.refusals``), never a crash; the kept
 checkpoint stays as it was and the problem is remembered until a later check passes.
@@ -35,6 +41,7 @@ sync_state keys (the PWA reads them through ``log_status``):
     log_compared         how many other devices' witnesses the last check compared, decimal
     log_witness_sent     SHA-256 of the note this device last published as its witness
     log_pending_forgets  CBOR [[cellId, FORGET receipt], ...] waiting for an inclusion proof
+    log_forgets_after    the log listing's index of the last FORGET of this holder looked at, decimal
     device_id            16 random bytes naming this device in witness records
 """
 from __future__ import annotations
@@ -48,7 +55,7 @@ from .. import syncwire as wire
 from ..crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
 from ..errors import MalformedInput, OwnmemError, SyncError, WireError
 from ..saihm import tlog
-from ..saihm.receipt import parse_receipt
+from ..saihm.receipt import parse_receipt, verify_receipt
 from ..saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
 
 if TYPE_CHECKING:
@@ -57,7 +64,11 @@ if TYPE_CHECKING:
 
 KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
 COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"
+FORGETS_AFTER = "log_forgets_after"
 MAX_PENDING = 10_000        # FORGETs waiting for their proof; past that the oldest are dropped
+LISTING_PAGE = 1000         # entries a /v1/log listing answers at most
+MAX_LISTING_PAGES = 20      # pages of this holder's FORGETs read in one sync; the rest at the next
+MAX_OTHER_FORGETS = 8       # logged FORGETs of one cell tried when the device's own is not the one logged
 
 Get = Callable[[str], bytes]    # URL -> body of a 2xx answer; anything else raises SyncError
 
@@ -122,7 +133,7 @@ def pinned_key(store: Store) -> VerifierKey | None:
 def forget_log(store: Store) -> None:
     """Another server is another log: nothing pinned or kept for the old one applies to it
     (the device id stays: it names the device, not the log).  Within a transaction."""
-    for k in (KEY, CHECKPOINT, CHECKED_AT, PROBLEM, COMPARED, WITNESS_SENT, PENDING):
+    for k in (KEY, CHECKPOINT, CHECKED_AT, PROBLEM, COMPARED, WITNESS_SENT, PENDING, FORGETS_AFTER):
         store.sync_set(k, b"")
 
 
@@ -294,11 +305,24 @@ class PublicLog:
 
     def receipts(self, **query: str) -> list[bytes]:
         """Every receipt ``/v1/log`` lists for the query (one page of up to 1000)."""
+        return [r for _, r in self.listing(**query)]
+
+    def listing(self, **query: str) -> list[tuple[int, bytes]]:
+        """(the listing's index, the receipt) of every entry ``/v1/log`` lists for the query (one
+        page of up to 1000; ``after=N`` pages on)."""
         q = "&".join(f"{k}={v}" for k, v in query.items())
-        got = wire.load_json(self.get(self.base + f"/v1/log?{q}&limit=1000"))
+        got = wire.load_json(self.get(self.base + f"/v1/log?{q}&limit={LISTING_PAGE}"))
         if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
             raise WireError("a log listing is {entries: [...]}")
-        return [_hex_field(e, "receipt") for e in got["entries"]]
+        if len(got["entries"]) > LISTING_PAGE:
+            raise WireError(f"a log listing answers at most {LISTING_PAGE} entries")
+        out = []
+        for e in got["entries"]:
+            index = e.get("index") if isinstance(e, dict) else None
+            if type(index) is not int or index < 0:
+                raise WireError("a log listing's entry has no index")
+            out.append((index, _hex_field(e, "receipt")))
+        return out
 
 
 def _hex_field(v: Any, name: str) -> bytes:
@@ -321,6 +345,15 @@ class LogCheck:
     refusals: tuple[str, ...]
     problems: tuple[str, ...]
     erased: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeldForgets:
+    """FORGET receipts of this vault's holder the log listed, for cells this device still held
+    when it looked: (cellId, receipt); ``after`` is where the next look starts."""
+
+    forgets: tuple[tuple[bytes, bytes], ...]
+    after: int
 
 
 @dataclass
@@ -475,10 +508,107 @@ class LogWatch:
         self._queue(cell_id, receipt)
         text = (f"the erasure of cell {cell_id.hex()[:12]} is not proven in the public log ({why}): "
                 "not applied yet, tried again on the next sync")
+        self._add_problem(text)
+        return text
+
+    def _add_problem(self, text: str) -> None:
+        """A problem found after this sync's check: added to what ``log status`` shows."""
         before = _text(self.store.sync_get(PROBLEM))
         with self.store.transaction():
             self.store.sync_set(PROBLEM, (f"{before}; {text}" if before else text).encode())
-        return text
+
+    # ------------------------------------------------------------ this device's own erasures
+    def erasure_unproven(self, cell_id: bytes, receipt: bytes) -> str | None:
+        """Why the server's erasure of ``cell_id`` is not proven public, or None once a FORGET of
+        this vault's holder for that cell is proven in a checkpoint this device verified: the one
+        this device sent, or, when another device erased the cell first (the server answers
+        "already" and logs no second receipt), one the log lists for that cell."""
+        why = self._included(receipt)
+        if why is None:
+            return None
+        try:
+            logged = self._holder_forgets(cell_id)
+        except (SyncError, MalformedInput):
+            return why
+        for other in logged:
+            if other != receipt and self._included(other) is None:
+                return None
+        return why
+
+    def _holder_forgets(self, cell_id: bytes) -> list[bytes]:
+        """The FORGET receipts the log lists for ``cell_id`` that this vault's holder signed."""
+        h = self.s.v.holder()
+        got = self.log.receipts(subject=cell_id.hex(), operation="FORGET", holder=h.holder_id.hex())
+        return [raw for raw in got[:MAX_OTHER_FORGETS] if self._own_forget(raw, h.holder_id, h.public) == cell_id]
+
+    def _own_forget(self, raw: bytes, holder_id: bytes, holder_public: bytes) -> bytes | None:
+        """The cellId a FORGET receipt of this vault's holder names, or None if it is not one."""
+        try:
+            r = parse_receipt(raw)
+            if r.operation != "FORGET" or r.holder_id != holder_id:
+                return None
+            run_sync(verify_receipt(self.p, r, holder_public))
+        except OwnmemError:
+            return None
+        return r.subject_id
+
+    # ------------------------------------------------------------ erasures the feed left out
+    def held_forgets(self) -> HeldForgets:
+        """The FORGET receipts of this vault's holder the log lists since the last look whose cell
+        this device still holds, and whose erasure is not already waiting for its proof (the
+        feed carried those).  The server logs a FORGET and writes its feed row in one
+        transaction, so a device that pulls after this look and still holds the cell was
+        shown a feed without it (``apply_held_forgets``)."""
+        h = self.s.v.holder()
+        raw = _text(self.store.sync_get(FORGETS_AFTER))
+        after = int(raw) if raw.isdigit() else 0
+        waiting = {c for c, _ in self._pending()}
+        found: dict[bytes, bytes] = {}
+        for _ in range(MAX_LISTING_PAGES):
+            page = self.log.listing(holder=h.holder_id.hex(), operation="FORGET", after=str(after))
+            for index, receipt in page:
+                after = max(after, index)
+                try:
+                    cell_id = parse_receipt(receipt).subject_id
+                except OwnmemError:
+                    continue
+                if cell_id in waiting or self.store.object_of_cell(cell_id) is None:
+                    continue          # waiting for its proof, or not held here: nothing left out
+                if self._own_forget(receipt, h.holder_id, h.public) == cell_id:
+                    found[cell_id] = receipt
+            if len(page) < LISTING_PAGE:
+                break
+        return HeldForgets(tuple(found.items()), after)
+
+    def apply_held_forgets(self, found: HeldForgets) -> LogCheck:
+        """Each cell of ``found`` still held here (after a full pull) is an erasure the server's
+        feed left out: erased here once its receipt is proven in the verified tree (else it waits
+        with the feed's FORGETs), and reported as the server's omission."""
+        problems: list[str] = []
+        gone: list[bytes] = []
+        waiting = {c for c, _ in self._pending()}
+        for cell_id, receipt in found.forgets:
+            oid = self.store.object_of_cell(cell_id)
+            if oid is None or cell_id in waiting:
+                continue                      # the feed carried it after all
+            omitted = (f"the server's change feed left out the erasure of cell {cell_id.hex()[:12]}, whose FORGET "
+                       "receipt signed by this vault's holder is in the public log")
+            why = self._included(receipt)
+            if why is None:
+                gone.append(oid)
+                problems.append(f"{omitted}: erased here")
+            else:
+                self._queue(cell_id, receipt)
+                problems.append(f"{omitted} (not proven yet: {why}): erased here once proven")
+        with self.store.transaction():
+            if gone:
+                self.store.erase(gone)
+            self.store.sync_set(FORGETS_AFTER, str(found.after).encode())
+        if gone:
+            self.store.checkpoint()
+        for text in problems:
+            self._add_problem(text)
+        return LogCheck(tuple(problems), tuple(problems), len(gone))
 
     def _included(self, receipt: bytes) -> str | None:
         try:

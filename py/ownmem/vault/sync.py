@@ -8,7 +8,10 @@
     login (this device): register the vault under a name (keys, owner-signed
                          metadata, the holder's KEY receipt)
     sync:                metadata (compare-and-swap) -> push new cells -> push erasures
-                         (FORGET receipts) -> pull the change feed from the last position
+                         (FORGET receipts; each kept until the server's answer names its cell
+                         and its receipt is proven in the verified log) -> check the log ->
+                         pull the change feed from the last position -> apply this holder's
+                         FORGETs the log lists but the feed left out
 
 Every step is idempotent and each page of the feed is committed with its position,
 so a sync that dies anywhere resumes where it stopped and stores nothing twice.
@@ -49,6 +52,13 @@ PUSH_BATCH = 1000
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
 PUSH_BYTES = wire.MAX_BODY // 2
 ERASE_BYTES = 1 << 19
+# while an erasure waits for the server's confirmation, ``watch`` asks again this often rather
+# than only at the server's next event (a server that swallowed it sends none)
+ERASE_RETRY = 5.0
+# inclusion proofs that may fail in one push before the rest wait for the next sync: each proof is
+# a request, and a log that cannot prove three will not prove a thousand (nor should it cost them);
+# also how many unconfirmed cells of one answer are named one by one (the rest are counted)
+MAX_UNPROVEN = 3
 PULL_PAGE = 5000
 TIMEOUT = 30.0
 
@@ -128,6 +138,14 @@ def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: byt
     except OwnmemError:
         return refused + " with a receipt this vault's holder did not sign: ignored"
     return None
+
+
+def erasure_answer(asked: list[bytes], res: wire.EraseResult) -> tuple[set[bytes], list[bytes]]:
+    """Pure: which of the ``asked`` cells the server's answer to POST /erase names as erased or
+    already erased, and which it omits (not confirmed: a refusal, asked again).  Ids the answer
+    names that were not asked are nothing."""
+    said = set(res.erased) | set(res.already)
+    return {c for c in asked if c in said}, [c for c in asked if c not in said]
 
 
 def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
@@ -338,6 +356,7 @@ class Syncer:
         self.v, self.remote = v, remote
         self.store: Store = v.store
         self._log: LogWatch | None = None
+        self.erasures_waiting = False    # the last push left an erasure the server has not confirmed
 
     # ----------------------------------------------------------- state
     @staticmethod
@@ -469,12 +488,47 @@ class Syncer:
             report.pushed += len(rows)
             if progress is not None:
                 progress(report.pushed, total)
+        self.push_erasures(report)
+
+    def push_erasures(self, report: SyncReport) -> bool:
+        """Send the outbox's FORGET receipts (SAIHM "Erasure").  An erasure leaves the outbox only
+        once the server's answer names its cell (erased now, or before) AND its FORGET receipt is
+        proven in a checkpoint this device verified: an answer that parses proves nothing, and a
+        server that swallows an erasure is asked again at every sync, each time a refusal the
+        person sees.  -> whether every erasure is confirmed (the outbox is empty)."""
         outbox = self.store.erase_outbox()
+        unproven = unchecked = 0
         for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
-            report.erased_remote += len(res.erased)
+            named, omitted = erasure_answer([c for c, _ in chunk], res)
+            report.refusals.extend(
+                f"the server did not confirm the erasure of cell {c.hex()[:12]} (its answer does not name it): "
+                "kept here, asked again at the next sync" for c in omitted[:MAX_UNPROVEN])
+            if len(omitted) > MAX_UNPROVEN:
+                report.refusals.append(f"nor of {len(omitted) - MAX_UNPROVEN} more cell(s): kept here, asked again "
+                                       "at the next sync")
+            confirmed = []
+            for cid, receipt in chunk:
+                if cid not in named:
+                    continue
+                if unproven >= MAX_UNPROVEN:
+                    unchecked += 1
+                    continue
+                why = self.log_watch().erasure_unproven(cid, receipt)
+                if why is not None:
+                    unproven += 1
+                    report.refusals.append(f"the server's erasure of cell {cid.hex()[:12]} is not proven in the "
+                                           f"public log ({why}): kept here, asked again at the next sync")
+                    continue
+                confirmed.append(cid)
+            report.erased_remote += len(set(res.erased) & set(confirmed))    # what this device could confirm
             with self.store.transaction():
-                self.store.clear_erasures(c for c, _ in chunk)
+                self.store.clear_erasures(confirmed)
+        if unchecked:
+            report.refusals.append(f"{unchecked} more erasure(s) the server answered were not checked against the "
+                                   "public log this time: kept here, asked again at the next sync")
+        self.erasures_waiting = bool(self.store.erase_outbox())
+        return not self.erasures_waiting
 
     def _log_remembers(self, cell_ids: list[bytes], now: int) -> None:
         """SAIHM "Order of effect and receipt", "Receipt semantics": each cell's REMEMBER receipt
@@ -615,7 +669,26 @@ class Syncer:
         report.erased_here += checked.erased
         if self.pull(report, progress):
             self.sync_metadata(report)
+        self.apply_logged_forgets(report)
         return report
+
+    def apply_logged_forgets(self, report: SyncReport) -> None:
+        """SAIHM "Erasure": a FORGET receipt of this vault's holder, in the verified log, for a cell
+        this device still holds after pulling the whole feed is an erasure the server's feed
+        left out (dropped, or replaced by another row): applied here, and reported."""
+        lw = self.log_watch()
+        try:
+            found = lw.held_forgets()
+        except (SyncError, MalformedInput) as e:
+            if isinstance(e, SyncError) and e.status is None and not isinstance(e, WireError):
+                raise        # the server went away: the sync fails here as at any other step
+            report.refusals.append(f"could not read this vault's FORGET receipts in the public log ({e})")
+            return
+        if found.forgets:
+            self.pull(report)        # the feed, read after the log, carries every FORGET the log lists
+        checked = lw.apply_held_forgets(found)
+        report.refusals.extend(checked.refusals)
+        report.erased_here += checked.erased
 
     def wants_sync(self, last_seq: int) -> bool:
         """Whether an event naming the server's ``last_seq`` calls for a sync (a subclass that
@@ -627,12 +700,16 @@ class Syncer:
         on_report(self.sync_once())
         while not stop():
             try:
+                if self.erasures_waiting:
+                    time.sleep(ERASE_RETRY)
+                    on_report(self.sync_once())
+                    continue
                 self.ensure_login()
                 for seq in self.remote.events():
                     if self.wants_sync(seq):
                         on_report(self.sync_once())
-                    if stop():
-                        return
+                    if stop() or self.erasures_waiting:
+                        break
             except SyncError as e:
                 if e.status == 401:
                     self.remote.token = None
