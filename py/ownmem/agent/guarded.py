@@ -176,10 +176,9 @@ class SaihmGuard:
             r = reconcile(creds, self.u.sessions.all())
             now = self.now()
             for s in r.put:
+                # no audit entry: the grant is the person's (the credentials file), and the
+                # session's owner-signed record (published.py) tells every device of it
                 self.u.sessions.put(s)
-                self._record(s.session_id, s.agent_id, "grant", None, (), True,
-                             "SAIHM credential: " + ("migrated, " if any(c.migrated and c.session_id == s.session_id
-                                                                        for c in creds) else "") + "session granted")
             for s in r.end:
                 self.u.sessions.end(s, "revoked", now)
                 self._record(s.session_id, s.agent_id, "revoked", None, (), True, "SAIHM credential revoked")
