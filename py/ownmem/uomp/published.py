@@ -9,7 +9,8 @@ proof), each superseding that session's previous one, so a session has one live 
     payload extension "uomp_session": {"kind": "session", "session_id", "agent_id", "agent_name",
         "status", "created_at", "expires_at", "closed_at", "granted", "scopes": {"read", "write"},
         "aggregation_only", "task_bound", "allowed_fields", "max_read_queries", "max_write_queries",
-        "deletion_proof": {"required", "accepted", "missing"}, "published_at", "seq"}
+        "deletion_proof": {"required", "accepted", "missing"}, "published_at", "seq"
+        [, "binding": "saihm" for a SAIHM binding credential's session (agent/guarded.py)]}
 
 and one per registered agent (`ownmem agent register`), keyed by its agent_id:
 
