@@ -5,6 +5,7 @@ the public log's anchor carries no key, value, tag or session id; prune erases o
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -197,7 +198,10 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     # prune there (no service on that device): the vault forgets the batches itself and syncs
     pr = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", env=env)
     assert pr.returncode == 0, pr.stderr
-    assert "pruned 0 audit entries" in pr.stdout and f"forgot {len(roots)} synced audit batches" in pr.stdout
+    # the SAIHM recall above is audited too (issue 19): its batch may reach this device after
+    # ``roots`` was read, so at least those were forgotten, and then nothing is left
+    forgot = re.search(r"forgot (\d+) synced audit batches", pr.stdout)
+    assert "pruned 0 audit entries" in pr.stdout and forgot and int(forgot.group(1)) >= len(roots), pr.stdout
     assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == []
 
 
