@@ -157,6 +157,7 @@ class SaihmGuard:
                  now: Callable[[], int] = lambda: int(time.time()), interval: float = 1.0) -> None:
         self.u, self.op, self.creds, self.now = u, op, creds, now
         self._seen: tuple[Credential, ...] | None = None
+        self._items: dict[bytes, tuple[Any, Item]] = {}     # cellId -> (the OpenedMemory, its Item)
         self._lock = threading.Lock()
         self._ticker = Ticker("ownmem-saihm-sessions", interval, self.sync_sessions, "SAIHM sessions not reconciled")
 
@@ -201,10 +202,20 @@ class SaihmGuard:
                                        reason, request_size, response_size))
 
     def _item(self, cid: bytes) -> Item | None:
+        """Under the operator's lock.  An entry's OpenedMemory is kept until the operator opens it
+        again (api.ItemView does the same), so its Item is remembered by that identity: a recall
+        parses only what changed since the last one."""
         e = self.op.heads.get(cid)
-        if e is not None:
-            return memory_item(e)
-        return shared_item(cid) if self.op.index.is_shared(cid) else None
+        if e is None:
+            return shared_item(cid) if self.op.index.is_shared(cid) else None
+        got = self._items.get(cid)
+        if got is not None and got[0] is e.opened:
+            return got[1]
+        if len(self._items) > 2 * len(self.op.heads) + 64:
+            self._items = {}
+        it = memory_item(e)
+        self._items[cid] = (e.opened, it)
+        return it
 
     def call(self, cred: Credential, method: str, fn: Callable[[Credential, dict[str, Any]], Any],
              params: dict[str, Any], request_size: int = 0) -> Any:
