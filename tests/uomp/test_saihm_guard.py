@@ -180,6 +180,10 @@ def test_a_credential_revoked_from_another_device_is_refused_at_its_next_call(
     states = {s["session_id"]: s["status"] for s in
               json.loads(ownmem_cli("agent", "sessions", "--json", "--port", str(agent.port), env=env).stdout)}
     assert states[sid] == "revoked" and states[other_sid] == "active"
+    # and the person's credential list on this machine says so
+    assert credential(env, "claude")["session_ended"] == "revoked"
+    assert "(session revoked: refused" in ownmem_cli("agent", "credential", "list", env=env).stdout
+    assert credential(env, "other")["session_ended"] is None
     refused = [e for e in _audit(agent, env, sid) if e["action"] == "query" and not e["allowed"]]
     assert refused and refused[0]["agent_id"] == credential(env, "claude")["agent_id"]
 

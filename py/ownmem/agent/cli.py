@@ -90,12 +90,43 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ended_sessions(folder: Any) -> dict[str, str]:
+    """session id -> "closed" | "revoked" of the SAIHM credentials' sessions that ended (revoked
+    from another device, say), read-only from the service's session store; {} when there is none."""
+    import sqlite3
+
+    from ..uomp.sessions import DB_NAME
+    from .credentials import SESSION_PREFIX
+
+    path = os.path.join(str(folder), DB_NAME)
+    if not os.path.exists(path):
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT session_id, doc FROM sessions WHERE session_id LIKE ?",
+                              (SESSION_PREFIX + "%",)).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+    out = {}
+    for sid, doc in rows:
+        status = json.loads(doc).get("status")
+        if status in ("closed", "revoked"):
+            out[str(sid)] = str(status)
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    creds = _credentials(args).all()
+    cf = _credentials(args)
+    creds = cf.all()
+    ended = _ended_sessions(cf.path.parent)
     now = int(time.time())
     if args.json:
         print(json.dumps([{"name": c.name, "created": c.created, "expires": c.expires, "last_used": c.last_used,
                            "expired": not c.live(now), "id": c.id, "session_id": c.session_id,
+                           "session_ended": ended.get(c.session_id),
                            "agent_id": c.agent, "migrated": c.migrated,
                            "grant": {"tags": list(c.tags), "keys": list(c.keys), "deny_tags": list(c.deny_tags),
                                      "deny_keys": list(c.deny_keys), "write": c.write}} for c in creds], indent=2))
@@ -104,6 +135,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no agent credentials (issue one with `ownmem agent credential issue --name NAME`)")
     for c in creds:
         state = "" if c.live(now) else "  (expired)"
+        if c.session_id in ended:
+            state += f"  (session {ended[c.session_id]}: refused; revoke it here to remove it)"
         print(f"{c.name:<24} created {_when(c.created)}  expires {_when(c.expires)}  "
               f"last used {_when(c.last_used)}{state}")
         print(f"  session {c.session_id}: {c.grant_text()}")
