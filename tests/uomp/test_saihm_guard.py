@@ -197,7 +197,8 @@ def test_a_reissued_name_does_not_see_the_old_credentials_staged_writes(
     first = issue(env, "claude")
     first_id = credential(env, "claude")["agent_id"]
     agent = agents(uv.vault)
-    assert agent.call("saihm_remember", {"content": "staged by the first claude: ship the parcel"}, auth=first)[0] == 200
+    status, _ = agent.call("saihm_remember", {"content": "staged by the first claude: ship the parcel"}, auth=first)
+    assert status == 200
     assert _recall(agent, first, "parcel") == ["staged by the first claude: ship the parcel"]
     assert ownmem_cli("agent", "credential", "revoke", "claude", env=env).returncode == 0
     second = issue(env, "claude")
