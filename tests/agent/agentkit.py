@@ -60,6 +60,16 @@ def issue(env: dict[str, str], name: str, *extra: str) -> str:
     return header
 
 
+def credential(env: dict[str, str], name: str) -> dict[str, Any]:
+    """The credential named ``name`` as `ownmem agent credential list --json` shows it: its id,
+    session_id, agent_id (the agent id of what it writes) and grant."""
+    r = ownmem_cli("agent", "credential", "list", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    found = [c for c in json.loads(r.stdout) if c["name"] == name]
+    assert len(found) == 1, r.stdout
+    return dict(found[0])
+
+
 class AgentProcess:
     def __init__(self, folder: Path, root: Path, *, port: int | None = None, args: tuple[str, ...] = ()) -> None:
         self.folder, self.root, self.args = folder, root, args

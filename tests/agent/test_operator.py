@@ -82,6 +82,16 @@ def test_recall_is_ranked_and_an_empty_query_is_every_cell(
     own = ("the garden has three apple trees", "apple pie recipe: apple apple apple, butter, flour",
            "the car is blue")
     srv, v, agent, token = _setup(sqlite_backend, servers, agent_vault, agents, own)
+    # every recall is audited (issue 19), and an audit batch is anchored as a receipt of its own
+    # (the credential's session grant, at the service's start, is one): no batch during the
+    # test, whose receipt assertions are about the reads themselves
+    without_audit_batches(agent)
+    log = LogReader(srv.url)
+    try:
+        holder = agent.call("saihm_status", {}, auth=token)[1]["agentIdHashHex"]
+        anchored = log.list(operation="RECALL", holder=holder)
+    finally:
+        log.close()
     status, every = agent.call("saihm_recall", {}, auth=token)
     assert status == 200 and sorted(e["plaintext"] for e in every) == sorted(own)
     assert {e["ownmemTrust"] for e in every} == {"self"}
@@ -105,7 +115,8 @@ def test_recall_is_ranked_and_an_empty_query_is_every_cell(
     try:
         # this holder's (the backend is the module's: other tests' audit batches are anchored as RECALL)
         holder = st["agentIdHashHex"]
-        assert log.list(operation="RECALL", holder=holder) == [] and log.list(operation="STATUS", holder=holder) == []
+        assert log.list(operation="RECALL", holder=holder) == anchored
+        assert log.list(operation="STATUS", holder=holder) == []
     finally:
         log.close()
 

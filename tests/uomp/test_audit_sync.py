@@ -5,6 +5,7 @@ the public log's anchor carries no key, value, tag or session id; prune erases o
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -210,7 +211,10 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     assert pr.returncode == 0 and "forgot 0 synced audit batches" in pr.stdout, pr.stdout + pr.stderr
     pr = ownmem_cli("agent", "audit", "prune", "--as-of", "2099-01-01", env=env)
     assert pr.returncode != 0 and pr.stdout == "" and "is in the future" in pr.stderr, pr.stderr
-    assert json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout) == rows_all
+    # nothing was deleted (the SAIHM recall above is audited too, issue 19: its batch may arrive
+    # since, so every row seen before is still there, and perhaps more)
+    after = json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout)
+    assert all(r in after for r in rows_all)
 
 
 def _batch_cells(d: Any) -> dict[int, bytes]:

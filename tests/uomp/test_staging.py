@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "agent"))
 sys.path.insert(0, str(HERE.parent / "sync"))
 
-from agentkit import AgentProcess, issue, ownmem_cli  # noqa: E402
+from agentkit import AgentProcess, credential, issue, ownmem_cli  # noqa: E402
 
 from uompkit import Uomp  # noqa: E402
 
@@ -61,6 +61,10 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
     planner, other = issue(v.env, "planner"), issue(v.env, "other")
+    # each credential writes as its own agent id, "<name>.<credential id>" (issue 19)
+    p_cred, o_cred = credential(v.env, "planner"), credential(v.env, "other")
+    p_id, o_id = p_cred["agent_id"], o_cred["agent_id"]
+    assert p_id.startswith("planner.") and o_id.startswith("other.")
     agent = agents(v)
 
     status, res = agent.call("saihm_remember", {"content": "the person likes green tea"}, auth=planner)
@@ -80,11 +84,12 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     # every attempt is in the UOMP audit before its write, its outcome after; no content in either
     audit = write_audit(agent, v.folder)
     assert [(a["agent_id"], a["action"], a["allowed"]) for a in audit] == [
-        ("planner", "write_attempt", False), ("planner", "write_staged", True),
-        ("planner", "write_attempt", False), ("planner", "write_staged", True),
-        ("planner", "write_attempt", False), ("planner", "write_refused", False),
-        ("other", "write_attempt", False), ("other", "write_refused", False)]
-    assert audit[1]["key"] == res["cellNonce"] and audit[1]["session_id"] == ""
+        (p_id, "write_attempt", False), (p_id, "write_staged", True),
+        (p_id, "write_attempt", False), (p_id, "write_staged", True),
+        (p_id, "write_attempt", False), (p_id, "write_refused", False),
+        (o_id, "write_attempt", False), (o_id, "write_refused", False)]
+    # under the credential's own session (issue 19: a SAIHM credential is a UOMP session)
+    assert audit[1]["key"] == res["cellNonce"] and audit[1]["session_id"] == p_cred["session_id"]
     assert audit[5]["reason"].startswith("write_refused") and audit[7]["reason"].startswith("empty_content")
     assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2]))     # each outcome names its attempt
     assert not [a for a in audit if "tea" in json.dumps(a) or "PIN" in json.dumps(a)]
@@ -92,7 +97,7 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
 
     staged = _staged(v.env)
     assert sorted(s["content"] for s in staged) == ["the person dislikes tea bags", "the person likes green tea"]
-    assert all(s["trust"] == "trusted" and s["agent_id"] == "planner" and s["source"] == "agent" for s in staged)
+    assert all(s["trust"] == "trusted" and s["agent_id"] == p_id and s["source"] == "agent" for s in staged)
     likes = next(s for s in staged if s["content"] == "the person likes green tea")
     bags = next(s for s in staged if "bags" in s["content"])
     # the owner's own memory is no staged write
@@ -111,7 +116,7 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     assert sorted(_recall(agent, other, "tea")) == ["the owner's own note about tea", "the person likes green tea"]
     # the person's answers, given while the service was down, are audited when it learns them
     answers = {(a["action"], a["key"], a["agent_id"]) for a in write_audit(agent, v.folder)[8:]}
-    assert answers == {("write_confirmed", likes["id"], "planner"), ("write_discarded", bags["id"], "planner")}
+    assert answers == {("write_confirmed", likes["id"], p_id), ("write_discarded", bags["id"], p_id)}
     # the confirmation record is bookkeeping: no agent recalls it
     assert not [t for t in _recall(agent, planner, "") if t.startswith("(confirms")]
     # confirmed, the memory is still the agent's: trusted, never self
@@ -367,6 +372,10 @@ def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to
     devices.made.remove(d)
     v = _a.AgentVault(folder, name, srv.url, tmp_path)
     planner, other = issue(v.env, "planner"), issue(v.env, "other")
+    # each credential writes as its own agent id, "<name>.<credential id>" (issue 19)
+    p_cred, o_cred = credential(v.env, "planner"), credential(v.env, "other")
+    p_id, o_id = p_cred["agent_id"], o_cred["agent_id"]
+    assert p_id.startswith("planner.") and o_id.startswith("other.")
     agent = agents(v)
     assert agent.call("saihm_remember", {"content": "planner's own mail note"}, auth=planner)[0] == 200
 
@@ -380,4 +389,4 @@ def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to
     assert labels(other) == {"the owner's own note about mail": "self",
                              "a stranger's mail note claiming planner": "trusted"}
     agent.stop()
-    assert [(s["content"], s["agent_id"]) for s in _staged(v.env)] == [("planner's own mail note", "planner")]
+    assert [(s["content"], s["agent_id"]) for s in _staged(v.env)] == [("planner's own mail note", p_id)]

@@ -1,17 +1,25 @@
 """`ownmem agent` and its subcommands (registered into the main parser by ``register``).
 
     ownmem agent [--port 9374] [--host 127.0.0.1] [--keyring]    run the service
-    ownmem agent credential issue --name NAME [--expires DAYS] [--keyring]   print a credential, once
+    ownmem agent credential issue --name NAME [GRANT] [--keyring]   print a credential, once
     ownmem agent credential revoke NAME
     ownmem agent credential list [--json]
-    ownmem agent connect NAME [--expires DAYS] [--port 9374] [--keyring]     issue + the MCP host snippet
+    ownmem agent credential narrow NAME [--deny TAG ...] [--deny-key KEY ...] [--no-write] [--keyring]
+    ownmem agent connect NAME [GRANT] [--port 9374] [--keyring]     issue + the MCP host snippet
 
-Issuing needs the person's passphrase: each entry of the credentials file is sealed with a key
-of the unlocked vault (credentials.py), and the service refuses an entry that is not, so a
-process that can only write the vault folder's files mints nothing.  Revoking and listing need
-no passphrase (the file holds only hashes; revoking narrows).  The service needs the vault
-unlocked; ``--keyring`` takes the passphrase from the OS keyring (the ``keyring`` package)
-and, after a first successful unlock with the passphrase, keeps it there.
+    GRANT: [--grant TAG ...] [--key KEY ...] [--deny TAG ...] [--deny-key KEY ...] [--no-write]
+           [--expires DAYS]; without --grant/--key: every tag and untagged memory ("*").
+           High-sensitivity items are never recalled whatever the grant (only an exact-key
+           read reaches them, which the SAIHM binding has not); the grant is printed.
+
+Each credential is a UOMP session of the running service (agent/guarded.py), listed by
+`ownmem agent sessions` and on the person's other devices, revocable from any of them.
+Issuing and narrowing need the person's passphrase: each entry of the credentials file is
+sealed with a key of the unlocked vault (credentials.py), and the service refuses an entry that
+is not, so a process that can only write the vault folder's files mints nothing.  Revoking and
+listing need no passphrase (the file holds only hashes; revoking narrows).  The service needs
+the vault unlocked; ``--keyring`` takes the passphrase from the OS keyring (the ``keyring``
+package) and, after a first successful unlock with the passphrase, keeps it there.
 """
 from __future__ import annotations
 
@@ -58,11 +66,34 @@ def _days(s: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of days: {s!r}") from None
 
 
+def _issue(args: argparse.Namespace) -> Any:
+    tags = args.grant if args.grant is not None else (None if args.key is None else [])
+    return _credentials(args, sealing=True).issue(
+        args.name, int(time.time()), expires_days=args.expires, tags=tags, keys=args.key or [],
+        deny_tags=args.deny or [], deny_keys=args.deny_key or [], write=not args.no_write)
+
+
+def _grant_lines(c: Any) -> str:
+    expiry = "never" if c.expires is None else _when(c.expires)
+    return f"grant of {c.name} (session {c.session_id}): {c.grant_text()}; expires {expiry}"
+
+
 def cmd_issue(args: argparse.Namespace) -> int:
-    issued = _credentials(args, sealing=True).issue(args.name, int(time.time()), expires_days=args.expires)
+    issued = _issue(args)
     print(issued.header)
+    print(_grant_lines(issued.credential), file=sys.stderr)
     print(f"(shown once: the vault keeps only its hash; revoke with `ownmem agent credential revoke {args.name}`)",
           file=sys.stderr)
+    return 0
+
+
+def cmd_narrow(args: argparse.Namespace) -> int:
+    if not (args.deny or args.deny_key or args.no_write):
+        raise VaultError("nothing to narrow: give --deny TAG, --deny-key KEY or --no-write")
+    c = _credentials(args, sealing=True).narrow(args.name, deny_tags=args.deny or [], deny_keys=args.deny_key or [],
+                                  no_write=args.no_write)
+    print(_grant_lines(c))
+    print("a running `ownmem agent` applies it from its next request")
     return 0
 
 
@@ -72,23 +103,61 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ended_sessions(folder: Any) -> dict[str, str]:
+    """session id -> "closed" | "revoked" of the SAIHM credentials' sessions that ended (revoked
+    from another device, say), read-only from the service's session store; {} when there is none."""
+    import sqlite3
+
+    from ..uomp.sessions import DB_NAME
+    from .credentials import SESSION_PREFIX
+
+    path = os.path.join(str(folder), DB_NAME)
+    if not os.path.exists(path):
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT session_id, doc FROM sessions WHERE session_id LIKE ?",
+                              (SESSION_PREFIX + "%",)).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+    out = {}
+    for sid, doc in rows:
+        status = json.loads(doc).get("status")
+        if status in ("closed", "revoked"):
+            out[str(sid)] = str(status)
+    return out
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    creds = _credentials(args).all()
+    cf = _credentials(args)
+    creds = cf.all()
+    ended = _ended_sessions(cf.path.parent)
     now = int(time.time())
     if args.json:
         print(json.dumps([{"name": c.name, "created": c.created, "expires": c.expires, "last_used": c.last_used,
-                           "expired": not c.live(now), "migrated": c.migrated, "sealed": c.mac is not None}
-                          for c in creds], indent=2))
+                           "expired": not c.live(now), "id": c.id, "session_id": c.session_id,
+                           "session_ended": ended.get(c.session_id),
+                           "agent_id": c.agent, "migrated": c.migrated, "sealed": c.mac is not None,
+                           "grant": {"tags": list(c.tags), "keys": list(c.keys), "deny_tags": list(c.deny_tags),
+                                     "deny_keys": list(c.deny_keys), "write": c.write}} for c in creds], indent=2))
         return 0
     if not creds:
         print("no agent credentials (issue one with `ownmem agent credential issue --name NAME`)")
     for c in creds:
         # without the key this command cannot check a seal; an entry with none is surely refused
         state = "" if c.live(now) else "  (expired)"
-        state += "  (migrated: issued before sealed credentials; review it)" if c.migrated else ""
         state += "  (NOT SEALED: the service refuses it; not issued by you?)" if c.mac is None else ""
+        if c.session_id in ended:
+            state += f"  (session {ended[c.session_id]}: refused; revoke it here to remove it)"
         print(f"{c.name:<24} created {_when(c.created)}  expires {_when(c.expires)}  "
               f"last used {_when(c.last_used)}{state}")
+        print(f"  session {c.session_id}: {c.grant_text()}")
+        if c.migrated:
+            print(f"  migrated from an older version with the grant it effectively had: narrow it with "
+                  f"`ownmem agent credential narrow {c.name} --deny TAG`, or revoke it and issue it again")
     return 0
 
 
@@ -109,8 +178,9 @@ def host_config(header: str, port: int = DEFAULT_PORT) -> dict[str, Any]:
 
 
 def cmd_connect(args: argparse.Namespace) -> int:
-    issued = _credentials(args, sealing=True).issue(args.name, int(time.time()), expires_days=args.expires)
+    issued = _issue(args)
     print(json.dumps(host_config(issued.header, args.port), indent=2))
+    print(_grant_lines(issued.credential), file=sys.stderr)
     print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Cursor: "
           f".cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; revoke it with "
           f"`ownmem agent credential revoke {args.name}`.", file=sys.stderr)
@@ -176,10 +246,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if adopted:
         print(f"ownmem agent: {len(adopted)} agent credential(s) issued before sealed credentials adopted once: "
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
-    app = Binding(op, creds).app()
+    binding = Binding(op, creds)
+    app = binding.app()
     from ..uomp.api import KeyReads, mount
+    from .guarded import SaihmGuard
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
+    binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
@@ -187,11 +260,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     proxy_headers=False)
     finally:
         sync.stop()
+        binding.guard.stop()
         uomp.close()
         with op.lock:
             op.close()
             v.close()
     return 0
+
+
+def _grant_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grant", action="extend", nargs="+", metavar="TAG",
+                   help="tags it may read (default, with no --key either: * = every tag and untagged memory)")
+    p.add_argument("--key", action="extend", nargs="+", metavar="KEY", help="item keys or memory ids it may read")
+    p.add_argument("--deny", action="extend", nargs="+", metavar="TAG", help="tags it may never read")
+    p.add_argument("--deny-key", action="extend", nargs="+", metavar="KEY", help="keys it may never read")
+    p.add_argument("--no-write", action="store_true", help="no writes, forgets or shares (default: staged writes)")
+    p.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
 
 
 def register(sub: Any) -> None:
@@ -203,13 +287,21 @@ def register(sub: Any) -> None:
     ag.set_defaults(fn=cmd_serve)
     asub = ag.add_subparsers(dest="agent_cmd", metavar="SUBCOMMAND")
 
-    cr = asub.add_parser("credential", help="issue, revoke or list agent credentials")
+    cr = asub.add_parser("credential", help="issue, revoke, narrow or list agent credentials")
     csub = cr.add_subparsers(dest="credential_cmd", required=True, metavar="ACTION")
     iss = csub.add_parser("issue", help="print a new bearer credential (once); asks the passphrase")
-    iss.add_argument("--name", required=True, help="the agent's name (its agent_id in the memories it writes)")
-    iss.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
+    iss.add_argument("--name", required=True, help="the agent's name (its agent_id is NAME.<credential id>)")
+    _grant_options(iss)
     iss.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     iss.set_defaults(fn=cmd_issue)
+    nw = csub.add_parser("narrow", help="narrow a credential's grant (deny tags or keys, stop its writes); "
+                                        "asks the passphrase")
+    nw.add_argument("name")
+    nw.add_argument("--deny", action="extend", nargs="+", metavar="TAG", help="tags to deny")
+    nw.add_argument("--deny-key", action="extend", nargs="+", metavar="KEY", help="keys to deny")
+    nw.add_argument("--no-write", action="store_true", help="no more writes, forgets or shares")
+    nw.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
+    nw.set_defaults(fn=cmd_narrow)
     rv = csub.add_parser("revoke", help="revoke a credential (takes effect on the running service at once)")
     rv.add_argument("name")
     rv.set_defaults(fn=cmd_revoke)
@@ -220,7 +312,7 @@ def register(sub: Any) -> None:
     cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it; "
                                          "asks the passphrase")
     cn.add_argument("name")
-    cn.add_argument("--expires", type=_days, metavar="DAYS")
+    _grant_options(cn)
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)

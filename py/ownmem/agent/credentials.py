@@ -49,6 +49,12 @@ PREFIX = "om_agent_"
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 LAST_USED_EVERY = 60      # seconds: a credential's "last used" is written at most this often
 MAX_HEADER = 512
+SESSION_PREFIX = "sess_saihm_"   # + the credential id: its UOMP session
+ANY_TAG = "*"                 # guard.ANY_TAG: every tag, and memories with none
+# an agent id: a credential name, or "<name>.<id>" (valid_agent_id); staging.bound_agent reads it
+AGENT_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,95}")
+MAX_SCOPE = 1000              # entries of one scope list (sessions.MAX_NAMES)
+MAX_SCOPE_NAME = 256          # characters of one tag or key (sessions.MAX_NAME)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +64,40 @@ class Credential:
     created: int
     expires: int | None      # UNIX seconds; None: no expiry
     last_used: int | None
-    mac: bytes | None = None  # the seal (entry_mac); None: written before seals, or forged
-    migrated: bool = False    # adopted unsealed at the migration: for the person to review
+    # the grant (issue 19): defaults are what an entry of an older file effectively had
+    id: str = ""                         # unique; "" only for one built in memory (tests)
+    agent_id: str = ""                   # "" reads as the name (an entry of an older file)
+    tags: tuple[str, ...] = (ANY_TAG,)
+    keys: tuple[str, ...] = ()
+    deny_tags: tuple[str, ...] = ()
+    deny_keys: tuple[str, ...] = ()
+    write: bool = True                   # may stage writes, forget, share
+    migrated: bool = False               # from an older file (no id) or adopted unsealed at the one migration:
+                                         # its grant was never chosen by the person
+    mac: bytes | None = None             # the seal (entry_mac); None: written before seals, or forged
 
     def live(self, now: int) -> bool:
         return self.expires is None or now < self.expires
+
+    @property
+    def session_id(self) -> str:
+        return SESSION_PREFIX + self.id if self.id else ""
+
+    @property
+    def agent(self) -> str:
+        """The agent id of what it writes (its author key's name)."""
+        return self.agent_id or self.name
+
+    def grant_text(self) -> str:
+        """The grant in one line, as the person is shown it."""
+        tags = ", ".join("every tag and untagged memory (*)" if t == ANY_TAG else t for t in self.tags) or "-"
+        out = f"reads {tags}"
+        if self.keys:
+            out += f"; keys {', '.join(self.keys)}"
+        if self.deny_tags or self.deny_keys:
+            out += f"; denied {', '.join(self.deny_tags + self.deny_keys)}"
+        out += "; high-sensitivity items never (only by exact key, which SAIHM has not)"
+        return out + ("; writes staged for your confirmation" if self.write else "; no writes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +108,25 @@ class Issued:
 
 def valid_name(name: str) -> bool:
     return bool(NAME.fullmatch(name))
+
+
+def valid_agent_id(agent_id: str) -> bool:
+    return bool(AGENT_ID.fullmatch(agent_id))
+
+
+def legacy_id(digest: bytes) -> str:
+    """The id of an entry of an older file: stable (from its token's hash), never the hash itself."""
+    return hashlib.sha256(b"ownmem/v1/agent-credential-id|" + digest).hexdigest()[:16]
+
+
+def scope_list(v: object, what: str) -> tuple[str, ...]:
+    """A scope list as given (CLI or file): strings of 1 to MAX_SCOPE_NAME printable characters."""
+    if v is None:
+        return ()
+    if not isinstance(v, (list, tuple)) or len(v) > MAX_SCOPE or not all(
+            isinstance(x, str) and 0 < len(x) <= MAX_SCOPE_NAME and x.isprintable() for x in v):
+        raise MalformedInput(f"{what}: at most {MAX_SCOPE} names of 1 to {MAX_SCOPE_NAME} printable characters")
+    return tuple(dict.fromkeys(v))
 
 
 def token_digest(token: str) -> bytes:
@@ -95,8 +149,11 @@ def authenticate(creds: tuple[Credential, ...], authorization: str | None, now: 
 
 
 def _entry(c: Credential) -> dict[str, object]:
-    d: dict[str, object] = {"name": c.name, "sha256": c.digest.hex(), "created": c.created, "expires": c.expires,
-                            "last_used": c.last_used, "migrated": c.migrated}
+    d: dict[str, object] = {
+        "name": c.name, "sha256": c.digest.hex(), "created": c.created, "expires": c.expires,
+        "last_used": c.last_used, "id": c.id, "agent_id": c.agent, "migrated": c.migrated,
+        "grant": {"tags": list(c.tags), "keys": list(c.keys), "deny_tags": list(c.deny_tags),
+                  "deny_keys": list(c.deny_keys), "write": c.write}}
     if c.mac is not None:
         d["mac"] = c.mac.hex()
     return d
@@ -126,6 +183,25 @@ def _encode(creds: tuple[Credential, ...]) -> bytes:
     return json.dumps({"version": 1, "credentials": [_entry(c) for c in creds]}, indent=1).encode()
 
 
+def _credential(e: dict[str, object], name: str, digest: bytes, created: int, expires: int | None,
+                last: int | None) -> Credential:
+    """An entry with its grant; one without an id is an entry of an older file (migrated)."""
+    if "id" not in e:
+        return Credential(name, digest, created, expires, last, id=legacy_id(digest), agent_id=name, migrated=True)
+    g, ident, agent, migrated = e["grant"], e["id"], e["agent_id"], e.get("migrated", False)
+    if (not isinstance(g, dict) or not isinstance(ident, str) or not re.fullmatch(r"[0-9a-f]{16}", ident)
+            or not isinstance(agent, str) or not valid_agent_id(agent) or not isinstance(migrated, bool)
+            or not isinstance(g.get("write"), bool)):
+        raise ValueError
+    try:
+        return Credential(name, digest, created, expires, last, id=ident, agent_id=agent,
+                          tags=scope_list(g.get("tags"), "tags"), keys=scope_list(g.get("keys"), "keys"),
+                          deny_tags=scope_list(g.get("deny_tags"), "deny_tags"),
+                          deny_keys=scope_list(g.get("deny_keys"), "deny_keys"), write=g["write"], migrated=migrated)
+    except MalformedInput:
+        raise ValueError from None
+
+
 def _decode(raw: bytes) -> tuple[Credential, ...]:
     try:
         doc = json.loads(raw)
@@ -138,8 +214,10 @@ def _decode(raw: bytes) -> tuple[Credential, ...]:
                     or not (expires is None or type(expires) is int) or not (last is None or type(last) is int)
                     or not (mac is None or isinstance(mac, str)) or type(migrated) is not bool):
                 raise ValueError
-            out.append(Credential(name, digest, created, expires, last, bytes.fromhex(mac) if mac else None,
-                                  migrated))
+            cred = _credential(e, name, digest, created, expires, last)
+            out.append(replace(cred, mac=bytes.fromhex(mac) if mac else None, migrated=cred.migrated or migrated))
+        if len({c.id for c in out}) != len(out):
+            raise ValueError
         return tuple(out)
     except (ValueError, KeyError, TypeError):
         raise VaultError(f"the agent credentials file is damaged ({FILENAME}); "
@@ -240,21 +318,55 @@ class CredentialFile:
                     os.close(fd)
         return adopted
 
-    def issue(self, name: str, now: int, *, expires_days: float | None = None) -> Issued:
+    def issue(self, name: str, now: int, *, expires_days: float | None = None,
+              tags: tuple[str, ...] | list[str] | None = None, keys: tuple[str, ...] | list[str] = (),
+              deny_tags: tuple[str, ...] | list[str] = (), deny_keys: tuple[str, ...] | list[str] = (),
+              write: bool = True) -> Issued:
+        """A new credential with its grant (``tags`` None: ``*``, every tag and untagged memory)."""
         if not valid_name(name):
             raise MalformedInput("a credential name is 1-64 of a-z 0-9 . _ - and starts with a letter or digit")
         if expires_days is not None and not 0 < expires_days <= 36500:
             raise MalformedInput("--expires is a number of days between 0 and 36500")
         key = self._needs_key("issuing an agent credential")
+        read_tags = scope_list([ANY_TAG] if tags is None else list(tags), "--grant")
+        read_keys = scope_list(list(keys), "--key")
+        denied_tags, denied_keys = scope_list(list(deny_tags), "--deny"), scope_list(list(deny_keys), "--deny-key")
+        if not read_tags and not read_keys:
+            raise MalformedInput("a credential that may read nothing: give --grant TAG or --key KEY")
         token = PREFIX + base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
-        cred = seal(key, Credential(name, token_digest(token), now,
-                                    None if expires_days is None else now + int(expires_days * 86400), None))
+        digest = token_digest(token)
         with self._locked():
             creds = self._read()
             if any(c.name == name for c in creds):
                 raise VaultError(f"a credential named {name!r} exists (revoke it first)")
+            ident = secrets.token_hex(8)
+            while any(c.id == ident for c in creds):
+                ident = secrets.token_hex(8)
+            cred = seal(key, Credential(name, digest, now, None if expires_days is None else now + int(expires_days * 86400),
+                                        None, id=ident, agent_id=f"{name}.{ident}", tags=read_tags, keys=read_keys,
+                                        deny_tags=denied_tags, deny_keys=denied_keys, write=write))
             self._write(creds + (cred,))
         return Issued(cred, f"Bearer {token}")
+
+    def narrow(self, name: str, *, deny_tags: tuple[str, ...] | list[str] = (),
+               deny_keys: tuple[str, ...] | list[str] = (), no_write: bool = False) -> Credential:
+        """Narrow a credential's grant (never widen it): more denied tags and keys, writes off.
+        A migrated credential the person narrowed is theirs now (no longer listed as migrated)."""
+        key = self._needs_key("narrowing an agent credential (its entry is sealed again)")
+        more_tags, more_keys = scope_list(list(deny_tags), "--deny"), scope_list(list(deny_keys), "--deny-key")
+        with self._locked():
+            creds = self._read()
+            found = [c for c in creds if c.name == name]
+            if not found:
+                raise NotFound(f"no agent credential named {name!r}")
+            c = found[0]
+            new = seal(key, replace(c, deny_tags=tuple(dict.fromkeys(c.deny_tags + more_tags)),
+                                    deny_keys=tuple(dict.fromkeys(c.deny_keys + more_keys)),
+                                    write=c.write and not no_write, migrated=False, mac=None))
+            if len(new.deny_tags) > MAX_SCOPE or len(new.deny_keys) > MAX_SCOPE:
+                raise MalformedInput(f"at most {MAX_SCOPE} denied tags and keys")
+            self._write(tuple(new if x.digest == c.digest else x for x in creds))
+        return new
 
     def revoke(self, name: str) -> None:
         with self._locked():

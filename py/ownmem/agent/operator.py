@@ -59,7 +59,7 @@ from .recall_index import RecallEntry, RecallIndex
 
 _log = logging.getLogger("ownmem.agent")
 
-AGENT_INFO = b"ownmem/v1/agent/"
+AGENT_INFO = staging.AGENT_INFO
 LOOKUP_TRIES = 3
 LOOKUP_WAIT = 1.0
 STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged writes at the last refresh
@@ -81,8 +81,7 @@ class OperatorError(OwnmemError):
         self.status, self.error = status, error
 
 
-def agent_info(name: str) -> bytes:
-    return AGENT_INFO + name.encode()
+agent_info = staging.agent_info     # the one derivation of an agent's author key
 
 
 def trust_label(e: Entry, agents: staging.AgentKeys) -> str:
@@ -393,8 +392,8 @@ class Operator:
                         self.v.store.drop_pending(w.obj.object_id)
 
     # ------------------------------------------------------------------ keys
-    def author_key(self, name: str) -> aperto_keys.SigningKey:
-        return run_sync(aperto_keys.signing_key(self.v.crypto, self.v.purpose_key(agent_info(name))))
+    def author_key(self, agent_id: str) -> aperto_keys.SigningKey:
+        return staging.author_key(self.v, agent_id)
 
     def _ensure_author(self, key: aperto_keys.SigningKey) -> None:
         store = self.v.store
@@ -418,7 +417,7 @@ class Operator:
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
         durably before anything is written (an audit that fails refuses the write)."""
-        audit = staging.WriteAudit.begin(self._write_audit(), cred.name)
+        audit = staging.WriteAudit.begin(self._write_audit(), cred.agent, session_id=cred.session_id)
         try:
             res = self._remember(cred, params)
         except OperatorError as e:
@@ -494,12 +493,12 @@ class Operator:
 
     def _write_pending(self, cred: Credential, content: str) -> PendingWrite:
         v = self.v
-        key = self.author_key(cred.name)
+        key = self.author_key(cred.agent)
         self._ensure_author(key)
         now = self.now()
         scope = v.scope(DEFAULT_SCOPE)
         memory = Memory(content=content, created=now, tool=TOOL,
-                        extensions={"uomp": {"source": "agent", "agent_id": cred.name, "staged": True}})
+                        extensions={"uomp": {"source": "agent", "agent_id": cred.agent, "staged": True}})
         dek = aperto_keys.new_key()
         so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
         wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
@@ -556,7 +555,7 @@ class Operator:
                 self.refresh()
             self.refresh_shared()
             return [e.to_json() for e in self.index.search(query)
-                    if self.staged.get(e.cell_id, cred.name) == cred.name]
+                    if self.staged.get(e.cell_id, cred.agent) == cred.agent]
 
     def refresh_shared(self) -> None:
         """SAIHM "Sharing contracts": a recall includes the covered cells of every contract
@@ -617,7 +616,7 @@ class Operator:
             oid = store.object_of_cell(cid) if cid else None
             seen = self._opened.get(oid) if oid is not None else None
             if oid is None or seen is None or store.get_object(oid) is None \
-                    or not agent_may_see(seen[0], cred.name, self._confirmed, self.agents):
+                    or not agent_may_see(seen[0], cred.agent, self._confirmed, self.agents):
                 # what this credential's recall cannot show (another agent's unconfirmed write,
                 # a control record, a cell not visible to agents) is not found, for it
                 return {"success": False}

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -33,6 +33,9 @@ from starlette.routing import Route
 from ..errors import OwnmemError
 from .credentials import Credential, CredentialFile, authenticate
 from .operator import Operator, OperatorError
+
+if TYPE_CHECKING:
+    from .guarded import SaihmGuard
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -63,13 +66,16 @@ def _fail(status: int, error: str) -> Response:
 
 
 class Binding:
-    """The HTTP layer: read a bounded JSON body, authenticate, dispatch, answer."""
+    """The HTTP layer: read a bounded JSON body, authenticate, dispatch through the Guard
+    (``guard``: guarded.SaihmGuard, set once the UOMP API is mounted; none, every call is
+    refused: nothing is served that was not decided and audited), answer."""
 
     def __init__(self, op: Operator, creds: CredentialFile, now: Callable[[], int] = lambda: int(time.time())) -> None:
         self.op, self.creds, self.now = op, creds, now
         self.tools: dict[str, Callable[[Credential, dict[str, Any]], Any]] = {
             "saihm_remember": op.remember, "saihm_recall": op.recall, "saihm_forget": op.forget,
             "saihm_status": op.status, "saihm_share": op.share, "saihm_revoke_share": op.revoke_share}
+        self.guard: SaihmGuard | None = None
 
     async def _body(self, request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
@@ -109,9 +115,12 @@ class Binding:
         fn = self.tools.get(method)
         if fn is None:
             return _fail(501, "not_enabled") if method in TOOLS else _fail(400, "unknown_method")
+        guard = self.guard
+        if guard is None:
+            return _fail(503, "operator_storage_unavailable")
         await run_in_threadpool(self.creds.touch, cred, self.now())
         try:
-            result = await run_in_threadpool(fn, cred, params)
+            result = await run_in_threadpool(guard.call, cred, method, fn, params, len(raw))
         except OperatorError as e:
             return _fail(e.status, e.error)
         except OwnmemError as e:

@@ -205,8 +205,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     for s in ss:
         g = s.get("granted_scopes") or {}
         tags = ",".join((g.get("read") or {}).get("tags") or [])
+        deny = ",".join((g.get("read") or {}).get("deny_tags") or [])
+        # a SAIHM binding credential's session (agent/guarded.py) says so: it is an MCP host's
+        kind = "  (SAIHM credential)" if s.get("kind") == "saihm" else ""
         print(visible(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  "
-                      f"tags {tags or '-'}"))
+                      f"tags {tags or '-'}" + (f"  denied {deny}" if deny else "") + kind))
     return 0
 
 

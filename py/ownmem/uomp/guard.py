@@ -10,7 +10,10 @@ in the order of "Access Control" (steps 1-2, signature and expiry, are tokens.ve
   5. quota: ``limits.max_read_queries`` counts every read request of the session that got
      this far, allowed or denied (probing the scope is not free); writes likewise
   5b. aggregation_only: only /v1/memory/aggregate
-  -- writes: WRITE_NOT_AVAILABLE (staging is not served here)
+  -- writes: WRITE_NOT_AVAILABLE on the UOMP routes (PUT/DELETE: staging is not served there);
+     a SAIHM binding credential's acts (stage a write, forget, share, revoke a share) need a
+     write grant (``*`` in scopes.write.tags), and forget and share name an item that must pass
+     the read rules below as a ranked query's item would (ownmem.agent.guarded)
   6. the target key or tag is within the granted scope for the action
   7. deny_keys / deny_tags win over allow lists (the item's own tags too)
   8. sensitivity=high only by exact key (never through a tag, nor the ranked query)
@@ -33,7 +36,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from .items import Item
 from .tokens import Claims, parse_iso
 
-PATHS = ("key", "tag", "aggregate", "query", "write", "delete", "session")   # session: lifecycle calls
+PATHS = ("key", "tag", "aggregate", "query", "write", "delete", "session",   # session: lifecycle calls
+         "stage", "forget", "share", "unshare")                              # the SAIHM binding's acts
+WRITES = ("write", "delete", "stage", "forget", "share", "unshare")
+# in a scope's tags: every tag, and memories with none (the default grant of `ownmem agent connect`,
+# docs/decisions.md); deny lists and the sensitivity rule still apply to every item
+ANY_TAG = "*"
 OPS = ("sum", "avg", "count", "min", "max")
 # sum and avg over fewer items than this are refused: over one item they are its value, over
 # two they give one value to anyone who knows the other (docs/decisions.md)
@@ -57,7 +65,7 @@ class Request:
     def action(self) -> str:
         if self.path == "session":
             return "session"
-        return "write" if self.path in ("write", "delete") else "read"
+        return "write" if self.path in WRITES else "read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +127,22 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     if claims.aggregation_only and request.path in ("key", "tag", "query"):
         return _deny("ACCESS_DENIED", "aggregation_only token on a raw-data path")
     if request.action == "write":
-        return _deny("WRITE_NOT_AVAILABLE", "agent writes are not served by the Guard")
+        if request.path in ("write", "delete"):
+            return _deny("WRITE_NOT_AVAILABLE", "agent writes are not served by the Guard")
+        if ANY_TAG not in claims.scopes.write.tag_set:
+            return _deny("ACCESS_DENIED", "writes not within granted scope")
+        if request.path in ("stage", "unshare"):
+            return ALLOW
+        if item is None:
+            return _deny("NOT_FOUND", "no such memory")
     scope = claims.scopes.read
+    every_tag = ANY_TAG in scope.tag_set
     # 6. the request's own target is within scope
     if request.path == "key":
         if item is None and request.key not in scope.key_set:
             return _deny("ACCESS_DENIED", "key not within granted scope")
     elif request.path in ("tag", "aggregate"):
-        if request.tag not in scope.tag_set:
+        if request.tag not in scope.tag_set and not every_tag:
             return _deny("ACCESS_DENIED", "tag not within granted scope")
         # 7. for the tag itself
         if request.tag in scope.deny_tag_set:
@@ -139,7 +155,7 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
         return ALLOW
     # 6 for the item: by exact key or by one of its tags
     by_key = item.key in scope.key_set
-    by_tag = not scope.tag_set.isdisjoint(item.tags)
+    by_tag = every_tag or not scope.tag_set.isdisjoint(item.tags)
     if not by_key and not by_tag:
         return _deny("ACCESS_DENIED", "key not within granted scope")
     # 7. deny over allow

@@ -9,7 +9,8 @@ proof), each superseding that session's previous one, so a session has one live 
     payload extension "uomp_session": {"kind": "session", "session_id", "agent_id", "agent_name",
         "status", "created_at", "expires_at", "closed_at", "granted", "scopes": {"read", "write"},
         "aggregation_only", "task_bound", "allowed_fields", "max_read_queries", "max_write_queries",
-        "deletion_proof": {"required", "accepted", "missing"}, "published_at", "seq"}
+        "deletion_proof": {"required", "accepted", "missing"}, "published_at", "seq"
+        [, "binding": "saihm" for a SAIHM binding credential's session (agent/guarded.py)]}
 
 and one per registered agent (`ownmem agent register`), keyed by its agent_id:
 
@@ -155,11 +156,16 @@ def session_doc(s: Any, now: int, limits: dict[str, Any] | None) -> dict[str, An
     # a grant's limits are noted (on_grant) just before its session is stored as granted: a
     # tick in between must not publish the still-ungranted session again with them
     limits = limits if granted else None
-    return {"kind": "session", "session_id": s.session_id, "agent_id": s.agent_id, "agent_name": s.agent_name,
-            "status": s.state(now), "created_at": s.created_at, "expires_at": s.expires_at,
-            "closed_at": s.closed_at, "granted": granted, "scopes": scopes, **(limits or NO_LIMITS),
-            "deletion_proof": {"required": s.proof_required, "accepted": s.proof_accepted,
-                               "missing": s.proof_missing}}
+    doc = {"kind": "session", "session_id": s.session_id, "agent_id": s.agent_id, "agent_name": s.agent_name,
+           "status": s.state(now), "created_at": s.created_at, "expires_at": s.expires_at,
+           "closed_at": s.closed_at, "granted": granted, "scopes": scopes, **(limits or NO_LIMITS),
+           "deletion_proof": {"required": s.proof_required, "accepted": s.proof_accepted,
+                              "missing": s.proof_missing}}
+    if getattr(s, "kind", "uomp") != "uomp":
+        # a SAIHM binding credential (agent/guarded.py): its records name it, so a device can
+        # tell an MCP host's credential from a UOMP session; older records have no member
+        doc["binding"] = s.kind
+    return doc
 
 
 def agent_doc(r: Any) -> dict[str, Any]:

@@ -85,6 +85,7 @@ class Session:
     identity_key: str | None = None   # the agent's Ed25519 public key, base64url (its manifest's)
     proof_accepted: bool = False
     proof_missing: bool = False       # deletion_proof_missing already audited
+    kind: str = "uomp"                # "saihm": a SAIHM binding credential's session (agent/guarded.py)
 
     def state(self, now: int) -> str:
         """The status as of ``now``: a live session past its expiry is ``expired``."""
@@ -101,7 +102,7 @@ class Session:
                 "requested_scopes": self.requested_scopes.to_json(),
                 "granted_scopes": self.granted_scopes.to_json() if self.granted_scopes else None,
                 "token_hash": self.token_hash, "proof_required": self.proof_required,
-                "deletion_method": self.deletion_method, "proof_accepted": self.proof_accepted}
+                "deletion_method": self.deletion_method, "proof_accepted": self.proof_accepted, "kind": self.kind}
 
     def _doc(self) -> str:
         return json.dumps({"agent_name": self.agent_name, "status": self.status, "created_at": self.created_at,
@@ -110,7 +111,8 @@ class Session:
                            "granted_scopes": self.granted_scopes.to_json() if self.granted_scopes else None,
                            "token_hash": self.token_hash, "proof_required": self.proof_required,
                            "deletion_method": self.deletion_method, "identity_key": self.identity_key,
-                           "proof_accepted": self.proof_accepted, "proof_missing": self.proof_missing})
+                           "proof_accepted": self.proof_accepted, "proof_missing": self.proof_missing,
+                           "kind": self.kind})
 
     @classmethod
     def _from_row(cls, sid: str, agent_id: str, doc: str) -> Session:
@@ -119,7 +121,7 @@ class Session:
         return cls(sid, agent_id, d["agent_name"], d["status"], d["created_at"], d["expires_at"], d["closed_at"],
                    Scopes.from_json(d["requested_scopes"]), Scopes.from_json(g) if g is not None else None,
                    d["token_hash"], d["proof_required"], d["deletion_method"], d["identity_key"],
-                   d["proof_accepted"], d.get("proof_missing", False))
+                   d["proof_accepted"], d.get("proof_missing", False), d.get("kind", "uomp"))
 
 
 def duration_minutes(v: object) -> float:

@@ -33,7 +33,8 @@ by ``WriteAudit`` (one place) and on disk before anything is written:
     write_discarded  the person discarded it (the staged memory is erased)
 
 Entries name the agent, the object id and the reason only, never the content (as for reads);
-``session_id`` is empty (a SAIHM credential, not a UOMP session).  The JSON-lines file of older
+``session_id`` is the credential's session (ownmem.agent.guarded; empty in entries made before
+issue 19).  The JSON-lines file of older
 versions (``uomp-write-audit.jsonl``) is imported once into the audit and removed.
 """
 from __future__ import annotations
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..agent.credentials import valid_name
+from ..agent.credentials import valid_agent_id
 from ..aperto import keys as aperto_keys
 from ..aperto.model import Trust
 from ..crypto import run_sync
@@ -88,22 +89,32 @@ def is_confirmation(e: Entry) -> bool:
     return "confirms" in uomp_of(e)
 
 
+AGENT_INFO = b"ownmem/v1/agent/"
+
+
+def agent_info(agent_id: str) -> bytes:
+    """The HKDF info of an agent's author key: the one derivation (the operator signs with it,
+    AgentKeys and the PWA check signers against it).  ``agent_id`` is a credential's agent id
+    (credentials.Credential.agent: "<name>.<credential id>", or the bare name of an older one)."""
+    return AGENT_INFO + agent_id.encode()
+
+
+def author_key(v: UnlockedVault, agent_id: str) -> aperto_keys.SigningKey:
+    return run_sync(aperto_keys.signing_key(v.crypto, v.purpose_key(agent_info(agent_id))))
+
+
 class AgentKeys:
-    """agent_id -> the key id of that agent's author key in this vault: the Ed25519 key seeded by
-    ``purpose_key("ownmem/v1/agent/<agent_id>")``, which `ownmem agent` signs the agent's writes
-    with (agent/operator.py ``author_key``).  Derived once per name."""
+    """agent_id -> the key id of that agent's author key in this vault (``author_key``), which
+    `ownmem agent` signs the agent's writes with.  Derived once per agent id."""
 
     def __init__(self, v: UnlockedVault) -> None:
         self._v = v
         self._kids: dict[str, bytes] = {}
 
-    def key_id(self, name: str) -> bytes:
-        kid = self._kids.get(name)
+    def key_id(self, agent_id: str) -> bytes:
+        kid = self._kids.get(agent_id)
         if kid is None:
-            from ..agent.operator import agent_info    # operator imports this module
-
-            seed = self._v.purpose_key(agent_info(name))
-            kid = self._kids[name] = run_sync(aperto_keys.signing_key(self._v.crypto, seed)).key_id
+            kid = self._kids[agent_id] = author_key(self._v, agent_id).key_id
         return kid
 
 
@@ -113,7 +124,7 @@ def bound_agent(e: Entry, keys: AgentKeys) -> str | None:
     other key (an accepted third-party author, an unverified memory) names no agent."""
     u, o = uomp_of(e), e.opened
     name = u.get("agent_id")
-    if u.get("source") != "agent" or not isinstance(name, str) or not valid_name(name):
+    if u.get("source") != "agent" or not isinstance(name, str) or not valid_agent_id(name):
         return None
     if o.trust is not Trust.TRUSTED or not o.signature_verified or o.signer_key_id is None:
         return None
@@ -121,7 +132,7 @@ def bound_agent(e: Entry, keys: AgentKeys) -> str | None:
 
 
 # the owner of a staged write whose signer is not the agent it names: no credential can have
-# this name (credentials.valid_name), so no agent recalls it, and nobody is asked to confirm it
+# this agent id (credentials.valid_agent_id), so no agent recalls it, and nobody is asked to confirm it
 NO_AGENT = "(no agent)"
 
 
@@ -136,7 +147,7 @@ def staged_agent(e: Entry, keys: AgentKeys) -> str | None:
         return None
     if o.trust is Trust.UNVERIFIED:
         name = u.get("agent_id")
-        ok = isinstance(name, str) and valid_name(name) and o.claimed_author_key_id == keys.key_id(name)
+        ok = isinstance(name, str) and valid_agent_id(name) and o.claimed_author_key_id == keys.key_id(name)
         return str(name) if ok else NO_AGENT
     return bound_agent(e, keys) or NO_AGENT
 
@@ -184,11 +195,11 @@ class AuditSink(Protocol):
 
 
 def write_entry(agent_id: str, action: str, object_id: str | None, allowed: bool, reason: str,
-                now: float | None = None) -> AuditEntry:
+                now: float | None = None, session_id: str = "") -> AuditEntry:
     from .audit import AuditEntry, new_id     # not at import: this module runs in the browser too
 
-    return AuditEntry(new_id(), int(time.time() if now is None else now), "", agent_id, action, object_id, None,
-                      (), allowed, reason)
+    return AuditEntry(new_id(), int(time.time() if now is None else now), session_id, agent_id, action, object_id,
+                      None, (), allowed, reason)
 
 
 class WriteAudit:
@@ -199,13 +210,15 @@ class WriteAudit:
     of a write that happened (the attempt then stands alone, as after a crash).  ``log`` None:
     a vault without a folder (the browser's) runs no agent service, so has nothing to audit."""
 
-    def __init__(self, log: AuditSink | None, agent_id: str, attempt: str) -> None:
-        self.log, self.agent_id, self.attempt = log, agent_id, attempt
+    def __init__(self, log: AuditSink | None, agent_id: str, attempt: str, session_id: str = "") -> None:
+        self.log, self.agent_id, self.attempt, self.session_id = log, agent_id, attempt, session_id
 
     @classmethod
-    def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None) -> WriteAudit:
-        e = write_entry(agent_id, "write_attempt", None, False, "saihm_remember called; its outcome follows", now)
-        a = cls(log, agent_id, e.id)
+    def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None,
+              session_id: str = "") -> WriteAudit:
+        e = write_entry(agent_id, "write_attempt", None, False, "saihm_remember called; its outcome follows", now,
+                        session_id)
+        a = cls(log, agent_id, e.id, session_id)
         if log is not None:
             try:
                 log.record(e)
@@ -220,7 +233,7 @@ class WriteAudit:
         why = f"{reason or outcome} (attempt {self.attempt})"
         try:
             self.log.record(write_entry(self.agent_id, "write_" + outcome, object_id.hex() if object_id else None,
-                                        outcome == "staged", why))
+                                        outcome == "staged", why, session_id=self.session_id))
         except StoreError:
             _log.warning("the outcome %r of write attempt %s was not audited", outcome, self.attempt)
 

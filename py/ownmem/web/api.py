@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..aperto.container import parse_container
-from ..aperto.keys import signing_key
 from ..aperto.model import MemType, Trust
 from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ..errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
@@ -35,10 +34,10 @@ if TYPE_CHECKING:
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
-# An agent's author key: the Ed25519 key seeded by purpose_key(AGENT_INFO + name), which
-# `ownmem agent` signs that agent's memories with and the keyring accepts (trust_add).
-AGENT_INFO = b"ownmem/v1/agent/"
-MAX_AGENT_ID = 64
+# An agent's author key: uomp/staging.py author_key (the one derivation), which `ownmem agent`
+# signs that agent's memories with and the keyring accepts (trust_add).  An agent id is a
+# credential's "<name>.<id>" (agent/credentials.py), or a bare name of an older credential.
+MAX_AGENT_ID = 96
 MAX_VERSIONS = 1000          # versions of one memory whose receipts are looked up
 PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
 MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
@@ -145,8 +144,9 @@ class App:
     def _agent_key_id(self, name: str) -> bytes:
         kid = self._agent_kids.get(name)
         if kid is None:
-            seed = self.v.purpose_key(AGENT_INFO + name.encode())
-            kid = self._agent_kids[name] = run_sync(signing_key(self.v.crypto, seed)).key_id
+            from ..uomp.staging import author_key
+
+            kid = self._agent_kids[name] = author_key(self.v, name).key_id
         return kid
 
     def _entry_json(self, e: Entry) -> dict[str, Any]:

@@ -176,12 +176,14 @@ function fill(ul, items, row, empty) {
 }
 
 const list = (xs) => (xs && xs.length ? xs.join(', ') : null);
+// "*" in a grant's tags: every tag and untagged memory (docs/decisions.md, issue 19)
+const tagList = (xs) => list((xs || []).map((t) => (t === '*' ? 'every tag and untagged memory' : t)));
 
 /** What a session may read, one line each: the reader's view of its granted scopes. */
 function scopeLines(s) {
   const read = s.scopes?.read || {};
   const lines = [];
-  const may = [list(read.tags) && `tags ${list(read.tags)}`, list(read.keys) && `keys ${list(read.keys)}`].filter(Boolean);
+  const may = [tagList(read.tags) && `tags ${tagList(read.tags)}`, list(read.keys) && `keys ${list(read.keys)}`].filter(Boolean);
   lines.push(`May read: ${may.length ? may.join('; ') : 'nothing'}`);
   const never = [list(read.deny_tags) && `tags ${list(read.deny_tags)}`, list(read.deny_keys) && `keys ${list(read.deny_keys)}`].filter(Boolean);
   if (never.length) lines.push(`Never: ${never.join('; ')}`);
@@ -193,12 +195,16 @@ function scopeLines(s) {
   if (s.deletion_proof?.required) limits.push(s.deletion_proof.accepted ? 'deletion proof received' : 'owes a deletion proof');
   if (s.deletion_proof?.missing) limits.push('deletion proof missing');
   if (limits.length) lines.push(`Limits: ${limits.join('; ')}`);
+  if (s.binding === 'saihm') lines.push('An MCP host\'s credential (SAIHM): high-sensitivity items never recalled; its writes wait for you.');
   if (!s.granted) lines.push('Asked for, not granted yet.');
   return lines;
 }
 
 function timeLeft(seconds) {
   if (seconds <= 0) return 'expired';
+  // an agent credential lives days, or has no end set (its session ends a century on)
+  if (seconds >= 50 * 365 * 86400) return 'no end set';
+  if (seconds >= 2 * 86400) return `${Math.floor(seconds / 86400)} days left`;
   const h = Math.floor(seconds / 3600);
   const m = Math.floor((seconds % 3600) / 60);
   const sec = seconds % 60;
