@@ -140,18 +140,23 @@ def test_an_older_credentials_file_reads_as_migrated_and_narrowing_only_narrows(
     [c] = f.all()
     assert c.migrated and c.agent == "claude" and c.tags == ("*",) and c.write and len(c.id) == 16
     assert f.all()[0].id == CredentialFile(tmp_path).all()[0].id        # stable: derived from its hash
-    n = f.narrow("claude", deny_tags=["health"], no_write=True)
+    # narrowing and issuing seal the entry again: they need the vault's key (the person's
+    # passphrase); the service's one migration adopts the older entry first
+    keyed = CredentialFile(tmp_path, bytes(range(32)))
+    assert keyed.migrate() == ("claude",)
+    assert keyed.all()[0].id == c.id
+    n = keyed.narrow("claude", deny_tags=["health"], no_write=True)
     assert (n.deny_tags, n.write, n.migrated, n.tags, n.agent, n.id) == (("health",), False, False, ("*",), "claude",
                                                                          c.id)
-    assert f.narrow("claude", deny_tags=["work"]).write is False      # never widened back
+    assert keyed.narrow("claude", deny_tags=["work"]).write is False      # never widened back
     assert f.all()[0].deny_tags == ("health", "work")
     with pytest.raises(NotFound):
-        f.narrow("nobody", deny_tags=["x"])
+        keyed.narrow("nobody", deny_tags=["x"])
     # a new credential: its own id and agent id, never the old name's
-    issued = f.issue("claude2", NOW, tags=["travel"], deny_tags=["health"])
+    issued = keyed.issue("claude2", NOW, tags=["travel"], deny_tags=["health"])
     assert issued.credential.agent == f"claude2.{issued.credential.id}" and issued.credential.tags == ("travel",)
     with pytest.raises(MalformedInput):
-        f.issue("nothing", NOW, tags=[])
+        keyed.issue("nothing", NOW, tags=[])
     # a tampered grant field is a damaged file, not a wider grant
     doc = json.loads((tmp_path / FILENAME).read_text())
     doc["credentials"][1]["grant"]["tags"] = "everything"
