@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -240,7 +241,7 @@ class Uomp:
                 self._count(claims, req.action)
             await self._audit(claims, action, req, d, item.tags if item and d.allowed else ())
             if not d.allowed:
-                return error(d.status, d.code or "ACCESS_DENIED", d.reason, sid)
+                return error(d.status, d.code or "ACCESS_DENIED", guard.shown(d).reason, sid)
             assert item is not None
             return self._item_body(claims, item)
         first = guard.decide(claims, state, req)
@@ -256,19 +257,26 @@ class Uomp:
         else:
             pool = self.items.by_tag.get(req.tag or "", [])
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
+        if req.path == "query":
+            passed = in_scope_order(req.key or "", passed)
+        elif req.path == "tag":
+            passed.sort(key=lambda it: it.key)   # an order of its own: none that other items shape
         if req.path == "aggregate":
             # checked and recorded with no await between: two concurrent aggregates of one
             # session are judged one after the other (differencing, guard.determines_few)
-            agg = guard.aggregate(claims, req, passed, self.sessions.answered(sid))
-            if agg.basis is not None and self.sessions.note_answered(sid, agg.basis):
-                await run_in_threadpool(self.sessions.save_answered, sid, agg.basis)   # durable: a restart keeps it
+            # the history is the agent's, over all its sessions: two sessions of one agent
+            # must not difference each other's sums (issue 19, 5377 - 4600)
+            aid = claims.agent_id
+            agg = guard.aggregate(claims, req, passed, self.sessions.answered(aid))
+            if agg.basis is not None and self.sessions.note_answered(aid, agg.basis):
+                await run_in_threadpool(self.sessions.save_answered, aid, agg.basis)   # durable: a restart keeps it
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
                 return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
             out: dict[str, Any] = {"op": req.op, "result": agg.result}
             out.update({"tag": req.tag} if req.op == "count" else {"field": req.field})
             return ok(out)
-        d = guard.Decision(True, None, f"{len(passed)} of {len(pool)} items in scope")
+        d = guard.served(len(passed))
         await self._audit(claims, action, req, d, tuple(sorted({t for it in passed for t in it.tags})))
         return ok({"items": [guard.project(claims, it) for it in passed]})
 
@@ -501,7 +509,11 @@ class Uomp:
                 return error(403, "ACCESS_DENIED", "another session's audit", claims.session_id)
             want = claims.session_id
         entries = await run_in_threadpool(self.audit.entries, want)
-        return ok({"entries": [e.to_json() for e in entries]})
+        if self._is_admin(r):
+            return ok({"entries": [e.to_json() for e in entries]})
+        # the token reads its own entries as it was answered: no reason tells of an unseen item
+        return ok({"entries": [replace(e, reason=guard.shown_reason(e.allowed, e.reason)).to_json()
+                               for e in entries]})
 
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
@@ -537,6 +549,22 @@ class Uomp:
 
 
 _KEY_PREFIX = "/v1/memory/"
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def in_scope_order(query: str, items: list[Item]) -> list[Item]:
+    """The ranked query's answer order, from the served items alone: most query words found (as
+    a word prefix, as the index matched them) in the item's key, value, tags and description,
+    then by key.  The index's BM25 order is not used: its weights come from every memory in the
+    vault, so the order of two served items would tell of the items that were not served
+    (issue 19, "No oracle"); ties by insertion order would tell of when each was written."""
+    words = set(_WORD.findall(query.lower()))
+
+    def found(it: Item) -> int:
+        text = set(_WORD.findall(" ".join([it.key, json.dumps(it.value, ensure_ascii=False), *it.tags,
+                                           it.description or ""]).lower()))
+        return sum(1 for w in words if any(t.startswith(w) for t in text))
+    return sorted(items, key=lambda it: (-found(it), it.key))
 
 
 def _bearer_of(h: str) -> str | None:
