@@ -56,6 +56,10 @@ from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
 from .items import Item, item_of, live_items
 from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
                        parse_grant)
+from .strangers import ACTION as STRANGER_ACTION
+from .strangers import WINDOW as STRANGER_WINDOW
+from .strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
+from .strangers import Tally
 from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
                      check_expiry, issue, iso, token_hash, verify, verify_signature)
 
@@ -134,12 +138,19 @@ class Uomp:
         self._count_lock = threading.Lock()
         self._verified: dict[str, tuple[Verified, str]] = {}   # token -> (its claims, token_hash)
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
+        self.strangers = Tally(int(os.environ.get(STRANGER_WINDOW_ENV) or STRANGER_WINDOW))
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
 
     def close(self) -> None:
         self._stopping.set()
+        try:
+            # the open window's count (uvicorn re-raises SIGTERM after its shutdown, so a
+            # service stopped by a signal may not get here: then at most one window is lost)
+            self._record_strangers(final=True)
+        except Exception:   # noqa: BLE001 - the count is lost, the service still stops
+            _log.exception("the last unauthenticated count not recorded")
         self.audit.close()
         self.sessions.close()
 
@@ -224,9 +235,10 @@ class Uomp:
         try:
             claims, token = self._claims_of(bearer)
         except UompError as e:
-            # steps 1-2 failed: nothing is proven of the caller, so the refusal is audited under
-            # no session ("Access Control": a failed check is audited; the person sees the attempt)
-            await self._audit(None, action, req, guard.Decision(False, e.error_code, e.reason))
+            # steps 1-2 failed: nothing is proven of the caller.  Counted, one audit entry per
+            # window (strangers.py): anyone, any web page, can send these, and one entry each
+            # filled the person's audit, quota and log (issue 19)
+            self.strangers.note(e.error_code, self.now())
             return error(e.status, e.error_code, str(e))
         with self.audit.coming():         # its audit entry is on its way: it may share a batch's fsync
             return await self._decided(req, action, claims, token)
@@ -414,10 +426,20 @@ class Uomp:
         await self._log_session(s, "deletion_proof_missing", "no deletion proof before the session ended", False)
         await run_in_threadpool(self.sessions.put, replace(self.sessions.get(s.session_id) or s, proof_missing=True))
 
+    def _record_strangers(self, *, final: bool = False) -> None:
+        s = self.strangers.due(self.now(), final=final)
+        if s is not None:
+            self.audit.record(AuditEntry(new_id(), s.end, "", "", STRANGER_ACTION, None, None, (), False, s.reason))
+
     def _sweep_loop(self) -> None:
-        """deletion_proof_missing for sessions that expired without the proof they owed."""
+        """deletion_proof_missing for sessions that expired without the proof they owed; the
+        unauthenticated count of a window that ended."""
         while not self._stopping.wait(1.0):
             now = self.now()
+            try:
+                self._record_strangers()
+            except Exception:   # noqa: BLE001 - that window's count is lost, and logged
+                _log.exception("unauthenticated count not recorded")
             for s in self.sessions.all():
                 if s.proof_required and not s.proof_accepted and not s.proof_missing and s.state(now) == "expired":
                     try:
