@@ -131,3 +131,40 @@ def test_50000_credential_less_requests_add_no_batch_no_receipt_and_no_byte_of_q
     finally:
         agent.stop()
 
+
+
+def test_an_overlong_key_tag_or_query_is_refused_before_the_audit(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[..., UompVault],
+        agents: Callable[..., Any]) -> None:
+    """One request put a 60,000-character key into the audit (issue 19).  Now a key, tag or
+    field longer than any can be is a 400 before the Guard, with or without a token; no entry."""
+    from uompkit import error_body
+
+    _, _, u = start(sqlite_backend, servers, uomp_vault, agents)
+    sid, tok = u.session({"tags": ["preference"]})
+    long = "k" * 10_000
+    for t in (tok, None):
+        error_body(u.get(f"/v1/memory/{long}", t), 400, "INVALID_REQUEST", None)
+        error_body(u.get("/v1/memory", t, tag=long), 400, "INVALID_REQUEST", None)
+        error_body(u.get("/v1/memory/aggregate", t, tag="preference", op="sum", field="value." + long), 400,
+                   "INVALID_REQUEST", None)
+        error_body(u.post("/v1/memory/query", t, {"query": long}), 400, "INVALID_REQUEST", None)
+    assert u.admin("POST", "/v1/sessions", {"agent_id": long}).status_code == 400
+    # at the bounds they are answered as usual
+    error_body(u.get("/v1/memory/" + "k" * 256, tok), 403, "ACCESS_DENIED", sid)
+    assert u.post("/v1/memory/query", tok, {"query": "dark " * 819}).status_code == 200
+    entries = u.admin("GET", "/v1/audit").json()["entries"]
+    assert max(len(e["key"] or "") for e in entries) <= 4096
+    assert not any(long[:300] in (e["key"] or "") + (e["tag"] or "") + e["reason"] for e in entries)
+
+
+def test_every_audited_string_is_bounded() -> None:
+    from ownmem.uomp.audit import MAX_AUDITED, AuditEntry, bounded
+
+    e = AuditEntry("log_1", 1, "sess", "agent", "read", "k" * 60_000, "t" * 2000, ("x" * 5000, "y"), False,
+                   "r" * 3000)
+    b = bounded(e)
+    assert all(len(s) <= MAX_AUDITED for s in (b.key or "", b.tag or "", b.reason, *b.tags))
+    assert b.key is not None and b.key.startswith("k" * 1000) and b.key.endswith("[cut]") and b.tags[1] == "y"
+    short = AuditEntry("log_2", 1, "sess", "agent", "read", "pref.theme", None, (), True, "scope matched")
+    assert bounded(short) is short

@@ -149,14 +149,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     app = Binding(op, CredentialFile(vault.folder)).app()
+    from server.guard import BodyDeadline, BodyTimeout, GuardedH11Protocol
+
     from ..uomp.api import KeyReads, mount
+    from .door import Door, body_limits, body_timeout
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
+    app.add_exception_handler(BodyTimeout, body_timeout)
+    # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s by the
+    # blind server's own h11 protocol (loopback peers are not capped per address)
+    grace, rate = body_limits()
+    served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
-        uvicorn.run(KeyReads(app, uomp), host=args.host, port=args.port, log_level="warning", access_log=False,
-                    proxy_headers=False)
+        uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
+                    proxy_headers=False, http=GuardedH11Protocol)
     finally:
         sync.stop()
         uomp.close()

@@ -50,12 +50,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..agent.door import parse_json
 from ..errors import StoreError
 from . import guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
-from .items import Item, item_of, live_items
-from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
-                       parse_grant)
+from .items import MAX_KEY, Item, item_of, live_items
+from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
+                       duration_minutes, parse_grant)
 from .strangers import ACTION as STRANGER_ACTION
 from .strangers import WINDOW as STRANGER_WINDOW
 from .strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
@@ -168,9 +169,9 @@ class Uomp:
             if len(raw) > MAX_BODY:
                 raise UompError("body too large")
         try:
-            return json.loads(raw) if raw else {}
-        except (ValueError, RecursionError):
-            raise UompError("body is not JSON") from None
+            return parse_json(raw) if raw else {}
+        except ValueError:
+            raise UompError("body is not JSON text (UTF-8, no lone surrogate)") from None
 
     def _bearer(self, r: HttpRequest) -> str | None:
         return _bearer_of(r.headers.get("authorization", ""))
@@ -232,6 +233,11 @@ class Uomp:
         return await self._guard(self._bearer(r), req, action)
 
     async def _guard(self, bearer: str | None, req: guard.Request, action: str) -> Response:
+        why = too_long(req)
+        if why is not None:
+            # no key, tag or field is this long (items.MAX_KEY, sessions.MAX_NAME): a malformed
+            # request, refused before any token check and never audited (issue 19)
+            return error(400, "INVALID_REQUEST", why)
         try:
             claims, token = self._claims_of(bearer)
         except UompError as e:
@@ -334,8 +340,8 @@ class Uomp:
             doc = await self._json(r)
         except UompError as e:
             return error(400, "INVALID_REQUEST", str(e))
-        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str) or len(doc["query"]) > 4096:
-            return error(400, "INVALID_REQUEST", "query must be a string of at most 4096 characters")
+        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+            return error(400, "INVALID_REQUEST", f"query must be a string of at most {MAX_QUERY} characters")
         return await self._guarded(r, self._req("query", key=doc["query"]), "query")
 
     # ------------------------------------------------------------------ Auth Service
@@ -346,6 +352,9 @@ class Uomp:
             d = await self._json(r)
             if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
                 raise UompError("agent_id is required")
+            for name in ("agent_id", "agent_name"):     # each is in every entry of the session
+                if isinstance(d.get(name), str) and len(d[name]) > MAX_NAME:
+                    raise UompError(f"{name} is at most {MAX_NAME} characters")
             minutes = duration_minutes(d.get("duration_minutes", DEFAULT_MINUTES))
             requested = Scopes.from_json(d.get("requested_scopes"))
             for name in ("identity_key", "deletion_method", "agent_name"):
@@ -571,6 +580,18 @@ class Uomp:
 
 
 _KEY_PREFIX = "/v1/memory/"
+MAX_QUERY = 4096          # characters of a ranked query's text (it is audited as the entry's key)
+
+
+def too_long(req: guard.Request) -> str | None:
+    """Why a request's key, tag, op or field is longer than any can be, or None.  Pure."""
+    if req.key is not None and len(req.key) > (MAX_QUERY if req.path == "query" else MAX_KEY):
+        return f"a key is at most {MAX_KEY} characters" if req.path != "query" else \
+            f"query must be a string of at most {MAX_QUERY} characters"
+    for name, v in (("tag", req.tag), ("field", req.field), ("op", req.op)):
+        if v is not None and len(v) > MAX_NAME:
+            return f"{name} is at most {MAX_NAME} characters"
+    return None
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
