@@ -149,22 +149,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     app = Binding(op, CredentialFile(vault.folder)).app()
-    from server.guard import BodyDeadline, BodyTimeout, GuardedH11Protocol
+    from server.guard import BodyDeadline, BodyTimeout
 
     from ..uomp.api import KeyReads, mount
-    from .door import Door, body_limits, body_timeout
+    from .door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     app.add_exception_handler(BodyTimeout, body_timeout)
-    # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s by the
-    # blind server's own h11 protocol (loopback peers are not capped per address)
+    # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s, as the
+    # blind server cuts them (httptools kept: the Guard's hot path parses with it)
     grace, rate = body_limits()
+    TimedHttpTools.header_timeout = header_timeout()
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
         uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
-                    proxy_headers=False, http=GuardedH11Protocol)
+                    proxy_headers=False, http=TimedHttpTools)
     finally:
         sync.stop()
         uomp.close()

@@ -1,7 +1,7 @@
 """The door of the agent port: what every request meets before the SAIHM binding or the UOMP
 API reads it (issue 19, "Strangers write nothing"; DESIGN.md "Agent access").
 
-    connection  -- headers within 10 s (server.guard.GuardedH11Protocol, as the blind server)
+    connection  -- headers within 10 s (TimedHttpTools; the blind server's deadline)
     request     -- Host is 127.0.0.1:PORT or localhost:PORT, else 403     (DNS rebinding)
                 -- no Origin header at all, else 403                      (a web page's fetch)
                 -- body within 30 s + size / 16 KiB/s (server.guard.BodyDeadline), else 408
@@ -16,18 +16,77 @@ sends Origin.  Refusals answer in the protocol's error shape: UOMP's {"error": {
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 SAIHM_FORBIDDEN = "forbidden"      # the SAIHM binding's code for a refused Host or Origin
 SAIHM_TIMEOUT = "timeout"          # and for a body that did not arrive in time
 BODY_GRACE = 30.0                  # seconds, as the blind server's OWNMEM_BODY_TIMEOUT
 BODY_MIN_RATE = 16384.0            # bytes per second beyond it, as OWNMEM_BODY_MIN_RATE
+
+
+HEADER_TIMEOUT = 10.0              # seconds, as the blind server's OWNMEM_HEADER_TIMEOUT
+_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: 19\r\n"
+              b"Connection: close\r\n\r\n{\"error\":\"timeout\"}")
+
+
+class TimedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol (the agent's, for the Guard's hot path) with the blind
+    server's header deadline (server.guard.GuardedH11Protocol does it for h11): each request's
+    headers, the first of a connection and each after an answer, must be complete within
+    ``header_timeout`` seconds, or the connection is answered 408 (when no answer is under way)
+    and closed.  uvicorn's keep-alive timer is cancelled by the first byte of the next request,
+    so a client sending a byte every few seconds held the port for ever."""
+
+    header_timeout: ClassVar[float] = HEADER_TIMEOUT
+    _timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(self.header_timeout, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+            return            # a request is being answered: not a stalled header
+        self.transport.write(_TIMED_OUT)
+        self.transport.close()
+
+
+def header_timeout() -> float:
+    t = float(os.environ.get("OWNMEM_HEADER_TIMEOUT") or HEADER_TIMEOUT)
+    if not t > 0:
+        raise ValueError("OWNMEM_HEADER_TIMEOUT must be positive")
+    return t
 
 
 def body_limits() -> tuple[float, float]:
