@@ -100,3 +100,18 @@ def test_the_person_still_reads_why_the_secret_was_refused(
     ours = [e["reason"] for e in u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"] if e["action"] == "read"]
     assert theirs == ["key not within granted scope"]
     assert ours == ["high-sensitivity item outside an exact-key read"]
+
+
+def test_a_token_without_the_tags_field_reads_no_tags_in_its_audit(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[..., UompVault],
+        agents: Callable[..., Any]) -> None:
+    """allowed_fields without "tags": the answer carries no tags, and neither do the entries the
+    token reads of its own audit (the item's tags are recorded for the person)."""
+    _, _, u = start(sqlite_backend, servers, uomp_vault, agents, items=PAY)
+    sid, tok = u.session(READ, allowed_fields=["key", "value"])
+    assert u.get("/v1/memory/pay.rate", tok).json() == {"key": "pay.rate", "value": {"v": 4100}}
+    assert set(u.get("/v1/memory", tok, tag="pay").json()["items"][0]) == {"key", "value"}
+    theirs = u.get("/v1/audit", tok).json()["entries"]
+    ours = u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"]
+    assert [e["tags"] for e in theirs if e["action"] == "read"] == [[], []]
+    assert sorted(e["tags"] for e in ours if e["action"] == "read") == [["pay"], ["pay"]]

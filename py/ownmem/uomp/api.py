@@ -527,6 +527,7 @@ class Uomp:
 
     async def audit_log(self, r: HttpRequest) -> Response:
         want = r.query_params.get("session_id")
+        claims: Claims | None = None
         if not self._is_admin(r):
             try:
                 claims, token = self._claims(r)
@@ -540,11 +541,13 @@ class Uomp:
                 return error(403, "ACCESS_DENIED", "another session's audit", claims.session_id)
             want = claims.session_id
         entries = await run_in_threadpool(self.audit.entries, want)
-        if self._is_admin(r):
+        if claims is None:                 # the person's admin credential: every entry as recorded
             return ok({"entries": [e.to_json() for e in entries]})
-        # the token reads its own entries as it was answered: no reason tells of an unseen item
-        return ok({"entries": [replace(e, reason=guard.shown_reason(e.allowed, e.reason)).to_json()
-                               for e in entries]})
+        # the token reads its own entries as it was answered: no reason tells of an unseen item,
+        # and no item's tags when its allowed_fields withhold them (issue 19, "No oracle")
+        hide_tags = claims.allowed_fields is not None and "tags" not in claims.allowed_fields
+        return ok({"entries": [replace(e, reason=guard.shown_reason(e.allowed, e.reason),
+                                       tags=() if hide_tags else e.tags).to_json() for e in entries]})
 
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
