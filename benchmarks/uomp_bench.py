@@ -116,8 +116,9 @@ class Conn:
         self.sock.close()
 
 
-def request(path: str, token: str) -> bytes:
-    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n").encode()
+def request(path: str, token: str, port: int) -> bytes:
+    # the agent port answers only its own Host, with the port (a DNS-rebinding guard, issue 19)
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n").encode()
 
 
 class Admin:
@@ -173,7 +174,7 @@ def measure_key(port: int, token: str, n: int, seconds: float, conns: int = 2) -
             i = c
             while time.perf_counter() < stop:
                 key = _key((i * 7919 + 1) % n)
-                status, body = conn.get(request(f"/v1/memory/{key}", token))
+                status, body = conn.get(request(f"/v1/memory/{key}", token, port))
                 _check_key(status, body, key)
                 counts[c] += 1
                 i += conns
@@ -200,7 +201,7 @@ def measure_tag(port: int, token: str, queries: int) -> tuple[list[float], int]:
     try:
         for i in range(queries + 5):
             g = f"group{(i * 37) % GROUPS:02d}"
-            req = request(f"/v1/memory?tag={g}", token)
+            req = request(f"/v1/memory?tag={g}", token, port)
             t = time.perf_counter()
             status, body = conn.get(req)
             dt = time.perf_counter() - t
@@ -233,13 +234,13 @@ def measure_agents(port: int, tokens: list[str], n: int, seconds: float) -> tupl
                 if i % 2:
                     key = _key((i * 7919 + 1) % n)
                     t = time.perf_counter()
-                    status, body = conn.get(request(f"/v1/memory/{key}", tokens[a]))
+                    status, body = conn.get(request(f"/v1/memory/{key}", tokens[a], port))
                     lat[a].append(time.perf_counter() - t)
                     _check_key(status, body, key)
                 else:
                     g = f"group{i % GROUPS:02d}"
                     t = time.perf_counter()
-                    status, body = conn.get(request(f"/v1/memory?tag={g}", tokens[a]))
+                    status, body = conn.get(request(f"/v1/memory?tag={g}", tokens[a], port))
                     lat[a].append(time.perf_counter() - t)
                     if status != 200 or not json.loads(body)["items"]:
                         raise RuntimeError(f"tag {g}: {status} {body[:200]!r}")

@@ -49,6 +49,7 @@ from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 
+from . import challenge as challenges
 from .decoy import Decoys
 from .guard import BodyDeadline, BodyTimeout
 from .live import Live
@@ -71,7 +72,6 @@ _log = logging.getLogger("ownmem.server")
 # what POST /receipts logs; KEY comes with registration, FORGET with erasure (it withdraws the
 # cell in the same transaction), SHARE/REVOKE with their contracts
 LOGGED_HERE = frozenset({"REMEMBER", "RECALL", "STATUS"})
-NO_VAULT = 0      # the vault id a decoy's challenge is stored under (ids start at 1 on both backends)
 
 
 class ApiError(OwnmemError):
@@ -153,6 +153,7 @@ class Server:
         self.address_limiter = RateLimiter(config.address_rate_per_second, config.address_burst)
         self.register_limiter = RateLimiter(config.register_per_hour / 3600, config.register_per_hour)
         self.decoys = Decoys(self.storage.server_secret())
+        self.challenge_key = challenges.challenge_key(self.storage.server_secret())
         self.live = Live(self.storage, config.database_url)
         self.verifier = VerifyPool(config.verify_processes)
         self._holders: dict[int, HolderKey] = {}
@@ -299,23 +300,41 @@ class Server:
         _, info = await self.named(request)
         return JSONResponse(info.encode())
 
+    def _vault_name(self, request: Request) -> str:
+        name: str = request.path_params["name"]
+        if not wire.valid_vault_name(name):
+            self.limit_address(request)
+            raise ApiError(E.UNKNOWN_VAULT, "no such vault")
+        return name
+
     async def challenge(self, request: Request) -> Response:
-        v, _ = await self.named(request)
-        c = secrets.token_bytes(32)
-        expires = time.time() + wire.CHALLENGE_TTL
-        # a decoy's challenge is stored too (under no vault): the answer takes as long as a vault's
-        await self.call(self.storage.add_challenge, v.id if v is not None else NO_VAULT, c, expires)
-        return JSONResponse(wire.Challenge(c, int(expires)).encode())
+        """Stateless (challenge.py): an HMAC, no row, no read, charged to nobody.  A stranger
+        behind the owner's address who floods it spends nothing the owner's login needs."""
+        name = self._vault_name(request)
+        expires = int(time.time()) + wire.CHALLENGE_TTL
+        c = challenges.make(self.challenge_key, name, expires, secrets.token_bytes(challenges.NONCE_LEN))
+        return JSONResponse(wire.Challenge(c, expires).encode())
 
     async def session(self, request: Request) -> Response:
-        v, info = await self.named(request)
+        """A login that proves the vault's sync key is charged to the vault; one that does not,
+        to the address (after the check: charging first would let a stranger's flood refuse
+        the owner's login before its proof is even read)."""
+        name = self._vault_name(request)
         req = _parsed(wire.SessionRequest.parse, await self.json_body(request))
-        # verify before consuming, so a forged signature cannot burn someone's challenge; a decoy
-        # is checked against its sync key as well, and refused with the very same answer
+        now = time.time()
+        live_until = challenges.check(self.challenge_key, name, req.challenge, now, wire.CHALLENGE_TTL)
+        if live_until is None:
+            self.limit_address(request)
+            raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
+        v, info = await self.call(self._find, name)
+        # a decoy is checked against its sync key as well, and refused with the very same answer
         valid = ed25519_valid(info.sync_pub, req.signature, wire.auth_message(info.name, req.challenge))
         if v is None or not valid:
+            self.limit_address(request)
             raise ApiError(E.UNAUTHENTICATED, "could not authenticate")
-        if not await self.call(self.storage.take_challenge, v.id, req.challenge, time.time()):
+        self._charge(self.vault_limiter, v.id, "too many requests for this vault")
+        # single use: the row is written only now, by a login that proved the key
+        if not await self.call(self.storage.use_challenge, v.id, req.challenge, live_until, now):
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
         expires = time.time() + wire.TOKEN_TTL
@@ -524,7 +543,7 @@ class Server:
 
     # ---------------------------------------------------------------- public log
     async def log_get(self, request: Request) -> Response:
-        self.limit_address(request)
+        await self.limit_reader(request)
         rid = request.path_params["receipt_id"]
         r = await self.call(self.storage.log_get, bytes.fromhex(rid)) if _is_hex64(rid) else None
         if r is None:
@@ -545,7 +564,7 @@ class Server:
         return JSONResponse({"entries": [_log_json(r) for r in rows]})
 
     async def erasures(self, request: Request) -> Response:
-        self.limit_address(request)
+        await self.limit_reader(request)
         rows = await self.call(self.storage.erasure_list, _int_param(request, "after", 0),
                                max(1, min(_int_param(request, "limit", 1000), 10000)))
         return JSONResponse({"entries": [{"index": i, "cell_id": c.hex(), "holder_id": h.hex(), "at": at}

@@ -237,15 +237,11 @@ class PostgresStorage:
         return _vault(r) if r else None
 
     # ---------------------------------------------------------------- auth
-    def add_challenge(self, vault_id: int, challenge: bytes, expires_at: float) -> None:
+    def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:
-            c.execute("DELETE FROM challenges WHERE expires_at < %s", (expires_at - 3600,))
-            c.execute("INSERT INTO challenges VALUES (%s,%s,%s)", (vault_id, challenge, expires_at))
-
-    def take_challenge(self, vault_id: int, challenge: bytes, now: float) -> bool:
-        with self._tx() as c:
-            n = c.execute("DELETE FROM challenges WHERE challenge = %s AND vault_id = %s AND expires_at >= %s",
-                          (challenge, vault_id, now)).rowcount
+            c.execute("DELETE FROM challenges WHERE expires_at < %s", (now,))
+            n = c.execute("INSERT INTO challenges VALUES (%s,%s,%s) ON CONFLICT (challenge) DO NOTHING",
+                          (vault_id, challenge, expires_at)).rowcount
         return n == 1
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:

@@ -184,15 +184,10 @@ class SqliteStorage:
         return VaultRecord(*r) if r else None
 
     # ---------------------------------------------------------------- auth
-    def add_challenge(self, vault_id: int, challenge: bytes, expires_at: float) -> None:
+    def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:
-            c.execute("DELETE FROM challenges WHERE expires_at < ?", (expires_at - 3600,))
-            c.execute("INSERT INTO challenges VALUES (?,?,?)", (vault_id, challenge, expires_at))
-
-    def take_challenge(self, vault_id: int, challenge: bytes, now: float) -> bool:
-        with self._tx() as c:
-            n = c.execute("DELETE FROM challenges WHERE challenge = ? AND vault_id = ? AND expires_at >= ?",
-                          (challenge, vault_id, now)).rowcount
+            c.execute("DELETE FROM challenges WHERE expires_at < ?", (now,))
+            n = c.execute("INSERT OR IGNORE INTO challenges VALUES (?,?,?)", (vault_id, challenge, expires_at)).rowcount
         return n == 1
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:

@@ -217,6 +217,76 @@ def test_strangers_flooding_lookup_and_challenge_cannot_stop_the_owners_sync(bac
     assert "pushed 2" in runs[0].stdout, runs[0].stdout
 
 
+def test_a_stranger_behind_the_owners_own_address_cannot_lock_the_owners_sync_out(backend, start_server,
+                                                                                  fresh_vault, tmp_path):
+    """Issue 19: a flood of lookups and challenges from 127.0.0.1 made the owner's `ownmem sync`,
+    from 127.0.0.1 too (a carrier's NAT, a café, an office), fail 8 of 8 times ("too many requests
+    from this address").  Now the stranger floods every public route from the owner's address
+    (lookups, challenges, failed logins, made-up credentials, log reads) and is limited there,
+    while every sync of the owner succeeds: its login proves the vault's key and is the vault's,
+    and a challenge costs the server nothing the stranger can spend."""
+    url = start_server(backend.strict_env())
+    v = fresh_vault(2)
+    name = "nat-" + secrets.token_hex(4)
+    with httpx.Client(timeout=30) as c:
+        link(v, url, name, client=c)
+    folder = v.store.folder
+    v.lock()
+    env = {k: x for k, x in os.environ.items() if not k.startswith("OWNMEM_")}
+    env.update(OWNMEM_VAULT=str(folder), OWNMEM_PASSPHRASE=PASSPHRASE, HOME=str(tmp_path))
+    base = f"{url}/v1/vaults/{name}"
+    stop = threading.Event()
+    statuses: collections.Counter[int] = collections.Counter()
+    lock = threading.Lock()
+
+    def hammer(i: int) -> None:
+        with httpx.Client(timeout=10) as c:           # the owner's address: 127.0.0.1
+            n = 0
+            while not stop.is_set():
+                try:
+                    k = (n + i) % 6
+                    if k == 0:
+                        r = c.get(base)
+                    elif k == 1:
+                        r = c.post(base + "/challenge")
+                    elif k == 2:
+                        ch = c.post(base + "/challenge").json()["challenge"]
+                        r = c.post(base + "/session", json={"challenge": ch, "signature": "00" * 64})
+                    elif k == 3:
+                        r = c.get(base + "/changes", headers={"Authorization": "Bearer " + secrets.token_urlsafe(32)})
+                    elif k == 4:
+                        r = c.get(f"{url}/v1/log/checkpoint")
+                    else:
+                        r = c.get(f"{url}/v1/log", params={"limit": "1000"})
+                    code = r.status_code
+                except (httpx.HTTPError, ValueError, KeyError):
+                    code = 0
+                with lock:
+                    statuses[code] += 1
+                n += 1
+
+    threads = [threading.Thread(target=hammer, args=(i,), daemon=True) for i in range(FLOOD_CONNECTIONS)]
+    for t in threads:
+        t.start()
+    runs: list[subprocess.CompletedProcess[str]] = []
+    try:
+        time.sleep(1.0)                      # the flood has spent the address's budget before the first sync
+        with lock:
+            assert statuses[429] > 0, dict(statuses)
+        deadline = time.monotonic() + FLOOD_SECONDS
+        while time.monotonic() < deadline or len(runs) < 3:
+            runs.append(subprocess.run([*CLI, "sync"], env=env, capture_output=True, text=True, timeout=120,
+                                       stdin=subprocess.DEVNULL))
+            assert runs[-1].returncode == 0, (len(runs), runs[-1].stdout, runs[-1].stderr, dict(statuses))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert statuses[429] > 100, dict(statuses)          # the stranger was limited, on this very address
+    assert not [s for s in statuses if s >= 500 or s == 0], dict(statuses)
+    assert "pushed 2" in runs[0].stdout, runs[0].stdout
+
+
 def test_a_strangers_requests_never_spend_the_vaults_budget(backend, start_server, fresh_vault):
     """Lookups, challenges, failed logins and failed credentials at a vault's name are charged to
     the stranger's address; the owner's own requests, once authenticated, to the vault alone."""
@@ -232,13 +302,18 @@ def test_a_strangers_requests_never_spend_the_vaults_budget(backend, start_serve
             got = [c.get(base).status_code, c.post(base + "/challenge").status_code,
                    c.post(base + "/session", json={"challenge": "00" * 32, "signature": "00" * 64}).status_code]
             got += [c.get(base + "/metadata", headers={"Authorization": f"Bearer {secrets.token_urlsafe(32)}"}
-                          ).status_code for _ in range(9)]
-            assert got == [200, 200, 401] + [401] * 9, got
-            for path in ("", "/challenge", "/metadata"):      # its address's budget is spent now
-                refused(c.request("GET" if path != "/challenge" else "POST", base + path,
-                                  headers={"Authorization": "Bearer " + "x" * 40}), 429, "rate_limited")
-        # the vault's budget (a burst of 4) is whole: spent by its owner only
-        for _ in range(4):
+                          ).status_code for _ in range(10)]
+            assert got == [200, 200, 401] + [401] * 10, got
+            for path in ("", "/metadata"):      # its address's budget is spent now
+                refused(c.request("GET", base + path, headers={"Authorization": "Bearer " + "x" * 40}), 429,
+                        "rate_limited")
+            refused(c.post(base + "/session", json={"challenge": "00" * 32, "signature": "00" * 64}), 429,
+                    "rate_limited")
+            # a challenge is no longer the address's (issue 19): stateless, it costs nothing to spend
+            assert c.post(base + "/challenge").status_code == 200
+        # the vault's budget (a burst of 4) is spent by its owner only: its login (which proved the
+        # key, so it is the vault's since issue 19) and three requests
+        for _ in range(3):
             assert owner.get(base + "/metadata", headers=cred).status_code == 200
         refused(owner.get(base + "/metadata", headers=cred), 429, "rate_limited")
 

@@ -167,6 +167,41 @@ def test_replayed_challenge_refused(linked_vault, http):
     assert http.get(lv.url("/metadata"), headers={"Authorization": f"Bearer {token}"}).status_code == 200
 
 
+def test_a_challenge_is_the_servers_for_one_name_and_one_minute() -> None:
+    from server import challenge as challenges
+
+    key, other = challenges.challenge_key(b"s" * 32), challenges.challenge_key(b"t" * 32)
+    c = challenges.make(key, "alice", 1_000_060, b"n" * 12)
+    assert len(c) == 32 and challenges.check(key, "alice", c, 1_000_000, 60) == 1_000_060
+    assert challenges.check(key, "alice", c, 1_000_061, 60) is None           # expired
+    assert challenges.check(key, "alicf", c, 1_000_000, 60) is None           # another name
+    assert challenges.check(other, "alice", c, 1_000_000, 60) is None         # another server
+    for i in range(32):                                                       # any bit of it changed
+        assert challenges.check(key, "alice", c[:i] + bytes([c[i] ^ 1]) + c[i + 1:], 1_000_000, 60) is None
+    assert challenges.check(key, "alice", challenges.make(key, "alice", 1_000_100, b"n" * 12), 1_000_000, 60) is None
+
+
+def test_challenges_store_nothing_until_a_login_proves_the_key(backend, linked_vault, http):
+    """A stranger asking for challenges fills no table: only a login that proved the vault's
+    sync key writes one row (its replay guard), dropped once the challenge expired."""
+    lv = linked_vault(0)
+    st = backend.storage()
+
+    def rows() -> int:
+        with st._tx() as c:      # noqa: SLF001 - the table itself, on either backend
+            return int(c.execute("SELECT count(*) FROM challenges").fetchone()[0])
+    try:
+        before = rows()
+        for _ in range(300):
+            assert http.post(lv.url("/challenge")).status_code == 200
+            assert http.post(backend.url + "/v1/vaults/nobody-holds-this/challenge").status_code == 200
+        assert rows() == before
+        assert login(http, lv).status_code == 200
+        assert rows() == before + 1
+    finally:
+        st.close()
+
+
 def test_challenge_of_another_vault_refused(linked_vault, http):
     """Same keys under two names: a challenge issued for one name is no good at the other."""
     one, two = linked_vault(0, key="a"), linked_vault(0, key="a")
@@ -181,14 +216,19 @@ def test_challenge_of_another_vault_refused(linked_vault, http):
 
 def test_expired_challenge_refused(backend, linked_vault, http):
     lv = linked_vault(0)
-    expired, never_issued = secrets.token_bytes(32), secrets.token_bytes(32)
+    from server import challenge as challenges
+
     st = backend.storage()
     try:
-        st.add_challenge(st.vault(lv.name).id, expired, time.time() - 1)
+        key = challenges.challenge_key(st.server_secret())     # the server's own (stateless) challenges
     finally:
         st.close()
+    now = int(time.time())
+    expired = challenges.make(key, lv.name, now - 1, secrets.token_bytes(12))
+    too_far = challenges.make(key, lv.name, now + 3600, secrets.token_bytes(12))   # no TTL is that long
+    never_issued = secrets.token_bytes(32)
     seed = lv.v.sync_key().seed
-    for c in (expired, never_issued):
+    for c in (expired, too_far, never_issued):
         body = {"challenge": c.hex(), "signature": sign_ed25519(seed, W.auth_message(lv.name, c)).hex()}
         refused(http.post(lv.url("/session"), json=body), 401, "unauthenticated")
     assert login(http, lv).status_code == 200     # the same signing, on a live challenge, works

@@ -500,8 +500,10 @@ def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tm
         assert [d["id"] for _, d, _ in s._next()] == ["log_7"]
         # a batch is bounded in bytes as well as entries: long entries split into more batches
         s.state.rowid = log.last_rowid()
+        # (long: 60 tags of 1,000 characters, ~60 KB; one string is cut at audit.MAX_AUDITED since issue 19)
         for i in range(10):
-            log.record(AuditEntry(f"log_big{i}", 30, "sess_a", "cal", "query", "q" * 60_000, None, (), True, "ok"))
+            log.record(AuditEntry(f"log_big{i}", 30, "sess_a", "cal", "query", "q", None,
+                                  tuple(f"{t:03d}" + "t" * 997 for t in range(60)), True, "ok"))
         first = s._next()
         assert 1 <= len(first) < 10
         assert sum(len(c) for _, _, c in first) <= au.MAX_BYTES

@@ -92,7 +92,12 @@ def test_scope_rules_deny_precedence_high_sensitivity_fields_and_aggregation(
     mine = u.get("/v1/audit", tok).json()["entries"]
     assert mine and {e["session_id"] for e in mine} == {sid}
     denied = [e for e in mine if e["key"] == "preference.card"]
-    assert denied and denied[0]["allowed"] is False and denied[0]["reason"] == "item carries a denied tag"
+    # the token reads the refusal as it was answered (no word of the item it cannot see, issue 19);
+    # the person's audit keeps the precise reason
+    assert denied and denied[0]["allowed"] is False and denied[0]["reason"] == "key not within granted scope"
+    theirs = [e for e in u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"]
+              if e["key"] == "preference.card"]
+    assert theirs[0]["reason"] == "item carries a denied tag"
     for e in mine:
         assert {"timestamp", "session_id", "agent_id", "action", "allowed", "reason"} <= set(e)
     assert code(u.get("/v1/audit", tok, session_id="sess_other")) == "ACCESS_DENIED"

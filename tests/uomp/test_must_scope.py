@@ -160,7 +160,8 @@ def test_aggregates_never_give_away_a_single_value(
         e = error_body(agg("fund:core", op), 403, "ACCESS_DENIED", sid)
         assert "40" not in e["message"]
     assert agg("fund:core", "count", None).json()["result"] == 3
-    sid2, tok2 = u.session(READ, aggregation_only=True)
+    # another agent has a history of its own (one agent's sessions share theirs, issue 19)
+    sid2, tok2 = u.session(READ, aggregation_only=True, agent_id="other_agent")
     first = u.get("/v1/memory/aggregate", tok2, tag="fund:core", op="avg", field="value.v")
     assert first.json()["result"] == 20
     error_body(u.get("/v1/memory/aggregate", tok2, tag="fund", op="sum", field="value.v"), 403, "ACCESS_DENIED", sid2)

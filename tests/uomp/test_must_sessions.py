@@ -17,10 +17,12 @@ from synckit import Backend, ServerProcess
 from uompkit import Uomp, bearer, code, error_body, start
 
 from ownmem.uomp.guard import PROOF_FIELDS, proof_message
+from ownmem.uomp.strangers import WINDOW_ENV
 from ownmem.uomp.tokens import iso
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"]}
 THEME = "/v1/memory/preference.theme"
+STRANGER_WINDOW = 1
 
 
 def _b64(b: bytes) -> str:
@@ -160,9 +162,13 @@ def test_sessions_are_independent_and_a_token_opens_no_admin_door(
 def test_audit_entries_carry_the_required_fields_failed_tokens_included_and_retention_is_configurable(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[..., UompVault],
         agents: Callable[..., Any]) -> None:
-    """18.2 the fields; 10.4 a failed check is audited (a forged token too, under no session);
+    """18.2 the fields; 10.4 a failed check is audited (a forged token too, under no session,
+    counted per window);
     18.3 stored apart from the memory store, retention configurable with 90 days by default."""
     agent, uv, u = start(sqlite_backend, servers, uomp_vault, agents)
+    agent.stop()
+    agent.env[WINDOW_ENV] = str(STRANGER_WINDOW)
+    agent.start()
     sid, tok = u.session(READ)
     u.get(THEME, tok)
     u.get("/v1/memory/preference.card", tok)
@@ -173,10 +179,14 @@ def test_audit_entries_carry_the_required_fields_failed_tokens_included_and_rete
         for f in ("timestamp", "session_id", "agent_id", "action", "allowed", "reason"):
             assert x[f] not in (None, ""), (f, x)
         assert x["key"] or x["tag"] or x["action"] not in ("read", "aggregate"), x
+    # the forged token is audited under no session, counted (issue 19: one entry per window of
+    # such refusals, here of 1 s; nothing the stranger sent)
+    time.sleep(STRANGER_WINDOW + 1.5)
     everything = u.admin("GET", "/v1/audit").json()["entries"]
     forged = [x for x in everything if x["session_id"] == ""]
-    assert len(forged) == 1 and forged[0]["allowed"] is False and forged[0]["key"] == "user.password"
-    assert forged[0]["reason"] == "unknown kid" and forged[0]["agent_id"] == ""
+    assert len(forged) == 1 and forged[0]["allowed"] is False and forged[0]["key"] is None
+    assert forged[0]["action"] == "unauthenticated" and forged[0]["agent_id"] == ""
+    assert forged[0]["reason"] == "1 request without a valid token refused (INVALID_TOKEN 1)"
     # apart from the memory store: its own file in the vault folder (sealed, test_guard_http.py)
     assert (uv.vault.folder / "audit.db").is_file()
     # retention: configurable upwards, default and floor 90 days (issue 19: a stated 0 days dropped

@@ -248,16 +248,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
     binding = Binding(op, creds)
     app = binding.app()
+    from server.guard import BodyDeadline, BodyTimeout
+
     from ..uomp.api import KeyReads, mount
+    from .door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from .guarded import SaihmGuard
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
+    app.add_exception_handler(BodyTimeout, body_timeout)
+    # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s, as the
+    # blind server cuts them (httptools kept: the Guard's hot path parses with it)
+    grace, rate = body_limits()
+    TimedHttpTools.header_timeout = header_timeout()
+    served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
-        uvicorn.run(KeyReads(app, uomp), host=args.host, port=args.port, log_level="warning", access_log=False,
-                    proxy_headers=False)
+        uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
+                    proxy_headers=False, http=TimedHttpTools)
     finally:
         sync.stop()
         binding.guard.stop()

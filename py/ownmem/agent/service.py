@@ -17,7 +17,6 @@ plaintext to whoever holds a credential, and the transport is plain HTTP on loop
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -32,6 +31,7 @@ from starlette.routing import Route
 
 from ..errors import OwnmemError
 from .credentials import Credential, CredentialFile, authenticate
+from .door import parse_json
 from .operator import Operator, OperatorError
 
 if TYPE_CHECKING:
@@ -100,8 +100,8 @@ class Binding:
         if raw is None:
             return _fail(413, "request_too_large")
         try:
-            doc = json.loads(raw)
-        except (ValueError, RecursionError):
+            doc = parse_json(raw)      # not UTF-8 text, or a lone surrogate: 400, not a 503 later
+        except ValueError:
             return _fail(400, "invalid_params")
         if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
             return _fail(400, "invalid_params")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -53,12 +54,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..agent.door import parse_json
 from ..errors import StoreError
 from . import approval, guard
 from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
-from .items import Item, item_of, live_items
-from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, AdminCredential, Session, SessionStore, duration_minutes,
-                       parse_grant)
+from .items import MAX_KEY, Item, item_of, live_items
+from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
+                       duration_minutes, parse_grant)
+from .strangers import ACTION as STRANGER_ACTION
+from .strangers import WINDOW as STRANGER_WINDOW
+from .strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
+from .strangers import Tally
 from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
                      check_expiry, issue, iso, token_hash, verify, verify_signature)
 
@@ -140,12 +146,19 @@ class Uomp:
         self._count_lock = threading.Lock()
         self._verified: dict[str, tuple[Verified, str]] = {}   # token -> (its claims, token_hash)
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
+        self.strangers = Tally(int(os.environ.get(STRANGER_WINDOW_ENV) or STRANGER_WINDOW))
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
 
     def close(self) -> None:
         self._stopping.set()
+        try:
+            # the open window's count (uvicorn re-raises SIGTERM after its shutdown, so a
+            # service stopped by a signal may not get here: then at most one window is lost)
+            self._record_strangers(final=True)
+        except Exception:   # noqa: BLE001 - the count is lost, the service still stops
+            _log.exception("the last unauthenticated count not recorded")
         self.audit.close()
         self.sessions.close()
 
@@ -168,9 +181,9 @@ class Uomp:
         if raw is None:
             raw = await self._raw(r)
         try:
-            return json.loads(raw) if raw else {}
-        except (ValueError, RecursionError):
-            raise UompError("body is not JSON") from None
+            return parse_json(raw) if raw else {}
+        except ValueError:
+            raise UompError("body is not JSON text (UTF-8, no lone surrogate)") from None
 
     async def _approved_body(self, r: HttpRequest, what: str) -> bytes | Response:
         """The body of a request the person approved, or the answer refusing it (a caller with
@@ -271,12 +284,18 @@ class Uomp:
         return await self._guard(self._bearer(r), req, action)
 
     async def _guard(self, bearer: str | None, req: guard.Request, action: str) -> Response:
+        why = too_long(req)
+        if why is not None:
+            # no key, tag or field is this long (items.MAX_KEY, sessions.MAX_NAME): a malformed
+            # request, refused before any token check and never audited (issue 19)
+            return error(400, "INVALID_REQUEST", why)
         try:
             claims, token = self._claims_of(bearer)
         except UompError as e:
-            # steps 1-2 failed: nothing is proven of the caller, so the refusal is audited under
-            # no session ("Access Control": a failed check is audited; the person sees the attempt)
-            await self._audit(None, action, req, guard.Decision(False, e.error_code, e.reason))
+            # steps 1-2 failed: nothing is proven of the caller.  Counted, one audit entry per
+            # window (strangers.py): anyone, any web page, can send these, and one entry each
+            # filled the person's audit, quota and log (issue 19)
+            self.strangers.note(e.error_code, self.now())
             return error(e.status, e.error_code, str(e))
         with self.audit.coming():         # its audit entry is on its way: it may share a batch's fsync
             return await self._decided(req, action, claims, token)
@@ -291,7 +310,7 @@ class Uomp:
                 self._count(claims, req.action)
             await self._audit(claims, action, req, d, item.tags if item and d.allowed else ())
             if not d.allowed:
-                return error(d.status, d.code or "ACCESS_DENIED", d.reason, sid)
+                return error(d.status, d.code or "ACCESS_DENIED", guard.shown(d).reason, sid)
             assert item is not None
             return self._item_body(claims, item)
         first = guard.decide(claims, state, req)
@@ -307,19 +326,26 @@ class Uomp:
         else:
             pool = self.items.by_tag.get(req.tag or "", [])
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
+        if req.path == "query":
+            passed = in_scope_order(req.key or "", passed)
+        elif req.path == "tag":
+            passed.sort(key=lambda it: it.key)   # an order of its own: none that other items shape
         if req.path == "aggregate":
             # checked and recorded with no await between: two concurrent aggregates of one
             # session are judged one after the other (differencing, guard.determines_few)
-            agg = guard.aggregate(claims, req, passed, self.sessions.answered(sid))
-            if agg.basis is not None and self.sessions.note_answered(sid, agg.basis):
-                await run_in_threadpool(self.sessions.save_answered, sid, agg.basis)   # durable: a restart keeps it
+            # the history is the agent's, over all its sessions: two sessions of one agent
+            # must not difference each other's sums (issue 19, 5377 - 4600)
+            aid = claims.agent_id
+            agg = guard.aggregate(claims, req, passed, self.sessions.answered(aid))
+            if agg.basis is not None and self.sessions.note_answered(aid, agg.basis):
+                await run_in_threadpool(self.sessions.save_answered, aid, agg.basis)   # durable: a restart keeps it
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
                 return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
             out: dict[str, Any] = {"op": req.op, "result": agg.result}
             out.update({"tag": req.tag} if req.op == "count" else {"field": req.field})
             return ok(out)
-        d = guard.Decision(True, None, f"{len(passed)} of {len(pool)} items in scope")
+        d = guard.served(len(passed))
         await self._audit(claims, action, req, d, tuple(sorted({t for it in passed for t in it.tags})))
         return ok({"items": [guard.project(claims, it) for it in passed]})
 
@@ -365,8 +391,8 @@ class Uomp:
             doc = await self._json(r)
         except UompError as e:
             return error(400, "INVALID_REQUEST", str(e))
-        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str) or len(doc["query"]) > 4096:
-            return error(400, "INVALID_REQUEST", "query must be a string of at most 4096 characters")
+        if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
+            return error(400, "INVALID_REQUEST", f"query must be a string of at most {MAX_QUERY} characters")
         return await self._guarded(r, self._req("query", key=doc["query"]), "query")
 
     # ------------------------------------------------------------------ Auth Service
@@ -378,6 +404,9 @@ class Uomp:
             d = await self._json(r, raw)
             if not isinstance(d, dict) or not isinstance(d.get("agent_id"), str) or not d["agent_id"]:
                 raise UompError("agent_id is required")
+            for name in ("agent_id", "agent_name"):     # each is in every entry of the session
+                if isinstance(d.get(name), str) and len(d[name]) > MAX_NAME:
+                    raise UompError(f"{name} is at most {MAX_NAME} characters")
             minutes = duration_minutes(d.get("duration_minutes", DEFAULT_MINUTES))
             requested = Scopes.from_json(d.get("requested_scopes"))
             for name in ("identity_key", "deletion_method", "agent_name"):
@@ -459,10 +488,20 @@ class Uomp:
         await self._log_session(s, "deletion_proof_missing", "no deletion proof before the session ended", False)
         await run_in_threadpool(self.sessions.put, replace(self.sessions.get(s.session_id) or s, proof_missing=True))
 
+    def _record_strangers(self, *, final: bool = False) -> None:
+        s = self.strangers.due(self.now(), final=final)
+        if s is not None:
+            self.audit.record(AuditEntry(new_id(), s.end, "", "", STRANGER_ACTION, None, None, (), False, s.reason))
+
     def _sweep_loop(self) -> None:
-        """deletion_proof_missing for sessions that expired without the proof they owed."""
+        """deletion_proof_missing for sessions that expired without the proof they owed; the
+        unauthenticated count of a window that ended."""
         while not self._stopping.wait(1.0):
             now = self.now()
+            try:
+                self._record_strangers()
+            except Exception:   # noqa: BLE001 - that window's count is lost, and logged
+                _log.exception("unauthenticated count not recorded")
             for s in self.sessions.all():
                 if s.proof_required and not s.proof_accepted and not s.proof_missing and s.state(now) == "expired":
                     try:
@@ -541,6 +580,7 @@ class Uomp:
 
     async def audit_log(self, r: HttpRequest) -> Response:
         want = r.query_params.get("session_id")
+        claims: Claims | None = None
         if not self._is_admin(r):
             try:
                 claims, token = self._claims(r)
@@ -554,7 +594,13 @@ class Uomp:
                 return error(403, "ACCESS_DENIED", "another session's audit", claims.session_id)
             want = claims.session_id
         entries = await run_in_threadpool(self.audit.entries, want)
-        return ok({"entries": [e.to_json() for e in entries]})
+        if claims is None:                 # the person's admin credential: every entry as recorded
+            return ok({"entries": [e.to_json() for e in entries]})
+        # the token reads its own entries as it was answered: no reason tells of an unseen item,
+        # and no item's tags when its allowed_fields withhold them (issue 19, "No oracle")
+        hide_tags = claims.allowed_fields is not None and "tags" not in claims.allowed_fields
+        return ok({"entries": [replace(e, reason=guard.shown_reason(e.allowed, e.reason),
+                                       tags=() if hide_tags else e.tags).to_json() for e in entries]})
 
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
@@ -590,6 +636,34 @@ class Uomp:
 
 
 _KEY_PREFIX = "/v1/memory/"
+MAX_QUERY = 4096          # characters of a ranked query's text (it is audited as the entry's key)
+
+
+def too_long(req: guard.Request) -> str | None:
+    """Why a request's key, tag, op or field is longer than any can be, or None.  Pure."""
+    if req.key is not None and len(req.key) > (MAX_QUERY if req.path == "query" else MAX_KEY):
+        return f"a key is at most {MAX_KEY} characters" if req.path != "query" else \
+            f"query must be a string of at most {MAX_QUERY} characters"
+    for name, v in (("tag", req.tag), ("field", req.field), ("op", req.op)):
+        if v is not None and len(v) > MAX_NAME:
+            return f"{name} is at most {MAX_NAME} characters"
+    return None
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def in_scope_order(query: str, items: list[Item]) -> list[Item]:
+    """The ranked query's answer order, from the served items alone: most query words found (as
+    a word prefix, as the index matched them) in the item's key, value, tags and description,
+    then by key.  The index's BM25 order is not used: its weights come from every memory in the
+    vault, so the order of two served items would tell of the items that were not served
+    (issue 19, "No oracle"); ties by insertion order would tell of when each was written."""
+    words = set(_WORD.findall(query.lower()))
+
+    def found(it: Item) -> int:
+        text = set(_WORD.findall(" ".join([it.key, json.dumps(it.value, ensure_ascii=False), *it.tags,
+                                           it.description or ""]).lower()))
+        return sum(1 for w in words if any(t.startswith(w) for t in text))
+    return sorted(items, key=lambda it: (-found(it), it.key))
 
 
 def _bearer_of(h: str) -> str | None:

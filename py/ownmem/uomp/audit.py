@@ -45,7 +45,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,25 @@ class AuditEntry:
 
 
 _FIELDS = tuple(f.name for f in fields(AuditEntry))
+# characters of any one string an entry keeps (key, tag, reason, ids, each tag): the API refuses
+# longer keys, tags and fields before auditing (api.too_long); this bounds what any other writer
+# records (issue 19: one request put a 60,000-character key into the audit)
+MAX_AUDITED = 1024
+_CUT = "…[cut]"
+
+
+def _cut(s: str) -> str:
+    return s if len(s) <= MAX_AUDITED else s[:MAX_AUDITED - len(_CUT)] + _CUT
+
+
+def bounded(e: AuditEntry) -> AuditEntry:
+    """``e`` with every string at most MAX_AUDITED characters (the same entry when they are)."""
+    strs = (e.key or "", e.tag or "", e.reason, e.session_id, e.agent_id, e.action, *e.tags)
+    if all(len(x) <= MAX_AUDITED for x in strs):
+        return e
+    return replace(e, key=None if e.key is None else _cut(e.key), tag=None if e.tag is None else _cut(e.tag),
+                   reason=_cut(e.reason), session_id=_cut(e.session_id), agent_id=_cut(e.agent_id),
+                   action=_cut(e.action), tags=tuple(_cut(t) for t in e.tags))
 
 
 def new_id() -> str:
@@ -470,7 +489,7 @@ class AuditLog:
             if self._stopping:
                 done(StoreError("the audit log is closed"))
                 return
-            self._queue.append((e, done))
+            self._queue.append((bounded(e), done))
             self._cond.notify()
 
     def record(self, e: AuditEntry) -> None:

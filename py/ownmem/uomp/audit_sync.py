@@ -64,6 +64,7 @@ from ..saihm import tlog
 from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ..vault.vault import Entry
 from .retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
+from .strangers import ACTION as STRANGER_ACTION
 from .ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
@@ -645,6 +646,12 @@ class AuditSync:
             if out and size > MAX_BYTES:
                 break
             out.append((rowid, d, c))
+        if len(rows) < self.max_entries and all(d["action"] == STRANGER_ACTION for _, d, _ in out):
+            # only counts of unauthenticated requests: they wait for the next batch an agent's
+            # own requests make (strangers.py), so a stranger never makes a batch, a receipt or
+            # a byte on the server; a window past max_entries of them (16 hours of refusals
+            # and nothing else) is sealed, so the cursor can never be stuck behind them
+            return []
         return out
 
     def flush(self) -> int:

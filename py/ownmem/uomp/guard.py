@@ -46,7 +46,8 @@ OPS = ("sum", "avg", "count", "min", "max")
 # sum and avg over fewer items than this are refused: over one item they are its value, over
 # two they give one value to anyone who knows the other (docs/decisions.md)
 MIN_AGGREGATE = 3
-# the distinct item sets one session may sum or average over (see determines_few)
+# the distinct item sets one agent (agent_id, over all its sessions) may sum or average over
+# (see determines_few)
 MAX_AGGREGATE_SETS = 16
 _P = (1 << 61) - 1
 
@@ -94,6 +95,29 @@ class Decision:
 
 ALLOW = Decision(True, None, "scope matched")
 
+OUT_OF_SCOPE = "key not within granted scope"
+# refusals that are only reached when the key exists and is out of the token's sight (a high
+# item or a denied tag behind a granted tag): the token is told what it is told of any key
+# outside its scope, the person's audit keeps the precise reason (docs/decisions.md, issue 19)
+_HIDDEN = frozenset({"high-sensitivity item outside an exact-key read", "item carries a denied tag"})
+
+
+def shown(d: Decision) -> Decision:
+    """``d`` as the token may see it, in its answer and in its own audit entries: a refusal
+    that would tell an unseen item exists is told as any key outside the scope."""
+    return Decision(d.allowed, d.code, OUT_OF_SCOPE) if not d.allowed and d.reason in _HIDDEN else d
+
+
+def shown_reason(allowed: bool, reason: str) -> str:
+    return OUT_OF_SCOPE if not allowed and reason in _HIDDEN else reason
+
+
+def served(n: int) -> Decision:
+    """A tag or ranked query's audit reason: what it served, nothing of what matched outside the
+    scope (issue 19: "N of M items in scope" counted every match, high ones too, and the token
+    reads its own audit; 290 queries recovered a high value digit by digit)."""
+    return Decision(True, None, f"{n} items in scope")
+
 
 def _deny(code: str, reason: str) -> Decision:
     return Decision(False, code, reason)
@@ -140,7 +164,7 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     # 6. the request's own target is within scope
     if request.path == "key":
         if item is None and request.key not in scope.key_set:
-            return _deny("ACCESS_DENIED", "key not within granted scope")
+            return _deny("ACCESS_DENIED", OUT_OF_SCOPE)
     elif request.path in ("tag", "aggregate"):
         if request.tag not in scope.tag_set and not every_tag:
             return _deny("ACCESS_DENIED", "tag not within granted scope")
@@ -157,7 +181,7 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     by_key = item.key in scope.key_set
     by_tag = every_tag or not scope.tag_set.isdisjoint(item.tags)
     if not by_key and not by_tag:
-        return _deny("ACCESS_DENIED", "key not within granted scope")
+        return _deny("ACCESS_DENIED", OUT_OF_SCOPE)
     # 7. deny over allow
     if item.key in scope.deny_key_set:
         return _deny("ACCESS_DENIED", "key explicitly denied")
@@ -247,7 +271,7 @@ def aggregate(claims: Claims, request: Request, items: Iterable[Item], answered:
     """Over the items that passed ``decide`` one by one.  count is always answered (it says
     how many, never which); min and max are always refused (each is one item's value);
     sum and avg need MIN_AGGREGATE numeric values, and must not, with the sums and averages
-    this session was already answered (``answered``), determine fewer than that many values
+    this agent was already answered in any of its sessions (``answered``), determine fewer than that many values
     (differencing; an average is a sum, the count being free); the field must be a value.*
     path, and "value" must be among allowed_fields when the token lists them."""
     op, fld = request.op, request.field
@@ -269,9 +293,9 @@ def aggregate(claims: Claims, request: Request, items: Iterable[Item], answered:
     basis: Basis = frozenset((fld, i.object_id) for i, _ in pairs)
     if basis not in answered:
         if len(set(answered)) >= MAX_AGGREGATE_SETS:
-            return Aggregate(_deny("ACCESS_DENIED", f"this session has had {MAX_AGGREGATE_SETS} distinct aggregates"))
+            return Aggregate(_deny("ACCESS_DENIED", f"this agent has had {MAX_AGGREGATE_SETS} distinct aggregates"))
         if determines_few([*dict.fromkeys(answered), basis]):
-            return Aggregate(_deny("ACCESS_DENIED", "with this session's earlier aggregates it would reveal "
+            return Aggregate(_deny("ACCESS_DENIED", "with this agent's earlier aggregates it would reveal "
                                                     "single values"))
     total = sum(nums)
     res: float | int = total if op == "sum" else total / len(nums)

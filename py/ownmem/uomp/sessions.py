@@ -5,8 +5,8 @@
                                     [closed | revoked | expired]
 
 Stored in ``uomp.db`` in the vault folder (mode 0600), so sessions, the blacklist, the
-accepted deletion proofs and each session's aggregation history (the sum/avg item sets it was
-answered, which guard.aggregate judges differencing against) survive a restart; an in-memory mirror answers the Guard's
+accepted deletion proofs and each agent's aggregation history over all its sessions (the
+sum/avg item sets it was answered, which guard.aggregate judges differencing against) survive a restart; an in-memory mirror answers the Guard's
 per-request lookups, written through under one lock (every change is committed before
 the call returns, so a revocation is durable before it is acknowledged).  ``expired`` is
 derived from the clock at read time, never stored.
@@ -55,6 +55,8 @@ CREATE TABLE IF NOT EXISTS deletion_proofs (
   deletion_proof_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, accepted_at INTEGER NOT NULL, doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS aggregates (
   session_id TEXT NOT NULL, basis TEXT NOT NULL, PRIMARY KEY (session_id, basis));
+CREATE TABLE IF NOT EXISTS agent_aggregates (
+  agent_id TEXT NOT NULL, basis TEXT NOT NULL, PRIMARY KEY (agent_id, basis));
 """
 
 
@@ -250,12 +252,19 @@ class SessionStore:
                           for sid, a, d in self._db.execute("SELECT session_id, agent_id, doc FROM sessions")}
         self._blacklist = {h for (h,) in self._db.execute("SELECT token_hash FROM blacklist")}
         self._proofs = {p for (p,) in self._db.execute("SELECT deletion_proof_id FROM deletion_proofs")}
-        # per session, the sums and averages it was answered, oldest first (guard.determines_few
-        # judges a new one against all of them): kept here, not in memory only, so an agent
-        # cannot difference two aggregates across a restart of the service
+        # per agent (agent_id, over all its sessions), the sums and averages it was answered,
+        # oldest first (guard.determines_few judges a new one against all of them): kept here,
+        # not in memory only, so an agent cannot difference two aggregates across a restart of
+        # the service, nor across two of its sessions.  The per-session rows of earlier
+        # versions (table aggregates) count for their session's agent.
         self._answered: dict[str, list[Basis]] = {}
-        for sid, b in self._db.execute("SELECT session_id, basis FROM aggregates ORDER BY rowid"):
-            self._answered.setdefault(sid, []).append(_basis(b))
+        old = [(s.agent_id, b) for sid, b in self._db.execute("SELECT session_id, basis FROM aggregates ORDER BY rowid")
+               if (s := self._sessions.get(sid)) is not None]
+        new = self._db.execute("SELECT agent_id, basis FROM agent_aggregates ORDER BY rowid").fetchall()
+        for aid, b in [*old, *new]:
+            sets = self._answered.setdefault(aid, [])
+            if _basis(b) not in sets:
+                sets.append(_basis(b))
 
     def close(self) -> None:
         with self._lock:
@@ -340,27 +349,27 @@ class SessionStore:
         return {pid: str(json.loads(doc).get("memory_hash", "")) for pid, doc in rows}
 
 
-    def answered(self, session_id: str) -> list[Basis]:
-        """The sum/avg item sets this session was answered (a copy)."""
+    def answered(self, agent_id: str) -> list[Basis]:
+        """The sum/avg item sets this agent was answered, in any of its sessions (a copy)."""
         with self._lock:
-            return list(self._answered.get(session_id, ()))
+            return list(self._answered.get(agent_id, ()))
 
-    def note_answered(self, session_id: str, basis: Basis) -> bool:
-        """Add a set to the session's history in memory at once, so the next aggregate of the
-        session is judged with it even before it is on disk -> whether it was new (then
+    def note_answered(self, agent_id: str, basis: Basis) -> bool:
+        """Add a set to the agent's history in memory at once, so its next aggregate, in any
+        session, is judged with it even before it is on disk -> whether it was new (then
         ``save_answered`` must follow before the answer is given)."""
         with self._lock:
-            sets = self._answered.setdefault(session_id, [])
+            sets = self._answered.setdefault(agent_id, [])
             if basis in sets:
                 return False
             sets.append(basis)
             return True
 
-    def save_answered(self, session_id: str, basis: Basis) -> None:
+    def save_answered(self, agent_id: str, basis: Basis) -> None:
         with self._lock:
             try:
-                self._db.execute("INSERT OR IGNORE INTO aggregates (session_id, basis) VALUES (?, ?)",
-                                 (session_id, _basis_doc(basis)))
+                self._db.execute("INSERT OR IGNORE INTO agent_aggregates (agent_id, basis) VALUES (?, ?)",
+                                 (agent_id, _basis_doc(basis)))
             except sqlite3.Error as e:
                 raise StoreError(f"the session store failed: {e}") from None
 

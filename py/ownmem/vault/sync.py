@@ -289,7 +289,8 @@ class Remote:
         """The receipt the public log holds under ``receipt_id``, or None if it holds none.
         Its bytes must hash to that id: a server cannot answer with another receipt."""
         try:
-            entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}")
+            # with this vault's credential the read is the vault's, not its address's (issue 19)
+            entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}", auth=self.token is not None)
         except SyncError as e:
             if e.server_code == wire.ErrorCode.NOT_FOUND:
                 return None
