@@ -25,7 +25,7 @@ def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
     for s in staging.pending(listing.entries, staging.AgentKeys(v)):
         if s.entry.id == e.id:
             return s
-    raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write waiting for you")
+    raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write or request waiting for you")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
