@@ -248,3 +248,30 @@ def test_the_quota_decision() -> None:
     w.add(0.0, 10)
     w.add(30.0, 20)
     assert w.counts(59.0) == (2, 30) and w.counts(60.0) == (1, 20) and w.counts(91.0) == (0, 0)
+
+
+def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) -> None:
+    """`ownmem staged list` and the PWA show a request as what confirming it would do; the memory's
+    text may be a hostile page's: an OSC 52 clipboard write and a bidi override print inert."""
+    from ownmem.uomp import agent_requests
+    from ownmem.uomp.agent_requests import AgentRequest, ShareTerms
+    from ownmem.vault import Vault
+
+    v = Vault.create(tmp_path / "v", "agent requests: a red kite over the hill 9")
+    try:
+        oid = v.add("copy this\x1b]52;c;cm0gLXJmIH4=\x07 now\u202e\nplease")
+        by_id = {e.id: e for e in v.open_all().entries}
+    finally:
+        v.close()
+    forget = AgentRequest(b"\x02" * 16, "claude", "forget", (oid,), (b"\x01" * 32,), None, 1)
+    text = agent_requests.describe(forget, by_id)
+    assert text == 'forget "copy this\\u001b]52;c;cm0gLXJmIH4=\\u0007 now\\u202e please"'
+    assert all(c.isprintable() for c in text)
+    grantee = bytes.fromhex("ab" * 32)
+    share = AgentRequest(b"\x03" * 16, "claude", "share", (oid, b"\x09" * 16), (b"\x01" * 32, b"\x04" * 32),
+                         ShareTerms((grantee,), "temporary", "read", 1767225600), 1)
+    assert agent_requests.describe(share, by_id).endswith(
+        'please"; (no longer in this vault) with ' + "ab" * 32 + " (temporary, until 2026-01-01 00:00 UTC)")
+    assert agent_requests.describe(AgentRequest(b"\x03" * 16, "claude", "share", (oid,), (b"\x01" * 32,),
+                                                ShareTerms((grantee,), "permanent", "read", None), 1), by_id
+                                   ).endswith("(permanent, no expiry)")

@@ -143,9 +143,12 @@ def _memory(oid: bytes, by_id: Mapping[bytes, Entry]) -> Entry | None:
 
 
 def _quoted(e: Entry | None, width: int = 80) -> str:
+    """The memory's text on one line for the person's terminal: white space folded, and every
+    other control or format character (an escape sequence, a bidi override) shown as its code,
+    since the text may be a page's or an agent's."""
     if e is None:
         return "(no longer in this vault)"
-    text = " ".join(e.opened.content.split())
+    text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in " ".join(e.opened.content.split()))
     return '"' + (text if len(text) <= width else text[: width - 1] + "…") + '"'
 
 
