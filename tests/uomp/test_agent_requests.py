@@ -275,3 +275,25 @@ def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) 
     assert agent_requests.describe(AgentRequest(b"\x03" * 16, "claude", "share", (oid,), (b"\x01" * 32,),
                                                 ShareTerms((grantee,), "permanent", "read", None), 1), by_id
                                    ).endswith("(permanent, no expiry)")
+
+
+def test_a_flood_of_malformed_writes_is_held_to_the_quota_too(
+        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        agents: Callable[..., AgentProcess]) -> None:
+    """Oversized and empty writes store nothing but each would still cost an audit attempt and
+    outcome: they count against the minute like any write, so 100 of them add a bounded audit."""
+    from ownmem.agent.operator import MAX_CONTENT
+
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url)
+    flood = issue(v.env, "flood")
+    agent = agents(v, args=("--writes-per-minute", "5"))
+    began = time.monotonic()
+    bodies = [{"content": "x" * (MAX_CONTENT + 1)}, {"content": "  "}, {"content": 7}, {}]
+    answers = [agent.call("saihm_remember", bodies[i % 4], auth=flood)[0] for i in range(100)]
+    minutes = 1 + int((time.monotonic() - began) // 60)
+    assert set(answers) <= {413, 400, 429} and 5 <= len([a for a in answers if a != 429]) <= 5 * minutes
+    r = Uomp(agent.port, Path(v.folder)).admin("GET", "/v1/audit")
+    mine = [e for e in r.json()["entries"] if e["agent_id"] == "flood"]
+    assert len(mine) <= 2 * 5 * minutes + minutes, len(mine)
+    assert _recalled(agent, flood) == {}

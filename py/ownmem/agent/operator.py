@@ -502,10 +502,11 @@ class Operator:
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
         durably before anything is written (an audit that fails refuses the write)."""
+        # every call counts, the malformed and oversized too: each would still cost two audit entries
         content = params.get("content")
-        if isinstance(content, str) and len(content) <= MAX_CONTENT:     # else refused below, as before
-            with self.lock:
-                self._within_quota(cred, len(content.encode("utf-8", "replace")), "write")
+        with self.lock:
+            self._within_quota(cred, len(content.encode("utf-8", "replace")) if isinstance(content, str) else 0,
+                               "write")
         audit = staging.WriteAudit.begin(self._write_audit(), cred.name)
         try:
             res = self._remember(cred, params)
