@@ -109,7 +109,10 @@ class Agent:
         self.port = _free_port()
         self.log = tmp / f"agent-{name}.log"
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([OWNMEM, "agent", "--port", str(self.port)], env=self.env, stdout=out,
+            # 43 writes (3 warm-up) within a minute: over the default per-credential quota
+            # (agent/quota.py), which this bench does not measure
+            self.proc = subprocess.Popen([OWNMEM, "agent", "--port", str(self.port), "--writes-per-minute", "100000",
+                                          "--max-staged", "100000"], env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
         with httpx.Client(timeout=2.0) as c:

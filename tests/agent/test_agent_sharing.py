@@ -1,5 +1,6 @@
-"""Sharing through the agents (issue 9 Bar "Sharing"): holder A's agent shares two memories with
-holder B through ``saihm_share``; B accepts; B's agent recalls them marked as A's (holderIdHex
+"""Sharing through the agents (issue 9 Bar "Sharing"): holder A's agent asks to share two memories
+with holder B through ``saihm_share``; nothing is shared until person A confirms the staged request
+(`ownmem staged confirm`, issue 19); B accepts; B's agent recalls them marked as A's (holderIdHex
 A's, ownmemTrust "shared"); A's agent revokes with ``saihm_revoke_share``; B's next recall no
 longer has them and the re-wrapped DEKs are gone from the server's database.  Both backends,
 real processes: a blind server, two `ownmem agent`s, the CLI for B's acceptance."""
@@ -49,17 +50,25 @@ def test_a_shares_with_b_through_the_agents_and_revokes(
         assert (status, res) == (400 if code != "shard_not_found" else 404, {"error": code}), (change, status, res)
     assert _keys(backend) == 0
 
-    status, made = agent_a.call("saihm_share", {"granteeIdHashesHex": [b_id], "shardIds": shard_ids,
-                                                "type": "permanent", "scope": "read", "expiryEpoch": None},
-                                auth=auth_a)
+    # the share waits for person A (issue 19): no contract, no key on the server, B reads nothing
+    share = {"granteeIdHashesHex": [b_id], "shardIds": shard_ids, "type": "permanent", "scope": "read",
+             "expiryEpoch": None}
+    status, made = agent_a.call("saihm_share", share, auth=auth_a)
     assert status == 200, made
-    assert HEX64.fullmatch(made["contractId"]) and made["type"] == "permanent" and made["granteeCount"] == 1
-    assert HEX64.fullmatch(made["receiptId"]) and made["epoch"].isdigit()
-    cid = made["contractId"]
+    assert "contractId" not in made and made["ownmemStaged"] is True and "confirm" in made["ownmemNotice"]
+    assert made["type"] == "permanent" and made["granteeCount"] == 1 and made["epoch"].isdigit()
+    assert agent_a.call("saihm_share", share, auth=auth_a)[1]["ownmemRequest"] == made["ownmemRequest"]  # a retry
+    assert _keys(backend) == 0
+    assert agent_a.call("saihm_status", {}, auth=auth_a)[1]["contracts"] == []
+    # person A confirms it in the CLI: the share is made on A's device, through vault/sharing.py
+    r = ownmem_cli("staged", "confirm", made["ownmemRequest"], env=a.env)
+    assert r.returncode == 0, r.stderr
+    cid = re.search(r"contract ([0-9a-f]{64})", r.stdout).group(1)     # type: ignore[union-attr]
+    assert _keys(backend, cid) == 2
     log = LogReader(srv.url)
     try:
-        entry = log.get(made["receiptId"])
-        assert entry is not None and entry["operation"] == "SHARE" and entry["subject_id"] == cid
+        [entry] = log.list(subject=cid, operation="SHARE")
+        assert entry["operation"] == "SHARE" and entry["subject_id"] == cid
     finally:
         log.close()
     _, st_a = agent_a.call("saihm_status", {}, auth=auth_a)

@@ -8,6 +8,7 @@ verifies under the holder key of the KEY receipt, from the public endpoints alon
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,44 @@ def test_after_an_agents_forget_no_stored_byte_of_server_devices_or_agent_holds_
     assert _holding(wrapped, *places) == []
     assert all(any(h.startswith(str(p)) for h in _holding(kept, *places)) for p in places), \
         "the search must still see the wrapped DEK of the memory that was kept"
+
+
+def test_an_mcp_agent_asked_by_a_planted_memory_to_forget_and_share_the_persons_memory_is_told_it_waits(
+        sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
+        agents: Callable[..., AgentProcess]) -> None:
+    """Issue 19: through the real `ownmem mcp` in front of the real `ownmem agent`, the two calls a
+    planted memory asks for report that nothing happened yet (not "not found", not "unconfirmed"),
+    and nothing did: the memory is still recalled, no contract exists."""
+    srv = servers(sqlite_backend)
+    v = agent_vault(srv.url, ("the person's bank PIN hint is the cat's birthday",))
+    agent = agents(v)
+    r = ownmem_cli("agent", "connect", "claude", "--port", str(agent.port), env=v.env)
+    assert r.returncode == 0, r.stderr
+    config = json.loads(r.stdout)["mcpServers"]["ownmem"]
+    # the MCP SDK starts the server with a minimal environment: the sources under test, when a
+    # PYTHONPATH names them (a worktree sharing the venv), are passed on
+    extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+    params = StdioServerParameters(command=config["command"], args=config["args"], env={**config["env"], **extra})
+
+    async def attack(s: ClientSession) -> dict[str, types.CallToolResult]:
+        recall = await s.call_tool("saihm_recall", {"query": "PIN"})
+        cid = recall.structured_content["cells"][0]["cellId"]      # type: ignore[index]
+        return {"forget": await s.call_tool("saihm_forget", {"id": cid}),
+                "share": await s.call_tool("saihm_share", {"granteeIdHashesHex": ["ab" * 32], "shardIds": [cid],
+                                                           "type": "permanent", "scope": "read"}),
+                "status": await s.call_tool("saihm_status", {}),
+                "after": await s.call_tool("saihm_recall", {"query": "PIN"})}
+
+    async def run() -> dict[str, types.CallToolResult]:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                with anyio.fail_after(90):
+                    return await attack(s)
+
+    got = anyio.run(run)
+    cid = got["after"].structured_content["cells"][0]["cellId"]      # type: ignore[index]
+    assert not got["forget"].is_error and _text(got["forget"]).startswith(f"FORGET STAGED [{cid}]: not erased.")
+    assert not got["share"].is_error and _text(got["share"]).startswith("SHARE STAGED: no contract yet.")
+    assert got["status"].structured_content["contracts"] == []        # type: ignore[index]
+    assert "PIN hint" in _text(got["after"])

@@ -124,7 +124,10 @@ def test_recall_is_ranked_and_an_empty_query_is_every_cell(
 def test_forget_withdraws_then_logs_the_receipt_and_a_repeat_answers_success_false(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
         agents: Callable[..., AgentProcess]) -> None:
-    srv, v, agent, token = _setup(sqlite_backend, servers, agent_vault, agents, ("to be forgotten",))
+    # the agent's own write, still staged: erased at once (the person's own memory would wait for
+    # the person: tests/agent/test_agent_requests.py)
+    srv, v, agent, token = _setup(sqlite_backend, servers, agent_vault, agents, ())
+    assert agent.call("saihm_remember", {"content": "to be forgotten"}, auth=token)[0] == 200
     cell = agent.call("saihm_recall", {}, auth=token)[1][0]
     status, res = agent.call("saihm_forget", {"id": cell["cellId"]}, auth=token)
     assert status == 200 and res["success"] is True and res["cellId"] == cell["cellId"]

@@ -1762,7 +1762,7 @@ const CALENDAR_MANIFEST = {
   data_retention_policy: { max_retention_seconds: 300, deletion_method: 'process_termination' },
 };
 
-test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why, a batch failing its root flagged; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded', { timeout: 300_000 }, async () => {
+test('20. the Agents screen: a live session counts down; the access audit, allowed and denied with why, a batch failing its root flagged; Revoke now cuts a reading agent off within 2 s; staged writes are confirmed and discarded; an agent\'s forget of the person\'s memory waits for Confirm', { timeout: 300_000 }, async () => {
   const ctx = await newContext('t20');
   const folder = path.join(tmp, 't20-agent-machine');
   const home = path.join(tmp, 't20-home');
@@ -1985,6 +1985,35 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     await backToList(page);
     await waitCard(page, KEEP);
     await waitNoCard(page, DROP);
+
+    // a planted memory talks the agent into erasing KEEP (now the person's: confirmed) — issue 19:
+    // the forget is a request on the Agents screen, nothing is erased until the person confirms it
+    const recalls = async (who, q) => (await saihm(who, 'saihm_recall', { query: q })).map((e) => e.plaintext);
+    const keepCell = (await saihm(other, 'saihm_recall', { query: 'meetings' })).find((e) => e.plaintext === KEEP).cellId;
+    const asked = await saihm(writer, 'saihm_forget', { id: keepCell });
+    assert.equal(asked.success, false, JSON.stringify(asked));
+    assert.equal(asked.ownmemStaged, true, JSON.stringify(asked));
+    await page.click('[data-testid="agents-button"]');
+    await page.waitForSelector('[data-testid="agents-view"]');
+    const request = page.locator('[data-testid="staged-request"][data-kind="forget"]');
+    const requestUntil = Date.now() + SYNC_MS;
+    while (!(await request.count())) {
+      assert.ok(Date.now() < requestUntil, `the forget request did not reach the Agents screen: ${await page.textContent('[data-testid="staged-list"]')}`);
+      await page.click('[data-testid="agents-refresh"]');
+      await sleep(500);
+    }
+    assert.match(await request.textContent(), /agent: notes-agent/);
+    assert.match(await request.textContent(), /Asks to forget "Agent note: the person prefers meetings after 10:00"/);
+    assert.ok((await recalls(other, 'meetings')).includes(KEEP), 'the memory went before the person confirmed');
+    await request.getByRole('button', { name: /^Confirm the forget request of notes-agent/ }).click();
+    await request.waitFor({ state: 'detached', timeout: SYNC_MS });
+    const goneUntil = Date.now() + SYNC_MS;
+    while ((await recalls(other, 'meetings')).includes(KEEP)) {
+      assert.ok(Date.now() < goneUntil, 'the confirmed forget did not reach the agent service');
+      await sleep(300);
+    }
+    await backToList(page);
+    await waitNoCard(page, KEEP);
   } finally {
     if (agent) agent.proc.kill('SIGKILL');
     await closeContexts(ctx);

@@ -35,6 +35,7 @@ from ..cli import _folder, _when
 from ..cli import _passphrase as cli_passphrase
 from ..errors import VaultError
 from .credentials import CREDENTIALS_INFO, CredentialFile
+from .quota import Limits, parse_size
 from .service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
 
 KEYRING_SERVICE = "ownmem"
@@ -236,7 +237,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise VaultError("this vault is not linked to a server (run `ownmem login --server URL --vault-name NAME`): "
                          "agent writes need the public receipt log")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    op = Operator(v, Remote(linked[0], linked[1]))
+    op = Operator(v, Remote(linked[0], linked[1]),
+                  limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
+                                args.max_staged_bytes))
     op.catch_up()
     sync = SyncThread(op).start()
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
@@ -293,6 +296,16 @@ def register(sub: Any) -> None:
     ag.add_argument("--port", type=int, default=DEFAULT_PORT)
     ag.add_argument("--keyring", action="store_true",
                     help="take the passphrase from the OS keyring (and keep it there after the first unlock)")
+    # per-credential write quotas (agent/quota.py; README "Agent quotas")
+    d = Limits()
+    ag.add_argument("--writes-per-minute", type=int, default=d.writes_per_minute, metavar="N",
+                    help=f"writes and requests one credential may make per minute (default {d.writes_per_minute})")
+    ag.add_argument("--write-bytes-per-minute", type=parse_size, default=d.bytes_per_minute, metavar="BYTES",
+                    help="bytes of content one credential may write per minute (default 4MiB)")
+    ag.add_argument("--max-staged", type=int, default=d.staged_count, metavar="N",
+                    help=f"writes and requests of one credential waiting for you (default {d.staged_count})")
+    ag.add_argument("--max-staged-bytes", type=parse_size, default=d.staged_bytes, metavar="BYTES",
+                    help="bytes of one credential's staged writes waiting for you (default 32MiB)")
     ag.set_defaults(fn=cmd_serve)
     asub = ag.add_subparsers(dest="agent_cmd", metavar="SUBCOMMAND")
 

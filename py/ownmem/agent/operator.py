@@ -17,12 +17,20 @@
     saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py); no
                     control record, no other agent's unconfirmed staged write
     saihm_forget    holder check (not_holder for another holder's cell; success false for what
-                    the caller's recall cannot show, ``agent_may_see``); withdraw access first
-                    (out of the index, erased locally with its FORGET receipt queued), then the
-                    erasure is pushed; unreachable -> operator_log_unavailable, retried by sync
+                    the caller's recall cannot show, ``agent_may_see``).  The caller's own write
+                    still staged: withdraw access first (out of the index, erased locally with its
+                    FORGET receipt queued), then the erasure is pushed; unreachable ->
+                    operator_log_unavailable, retried by sync.  Any other memory (the person's):
+                    a staged request (ownmem.uomp.agent_requests), nothing erased until the person
+                    confirms; the answer is success false with ownmemStaged / ownmemNotice
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
-    saihm_share, saihm_revoke_share  vault/sharing.py (tool_share, tool_revoke_share): contracts
-                    signed here, DEKs re-wrapped to each grantee's verified key, SHARE/REVOKE receipts
+    saihm_share     checked (vault/sharing.py parse_share_params, the contract rules, every cell
+                    the person's own and visible to the caller), then a staged request: no
+                    contract, no key leaves until the person confirms; the answer carries no
+                    contractId, and ownmemStaged / ownmemNotice / ownmemRequest
+    saihm_revoke_share  vault/sharing.py tool_revoke_share (narrows what is shared: not staged)
+    every call that stores something (a write, a request) counts against its credential's quota
+    (agent/quota.py): 429 rate_limited / quota_exceeded
     governance      403 governance_disabled (docs/decisions.md)
 
 A cell is visible to agents once its REMEMBER receipt is logged or it came from the server
@@ -53,8 +61,13 @@ from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ..uomp import staging
 from ..uomp.control import is_bookkeeping, is_control
+from ..uomp import agent_requests
+from ..uomp.agent_requests import AgentRequest, ShareTerms
+from . import quota
 from .credentials import Credential
-from ..vault.sharing import SharedReader, ToolRefused, tool_contracts, tool_revoke_share, tool_share
+from ..vault.sharing import (
+    SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
+)
 from .recall_index import RecallEntry, RecallIndex
 
 _log = logging.getLogger("ownmem.agent")
@@ -63,12 +76,20 @@ AGENT_INFO = staging.AGENT_INFO
 LOOKUP_TRIES = 3
 LOOKUP_WAIT = 1.0
 STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged writes at the last refresh
+REQUESTS_STATE = "uomp-staged-requests"   # ... and the agents' requests waiting for the person
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 # operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
 # add extension fields"; docs/decisions.md): every agent write is staged (ownmem.uomp.staging)
 STAGED_NOTICE = {"ownmemStaged": True,
                  "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
                                  "confirms it; other agents do not see it before then"}
+# and of saihm_forget / saihm_share when the act waits for the person (docs/decisions.md, issue 19)
+FORGET_STAGED = {"ownmemStaged": True,
+                 "ownmemNotice": "staged: nothing is erased until the person confirms this erasure in ownmem "
+                                 "(`ownmem staged` or the Agents screen); it may be discarded"}
+SHARE_STAGED = {"ownmemStaged": True,
+                "ownmemNotice": "staged: no contract is made and nothing is shared until the person confirms "
+                                "this share in ownmem (`ownmem staged` or the Agents screen); it may be discarded"}
 
 
 class OperatorError(OwnmemError):
@@ -160,8 +181,11 @@ class AgentSyncer(Syncer):
 
 
 class Operator:
-    def __init__(self, v: UnlockedVault, remote: Remote, *, now: Callable[[], int] = lambda: int(time.time())) -> None:
+    def __init__(self, v: UnlockedVault, remote: Remote, *, now: Callable[[], int] = lambda: int(time.time()),
+                 limits: quota.Limits = quota.Limits(), clock: Callable[[], float] = time.monotonic) -> None:
         self.v, self.now = v, now
+        self.limits, self.clock = limits, clock
+        self._windows: dict[str, quota.Window] = {}        # credential name -> its last minute of writes
         self.lock = threading.RLock()
         self.index = RecallIndex()
         self.syncer = AgentSyncer(v, remote, self.lock, self.catch_up)
@@ -189,6 +213,10 @@ class Operator:
         self.audit: staging.AuditSink | None = None
         self._own_audit: Any = None
         self._staged_known: dict[bytes, tuple[str, bytes]] | None = None   # see _staged_then
+        # the agents' forget and share requests waiting for the person (agent_requests.pending),
+        # and those at the last refresh (see _requests_then)
+        self.requests: dict[bytes, AgentRequest] = {}
+        self._requests_known: dict[bytes, str] | None = None
 
     # ------------------------------------------------------------------ the write audit
     def use_audit(self, log: staging.AuditSink) -> None:
@@ -240,6 +268,56 @@ class Operator:
             doc = {c.hex(): [a, o.hex()] for c, (a, o) in now.items()}
             self.v.store.sync_set(STAGED_STATE, json.dumps(doc, sort_keys=True).encode())
 
+    def _requests_then(self) -> dict[bytes, str]:
+        """request id -> agent of the requests waiting before this refresh (at the first refresh
+        of the process: as the last one before it left them, REQUESTS_STATE)."""
+        if self._requests_known is None:
+            raw = self.v.store.sync_get(REQUESTS_STATE)
+            try:
+                doc = json.loads(raw) if raw else {}
+                self._requests_known = {bytes.fromhex(r): str(a) for r, a in doc.items()}
+            except (ValueError, TypeError, AttributeError):
+                self._requests_known = {}
+        return self._requests_known
+
+    def _audit_answered(self, before: dict[bytes, str]) -> None:
+        """Audit the requests the person answered since ``before``: confirmed (a confirmation
+        record came) or discarded (the request is gone); then note those waiting now."""
+        for rid, agent in before.items():
+            if rid not in self.requests:
+                staging.settled(agent, rid, rid in self._confirmed, self._write_audit(), prefix="request")
+        now = {rid: r.agent_id for rid, r in self.requests.items()}
+        if now != before:
+            self._requests_known = now
+            self.v.store.sync_set(REQUESTS_STATE, json.dumps({r.hex(): a for r, a in now.items()},
+                                                             sort_keys=True).encode())
+
+    # ------------------------------------------------------------------ quotas
+    def _within_quota(self, cred: Credential, size: int, prefix: str) -> None:
+        """Refuse a call that would store ``size`` more bytes beyond the credential's quota
+        (agent/quota.py), audited once per run of refusals (a flood of refused calls must not
+        become a flood of audit entries, batches and server bytes in turn); count it otherwise."""
+        name, at = cred.agent, self.clock()
+        w = self._windows.setdefault(name, quota.Window())
+        count, size_recent = w.counts(at)
+        staged_count, staged_bytes = 0, 0
+        for cid, agent in self.staged.items():
+            e = self.heads.get(cid)
+            if agent == name and e is not None:
+                staged_count += 1
+                staged_bytes += len(e.opened.content.encode("utf-8", "replace"))
+        staged_count += sum(1 for r in self.requests.values() if r.agent_id == name)
+        no = quota.decide(self.limits, quota.Usage(count, size_recent, staged_count, staged_bytes), size)
+        if no is None:
+            w.refused_since = None
+            w.add(at, size)
+            return
+        if w.refused_since is None or at - w.refused_since >= quota.WINDOW:
+            w.refused_since = at
+            staging.refused(self._write_audit(), name, prefix,
+                            f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)")
+        raise OperatorError(429, no.code, no.message)
+
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
         """After a sync (or at start): settle pending writes, then index what changed."""
@@ -283,9 +361,10 @@ class Operator:
                 del self._opened[oid]
             added = self._open(list(new), new)
             self.added = added
-            before = self._staged_then()
+            before, asked = self._staged_then(), self._requests_then()
             self._settle(added, removed)
             self._audit_settled(before)
+            self._audit_answered(asked)
 
     def _settle(self, added: list[bytes], removed: set[bytes]) -> None:
         """Derive links, heads and staged writes from ``_opened`` after ``added`` came and
@@ -300,6 +379,10 @@ class Operator:
         if not removed and all(self._plain(o) for o in rest):
             for oid in added:
                 self.linked[oid] = self._opened[oid][0]
+            for oid in inert:
+                r = agent_requests.request_of(self._opened[oid][0], self.agents)
+                if r is not None and r.id not in self._confirmed:
+                    self.requests[r.id] = r
             if not rest:
                 return        # only bookkeeping came (an audit batch, a session record): no head changed
             self.version += 1
@@ -315,6 +398,7 @@ class Operator:
         self.linked = {e.id: e for e in entries}
         self._parents = {p for e in raw for p in ((e.supersedes,) if e.supersedes else ()) + e.merges}
         self._confirmed = staging.confirmed_ids(entries)
+        self.requests = {r.id: r for r in agent_requests.pending(entries, self.agents)}
         # control records (a session's revocation, a staged write's confirmation ...) are no
         # memory an agent recalls or erases (ownmem.uomp.control); an unconfirmed staged
         # write is recalled by its own agent only (see recall)
@@ -417,6 +501,11 @@ class Operator:
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
         durably before anything is written (an audit that fails refuses the write)."""
+        # every call counts, the malformed and oversized too: each would still cost two audit entries
+        content = params.get("content")
+        with self.lock:
+            self._within_quota(cred, len(content.encode("utf-8", "replace")) if isinstance(content, str) else 0,
+                               "write")
         audit = staging.WriteAudit.begin(self._write_audit(), cred.agent, session_id=cred.session_id)
         try:
             res = self._remember(cred, params)
@@ -443,21 +532,29 @@ class Operator:
         except staging.WriteRefused as e:
             raise OperatorError(403, "write_refused", str(e)) from None
         with self.lock:
-            w = self._write_pending(cred, content)
-            self._log_receipt(w)
-            # the receipt is logged: the effect is made visible, to the other devices (the
-            # cell pushed) and here, in one commit with "pushed" (a restart in between finds it
-            # pending with its receipt logged, completes it and pushes it again: a duplicate)
-            pushed = self._push(w)
-            with self.v.store.transaction():
-                self.v.store.complete_pending(w, pushed=pushed)
-            self._admitted = {w.obj.object_id: (w.cell_id, w.cell)}
-            self.refresh()
+            w = self._store_signed(cred, content, {"uomp": {"source": "agent", "agent_id": cred.agent,
+                                                            "staged": True}})
             c = parse_cell(w.cell)
             return {"cellId": c.cell_id.hex(), "cellNonce": c.cell_nonce.hex(), "tier": c.tier,
                     "kekVersion": c.kek_version, "epoch": str(c.timestamp),
                     "signaturePrefix": c.signature[:8].hex(), "receiptId": parse_receipt(w.receipt).receipt_id.hex(),
                     **STAGED_NOTICE}
+
+    def _store_signed(self, cred: Credential, content: str, extensions: dict[str, Any]) -> PendingWrite:
+        """A memory signed by the caller's author key, stored in SAIHM's order (durably but
+        invisibly, the REMEMBER receipt logged, then made visible and pushed) -> the write.
+        Under the lock."""
+        w = self._write_pending(cred, content, extensions)
+        self._log_receipt(w)
+        # the receipt is logged: the effect is made visible, to the other devices (the
+        # cell pushed) and here, in one commit with "pushed" (a restart in between finds it
+        # pending with its receipt logged, completes it and pushes it again: a duplicate)
+        pushed = self._push(w)
+        with self.v.store.transaction():
+            self.v.store.complete_pending(w, pushed=pushed)
+        self._admitted = {w.obj.object_id: (w.cell_id, w.cell)}
+        self.refresh()
+        return w
 
     def _push(self, w: PendingWrite) -> bool:
         """The write's cell to the server, alone (its receipt is logged): no listing of what
@@ -491,14 +588,13 @@ class Operator:
                 self._admitted = {oid: cell}
                 self.refresh()
 
-    def _write_pending(self, cred: Credential, content: str) -> PendingWrite:
+    def _write_pending(self, cred: Credential, content: str, extensions: dict[str, Any]) -> PendingWrite:
         v = self.v
         key = self.author_key(cred.agent)
         self._ensure_author(key)
         now = self.now()
         scope = v.scope(DEFAULT_SCOPE)
-        memory = Memory(content=content, created=now, tool=TOOL,
-                        extensions={"uomp": {"source": "agent", "agent_id": cred.agent, "staged": True}})
+        memory = Memory(content=content, created=now, tool=TOOL, extensions=extensions)
         dek = aperto_keys.new_key()
         so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
         wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
@@ -579,19 +675,69 @@ class Operator:
         self.index.put_shared(new)
 
     def share(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
-        """saihm_share (vault/sharing.py tool_share): a contract signed by this holder, each
-        covered DEK re-wrapped to each grantee's verified key, the SHARE receipt logged with it."""
+        """saihm_share: checked as a share would be, then staged for the person (no contract, no
+        DEK re-wrapped, nothing offered) -> SAIHM's result less the contractId it cannot have
+        yet, with ownmemStaged / ownmemNotice / ownmemRequest."""
         with self.lock:
-            shards = params.get("shardIds")
-            for x in shards if isinstance(shards, list) else ():
-                t = x.lower() if isinstance(x, str) else ""
-                if len(t) == 64 and all(c in "0123456789abcdef" for c in t) and self.index.is_shared(bytes.fromhex(t)):
-                    # a cell another holder shared with this one: not this holder's to share
-                    raise OperatorError(403, "not_holder", "a listed cell is another holder's")
+            now = self.now()
             try:
-                return tool_share(self.syncer, params, now=self.now())
+                p = parse_share_params(params)
+                if not p.grantees:
+                    raise ToolRefused(400, "invalid_grantee", "name at least one grantee")
+                if not p.cells:
+                    raise ToolRefused(404, "shard_not_found", "name at least one cell to share")
+                check_share_rules(p, self.v.holder().holder_id, now)
             except ToolRefused as e:
                 raise OperatorError(e.status, e.error, str(e)) from None
+            cells = tuple(dict.fromkeys(p.cells))
+            objects = []
+            for cid in cells:
+                if self.index.is_shared(cid):
+                    # a cell another holder shared with this one: not this holder's to share
+                    raise OperatorError(403, "not_holder", "a listed cell is another holder's")
+                oid = self._visible_object(cred, cid)
+                if oid is None or self._opened[oid][0].opened.trust is not Trust.SELF:
+                    # only the person's own memories can be shared (vault/sharing.py share_objects):
+                    # refused now rather than staged for a confirmation that must fail
+                    raise OperatorError(404, "shard_not_found", "a listed cell is none of the person's own memories")
+                objects.append(oid)
+            rid = self._request(cred, "share", tuple(objects), cells,
+                                ShareTerms(p.grantees, p.mode, p.scope, p.expires), "saihm_share")
+            return {"type": p.mode, "granteeCount": len(p.grantees), "epoch": str(now), **SHARE_STAGED,
+                    "ownmemRequest": rid.hex()}
+
+    def _visible_object(self, cred: Credential, cid: bytes) -> bytes | None:
+        """The object of cell ``cid`` when this credential's recall may show it, else None."""
+        oid = self.v.store.object_of_cell(cid) if cid else None
+        seen = self._opened.get(oid) if oid is not None else None
+        if oid is None or seen is None or self.v.store.get_object(oid) is None \
+                or not agent_may_see(seen[0], cred.agent, self._confirmed, self.agents):
+            return None
+        return oid
+
+    def _request(self, cred: Credential, kind: str, objects: tuple[bytes, ...], cells: tuple[bytes, ...],
+                 share: ShareTerms | None, call: str) -> bytes:
+        """Stage an agent's forget or share for the person (ownmem.uomp.agent_requests): a control
+        record signed by the agent's author key, stored like a write (receipted, pushed, on every
+        device), audited like one -> the request's id.  The same request again, still waiting,
+        is that one: an agent that retries adds nothing.  Under the lock."""
+        for r in self.requests.values():
+            if (r.agent_id, r.kind, r.objects, r.cells, r.share) == (cred.agent, kind, objects, cells, share):
+                return r.id
+        ext = agent_requests.extension(kind, cred.agent, objects, cells, share)
+        self._within_quota(cred, len(json.dumps(ext)), "request")
+        audit = staging.WriteAudit.begin(self._write_audit(), cred.agent, prefix="request", call=call,
+                                         session_id=cred.session_id)
+        try:
+            w = self._store_signed(cred, f"(agent {cred.agent} asks you to confirm a {kind})", ext)
+        except OperatorError as e:
+            audit.end("refused", e.error)
+            raise
+        except OwnmemError as e:
+            audit.end("failed", type(e).__name__)
+            raise
+        audit.end("staged", f"{call}: waits for the person", w.obj.object_id)
+        return w.obj.object_id
 
     def revoke_share(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         """saihm_revoke_share: the server withdraws access (keys deleted) before it logs the
@@ -613,13 +759,17 @@ class Operator:
             if cid and self.index.is_shared(cid):
                 raise OperatorError(403, "not_holder", "that cell is another holder's")
             store = self.v.store
-            oid = store.object_of_cell(cid) if cid else None
-            seen = self._opened.get(oid) if oid is not None else None
-            if oid is None or seen is None or store.get_object(oid) is None \
-                    or not agent_may_see(seen[0], cred.agent, self._confirmed, self.agents):
+            oid = self._visible_object(cred, cid)
+            if oid is None:
                 # what this credential's recall cannot show (another agent's unconfirmed write,
                 # a control record, a cell not visible to agents) is not found, for it
                 return {"success": False}
+            if self.staged.get(cid) != cred.agent:
+                # the person's memory (or one the person confirmed): erased only when the person
+                # says so. success false is SAIHM's "not erased"; a client that ignores the
+                # extension reports no erasure, which is true
+                rid = self._request(cred, "forget", (oid,), (cid,), None, "saihm_forget")
+                return {"success": False, **FORGET_STAGED, "ownmemRequest": rid.hex()}
             now = self.now()
             # 1. withdraw access: out of recall, then erased here (one transaction) with the
             #    FORGET receipts queued; nothing is restored if the receipt write fails

@@ -627,6 +627,7 @@ def prepare_recall(args: Mapping[str, object], holder_id: str | None) -> Prepare
 class ForgetOutcome(str, enum.Enum):
     FORGOTTEN = "forgotten"
     NOT_FOUND = "not_found"            # success false: not found, or already erased
+    STAGED = "staged"                  # success false with ownmemStaged: held for the person to confirm
     UNCONFIRMED = "unconfirmed"        # success absent or not a boolean
     NOT_REPORTED = "not_reported"      # success true without a valid cellId
     MISMATCH = "mismatch"              # success true for another cellId than the one requested
@@ -634,6 +635,26 @@ class ForgetOutcome(str, enum.Enum):
 
 
 MAY_STILL_BE_STORED = "The erasure is not confirmed: the cell may still be stored."
+# ownmem's operator extension (docs/decisions.md, issue 19): an act the person must confirm first.
+# The words are the client's own, never the operator's notice: a claim of "staged" is weaker than
+# the result it stands in for (nothing done), so believing it can mislead no one into trusting more
+FORGET_STAGED = ("FORGET STAGED [{id}]: not erased. The operator holds this erasure for the person to "
+                 "confirm; until they do, the cell stays stored and recallable. Do not ask again: the request "
+                 "is waiting{request}.")
+SHARE_STAGED = ("SHARE STAGED: no contract yet. The operator holds this share for the person to confirm; "
+                "nothing is shared until they do{request}.")
+
+
+def _staged_request(v: object) -> str | None:
+    """The request id an operator names with ownmemStaged, or None when it claims no staging."""
+    if boolean(_get(v, "ownmemStaged")) is not True:
+        return None
+    return ident(_get(v, "ownmemRequest")) or ""
+
+
+def _request_words(request: str | None) -> str:
+    return f" (request [{request}])" if request else ""
+
 LOG_PENDING = ("Access may already be withdrawn while the operator's receipt is pending; "
                "repeating the call shows the outcome.")
 
@@ -646,10 +667,11 @@ class ForgetResult:
     destruction_anchor: str | None = None
     epoch: int | None = None
     failure: Failure | None = None
+    request: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.outcome in (ForgetOutcome.FORGOTTEN, ForgetOutcome.NOT_FOUND)
+        return self.outcome in (ForgetOutcome.FORGOTTEN, ForgetOutcome.NOT_FOUND, ForgetOutcome.STAGED)
 
     def report(self) -> str:
         o = self.outcome
@@ -659,6 +681,8 @@ class ForgetResult:
                     "cell to you or to any grantee." + (f"\n  {d}" if d else ""))
         if o is ForgetOutcome.NOT_FOUND:
             return f"FORGET: the operator found no cell [{self.requested}]: it was not found or already erased."
+        if o is ForgetOutcome.STAGED:
+            return FORGET_STAGED.format(id=self.requested, request=_request_words(self.request))
         if o is ForgetOutcome.UNCONFIRMED:
             return f"FORGET UNCONFIRMED: the answer does not say whether it succeeded. {MAY_STILL_BE_STORED}"
         if o is ForgetOutcome.NOT_REPORTED:
@@ -674,7 +698,8 @@ class ForgetResult:
 
     def to_json(self) -> dict[str, Any]:
         return _json("saihm_forget", self.outcome.value, self.failure, requested=self.requested,
-                     cellId=self.cell_id, destructionAnchor=self.destruction_anchor, epoch=self.epoch)
+                     cellId=self.cell_id, destructionAnchor=self.destruction_anchor, epoch=self.epoch,
+                     request=self.request or None)
 
 
 def _id_argument(args: Mapping[str, object], name: str) -> str | None:
@@ -702,6 +727,9 @@ def _finish_forget(a: Answer | Failure, requested: str) -> ForgetResult:
     if success is None:
         return ForgetResult(ForgetOutcome.UNCONFIRMED, requested)
     if not success:
+        staged = _staged_request(v)
+        if staged is not None:
+            return ForgetResult(ForgetOutcome.STAGED, requested, request=staged)
         return ForgetResult(ForgetOutcome.NOT_FOUND, requested)
     cell_id = ident(_get(v, "cellId"))
     if cell_id is None:
@@ -899,6 +927,7 @@ SCOPES = ("read", "write", "readwrite")
 
 class ShareOutcome(str, enum.Enum):
     SHARED = "shared"
+    STAGED = "staged"                  # no contractId, ownmemStaged: held for the person to confirm
     UNCONFIRMED = "unconfirmed"        # no valid contractId
     FAILED = "failed"
 
@@ -914,6 +943,7 @@ class ShareResult:
     epoch: int | None = None
     receipt_id: str | None = None
     failure: Failure | None = None
+    request: str | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -927,7 +957,7 @@ class ShareResult:
 
     @property
     def ok(self) -> bool:
-        return self.outcome is ShareOutcome.SHARED and not self.warnings
+        return self.outcome in (ShareOutcome.SHARED, ShareOutcome.STAGED) and not self.warnings
 
     def report(self) -> str:
         if self.outcome is ShareOutcome.SHARED:
@@ -936,6 +966,8 @@ class ShareResult:
             return "\n".join([*self.warnings, f"SHARED [{self.contract_id}]" + (f": {d}" if d else ""),
                               "  A contract takes effect for each grantee once that grantee has accepted it; "
                               "saihm_revoke_share ends it."])
+        if self.outcome is ShareOutcome.STAGED:
+            return "\n".join([*self.warnings, SHARE_STAGED.format(request=_request_words(self.request))])
         if self.outcome is ShareOutcome.UNCONFIRMED:
             return ("SHARE UNCONFIRMED: the operator's answer carries no valid contractId. A contract may or may "
                     "not be in force; saihm_status lists the contracts.")
@@ -947,7 +979,8 @@ class ShareResult:
     def to_json(self) -> dict[str, Any]:
         return _json("saihm_share", self.outcome.value, self.failure, contractId=self.contract_id, type=self.type,
                      granteeCount=self.grantee_count, requestedGrantees=self.requested_grantees,
-                     epoch=self.epoch, receiptId=self.receipt_id, warnings=list(self.warnings) or None)
+                     epoch=self.epoch, receiptId=self.receipt_id, warnings=list(self.warnings) or None,
+                     request=self.request or None)
 
 
 def _grantee(g: object) -> str | None:
@@ -995,6 +1028,10 @@ def _finish_share(a: Answer | Failure, requested: int, requested_type: str) -> S
     v = a.value
     cid = ident(_get(v, "contractId"))
     if cid is None:
+        staged = _staged_request(v)
+        if staged is not None:
+            return ShareResult(ShareOutcome.STAGED, requested, requested_type, type=printable(_get(v, "type"), 64),
+                               grantee_count=uint(_get(v, "granteeCount")), request=staged)
         return ShareResult(ShareOutcome.UNCONFIRMED, requested, requested_type)
     return ShareResult(ShareOutcome.SHARED, requested, requested_type, contract_id=cid,
                        type=printable(_get(v, "type"), 64), grantee_count=uint(_get(v, "granteeCount")),

@@ -1,5 +1,6 @@
 """Control records: memories that carry UOMP bookkeeping rather than memory (a session's
-revocation, the confirmation of a staged agent write, and what later kinds join them).
+revocation, the confirmation of a staged agent write, an agent's staged forget or share request
+(ownmem.uomp.agent_requests), and what later kinds join them).
 
 They travel as ordinary sealed objects so that any of the person's devices can make them
 and every device (and the agent service) receives them through the blind server; only the
@@ -14,7 +15,7 @@ from typing import Any
 
 # payload extensions that make a memory a control record, whoever signed it: an unsigned or
 # foreign one has no effect, and is still not memory to show
-CONTROL_EXTENSIONS = ("uomp_revocation", "uomp_session", "uomp_audit")
+CONTROL_EXTENSIONS = ("uomp_revocation", "uomp_session", "uomp_audit", "uomp_request")
 
 
 def is_control(extensions: Mapping[str, Any]) -> bool:
@@ -26,8 +27,9 @@ def is_control(extensions: Mapping[str, Any]) -> bool:
 
 
 # control records whose only effect is to be read (an audit batch, a session record for the
-# other devices): they change no head, no staged write, no session here
-BOOKKEEPING_EXTENSIONS = ("uomp_session", "uomp_audit")
+# other devices, an agent's staged request: it acts only once the person confirms it, and the
+# confirmation is not bookkeeping): they change no head, no staged write, no session here
+BOOKKEEPING_EXTENSIONS = ("uomp_session", "uomp_audit", "uomp_request")
 
 
 def is_bookkeeping(extensions: Mapping[str, Any]) -> bool:

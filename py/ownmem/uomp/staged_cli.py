@@ -1,8 +1,11 @@
 """`ownmem staged list [--json] | confirm ID | discard ID`: the person's side of staged agent writes
-(ownmem.uomp.staging; uomp-draft-00 "20.4 Agent Write Restrictions").
+(ownmem.uomp.staging; uomp-draft-00 "20.4 Agent Write Restrictions") and of the agents' staged
+forget and share requests (ownmem.uomp.agent_requests; issue 19).
 
-Confirm seals an owner-signed confirmation record; discard forgets the staged memory.  Both reach
-the other devices and the agent service with the next `ownmem sync`.
+A write: confirm seals an owner-signed confirmation record; discard forgets the staged memory.
+A request: confirm does what it asks here (the forget, or the share through vault/sharing.py)
+and seals the confirmation record; discard forgets the request.  Everything reaches the other
+devices and the agent service with the next `ownmem sync` (a share is offered on the server at once).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ..cli import _unlock, _when
 from ..errors import NotFound
 from ..termsafe import visible
 from ..vault.vault import UnlockedVault
-from . import staging
+from . import agent_requests, staging
 
 
 def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
@@ -23,26 +26,47 @@ def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
     for s in staging.pending(listing.entries, staging.AgentKeys(v)):
         if s.entry.id == e.id:
             return s
-    raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write waiting for you")
+    raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write or request waiting for you")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     v = _unlock(args)
-    items = staging.pending(v.open_all(allow_unverified=True).entries, staging.AgentKeys(v))
+    entries = v.open_all(allow_unverified=True).entries
+    keys = staging.AgentKeys(v)
+    items = staging.pending(entries, keys)
+    asks = agent_requests.pending(entries, keys)
+    by_id = {e.id: e for e in entries}
     if args.json:
-        print(json.dumps([{**s.entry.to_json(), "agent_id": s.agent_id} for s in items], indent=2))
+        print(json.dumps([{**s.entry.to_json(), "agent_id": s.agent_id} for s in items]
+                         + [{**agent_requests.to_json(r, by_id), "request": True} for r in asks], indent=2))
         return 0
-    if not items:
-        print("no staged agent writes")
+    if not items and not asks:
+        print("no staged agent writes or requests")
     for s in items:
         o = s.entry.opened
         print(f"{o.object_id.hex()[:12]}  {visible(s.agent_id):<20} {_when(o.created)}  "
               f"{visible(o.content.replace(chr(10), ' ')[:80])}  ({o.trust.value})")
+    for r in asks:
+        print(f"{r.id.hex()[:12]}  {visible(r.agent_id):<20} {_when(r.created)}  asks to "
+              f"{visible(agent_requests.describe(r, by_id))}")
     return 0
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     v = _unlock(args)
+    entries = v.open_all(allow_unverified=True).entries
+    r = agent_requests.find(v, args.id, entries)
+    if r is not None:
+        from ..vault.sync import syncer_for
+
+        done = agent_requests.confirm(v, r, entries, lambda: syncer_for(v))
+        if done.share is not None:
+            print(f"confirmed {r.id.hex()[:12]} ({r.agent_id}): shared as contract {done.share.contract_id.hex()}, "
+                  "offered to each grantee; run `ownmem sync` to tell your other devices")
+        else:
+            print(f"confirmed {r.id.hex()[:12]} ({r.agent_id}): erased {done.erased} object(s) here; "
+                  "run `ownmem sync` to erase them everywhere")
+        return 0
     s = _find(v, args.id)
     v.add(f"(confirms the staged write {s.entry.id.hex()[:12]} of agent {s.agent_id})",
           extensions={"uomp": {"confirms": s.entry.id.hex()}})
@@ -52,6 +76,12 @@ def cmd_confirm(args: argparse.Namespace) -> int:
 
 def cmd_discard(args: argparse.Namespace) -> int:
     v = _unlock(args)
+    r = agent_requests.find(v, args.id, v.open_all(allow_unverified=True).entries)
+    if r is not None:
+        agent_requests.discard(v, r)
+        print(f"discarded the {r.kind} request {r.id.hex()[:12]} ({r.agent_id}): nothing was done; "
+              "run `ownmem sync` to drop it everywhere")
+        return 0
     s = _find(v, args.id)
     v.forget(s.entry.id.hex())
     print(f"discarded {s.entry.id.hex()[:12]} ({s.agent_id}); run `ownmem sync` to erase it everywhere")
@@ -59,14 +89,15 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    st = sub.add_parser("staged", help="agent writes waiting for you: list, confirm or discard them")
+    st = sub.add_parser("staged", help="agent writes, forgets and shares waiting for you: list, confirm or discard them")
     ssub = st.add_subparsers(dest="staged_cmd", required=True, metavar="ACTION")
-    ls = ssub.add_parser("list", help="staged agent writes not yet confirmed")
+    ls = ssub.add_parser("list", help="staged agent writes and requests not yet confirmed")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(fn=cmd_list)
-    cf = ssub.add_parser("confirm", help="accept a staged write as your memory (it stays the agent's, signed by it)")
+    cf = ssub.add_parser("confirm", help="accept a staged write as your memory (it stays the agent's, signed by "
+                                         "it), or do what a staged request asks (forget, share)")
     cf.add_argument("id")
     cf.set_defaults(fn=cmd_confirm)
-    dc = ssub.add_parser("discard", help="erase a staged write")
+    dc = ssub.add_parser("discard", help="erase a staged write, or drop a staged request")
     dc.add_argument("id")
     dc.set_defaults(fn=cmd_discard)

@@ -32,6 +32,11 @@ by ``WriteAudit`` (one place) and on disk before anything is written:
     write_confirmed  the person confirmed it (a confirmation record reached the agent service)
     write_discarded  the person discarded it (the staged memory is erased)
 
+An agent's staged forget or share request (ownmem.uomp.agent_requests) is audited the same way,
+``request_attempt``, ``request_staged`` (key: the request's id), ``request_refused``,
+``request_failed``, ``request_confirmed``, ``request_discarded``; a call over its credential's
+quota (agent/quota.py) is one ``write_refused`` / ``request_refused`` entry per run of refusals.
+
 Entries name the agent, the object id and the reason only, never the content (as for reads);
 ``session_id`` is the credential's session (ownmem.agent.guarded; empty in entries made before
 issue 19).  The JSON-lines file of older
@@ -210,15 +215,19 @@ class WriteAudit:
     of a write that happened (the attempt then stands alone, as after a crash).  ``log`` None:
     a vault without a folder (the browser's) runs no agent service, so has nothing to audit."""
 
-    def __init__(self, log: AuditSink | None, agent_id: str, attempt: str, session_id: str = "") -> None:
-        self.log, self.agent_id, self.attempt, self.session_id = log, agent_id, attempt, session_id
+    def __init__(self, log: AuditSink | None, agent_id: str, attempt: str, prefix: str = "write",
+                 session_id: str = "") -> None:
+        self.log, self.agent_id, self.attempt, self.prefix, self.session_id = log, agent_id, attempt, prefix, session_id
 
     @classmethod
-    def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None,
-              session_id: str = "") -> WriteAudit:
-        e = write_entry(agent_id, "write_attempt", None, False, "saihm_remember called; its outcome follows", now,
+    def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None, *, prefix: str = "write",
+              call: str = "saihm_remember", session_id: str = "") -> WriteAudit:
+        """``prefix`` "request" (with ``call`` saihm_forget / saihm_share) audits an agent's staged
+        request (ownmem.uomp.agent_requests) the same way: request_attempt, then request_staged
+        (key: the request's id), request_refused or request_failed."""
+        e = write_entry(agent_id, prefix + "_attempt", None, False, f"{call} called; its outcome follows", now,
                         session_id)
-        a = cls(log, agent_id, e.id, session_id)
+        a = cls(log, agent_id, e.id, prefix, session_id)
         if log is not None:
             try:
                 log.record(e)
@@ -232,18 +241,31 @@ class WriteAudit:
             return
         why = f"{reason or outcome} (attempt {self.attempt})"
         try:
-            self.log.record(write_entry(self.agent_id, "write_" + outcome, object_id.hex() if object_id else None,
-                                        outcome == "staged", why, session_id=self.session_id))
+            self.log.record(write_entry(self.agent_id, f"{self.prefix}_{outcome}",
+                                        object_id.hex() if object_id else None, outcome == "staged", why,
+                                        session_id=self.session_id))
         except StoreError:
             _log.warning("the outcome %r of write attempt %s was not audited", outcome, self.attempt)
 
 
-def settled(agent_id: str, object_id: bytes, confirmed: bool, log: AuditSink | None) -> None:
-    """Audit the person's answer to a staged write, as the agent service learns it (through sync)."""
+def refused(log: AuditSink | None, agent_id: str, prefix: str, reason: str) -> None:
+    """One entry for a call refused before it began (over quota): ``<prefix>_refused``."""
     if log is None:
         return
-    action, why = (("write_confirmed", "the person confirmed the staged write") if confirmed else
-                   ("write_discarded", "the staged write was erased (discarded)"))
+    try:
+        log.record(write_entry(agent_id, prefix + "_refused", None, False, reason))
+    except StoreError:
+        _log.warning("a refusal (%s) of %s was not audited", reason[:40], agent_id)
+
+
+def settled(agent_id: str, object_id: bytes, confirmed: bool, log: AuditSink | None, prefix: str = "write") -> None:
+    """Audit the person's answer to a staged write (``prefix`` "request": to a staged request),
+    as the agent service learns it (through sync)."""
+    if log is None:
+        return
+    what = "staged write" if prefix == "write" else "staged request"
+    action, why = ((f"{prefix}_confirmed", f"the person confirmed the {what}") if confirmed else
+                   (f"{prefix}_discarded", f"the {what} was erased (discarded)"))
     try:
         log.record(write_entry(agent_id, action, object_id.hex(), confirmed, why))
     except StoreError:

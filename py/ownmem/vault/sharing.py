@@ -568,10 +568,20 @@ def _hex32_list(v: object, what: str, code: str) -> list[bytes]:
     return out
 
 
-def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
-    """saihm_share: {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} ->
-    {"contractId", "type", "granteeCount", "epoch", "receiptId"}."""
-    at = int(time.time()) if now is None else now
+@dataclass(frozen=True, slots=True)
+class ShareParams:
+    """saihm_share's parameters, checked: what a share of cells asks for."""
+
+    cells: tuple[bytes, ...]
+    grantees: tuple[bytes, ...]
+    mode: str                  # temporary | permanent | syndicate
+    scope: str                 # read
+    expires: int | None        # expiryEpoch; None: the mode's default
+
+
+def parse_share_params(params: dict[str, object]) -> ShareParams:
+    """{"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} -> ShareParams, or
+    ToolRefused with the tool's error code."""
     grantees = _hex32_list(params.get("granteeIdHashesHex"), "granteeIdHashesHex", "invalid_grantee")
     cells = _hex32_list(params.get("shardIds"), "shardIds", "shard_not_found")
     kind, scope, expiry = params.get("type"), params.get("scope"), params.get("expiryEpoch")
@@ -585,8 +595,32 @@ def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = N
     if expiry is not None and not (isinstance(expiry, str) and (expiry == "" or (expiry.isascii() and expiry.isdigit()))):
         raise ToolRefused(400, "invalid_expiry", "expiryEpoch is a string of decimal digits, or null")
     expires = int(expiry) if isinstance(expiry, str) and expiry else None
+    return ShareParams(tuple(cells), tuple(grantees), kind.lower(), scope, expires)
+
+
+def check_share_rules(p: ShareParams, me: bytes, at: int) -> None:
+    """The contract rules a share of ``p`` must keep, before anything is made (ToolRefused)."""
     try:
-        made = share_cells(syncer, cells, grantees, kind, scope=scope, expires=expires, now=at)
+        m, expires_at = mode_and_expiry(p.mode, p.expires, at)
+        if len(set(p.grantees)) != len(p.grantees):
+            raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+        if me in p.grantees:
+            raise ContractRefused("invalid_grantee", "a holder does not share with itself")
+        if len(p.grantees) * len(set(p.cells)) > wire.MAX_SHARE_KEYS:
+            raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories)",
+                               "invalid_params")
+        contract_rules(list(p.grantees), list(p.cells) or [b"\x00" * 32], m, p.scope, expires_at, at)
+    except OwnmemError as e:
+        raise _tool_error(e, "operator_storage_unavailable") from None
+
+
+def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
+    """saihm_share: {"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} ->
+    {"contractId", "type", "granteeCount", "epoch", "receiptId"}."""
+    at = int(time.time()) if now is None else now
+    p = parse_share_params(params)
+    try:
+        made = share_cells(syncer, p.cells, p.grantees, p.mode, scope=p.scope, expires=p.expires, now=at)
     except OwnmemError as e:
         raise _tool_error(e, "operator_storage_unavailable") from None
     return {"contractId": made.contract_id.hex(), "type": made.mode.lower(), "granteeCount": len(made.grantee_ids),

@@ -440,15 +440,19 @@ class App:
         """What the agent service published (ownmem.uomp.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.uomp.staging), from this device's
         store; the live sync keeps it current."""
-        from ..uomp import staging
+        from ..uomp import agent_requests, staging
         from ..uomp.published import read_published
 
         listing = self._open_all()
         now = int(time.time())
         pub = read_published(listing.entries, now)
+        keys = staging.AgentKeys(self.v)
+        by_id = {e.id: e for e in listing.entries}
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
-                           for w in staging.pending(listing.entries, staging.AgentKeys(self.v))]}
+                           for w in staging.pending(listing.entries, keys)],
+                # the agents' forget and share requests (ownmem.uomp.agent_requests), as what each would do
+                "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
         """The UOMP audit synced to this vault (ownmem.uomp.audit_sync), newest first, optionally
@@ -508,8 +512,30 @@ class App:
                 return w
         raise NotFound("that is not an agent write waiting for you")
 
+    def _request(self, id: str) -> Any:
+        """The agent request ``id`` names (its full id), or None: it may name a staged write."""
+        from ..uomp import agent_requests
+
+        t = id.strip().lower()
+        entries = self._open_all().entries
+        r = agent_requests.find(self.v, t, entries) if len(t) == 32 else None
+        return (r, entries) if r is not None else None
+
     def op_staged_confirm(self, id: str) -> dict[str, Any]:
-        """Accept a staged agent write: the confirmation record of `ownmem staged confirm`."""
+        """Accept a staged agent write: the confirmation record of `ownmem staged confirm`.  Or do
+        what an agent's request asks, here, as `ownmem staged confirm` does (agent_requests.confirm):
+        the forget (erased from this device's cache too) or the share."""
+        from ..uomp import agent_requests
+
+        asked = self._request(id)
+        if asked is not None:
+            done = agent_requests.confirm(self.v, asked[0], asked[1], self._syncer)
+            if done.erased:
+                self._erase_from_cache()
+            synced, problem, pending = self._sync_now()
+            return {"id": done.confirmation.hex(), "kind": done.request.kind, "erased": done.erased,
+                    "contract_id": done.share.contract_id.hex() if done.share else None,
+                    "synced": synced, "problem": problem, "pending": pending}
         w = self._staged(id)
         oid = self.v.add(f"(confirms the staged write {w.entry.id.hex()[:12]} of agent {w.agent_id})",
                          extensions={"uomp": {"confirms": w.entry.id.hex()}})
@@ -517,7 +543,15 @@ class App:
         return {"id": oid.hex(), "synced": synced, "problem": problem, "pending": pending}
 
     def op_staged_discard(self, id: str) -> dict[str, Any]:
-        """Erase a staged agent write, as `ownmem staged discard` does."""
+        """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does."""
+        from ..uomp import agent_requests
+
+        asked = self._request(id)
+        if asked is not None:
+            agent_requests.discard(self.v, asked[0])
+            self._erase_from_cache()
+            synced, problem, pending = self._sync_now()
+            return {"erased": 0, "synced": synced, "problem": problem, "pending": pending}
         w = self._staged(id)
         gone = self.v.forget(w.entry.id.hex())
         self._erase_from_cache()

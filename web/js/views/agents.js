@@ -8,7 +8,8 @@
 //                     owner-signed revocation record, synced at once; the agent service cuts
 //                     the agent off when its sync brings it (`agent_revoke`)
 //   Waiting for you   staged agent writes: Confirm (a confirmation record) or Discard (erased,
-//                     asked first), the records of `ownmem staged confirm|discard`
+//                     asked first), the records of `ownmem staged confirm|discard`; and the
+//                     agents' forget and share requests: Confirm (done here) or Discard
 //   Registered agents what each registered manifest asks for, its retention, its publisher
 //   Ended sessions    closed, revoked, expired
 //   Access audit      who read what, when, allowed or denied and why, newest first, by session
@@ -89,7 +90,10 @@ function render(node, r) {
   const ended = r.sessions.filter((s) => !LIVE.has(s.status));
   fill(role(node, 'sessions-live'), live, (s) => sessionRow(node, s),
     'No agent holds a session now. Start one on your machine: ownmem agent authorize uom.json.');
-  fill(role(node, 'staged'), r.staged, (w) => stagedRow(node, w), 'No agent write is waiting for you.');
+  // agent writes, then the agents' forget and share requests (issue 19): both wait for the person
+  const waiting = [...r.staged, ...(r.requests || []).map((q) => ({ ...q, request: true }))];
+  fill(role(node, 'staged'), waiting, (w) => (w.request ? requestRow(node, w) : stagedRow(node, w)),
+    'No agent write is waiting for you.');
   fill(role(node, 'registered'), r.agents, agentRow, 'No agent is registered. Register one on your machine: ownmem agent register uom.json.');
   fill(role(node, 'sessions-ended'), ended, (s) => sessionRow(node, s), 'None yet.');
   role(node, 'ended-count').textContent = `(${ended.length})`;
@@ -308,6 +312,45 @@ function stagedRow(node, w) {
       }),
     })));
   return li;
+}
+
+// An agent asks to forget one of the person's memories or to share some: nothing happens until
+// Confirm, which does it on this device (the worker: the forget, or the share's contract); Discard
+// drops the request.  The description is the worker's (what confirming would do), shown as text.
+function requestRow(node, q) {
+  const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-request', 'data-id': q.id, 'data-kind': q.kind },
+    el('div', { class: 'card-head' },
+      el('span', { class: 'badge badge-agent', text: `agent: ${q.agent_id}` }),
+      el('span', { class: 'muted small', text: dateTime(q.created) })),
+    el('p', { class: 'card-content', 'data-role': 'content', text: `Asks to ${q.description}` }));
+  const label = `the ${q.kind} request of ${q.agent_id}`;
+  const done = q.kind === 'forget' ? 'Confirmed: the memory is erased here and, with the sync, everywhere.'
+    : 'Confirmed: the share is offered to its grantees.';
+  li.append(el('div', { class: 'actions' },
+    el('button', {
+      type: 'button', class: `btn btn-small ${q.kind === 'forget' ? 'btn-danger-ghost' : 'btn-primary'}`,
+      'data-testid': 'request-confirm', text: 'Confirm', 'aria-label': `Confirm ${label}`,
+      onclick: (ev) => answerRequest(node, ev.currentTarget, 'staged_confirm', q, done),
+    }),
+    el('button', {
+      type: 'button', class: 'btn btn-small btn-ghost', 'data-testid': 'request-discard', text: 'Discard',
+      'aria-label': `Discard ${label}`,
+      onclick: (ev) => answerRequest(node, ev.currentTarget, 'staged_discard', q, 'Discarded: nothing was done.'),
+    })));
+  return li;
+}
+
+async function answerRequest(node, button, op, q, done) {
+  button.disabled = true;
+  try {
+    await call(op, { id: q.id });
+    notice(done);
+    await Promise.all([load(node), refreshList()]);
+    keepFocus(node, 'staged-title');
+  } catch (ex) {
+    showError(role(node, 'error'), errorText(ex));
+    if (button.isConnected) button.disabled = false;
+  }
 }
 
 async function confirmWrite(node, button, w) {
