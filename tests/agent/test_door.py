@@ -4,6 +4,7 @@ DNS rebinding (a foreign Host), a web page's fetch (an Origin header), a slowlor
 UTF-8).  Each is refused in the protocol's own error shape and changes nothing."""
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -41,12 +42,28 @@ def _start(backend: Backend, servers: Callable[..., ServerProcess], agent_vault:
 
 
 def _token(agent: AgentProcess, folder: Path) -> str:
-    admin = {ADMIN_HEADER: (folder / ADMIN_FILE).read_text().strip()}
+    """A token granted as the person grants one: the admin secret and the approval the
+    passphrase's key makes (ownmem.uomp.approval)."""
+    from synckit import PASSPHRASE
+
+    from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
+    from ownmem.vault import Vault
+
+    unlocked = Vault(folder).unlock(PASSPHRASE)
+    try:
+        key = unlocked.purpose_key(APPROVAL_INFO)
+    finally:
+        unlocked.close()
     base = f"http://127.0.0.1:{agent.port}"
-    sid = httpx.post(base + "/v1/sessions", json={"agent_id": "a", "requested_scopes": {"read": READ}},
-                     headers=admin).json()["session_id"]
-    return str(httpx.post(base + f"/v1/sessions/{sid}/grant", json={"granted_scopes": {"read": READ}},
-                          headers=admin).json()["token"])
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        raw = json.dumps(body).encode()
+        h = {ADMIN_HEADER: (folder / ADMIN_FILE).read_text().strip(), "Content-Type": "application/json",
+             APPROVAL_HEADER: sign(key, base, "POST", path, raw, int(time.time()))}
+        return httpx.post(base + path, content=raw, headers=h).json()
+
+    sid = post("/v1/sessions", {"agent_id": "a", "requested_scopes": {"read": READ}})["session_id"]
+    return str(post(f"/v1/sessions/{sid}/grant", {"granted_scopes": {"read": READ}})["token"])
 
 
 def _settled(fn: Callable[[], Any], quiet: float = 3.0, timeout: float = 30.0) -> Any:
@@ -105,10 +122,11 @@ def test_dns_rebinding_and_a_web_pages_origin_get_403_and_nothing(
         assert r.status_code == 403 and "4711" not in r.text
         r = httpx.request("OPTIONS", base + "/saihm", headers=h)          # a CORS preflight
         assert r.status_code == 403 and "access-control-allow-origin" not in r.headers
-    # nothing of them reached the Guard: the session's audit holds only its own reads
+    # nothing of them reached the Guard: the audit holds the grant and the one recall the
+    # credential made from this port's own name (every SAIHM call is audited, issue 19), no more
     admin = {ADMIN_HEADER: (v.folder / ADMIN_FILE).read_text().strip()}
-    actions = {e["action"] for e in httpx.get(base + "/v1/audit", headers=admin).json()["entries"]}
-    assert actions == {"grant"}, actions
+    actions = [e["action"] for e in httpx.get(base + "/v1/audit", headers=admin).json()["entries"]]
+    assert set(actions) == {"grant", "query"} and actions.count("query") == 1, actions
 
 
 def _slow(port: int, head: bytes, drip: bytes, seconds: float) -> tuple[bytes, float]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -105,7 +106,8 @@ def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person
 
     # the person sees what it would do, in plain words
     [req] = _requests(v.env)
-    assert (req["id"], req["kind"], req["agent_id"]) == (rid, "forget", "claude")
+    # the agent is named by its credential's own agent id: "<name>.<credential id>" (issue 19)
+    assert (req["id"], req["kind"]) == (rid, "forget") and re.fullmatch(r"claude\.[0-9a-f]{16}", req["agent_id"])
     assert req["description"] == 'forget "the spare key is under the blue pot"'
     listed = ownmem_cli("staged", "list", env=v.env).stdout
     assert f'{rid[:12]}  claude' in listed and 'asks to forget "the spare key is under the blue pot"' in listed
@@ -134,8 +136,9 @@ def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person
     # the one UOMP audit has each request, and the person's answers, with ids only
     audit = _until(lambda: (a := _request_audit(agent, v.folder)) and len(a) >= 6 and a)
     assert [(a, act) for a, act, _ in audit] == [
-        ("claude", "request_attempt"), ("claude", "request_staged"), ("claude", "request_discarded"),
-        ("claude", "request_attempt"), ("claude", "request_staged"), ("claude", "request_confirmed")]
+        (req["agent_id"], "request_attempt"), (req["agent_id"], "request_staged"),
+        (req["agent_id"], "request_discarded"), (req["agent_id"], "request_attempt"),
+        (req["agent_id"], "request_staged"), (req["agent_id"], "request_confirmed")]
     assert [k for _, _, k in audit] == [None, rid, rid, None, rid2, rid2]
 
 
@@ -210,9 +213,11 @@ def test_a_flood_of_writes_from_one_credential_is_held_to_its_quota(
     # another credential is not held by the flood's quota
     assert agent.call("saihm_remember", {"content": "a calm note"}, auth=calm)[0] == 200
     r = Uomp(agent.port, Path(v.folder)).admin("GET", "/v1/audit")
-    mine = [e for e in r.json()["entries"] if e["agent_id"] == "flood"]
+    # its writes' entries ("<name>.<credential id>"; its recalls are audited too, as "query")
+    mine = [e for e in r.json()["entries"] if e["agent_id"].startswith("flood.") and e["action"].startswith("write_")]
     refusals = [e for e in mine if e["action"] == "write_refused"]
     assert 1 <= len(refusals) <= minutes and refusals[0]["reason"].startswith("rate_limited")
+    assert {e["session_id"] for e in mine} == {"sess_saihm_" + mine[0]["agent_id"].split(".", 1)[1]}
     assert len(mine) == 2 * len(ok) + len(refusals)
 
 
@@ -294,6 +299,6 @@ def test_a_flood_of_malformed_writes_is_held_to_the_quota_too(
     minutes = 1 + int((time.monotonic() - began) // 60)
     assert set(answers) <= {413, 400, 429} and 5 <= len([a for a in answers if a != 429]) <= 5 * minutes
     r = Uomp(agent.port, Path(v.folder)).admin("GET", "/v1/audit")
-    mine = [e for e in r.json()["entries"] if e["agent_id"] == "flood"]
+    mine = [e for e in r.json()["entries"] if e["agent_id"].startswith("flood.")]   # "<name>.<credential id>"
     assert len(mine) <= 2 * 5 * minutes + minutes, len(mine)
     assert _recalled(agent, flood) == {}

@@ -315,7 +315,8 @@ class Operator:
         if w.refused_since is None or at - w.refused_since >= quota.WINDOW:
             w.refused_since = at
             staging.refused(self._write_audit(), name, prefix,
-                            f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)")
+                            f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)",
+                            cred.session_id)
         raise OperatorError(429, no.code, no.message)
 
     # ------------------------------------------------------------------ the index

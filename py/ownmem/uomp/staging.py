@@ -248,12 +248,12 @@ class WriteAudit:
             _log.warning("the outcome %r of write attempt %s was not audited", outcome, self.attempt)
 
 
-def refused(log: AuditSink | None, agent_id: str, prefix: str, reason: str) -> None:
+def refused(log: AuditSink | None, agent_id: str, prefix: str, reason: str, session_id: str = "") -> None:
     """One entry for a call refused before it began (over quota): ``<prefix>_refused``."""
     if log is None:
         return
     try:
-        log.record(write_entry(agent_id, prefix + "_refused", None, False, reason))
+        log.record(write_entry(agent_id, prefix + "_refused", None, False, reason, session_id=session_id))
     except StoreError:
         _log.warning("a refusal (%s) of %s was not audited", reason[:40], agent_id)
 
