@@ -30,24 +30,33 @@ export function isAgentWritten(e) {
   return e.source === 'agent' && e.trust !== 'unverified';
 }
 
+/** An agent id as the person reads it: a credential's agent id is "<name>.<credential id>"
+ * (16 hex digits, so that a name issued again never inherits the old one's writes); the name
+ * is shown, the whole id stays in the badge's title and data-agent. */
+export function agentName(id) {
+  const m = /^(.+)\.[0-9a-f]{16}$/.exec(id || '');
+  return m ? m[1] : id;
+}
+
 /** The agent badge: which agent, and whether the key that signed is the one this vault
  * derives for that agent's name (`agent_confirmed`), or only a trusted key claiming it. */
 export function agentBadge(node, e) {
   node.hidden = !isAgentWritten(e);
   if (node.hidden) return;
-  const name = e.agent_id;
+  const id = e.agent_id;
+  const name = agentName(id);
   node.classList.toggle('badge-agent-unconfirmed', Boolean(name && !e.agent_confirmed));
-  if (!name) {
+  if (!id) {
     node.textContent = 'agent';
     node.title = 'Written by an AI agent';
   } else if (e.agent_confirmed) {
     node.textContent = `agent: ${name}`;
-    node.title = `Written by the AI agent “${name}”, signed with that agent's own key`;
+    node.title = `Written by the AI agent “${id}”, signed with that agent's own key`;
   } else {
     node.textContent = `agent: ${name} (unconfirmed)`;
-    node.title = `Says it was written by the AI agent “${name}”, but it is signed by another key this vault trusts, not by that agent's key`;
+    node.title = `Says it was written by the AI agent “${id}”, but it is signed by another key this vault trusts, not by that agent's key`;
   }
-  node.dataset.agent = name || '';
+  node.dataset.agent = id || '';
   node.dataset.confirmed = String(Boolean(e.agent_confirmed));
 }
 

@@ -21,7 +21,7 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
-import { dateTime, excerpt } from '../format.js';
+import { agentName, dateTime, excerpt } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import { currentSession, currentView, isCurrent, isLinked, on } from '../state.js';
 import { afterWrite } from './syncstatus.js';
@@ -133,7 +133,7 @@ function auditRow(e) {
       class: `badge ${e.allowed ? 'badge-trusted' : 'badge-agent-unconfirmed'}`, 'data-testid': 'audit-verdict',
       text: verdict,
     }),
-    el('strong', { text: e.agent_id || 'unknown agent' }),
+    el('strong', { text: agentName(e.agent_id) || 'unknown agent', title: e.agent_id || '' }),
     el('span', { text: `${e.action}${what ? ` ${what}` : ''}` }),
     el('time', { class: 'muted small', datetime: e.timestamp, title: e.timestamp, text: dateTime(at) })),
   el('p', { class: 'muted small', 'data-testid': 'audit-reason', text: `Why: ${e.reason}` }),
@@ -289,10 +289,10 @@ async function revoke(node, button, s) {
 const discardDialog = new ConfirmDialog('discard-dialog');
 
 function stagedRow(node, w) {
-  const who = w.agent_id;
+  const who = agentName(w.agent_id);
   const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-write', 'data-id': w.id },
     el('div', { class: 'card-head' },
-      el('span', { class: `badge badge-agent ${w.agent_confirmed ? '' : 'badge-agent-unconfirmed'}`, text: `agent: ${who}` }),
+      el('span', { class: `badge badge-agent ${w.agent_confirmed ? '' : 'badge-agent-unconfirmed'}`, text: `agent: ${who}`, title: w.agent_id }),
       el('span', { class: 'muted small', text: dateTime(w.created) })),
     el('p', { class: 'card-content', 'data-role': 'content', text: w.content }),
     w.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...w.tags.map((t) => el('li', { class: 'chip', text: t }))) : null);
@@ -320,10 +320,10 @@ function stagedRow(node, w) {
 function requestRow(node, q) {
   const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-request', 'data-id': q.id, 'data-kind': q.kind },
     el('div', { class: 'card-head' },
-      el('span', { class: 'badge badge-agent', text: `agent: ${q.agent_id}` }),
+      el('span', { class: 'badge badge-agent', text: `agent: ${agentName(q.agent_id)}`, title: q.agent_id }),
       el('span', { class: 'muted small', text: dateTime(q.created) })),
     el('p', { class: 'card-content', 'data-role': 'content', text: `Asks to ${q.description}` }));
-  const label = `the ${q.kind} request of ${q.agent_id}`;
+  const label = `the ${q.kind} request of ${agentName(q.agent_id)}`;
   const done = q.kind === 'forget' ? 'Confirmed: the memory is erased here and, with the sync, everywhere.'
     : 'Confirmed: the share is offered to its grantees.';
   li.append(el('div', { class: 'actions' },
@@ -357,7 +357,7 @@ async function confirmWrite(node, button, w) {
   button.disabled = true;
   try {
     await call('staged_confirm', { id: w.id });
-    notice(`Confirmed: the write of ${w.agent_id} is one of your memories now (still signed by the agent).`);
+    notice(`Confirmed: the write of ${agentName(w.agent_id)} is one of your memories now (still signed by the agent).`);
     await Promise.all([load(node), refreshList()]);
     keepFocus(node, 'staged-title');
   } catch (ex) {
