@@ -61,6 +61,9 @@ def _requests(env: dict[str, str]) -> list[dict[str, Any]]:
     return [s for s in json.loads(r.stdout) if s.get("request")]
 
 
+LONG_NAME = "claude-" + "x" * 57
+
+
 def _request_audit(agent: AgentProcess, folder: Any) -> list[tuple[str, str, str | None]]:
     r = Uomp(agent.port, Path(folder)).admin("GET", "/v1/audit")
     assert r.status_code == 200, r.text
@@ -79,7 +82,9 @@ def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person
         agents: Callable[..., AgentProcess], devices: Any) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the spare key is under the blue pot", "the owner's other note"))
-    claude = issue(v.env, "claude")
+    # the longest name a credential may have (64): its agent id "<name>.<id>" is longer, and still
+    # names the agent of its requests (credentials.valid_agent_id, not the name rule)
+    claude = issue(v.env, LONG_NAME)
     agent = agents(v)
     phone = devices.join(srv.url, v.name, label="phone")
     cells = {t: c for c, t in _recalled(agent, claude).items()}
@@ -107,7 +112,7 @@ def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person
     # the person sees what it would do, in plain words
     [req] = _requests(v.env)
     # the agent is named by its credential's own agent id: "<name>.<credential id>" (issue 19)
-    assert (req["id"], req["kind"]) == (rid, "forget") and re.fullmatch(r"claude\.[0-9a-f]{16}", req["agent_id"])
+    assert (req["id"], req["kind"]) == (rid, "forget") and re.fullmatch(LONG_NAME + r"\.[0-9a-f]{16}", req["agent_id"])
     assert req["description"] == 'forget "the spare key is under the blue pot"'
     listed = ownmem_cli("staged", "list", env=v.env).stdout
     assert f'{rid[:12]}  claude' in listed and 'asks to forget "the spare key is under the blue pot"' in listed

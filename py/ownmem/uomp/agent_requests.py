@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..agent.credentials import valid_name
+from ..agent.credentials import valid_agent_id
 from ..aperto.model import Trust
 from ..errors import NotFound, VaultError
 from ..vault.vault import Entry, UnlockedVault
@@ -113,7 +113,7 @@ def request_of(e: Entry, keys: staging.AgentKeys) -> AgentRequest | None:
     if not isinstance(body, dict):
         return None
     name, kind = body.get("agent_id"), body.get("kind")
-    if not isinstance(name, str) or not valid_name(name) or kind not in KINDS:
+    if not isinstance(name, str) or not valid_agent_id(name) or kind not in KINDS:
         return None
     # bound by the key, as staging.bound_agent: trusted (the keyring accepts it), verified, and
     # the very key this vault derives for that agent's name
