@@ -9,7 +9,7 @@ from typing import Any
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
-from .guard import DEFAULT_TRUSTED
+from server.guard import DEFAULT_TRUSTED
 
 SHUTDOWN_GRACE = 5   # seconds in-flight requests get to finish after SIGTERM
 KEEPALIVE_IDLE = 5   # seconds an idle keep-alive connection is kept between requests

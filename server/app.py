@@ -49,19 +49,19 @@ from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 
-from . import challenge as challenges
-from .decoy import Decoys
-from .guard import BodyDeadline, BodyTimeout
-from .live import Live
-from .openapi import OPENAPI
-from .ratelimit import RateLimiter, client_key
-from .storage import Storage, StorageConflict, open_storage
-from .storage.base import Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
-from .share_routes import share_routes, sweep_expired, sweep_every
-from .tlog_routes import log_routes
-from .witness_routes import witness_routes
-from .verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
-from .verifypool import VerifyPool, default_processes
+from server import challenge as challenges
+from server.decoy import Decoys
+from server.guard import BodyDeadline, BodyTimeout
+from server.live import Live
+from server.openapi import OPENAPI
+from server.ratelimit import RateLimiter, client_key
+from server.storage import Storage, StorageConflict, open_storage
+from server.storage.base import Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
+from server.share_routes import share_routes, sweep_expired, sweep_every
+from server.tlog_routes import log_routes
+from server.witness_routes import witness_routes
+from server.verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
+from server.verifypool import VerifyPool, default_processes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"

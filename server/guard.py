@@ -41,7 +41,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ownmem import syncwire as wire
 from ownmem.errors import OwnmemError
 
-from .ratelimit import client_key
+from server.ratelimit import client_key
 
 _log = logging.getLogger("ownmem.server")
 DEFAULT_TRUSTED = "127.0.0.1,::1"     # uvicorn's own default for X-Forwarded-For

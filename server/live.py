@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
-from .storage import Storage
+from server.storage import Storage
 
 KEEPALIVE = 15.0
 POLL = 0.25

@@ -36,13 +36,13 @@ from ownmem import syncwire as wire
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
 
-from .storage.base import LogEntry, StorageConflict, StorageQuota
-from .storage.shares import (ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow,
+from server.storage.base import LogEntry, StorageConflict, StorageQuota
+from server.storage.shares import (ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow,
                              shares_of)
-from .verify import HolderKey
+from server.verify import HolderKey
 
 if TYPE_CHECKING:
-    from .app import Server
+    from server.app import Server
 
 E = wire.ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
@@ -92,7 +92,7 @@ def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire.ShareEntry, ...], bo
 
 
 def share_routes(srv: Server) -> list[Route]:
-    from .app import ApiError, _parsed
+    from server.app import ApiError, _parsed
 
     shares = shares_of(srv.storage)
 
@@ -237,7 +237,7 @@ def share_routes(srv: Server) -> list[Route]:
         return JSONResponse(wire.ShareAnswer(cid, state).encode())
 
     async def revoke(request: Request, v: object, cid: bytes) -> Response:
-        from .storage.base import VaultRecord
+        from server.storage.base import VaultRecord
 
         assert isinstance(v, VaultRecord)
         req = _parsed(wire.RevokeRequest.parse, await srv.json_body(request))

@@ -35,8 +35,8 @@ from ownmem.crypto import sha256
 from ownmem.saihm import tlog
 from ownmem.syncwire import ErrorCode as E
 
-from .storage import Storage
-from .storage.base import LoggedReceipt
+from server.storage import Storage
+from server.storage.base import LoggedReceipt
 
 MAX_ENTRIES = 1000            # receipts a page of /v1/log/entries
 # The app's refusal (server.app.ApiError), which its exception handler answers; passed in, as

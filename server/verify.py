@@ -25,7 +25,7 @@ from ownmem.saihm.cell import check_cell as check_saihm_cell
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
 from ownmem.syncwire import MAX_COUNTER, WRAPPED_DEK_LEN, ErrorCode
 
-from .storage.base import LogEntry, PushCell
+from server.storage.base import LogEntry, PushCell
 
 # the head of a cell in deterministic CBOR: a map of 8, key 1, a byte string of 32 (the cellId)
 CELL_HEAD = b"\xa8\x01\x58\x20"

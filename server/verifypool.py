@@ -32,8 +32,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ownmem.saihm.receipt import parse_receipt
 
-from .storage.base import LogEntry, PushCell
-from .verify import HolderKey, Refused, check_cell, check_receipt
+from server.storage.base import LogEntry, PushCell
+from server.verify import HolderKey, Refused, check_cell, check_receipt
 
 MIN_BATCH = 8               # cells; below this, inter-process overhead outweighs a second core
 MAX_BREAKS = 3              # pools that broke before verification stays in-process for good

@@ -24,9 +24,9 @@ from ownmem import syncwire as wire
 from ownmem.errors import WireError
 from ownmem.syncwire import ErrorCode as E
 
-from .storage import Storage
-from .storage.base import VaultRecord
-from .verify import ed25519_valid
+from server.storage import Storage
+from server.storage.base import VaultRecord
+from server.verify import ed25519_valid
 
 Refusal = Callable[[E, str], Exception]
 

@@ -16,17 +16,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import __version__
-from .aperto.model import MemType, type_name
-from .errors import NotFound, OwnmemError, VaultError
-from .passphrase import strength
-from .termsafe import guarded, raw, visible
-from .vault import (
+from ownmem import __version__
+from ownmem.aperto.model import MemType, type_name
+from ownmem.errors import NotFound, OwnmemError, VaultError
+from ownmem.passphrase import strength
+from ownmem.termsafe import guarded, raw, visible
+from ownmem.vault import (
     DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
 
 if TYPE_CHECKING:
-    from .vault.sync import SyncReport
+    from ownmem.vault.sync import SyncReport
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -152,7 +152,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _listing(v: UnlockedVault, args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
-    from .uomp.control import is_control
+    from ownmem.uomp.control import is_control
 
     listing = v.open_all(allow_unverified=args.include_unverified)
     # control records (session revocations and records, confirmations) are bookkeeping, no memory
@@ -342,7 +342,7 @@ def cmd_scope(args: argparse.Namespace) -> int:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    from .vault.sync import link, login_new_device
+    from ownmem.vault.sync import link, login_new_device
 
     folder = _folder(args)
     if Vault(folder).exists():
@@ -369,7 +369,7 @@ def _report(r: "SyncReport") -> str:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from .vault.sync import syncer_for
+    from ownmem.vault.sync import syncer_for
 
     v = _unlock(args)
     s = syncer_for(v)
@@ -389,7 +389,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from .mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
+    from ownmem.mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
 
     # stdout is the MCP host's JSON-RPC channel, no terminal: the SDK writes its bytes (.buffer),
     # and JSON escapes every control character itself
@@ -496,16 +496,16 @@ def parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
                         "(a keyless client of SAIHM_ENDPOINT_URL)")
     mc.set_defaults(fn=cmd_mcp)
-    from . import logcli
+    from ownmem import logcli
     logcli.register(sub)
 
-    from .agent.cli import register as register_agent
+    from ownmem.agent.cli import register as register_agent
     register_agent(sub)
-    from . import share_cli
+    from ownmem import share_cli
     share_cli.register(sub)      # whoami, share ...
-    from .uomp import records_cli
+    from ownmem.uomp import records_cli
     records_cli.register(sub)
-    from .uomp import staged_cli
+    from ownmem.uomp import staged_cli
     staged_cli.register(sub)
     return p
 

@@ -28,19 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import syncwire as wire
-from .crypto import provider, run_sync, sha256
-from .errors import OwnmemError, SyncError, VaultError, WireError
-from .saihm import tlog
-from .saihm.receipt import Receipt, parse_receipt, verify_receipt
-from .saihm.tlog import Checkpoint, NoteRefused, VerifierKey
-from .termsafe import visible
-from .vault import Vault
-from .vault.logwatch import (
+from ownmem import syncwire as wire
+from ownmem.crypto import provider, run_sync, sha256
+from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
+from ownmem.saihm import tlog
+from ownmem.saihm.receipt import Receipt, parse_receipt, verify_receipt
+from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
+from ownmem.termsafe import visible
+from ownmem.vault import Vault
+from ownmem.vault.logwatch import (
     PublicLog, advance_problem, consistency_needed, inclusion_problem, log_status, open_served_checkpoint,
     pinned_key, served_key,
 )
-from .vault.store import Store
+from ownmem.vault.store import Store
 
 TIMEOUT = 30.0
 
@@ -122,7 +122,7 @@ def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
     import httpx
 
-    from .vault.sync import refusal
+    from ownmem.vault.sync import refusal
 
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")

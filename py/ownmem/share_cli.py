@@ -20,19 +20,19 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from .termsafe import visible
+from ownmem.termsafe import visible
 
 if TYPE_CHECKING:
-    from .vault.sharing import Offers, ShareView
-    from .vault.sync import Syncer
+    from ownmem.vault.sharing import Offers, ShareView
+    from ownmem.vault.sync import Syncer
 
 MORE_OFFERS = ("the server listed only part of the contracts (active ones first, then the newest): "
                "decline offers you do not want to see the rest")
 
 
 def _syncer(args: argparse.Namespace) -> Syncer:
-    from .cli import _unlock
-    from .vault.sync import syncer_for
+    from ownmem.cli import _unlock
+    from ownmem.vault.sync import syncer_for
 
     return syncer_for(_unlock(args))
 
@@ -44,7 +44,7 @@ def _safe(text: str) -> str:
 
 def _contract_id(s: Syncer, text: str, offers: Offers | None = None) -> bytes:
     """A contractId, or a unique prefix of one this vault offered or was offered."""
-    from .vault.sharing import ShareRefused, offers as list_offers
+    from ownmem.vault.sharing import ShareRefused, offers as list_offers
 
     t = text.strip().lower()
     if len(t) == 64:
@@ -77,10 +77,10 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     holder's proof), so that others can share with it."""
     import sys
 
-    from .cli import _unlock
-    from .errors import OwnmemError
-    from .vault.sharing import publish_holder
-    from .vault.sync import Syncer, syncer_for
+    from ownmem.cli import _unlock
+    from ownmem.errors import OwnmemError
+    from ownmem.vault.sharing import publish_holder
+    from ownmem.vault.sync import Syncer, syncer_for
 
     v = _unlock(args)
     try:
@@ -96,7 +96,7 @@ def cmd_whoami(args: argparse.Namespace) -> int:
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from .vault import sharing
+    from ownmem.vault import sharing
 
     if args.action == "id":
         return cmd_whoami(args)
@@ -124,7 +124,7 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 
 def _create(s: Syncer, args: argparse.Namespace) -> int:
-    from .vault import sharing
+    from ownmem.vault import sharing
 
     if not args.to or not args.memory or not args.mode:
         raise sharing.ShareRefused("`ownmem share create` needs --to, --memory and --mode")
@@ -142,7 +142,7 @@ def _create(s: Syncer, args: argparse.Namespace) -> int:
 
 
 def _list(s: Syncer, args: argparse.Namespace) -> int:
-    from .vault import sharing
+    from ownmem.vault import sharing
 
     got = sharing.offers(s)
     if args.json:
@@ -172,7 +172,7 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
 
 
 def _received(s: Syncer, args: argparse.Namespace) -> int:
-    from .vault import sharing
+    from ownmem.vault import sharing
 
     got = sharing.received(s)
     if args.json:

@@ -40,10 +40,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Self
 
-from .crypto import cbor, sha256
-from .errors import MalformedInput, WireError
-from .saihm import tlog
-from .saihm.receipt import MAX_RECEIPT
+from ownmem.crypto import cbor, sha256
+from ownmem.errors import MalformedInput, WireError
+from ownmem.saihm import tlog
+from ownmem.saihm.receipt import MAX_RECEIPT
 
 REGISTER_CONTEXT = "ownmem/v1/register"
 REGISTER_HOLDER_CONTEXT = b"ownmem-register-v1"   # ML-DSA-65 context of the holder's registration proof

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from .base import SnapshotClosed, StorageBusy
+from server.storage.base import SnapshotClosed, StorageBusy
 
 EXPORT_SLOTS = 4           # export snapshots open at once, per storage (server process)
 EXPORT_SECONDS = 600.0     # the longest an export may take: ~1 GiB at 2 MB/s

@@ -32,13 +32,13 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from . import shares, tree, witness
-from .base import (
+from server.storage import shares, tree, witness
+from server.storage.base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
     StorageLimit, StorageQuota, VaultRecord,
 )
-from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
-from .scrub import Scrubber
+from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
+from server.storage.scrub import Scrubber
 
 CHANNEL = "ownmem_changes"
 OPTIONS = "-c plan_cache_mode=force_custom_plan"

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .base import LogEntry, StorageConflict, StorageError, StorageQuota
+from server.storage.base import LogEntry, StorageConflict, StorageError, StorageQuota
 
 SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS holder_proofs (
@@ -311,7 +311,7 @@ def _closed(state: str, revoked: bool) -> str:
 
 def shares_of(storage: Any) -> Shares:
     """The sharing tables of a storage backend (SqliteStorage or PostgresStorage)."""
-    from .sqlite import SqliteStorage
+    from server.storage.sqlite import SqliteStorage
 
     if isinstance(storage, SqliteStorage):
         @contextmanager

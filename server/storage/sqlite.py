@@ -25,14 +25,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import shares, tree, witness
-from .base import (
+from server.storage import shares, tree, witness
+from server.storage.base import (
     Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
     StorageConflict, StorageLimit, StorageQuota, VaultRecord,
 )
-from .export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
-from .private import private_file
-from .scrub import Scrubber
+from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
+from server.storage.private import private_file
+from server.storage.scrub import Scrubber
 
 # An export is refused while an erasure has been held up this long and another export is
 # open: on SQLite every open snapshot holds up the checkpoint, so exports that overlap

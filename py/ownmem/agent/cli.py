@@ -31,12 +31,12 @@ import sys
 import time
 from typing import Any
 
-from ..cli import _folder, _when
-from ..cli import _passphrase as cli_passphrase
-from ..errors import VaultError
-from .credentials import CREDENTIALS_INFO, CredentialFile
-from .quota import Limits, parse_size
-from .service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
+from ownmem.cli import _folder, _when
+from ownmem.cli import _passphrase as cli_passphrase
+from ownmem.errors import VaultError
+from ownmem.agent.credentials import CREDENTIALS_INFO, CredentialFile
+from ownmem.agent.quota import Limits, parse_size
+from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
 
 KEYRING_SERVICE = "ownmem"
 
@@ -44,7 +44,7 @@ KEYRING_SERVICE = "ownmem"
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
     """The vault folder's credentials; ``sealing``: with the key only the passphrase gives (or
     the OS keyring entry, with --keyring), to issue."""
-    from ..vault import Vault
+    from ownmem.vault import Vault
 
     vault = Vault(_folder(args))
     if not vault.exists():
@@ -109,8 +109,8 @@ def _ended_sessions(folder: Any) -> dict[str, str]:
     from another device, say), read-only from the service's session store; {} when there is none."""
     import sqlite3
 
-    from ..uomp.sessions import DB_NAME
-    from .credentials import SESSION_PREFIX
+    from ownmem.uomp.sessions import DB_NAME
+    from ownmem.agent.credentials import SESSION_PREFIX
 
     path = os.path.join(str(folder), DB_NAME)
     if not os.path.exists(path):
@@ -208,10 +208,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from ..vault import Vault
-    from ..vault.sync import Syncer, Remote
-    from .operator import Operator
-    from .service import Binding, SyncThread
+    from ownmem.vault import Vault
+    from ownmem.vault.sync import Syncer, Remote
+    from ownmem.agent.operator import Operator
+    from ownmem.agent.service import Binding, SyncThread
 
     check_bind(args.host)          # before anything is unlocked
     folder = _folder(args)
@@ -225,7 +225,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         keyring.set_password(KEYRING_SERVICE, str(vault.folder), pw)
     del pw
-    from ..scrub import forget_passphrase_env
+    from ownmem.scrub import forget_passphrase_env
 
     # an agent of the same OS user reads /proc/<this service>/environ (scrub.py)
     if not forget_passphrase_env():
@@ -253,9 +253,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = binding.app()
     from server.guard import BodyDeadline, BodyTimeout
 
-    from ..uomp.api import KeyReads, mount
-    from .door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
-    from .guarded import SaihmGuard
+    from ownmem.uomp.api import KeyReads, mount
+    from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
+    from ownmem.agent.guarded import SaihmGuard
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
@@ -339,9 +339,9 @@ def register(sub: Any) -> None:
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 
-    from ..uomp.cli import register as register_uomp
+    from ownmem.uomp.cli import register as register_uomp
 
     register_uomp(asub)
 
-    from ..uomp import manifest_cli
+    from ownmem.uomp import manifest_cli
     manifest_cli.register(asub)

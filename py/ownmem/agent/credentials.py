@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import MalformedInput, NotFound, VaultError
+from ownmem.errors import MalformedInput, NotFound, VaultError
 
 FILENAME = "agent-credentials.json"
 MARKER = "agent-credentials.migrated"      # sealed: the one migration has been done

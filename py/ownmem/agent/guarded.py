@@ -31,16 +31,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..aperto.model import Trust
-from ..uomp import guard
-from ..uomp.audit import AuditEntry, new_id
-from ..uomp.items import EXTENSION, SENSITIVITIES, Item, item_of
-from ..uomp.sessions import Session
-from ..uomp.ticker import Ticker
-from ..uomp.tokens import Claims, Scope, Scopes
-from ..vault.vault import Entry
-from .credentials import ANY_TAG, Credential, CredentialFile
-from .operator import OperatorError
+from ownmem.aperto.model import Trust
+from ownmem.uomp import guard
+from ownmem.uomp.audit import AuditEntry, new_id
+from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item, item_of
+from ownmem.uomp.sessions import Session
+from ownmem.uomp.ticker import Ticker
+from ownmem.uomp.tokens import Claims, Scope, Scopes
+from ownmem.vault.vault import Entry
+from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
+from ownmem.agent.operator import OperatorError
 
 _log = logging.getLogger("ownmem.agent")
 

@@ -48,27 +48,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..aperto import keys as aperto_keys
-from ..aperto.model import Memory, Trust
-from ..aperto.seal import seal
-from ..crypto import run_sync
-from ..errors import OwnmemError, StoreError, SyncError
-from ..saihm.cell import make_cell, parse_cell, verify_cell
-from ..saihm.receipt import make_receipt, parse_receipt
-from .. import syncwire as wire
-from ..vault.store import PendingWrite, StoredObject
-from ..vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
-from ..vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
-from ..uomp import staging
-from ..uomp.control import is_bookkeeping, is_control
-from ..uomp import agent_requests
-from ..uomp.agent_requests import AgentRequest, ShareTerms
-from . import quota
-from .credentials import Credential
-from ..vault.sharing import (
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.model import Memory, Trust
+from ownmem.aperto.seal import seal
+from ownmem.crypto import run_sync
+from ownmem.errors import OwnmemError, StoreError, SyncError
+from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
+from ownmem.saihm.receipt import make_receipt, parse_receipt
+from ownmem import syncwire as wire
+from ownmem.vault.store import PendingWrite, StoredObject
+from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
+from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from ownmem.uomp import staging
+from ownmem.uomp.control import is_bookkeeping, is_control
+from ownmem.uomp import agent_requests
+from ownmem.uomp.agent_requests import AgentRequest, ShareTerms
+from ownmem.agent import quota
+from ownmem.agent.credentials import Credential
+from ownmem.vault.sharing import (
     SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
 )
-from .recall_index import RecallEntry, RecallIndex
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -230,7 +230,7 @@ class Operator:
 
     def _write_audit(self) -> staging.AuditSink | None:
         if self.audit is None and self.v.store.folder is not None:
-            from ..uomp.audit import AUDIT_INFO, AuditLog
+            from ownmem.uomp.audit import AUDIT_INFO, AuditLog
 
             self._own_audit = AuditLog(self.v.store.folder, self.v.purpose_key(AUDIT_INFO))
             self.use_audit(self._own_audit)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..aperto.frame import b64url
+from ownmem.aperto.frame import b64url
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 64

@@ -29,13 +29,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import OwnmemError
-from .credentials import Credential, CredentialFile, authenticate
-from .door import parse_json
-from .operator import Operator, OperatorError
+from ownmem.errors import OwnmemError
+from ownmem.agent.credentials import Credential, CredentialFile, authenticate
+from ownmem.agent.door import parse_json
+from ownmem.agent.operator import Operator, OperatorError
 
 if TYPE_CHECKING:
-    from .guarded import SaihmGuard
+    from ownmem.agent.guarded import SaihmGuard
 
 _log = logging.getLogger("ownmem.agent")
 

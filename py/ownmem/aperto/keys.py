@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..crypto import CryptoProvider, random_bytes, sha256
-from ..errors import MalformedInput
+from ownmem.crypto import CryptoProvider, random_bytes, sha256
+from ownmem.errors import MalformedInput
 
 INFO_SIGN = b"apertomemory/v1/sign"
 INFO_KA = b"apertomemory/v1/ka"

@@ -19,13 +19,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from ..crypto import CryptoProvider, cose
-from ..errors import MalformedInput
-from .keys import Identity, key_id
-from .model import LEGACY_VERSION, Custody, SealedObject
-from .payload import decode_payload
-from .seal import seal
-from .trust import Keyring
+from ownmem.crypto import CryptoProvider, cose
+from ownmem.errors import MalformedInput
+from ownmem.aperto.keys import Identity, key_id
+from ownmem.aperto.model import LEGACY_VERSION, Custody, SealedObject
+from ownmem.aperto.payload import decode_payload
+from ownmem.aperto.seal import seal
+from ownmem.aperto.trust import Keyring
 
 
 class Outcome(str, enum.Enum):

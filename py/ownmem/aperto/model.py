@@ -9,8 +9,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..crypto import cbor
-from ..errors import MalformedInput
+from ownmem.crypto import cbor
+from ownmem.errors import MalformedInput
 
 FORMAT_VERSION = 2
 LEGACY_VERSION = 1

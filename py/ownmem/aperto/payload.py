@@ -19,9 +19,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import cbor
-from ..errors import MalformedInput, ProducerRefusal
-from .model import KEY_ID_LEN, WIRE_TRUST_SELF, Custody, Memory, MemType
+from ownmem.crypto import cbor
+from ownmem.errors import MalformedInput, ProducerRefusal
+from ownmem.aperto.model import KEY_ID_LEN, WIRE_TRUST_SELF, Custody, Memory, MemType
 
 CUSTODY_KEY = 20
 EXTENSIONS_KEY = 10

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..crypto import CryptoProvider, cose, random_bytes
-from ..errors import AuthenticationFailed, MalformedInput, OwnmemError
-from .envelope import encode_envelope
+from ownmem.crypto import CryptoProvider, cose, random_bytes
+from ownmem.errors import AuthenticationFailed, MalformedInput, OwnmemError
+from ownmem.aperto.envelope import encode_envelope
 # re-exported, as before: the envelope is parsed and bound in envelope.py alone
-from .envelope import envelope_aad as envelope_aad
-from .envelope import parse_sealed as parse_sealed
-from .keys import SigningKey, key_id
-from .model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
-from .payload import DecodedPayload, decode_payload, encode_payload
-from .trust import Keyring, derive
+from ownmem.aperto.envelope import envelope_aad as envelope_aad
+from ownmem.aperto.envelope import parse_sealed as parse_sealed
+from ownmem.aperto.keys import SigningKey, key_id
+from ownmem.aperto.model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
+from ownmem.aperto.payload import DecodedPayload, decode_payload, encode_payload
+from ownmem.aperto.trust import Keyring, derive
 
 
 async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKey, kid: bytes,

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .keys import key_id
-from .model import Authorship, Custody, Trust
+from ownmem.aperto.keys import key_id
+from ownmem.aperto.model import Authorship, Custody, Trust
 
 
 @dataclass(frozen=True, slots=True)

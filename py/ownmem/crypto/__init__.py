@@ -13,7 +13,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .interface import CryptoProvider, random_bytes, sha256
+from ownmem.crypto.interface import CryptoProvider, random_bytes, sha256
 
 __all__ = ["CryptoProvider", "provider", "random_bytes", "run_sync", "set_provider", "sha256", "sync_depth"]
 
@@ -26,7 +26,7 @@ _depth = 0   # run_sync drives under way (nested: a sync wrapper called from an 
 def provider() -> CryptoProvider:
     global _provider
     if _provider is None:
-        from .cpython import CPythonProvider
+        from ownmem.crypto.cpython import CPythonProvider
 
         _provider = CPythonProvider()
     return _provider

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LimitExceeded, MalformedInput
+from ownmem.errors import LimitExceeded, MalformedInput
 
 MAX_DEPTH = 32
 MAX_ITEMS = 1_000_000

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import MalformedInput
-from . import cbor
-from .interface import CryptoProvider
+from ownmem.errors import MalformedInput
+from ownmem.crypto import cbor
+from ownmem.crypto.interface import CryptoProvider
 
 TAG_SIGN1 = 18
 TAG_ENCRYPT0 = 16

@@ -1,6 +1,6 @@
 """`python -m ownmem.mcp`: the same server as `ownmem mcp`, without loading the CLI."""
 import sys
 
-from .server import main
+from ownmem.mcp.server import main
 
 sys.exit(main())

@@ -26,10 +26,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from .. import __version__
-from ..saihm.client import DEFAULT_TIMEOUT, TOOLS, Failure, Kind, Result, StatusResult, prepare
-from .tools import BOOTSTRAP, BOOTSTRAP_DESCRIPTION, BOOTSTRAP_TEXT, SPECS, ToolSpec
-from .transport import ConfigRefused, Endpoint, Transport, credential
+from ownmem import __version__
+from ownmem.saihm.client import DEFAULT_TIMEOUT, TOOLS, Failure, Kind, Result, StatusResult, prepare
+from ownmem.mcp.tools import BOOTSTRAP, BOOTSTRAP_DESCRIPTION, BOOTSTRAP_TEXT, SPECS, ToolSpec
+from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential
 
 TIMEOUT_RANGE = (0.1, 300.0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..saihm.client import GOVERNANCE_SCOPES, SCOPES, SHARE_TYPES, TOOLS
+from ownmem.saihm.client import GOVERNANCE_SCOPES, SCOPES, SHARE_TYPES, TOOLS
 
 
 @dataclass(frozen=True, slots=True)

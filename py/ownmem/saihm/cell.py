@@ -25,10 +25,10 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..aperto.envelope import parse_sealed
-from ..aperto.model import SealedObject
-from ..crypto import CryptoProvider, cbor, sha256
-from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput, OwnmemError
+from ownmem.aperto.envelope import parse_sealed
+from ownmem.aperto.model import SealedObject
+from ownmem.crypto import CryptoProvider, cbor, sha256
+from ownmem.errors import AuthenticationFailed, LimitExceeded, MalformedInput, OwnmemError
 
 CELL_CONTEXT = b"SAIHM-CELL-v1"
 MAX_CIPHERTEXT = 1 << 20

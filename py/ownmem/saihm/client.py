@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..aperto.frame import CLOSE, fragment
+from ownmem.aperto.frame import CLOSE, fragment
 
 TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saihm_share",
          "saihm_revoke_share", "saihm_governance_propose", "saihm_governance_vote")

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import CryptoProvider, cbor, random_bytes, sha256
-from ..errors import OwnmemError
+from ownmem.crypto import CryptoProvider, cbor, random_bytes, sha256
+from ownmem.errors import OwnmemError
 
 CONTRACT_CONTEXT = b"SAIHM-CONTRACT-v1"
 MODES = ("TEMPORARY", "PERMANENT", "SYNDICATE")

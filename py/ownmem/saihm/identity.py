@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..crypto import CryptoProvider, sha256
+from ownmem.crypto import CryptoProvider, sha256
 
 INFO_HOLDER_SEED = b"ownmem/v1/saihm-holder"
 SALT_IDENTITY = b"MPS-PQC-KEY-GEN-v1"

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import CryptoProvider, cbor, random_bytes, sha256
-from ..errors import AuthenticationFailed, LimitExceeded, MalformedInput
+from ownmem.crypto import CryptoProvider, cbor, random_bytes, sha256
+from ownmem.errors import AuthenticationFailed, LimitExceeded, MalformedInput
 
 RECEIPT_CONTEXT = b"SAIHM-RECEIPT-v1"
 OPERATIONS = ("KEY", "REMEMBER", "RECALL", "STATUS", "FORGET", "SHARE", "REVOKE", "PROPOSE", "VOTE")

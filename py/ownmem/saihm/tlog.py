@@ -48,11 +48,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..crypto.interface import sha256
-from ..errors import MalformedInput, OwnmemError
+from ownmem.crypto.interface import sha256
+from ownmem.errors import MalformedInput, OwnmemError
 
 if TYPE_CHECKING:
-    from ..crypto.interface import CryptoProvider
+    from ownmem.crypto.interface import CryptoProvider
 
 HASH_SIZE = 32
 EMPTY_HASH = sha256(b"")            # MTH of the empty tree

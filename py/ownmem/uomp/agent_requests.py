@@ -29,16 +29,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..agent.credentials import valid_agent_id
-from ..aperto.model import Trust
-from ..errors import NotFound, VaultError
-from ..vault.vault import Entry, UnlockedVault
-from . import staging
-from .control import is_control
+from ownmem.agent.credentials import valid_agent_id
+from ownmem.aperto.model import Trust
+from ownmem.errors import NotFound, VaultError
+from ownmem.vault.vault import Entry, UnlockedVault
+from ownmem.uomp import staging
+from ownmem.uomp.control import is_control
 
 if TYPE_CHECKING:
-    from ..vault.sharing import ShareCreated
-    from ..vault.sync import Syncer
+    from ownmem.vault.sharing import ShareCreated
+    from ownmem.vault.sync import Syncer
 
 REQUEST = "uomp_request"
 KINDS = ("forget", "share")
@@ -207,7 +207,7 @@ def confirm(v: UnlockedVault, r: AgentRequest, entries: list[Entry], syncer: Cal
             if _memory(oid, by_id) is not None and oid in v.store.object_ids():
                 erased += len(v.forget(oid.hex()))
     else:
-        from ..vault.sharing import share_cells
+        from ownmem.vault.sharing import share_cells
 
         t = r.share
         assert t is not None

@@ -54,18 +54,18 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..agent.door import parse_json
-from ..errors import StoreError
-from . import approval, guard
-from .audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
-from .items import MAX_KEY, Item, item_of, live_items
-from .sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
+from ownmem.agent.door import parse_json
+from ownmem.errors import StoreError
+from ownmem.uomp import approval, guard
+from ownmem.uomp.audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
+from ownmem.uomp.items import MAX_KEY, Item, item_of, live_items
+from ownmem.uomp.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
                        duration_minutes, parse_grant)
-from .strangers import ACTION as STRANGER_ACTION
-from .strangers import WINDOW as STRANGER_WINDOW
-from .strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
-from .strangers import Tally
-from .tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
+from ownmem.uomp.strangers import ACTION as STRANGER_ACTION
+from ownmem.uomp.strangers import WINDOW as STRANGER_WINDOW
+from ownmem.uomp.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
+from ownmem.uomp.strangers import Tally
+from ownmem.uomp.tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
                      check_expiry, issue, iso, token_hash, verify, verify_signature)
 
 _log = logging.getLogger("ownmem.uomp")
@@ -423,7 +423,7 @@ class Uomp:
                    "requested_scopes": requested.to_json(), "expires_at": iso(s.expires_at)}, 201)
 
     def _session(self, r: HttpRequest) -> Session:
-        from .tokens import SessionNotFound
+        from ownmem.uomp.tokens import SessionNotFound
 
         s = self.sessions.get(r.path_params["sid"])
         if s is None:
@@ -690,7 +690,7 @@ def revocation_of(e: Any) -> str | None:
     """The session id an owner-signed revocation record names, or None.  Only a memory that
     opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
     that carries it, or an agent writing memories, cannot forge one."""
-    from ..aperto.model import Trust
+    from ownmem.aperto.model import Trust
 
     o = e.opened
     rec = o.extensions.get(REVOCATION)
@@ -732,10 +732,10 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
                 u.revoke_remote(sid)
     op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
     refresh()
-    from .published import attach
+    from ownmem.uomp.published import attach
 
     attach(u, op, Path(folder))   # session records for the person's other devices
-    from .audit_sync import attach as attach_audit
+    from ownmem.uomp.audit_sync import attach as attach_audit
 
     attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
     app.router.routes.extend(u.routes())

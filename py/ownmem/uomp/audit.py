@@ -51,9 +51,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ..errors import AuthenticationFailed, StoreError
-from .retention import RETENTION_DAYS as RETENTION_DAYS  # the floor lives with the retention decisions
-from .sessions import _private_file
+from ownmem.errors import AuthenticationFailed, StoreError
+from ownmem.uomp.retention import RETENTION_DAYS as RETENTION_DAYS  # the floor lives with the retention decisions
+from ownmem.uomp.sessions import _private_file
 
 AUDIT_INFO = b"ownmem/v1/audit"
 DB_NAME = "audit.db"
@@ -84,7 +84,7 @@ class AuditEntry:
     query_count_remaining: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        from .tokens import iso
+        from ownmem.uomp.tokens import iso
 
         d = asdict(self)
         d["timestamp"] = iso(self.timestamp)

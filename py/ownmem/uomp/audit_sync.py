@@ -57,15 +57,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..aperto.model import Trust
-from ..crypto import run_sync, sha256
-from ..errors import OwnmemError, SyncError
-from ..saihm import tlog
-from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
-from ..vault.vault import Entry
-from .retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
-from .strangers import ACTION as STRANGER_ACTION
-from .ticker import Ticker
+from ownmem.aperto.model import Trust
+from ownmem.crypto import run_sync, sha256
+from ownmem.errors import OwnmemError, SyncError
+from ownmem.saihm import tlog
+from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from ownmem.vault.vault import Entry
+from ownmem.uomp.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
+from ownmem.uomp.strangers import ACTION as STRANGER_ACTION
+from ownmem.uomp.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -408,7 +408,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
     anchored a moment before it is sealed and synced).  A vault holding no batch: its anchors of
     the last RETENTION_DAYS, which no deletion can have forgotten (every batch deleted at once, or
     withheld: the audit shown is empty, never silently)."""
-    from .. import syncwire as wire
+    from ownmem import syncwire as wire
 
     v = syncer.v
     holder = v.holder()
@@ -727,8 +727,8 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from .api import error, ok
-    from .retention import RetentionRefused
+    from ownmem.uomp.api import error, ok
+    from ownmem.uomp.retention import RetentionRefused
 
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)

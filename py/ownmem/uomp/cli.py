@@ -36,13 +36,13 @@ from typing import Any
 
 import httpx
 
-from ..cli import _folder
-from ..errors import MalformedInput, ServiceDown, VaultError
-from ..termsafe import raw, visible
-from .audit import DB_NAME as AUDIT_DB
-from .approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from .retention import RETENTION_DAYS, prune_cutoff
-from .sessions import ADMIN_HEADER, AdminCredential
+from ownmem.cli import _folder
+from ownmem.errors import MalformedInput, ServiceDown, VaultError
+from ownmem.termsafe import raw, visible
+from ownmem.uomp.audit import DB_NAME as AUDIT_DB
+from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
+from ownmem.uomp.retention import RETENTION_DAYS, prune_cutoff
+from ownmem.uomp.sessions import ADMIN_HEADER, AdminCredential
 
 DEFAULT_PORT = 9374
 
@@ -54,8 +54,8 @@ def _base(args: argparse.Namespace) -> str:
 def person_key(args: argparse.Namespace) -> bytes:
     """The approval key (approval.APPROVAL_INFO): the person's proof, from the vault unlocked
     with the passphrase (prompt or OWNMEM_PASSPHRASE) or, with --keyring, the OS keyring entry."""
-    from ..agent.cli import _passphrase
-    from ..vault import Vault
+    from ownmem.agent.cli import _passphrase
+    from ownmem.vault import Vault
 
     vault = Vault(_folder(args))
     if not vault.exists():
@@ -95,7 +95,7 @@ def _identity_key(m: Any) -> str | None:
     """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
     import base64
 
-    from .manifest import did_key_public
+    from ownmem.uomp.manifest import did_key_public
 
     did = m.identity.did if m.identity is not None else None
     if not did or not did.startswith("did:key:"):
@@ -107,7 +107,7 @@ def _identity_key(m: Any) -> str | None:
 
 
 def _authorize(args: argparse.Namespace) -> dict[str, Any]:
-    from .manifest import load_manifest, retention_level
+    from ownmem.uomp.manifest import load_manifest, retention_level
 
     m = load_manifest(args.manifest)          # schema-validated, one problem per line when refused
     read = m.requested_scopes.read
@@ -181,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _authorize(args)
     # the child must not find the passphrase in /proc/<this process>/environ either (scrub.py);
     # nothing after the grant needs it (the revocation takes the admin file)
-    from ..scrub import forget_passphrase_env
+    from ownmem.scrub import forget_passphrase_env
 
     if not forget_passphrase_env():
         print("warning: OWNMEM_PASSPHRASE could not be wiped from this process's /proc environ: the agent "
@@ -219,9 +219,9 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         print(f"revoked {args.session}")
         return 0
     # another device: an owner-signed revocation record, carried by the sync server
-    from ..cli import _unlock
-    from ..vault.sync import syncer_for
-    from .api import REVOCATION
+    from ownmem.cli import _unlock
+    from ownmem.vault.sync import syncer_for
+    from ownmem.uomp.api import REVOCATION
 
     v = _unlock(args)
     try:
@@ -237,10 +237,10 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Another device (no agent service here): the batches synced to this vault, each checked
     against its anchor in the public log (ownmem.uomp.audit_sync); problems go to stderr."""
-    from ..cli import _unlock
-    from ..errors import SyncError
-    from ..vault.sync import Syncer, syncer_for
-    from .audit_sync import audit_view, log_anchor_check, log_newer_anchors
+    from ownmem.cli import _unlock
+    from ownmem.errors import SyncError
+    from ownmem.vault.sync import Syncer, syncer_for
+    from ownmem.uomp.audit_sync import audit_view, log_anchor_check, log_newer_anchors
 
     v = _unlock(args)
     try:
@@ -288,8 +288,8 @@ def _audit_on_disk(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The agent's machine with its service down (stopped, or killed before it ingested its
     journal): the log read from disk, journal included, opened for reading only (a service that
     runs after all, on another port, keeps writing it undisturbed)."""
-    from ..cli import _unlock
-    from .audit import AUDIT_INFO, read_on_disk
+    from ownmem.cli import _unlock
+    from ownmem.uomp.audit import AUDIT_INFO, read_on_disk
 
     v = _unlock(args)
     try:
@@ -340,9 +340,9 @@ def _prune(args: argparse.Namespace, before: int) -> tuple[int, int]:
         except ServiceDown as e:
             raise ServiceDown(f"{e}: nothing pruned (start it, or give its --port)") from None
         return int(got["pruned"]), int(got["forgotten"])
-    from ..cli import _unlock
-    from ..vault.sync import Syncer, syncer_for
-    from .audit_sync import prune_batches
+    from ownmem.cli import _unlock
+    from ownmem.vault.sync import Syncer, syncer_for
+    from ownmem.uomp.audit_sync import prune_batches
 
     v = _unlock(args)
     try:

@@ -33,8 +33,8 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from .items import Item
-from .tokens import Claims, parse_iso
+from ownmem.uomp.items import Item
+from ownmem.uomp.tokens import Claims, parse_iso
 
 PATHS = ("key", "tag", "aggregate", "query", "write", "delete", "session",   # session: lifecycle calls
          "stage", "forget", "share", "unshare")                              # the SAIHM binding's acts

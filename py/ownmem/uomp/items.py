@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..aperto.model import Memory, Trust
-from ..errors import MalformedInput
-from ..vault.vault import DEFAULT_SCOPE, MERGES, SUPERSEDES, TOOL, Entry, UnlockedVault
+from ownmem.aperto.model import Memory, Trust
+from ownmem.errors import MalformedInput
+from ownmem.vault.vault import DEFAULT_SCOPE, MERGES, SUPERSEDES, TOOL, Entry, UnlockedVault
 
 EXTENSION = "uomp"
 SENSITIVITIES = ("low", "medium", "high")
@@ -46,7 +46,7 @@ class Item:
     object_id: bytes
 
     def to_json(self) -> dict[str, Any]:
-        from .tokens import iso
+        from ownmem.uomp.tokens import iso
 
         d: dict[str, Any] = {"key": self.key, "value": self.value, "tags": list(self.tags),
                              "sensitivity": self.sensitivity, "source": self.source,

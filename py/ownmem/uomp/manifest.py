@@ -42,7 +42,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import AuthenticationFailed, MalformedInput, OwnmemError, VaultError
+from ownmem.errors import AuthenticationFailed, MalformedInput, OwnmemError, VaultError
 
 MAX_MANIFEST_BYTES = 256 * 1024
 TRUST_FILE = "uomp-trust.json"
@@ -623,7 +623,7 @@ def registered(folder: str | os.PathLike[str], agent_id: str, *, now: datetime |
         raise MalformedInput("not an agent id")
     target = _agents_dir(folder) / f"{agent_id}.uom.json"
     if not target.exists():
-        from ..errors import NotFound
+        from ownmem.errors import NotFound
 
         raise NotFound(f"no registered agent {agent_id!r} (register it with `ownmem agent register uom.json`)")
     m = load_manifest(target)

@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
-from ..cli import _folder
-from ..errors import VaultError
-from ..termsafe import raw, visible
-from .manifest import Registered, ScopeRequest, register_manifest
+from ownmem.cli import _folder
+from ownmem.errors import VaultError
+from ownmem.termsafe import raw, visible
+from ownmem.uomp.manifest import Registered, ScopeRequest, register_manifest
 
 RED, RESET = "\033[31m", "\033[0m"
 
@@ -57,7 +57,7 @@ def as_json(r: Registered) -> dict[str, Any]:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from ..vault import Vault
+    from ownmem.vault import Vault
 
     v = Vault(_folder(args))
     if not v.exists():

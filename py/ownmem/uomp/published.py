@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..aperto.model import Trust
-from ..vault.vault import SUPERSEDES, Entry
-from .ticker import Ticker
+from ownmem.aperto.model import Trust
+from ownmem.vault.vault import SUPERSEDES, Entry
+from ownmem.uomp.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -255,7 +255,7 @@ class Publisher:
 
     def _agent_docs(self) -> list[dict[str, Any]]:
         """The registered agents' records, read again only when a manifest or the trust list changed."""
-        from .manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
+        from ownmem.uomp.manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
 
         def stamp(p: Path) -> tuple[str, int, int]:
             try:
@@ -278,7 +278,7 @@ class Publisher:
 
     def publish_due(self) -> int:
         """Seal the queued records in order, then sync -> how many."""
-        from ..errors import SyncError
+        from ownmem.errors import SyncError
 
         with self._qlock:
             todo, self._queue = self._queue, []

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..errors import MalformedInput
+from ownmem.errors import MalformedInput
 
 Sensitivity = Literal["low", "medium", "high"]
 SENSITIVITIES: tuple[Sensitivity, ...] = ("low", "medium", "high")

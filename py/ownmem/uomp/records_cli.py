@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any
 
-from ..aperto.model import Memory
-from ..vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, Listing, UnlockedVault
-from .records import SENSITIVITIES, Record, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
+from ownmem.aperto.model import Memory
+from ownmem.vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, Listing, UnlockedVault
+from ownmem.uomp.records import SENSITIVITIES, Record, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
 
 
 def live_keys(v: UnlockedVault, listing: Listing | None = None) -> dict[str, Entry]:
@@ -57,7 +57,7 @@ def _ask_sensitivity(count: int) -> Sensitivity | None:
 def cmd_import(args: argparse.Namespace) -> int:
     # imported here, not at the top: the PWA's worker imports this module under Pyodide, which
     # has none of what ownmem.cli needs (zxcvbn)
-    from ..cli import _unlock
+    from ownmem.cli import _unlock
 
     fmt = format_of(args.file, args.format)
     with open(args.file, "rb") as f:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
-from .guard import Basis
-from .items import FIELDS
-from .tokens import InvalidRequest, Scopes
+from ownmem.errors import StoreError
+from ownmem.uomp.guard import Basis
+from ownmem.uomp.items import FIELDS
+from ownmem.uomp.tokens import InvalidRequest, Scopes
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"
@@ -96,7 +96,7 @@ class Session:
         return self.status
 
     def to_json(self, now: int) -> dict[str, Any]:
-        from .tokens import iso
+        from ownmem.uomp.tokens import iso
 
         return {"session_id": self.session_id, "agent_id": self.agent_id, "agent_name": self.agent_name,
                 "status": self.state(now), "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),

@@ -13,11 +13,11 @@ import argparse
 import json
 from typing import Any
 
-from ..cli import _unlock, _when
-from ..errors import NotFound
-from ..termsafe import visible
-from ..vault.vault import UnlockedVault
-from . import agent_requests, staging
+from ownmem.cli import _unlock, _when
+from ownmem.errors import NotFound
+from ownmem.termsafe import visible
+from ownmem.vault.vault import UnlockedVault
+from ownmem.uomp import agent_requests, staging
 
 
 def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
@@ -57,7 +57,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     entries = v.open_all(allow_unverified=True).entries
     r = agent_requests.find(v, args.id, entries)
     if r is not None:
-        from ..vault.sync import syncer_for
+        from ownmem.vault.sync import syncer_for
 
         done = agent_requests.confirm(v, r, entries, lambda: syncer_for(v))
         if done.share is not None:

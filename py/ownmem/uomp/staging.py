@@ -53,15 +53,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..agent.credentials import valid_agent_id
-from ..aperto import keys as aperto_keys
-from ..aperto.model import Trust
-from ..crypto import run_sync
-from ..errors import OwnmemError, StoreError
-from ..vault.vault import Entry, UnlockedVault
+from ownmem.agent.credentials import valid_agent_id
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.model import Trust
+from ownmem.crypto import run_sync
+from ownmem.errors import OwnmemError, StoreError
+from ownmem.vault.vault import Entry, UnlockedVault
 
 if TYPE_CHECKING:
-    from .audit import AuditEntry
+    from ownmem.uomp.audit import AuditEntry
 
 _log = logging.getLogger("ownmem.uomp")
 WRITE_AUDIT_FILE = "uomp-write-audit.jsonl"
@@ -201,7 +201,7 @@ class AuditSink(Protocol):
 
 def write_entry(agent_id: str, action: str, object_id: str | None, allowed: bool, reason: str,
                 now: float | None = None, session_id: str = "") -> AuditEntry:
-    from .audit import AuditEntry, new_id     # not at import: this module runs in the browser too
+    from ownmem.uomp.audit import AuditEntry, new_id     # not at import: this module runs in the browser too
 
     return AuditEntry(new_id(), int(time.time() if now is None else now), session_id, agent_id, action, object_id,
                       None, (), allowed, reason)

@@ -23,7 +23,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ..errors import OwnmemError
+from ownmem.errors import OwnmemError
 
 AUTH_INFO = b"ownmem/v1/uomp-auth"
 VERSION = "1.0"

@@ -51,16 +51,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import syncwire as wire
-from ..crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
-from ..errors import MalformedInput, OwnmemError, SyncError, WireError
-from ..saihm import tlog
-from ..saihm.receipt import parse_receipt, verify_receipt
-from ..saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
+from ownmem import syncwire as wire
+from ownmem.crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
+from ownmem.errors import MalformedInput, OwnmemError, SyncError, WireError
+from ownmem.saihm import tlog
+from ownmem.saihm.receipt import parse_receipt, verify_receipt
+from ownmem.saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
 
 if TYPE_CHECKING:
-    from .store import Store
-    from .sync import Syncer
+    from ownmem.vault.store import Store
+    from ownmem.vault.sync import Syncer
 
 KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
 COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..aperto import keys as aperto_keys
-from ..aperto.migrate import Outcome, migrate_object
-from ..aperto.model import LEGACY_VERSION
-from ..aperto.seal import parse_sealed
-from ..crypto import run_sync
-from ..errors import AuthenticationFailed, OwnmemError
-from .store import StoredObject
-from .vault import Progress, UnlockedVault
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.migrate import Outcome, migrate_object
+from ownmem.aperto.model import LEGACY_VERSION
+from ownmem.aperto.seal import parse_sealed
+from ownmem.crypto import run_sync
+from ownmem.errors import AuthenticationFailed, OwnmemError
+from ownmem.vault.store import StoredObject
+from ownmem.vault.vault import Progress, UnlockedVault
 
 
 @dataclass

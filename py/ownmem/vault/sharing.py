@@ -32,19 +32,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import syncwire as wire
-from ..aperto import keys as aperto_keys
-from ..aperto.model import Trust
-from ..aperto.seal import open_sealed
-from ..aperto.trust import Keyring
-from ..crypto import CryptoProvider, run_sync, sha256
-from ..errors import OwnmemError, SyncError, WireError
-from ..saihm.cell import Cell, CellRefused, check_cell
-from ..saihm.contract import (
+from ownmem import syncwire as wire
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.model import Trust
+from ownmem.aperto.seal import open_sealed
+from ownmem.aperto.trust import Keyring
+from ownmem.crypto import CryptoProvider, run_sync, sha256
+from ownmem.errors import OwnmemError, SyncError, WireError
+from ownmem.saihm.cell import Cell, CellRefused, check_cell
+from ownmem.saihm.contract import (
     Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
 )
-from ..saihm.receipt import make_receipt
-from .sync import Syncer, SyncReport
+from ownmem.saihm.receipt import make_receipt
+from ownmem.vault.sync import Syncer, SyncReport
 
 SHARE_DEK_INFO = b"ownmem/v1/share-dek"
 MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..aperto.container import ScopeEntry
-from ..aperto.keys import WrappedKek
-from ..errors import StoreError, VaultError
+from ownmem.aperto.container import ScopeEntry
+from ownmem.aperto.keys import WrappedKek
+from ownmem.errors import StoreError, VaultError
 
 SCHEMA_VERSION = 1
 _SCHEMA = """

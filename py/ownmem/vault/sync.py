@@ -30,17 +30,17 @@ try:
 except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
     httpx = None  # type: ignore[assignment]
 
-from .. import syncwire as wire
-from ..aperto import keys as aperto_keys
-from ..aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
-from ..aperto.model import LEGACY_VERSION
-from ..crypto import CryptoProvider, cbor, run_sync, sha256
-from ..errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
-from ..saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
-from ..saihm.receipt import make_receipt, parse_receipt, verify_receipt
-from .logwatch import LogWatch, forget_log
-from .store import PublicIdentity, Store, StoredObject
-from .vault import SYNC_INFO, UnlockedVault, Vault
+from ownmem import syncwire as wire
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
+from ownmem.aperto.model import LEGACY_VERSION
+from ownmem.crypto import CryptoProvider, cbor, run_sync, sha256
+from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
+from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
+from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from ownmem.vault.logwatch import LogWatch, forget_log
+from ownmem.vault.store import PublicIdentity, Store, StoredObject
+from ownmem.vault.vault import SYNC_INFO, UnlockedVault, Vault
 
 T = TypeVar("T")
 
@@ -251,7 +251,7 @@ class Remote:
         return wire.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
 
     def login(self, sync_key: aperto_keys.SigningKey) -> None:
-        from ..crypto import provider
+        from ownmem.crypto import provider
 
         c = wire.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
         sig = run_sync(provider().ed25519_sign(sync_key.seed, wire.auth_message(self.name, c)))

@@ -25,18 +25,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..aperto import keys as aperto_keys
-from ..aperto.container import (
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.container import (
     Container, ScopeEntry, build_container, metadata_signature_valid, parse_container,
     sign_metadata,
 )
-from ..aperto.model import FORMAT_VERSION, LEGACY_VERSION, Trust
-from ..aperto.seal import open_sealed, parse_sealed
-from ..aperto.trust import Keyring
-from ..crypto import CryptoProvider, cose, provider, run_sync
-from ..errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
-from .store import PublicIdentity, Store, StoredObject
-from .vault import DEFAULT_SCOPE, Progress, UnlockedVault, Vault
+from ownmem.aperto.model import FORMAT_VERSION, LEGACY_VERSION, Trust
+from ownmem.aperto.seal import open_sealed, parse_sealed
+from ownmem.aperto.trust import Keyring
+from ownmem.crypto import CryptoProvider, cose, provider, run_sync
+from ownmem.errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
+from ownmem.vault.store import PublicIdentity, Store, StoredObject
+from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault, Vault
 
 MAX_FILE = 1 << 30
 

@@ -20,16 +20,16 @@ from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..aperto import keys as aperto_keys
-from ..aperto.container import ScopeEntry, VaultPublic
-from ..aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
-from ..aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
-from ..aperto.trust import Keyring
-from ..crypto import CryptoProvider, provider, random_bytes, run_sync
-from ..errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
-from ..saihm.identity import Holder, holder_from_master
-from ..saihm.receipt import make_receipt
-from .store import PublicIdentity, Store, StoredObject
+from ownmem.aperto import keys as aperto_keys
+from ownmem.aperto.container import ScopeEntry, VaultPublic
+from ownmem.aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
+from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
+from ownmem.aperto.trust import Keyring
+from ownmem.crypto import CryptoProvider, provider, random_bytes, run_sync
+from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
+from ownmem.saihm.identity import Holder, holder_from_master
+from ownmem.saihm.receipt import make_receipt
+from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"

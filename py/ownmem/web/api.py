@@ -19,18 +19,18 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..aperto.container import parse_container
-from ..aperto.model import MemType, Trust
-from ..crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ..errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
-from ..vault.transfer import export_bytes, import_bytes
-from ..uomp.control import is_control
-from ..vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
+from ownmem.aperto.container import parse_container
+from ownmem.aperto.model import MemType, Trust
+from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
+from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
+from ownmem.vault.transfer import export_bytes, import_bytes
+from ownmem.uomp.control import is_control
+from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
                            unlock_store_async)
-from .store import IdbStore
+from ownmem.web.store import IdbStore
 
 if TYPE_CHECKING:
-    from ..uomp.records import Checked
+    from ownmem.uomp.records import Checked
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
@@ -73,7 +73,7 @@ class DeviceCache:
 
 
 def _digest(b: bytes) -> bytes:
-    from ..crypto import sha256
+    from ownmem.crypto import sha256
 
     return sha256(b)[:16]
 
@@ -144,7 +144,7 @@ class App:
     def _agent_key_id(self, name: str) -> bytes:
         kid = self._agent_kids.get(name)
         if kid is None:
-            from ..uomp.staging import author_key
+            from ownmem.uomp.staging import author_key
 
             kid = self._agent_kids[name] = author_key(self.v, name).key_id
         return kid
@@ -169,7 +169,7 @@ class App:
         return j
 
     def _linked(self) -> tuple[str, str] | None:
-        from ..vault.sync import Syncer
+        from ownmem.vault.sync import Syncer
 
         return Syncer.linked(self.store)
 
@@ -277,8 +277,8 @@ class App:
 
     # ------------------------------------------------------------ sync
     def _syncer(self) -> Any:
-        from ..vault.sync import Syncer
-        from .remote import FetchRemote
+        from ownmem.vault.sync import Syncer
+        from ownmem.web.remote import FetchRemote
 
         if self.syncer is None:
             linked = self._linked()
@@ -288,8 +288,8 @@ class App:
         return self.syncer
 
     def op_link(self, server: str, name: str) -> dict[str, Any]:
-        from ..vault.sync import Syncer, link
-        from .remote import FetchRemote
+        from ownmem.vault.sync import Syncer, link
+        from ownmem.web.remote import FetchRemote
 
         remote = FetchRemote(server, name)
         link(self.v, server, name, remote=remote)
@@ -297,8 +297,8 @@ class App:
         return {}
 
     async def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
-        from ..vault.sync import adopt_from_server_async
-        from .remote import FetchRemote
+        from ownmem.vault.sync import adopt_from_server_async
+        from ownmem.web.remote import FetchRemote
 
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
@@ -364,8 +364,8 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
-        from .. import syncwire as wire
-        from .receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
+        from ownmem import syncwire as wire
+        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 
         oid = bytes.fromhex(id)
         if len(oid) != 16:
@@ -391,7 +391,7 @@ class App:
 
     def op_log(self) -> dict[str, Any]:
         """The public log as this device last verified it (vault.logwatch.log_status)."""
-        from ..vault.logwatch import log_status
+        from ownmem.vault.logwatch import log_status
 
         st = log_status(self.store)
         return {"status": None if st is None else {
@@ -401,8 +401,8 @@ class App:
     # ------------------------------------------------------------ sharing between people
     def op_shares(self) -> dict[str, Any]:
         """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
-        from ..vault.sharing import offers
-        from .shares import share_json
+        from ownmem.vault.sharing import offers
+        from ownmem.web.shares import share_json
 
         got = offers(self._syncer())
         return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
@@ -412,8 +412,8 @@ class App:
     def op_shared(self) -> dict[str, Any]:
         """The memories of every active contract offered to this vault and accepted, fetched
         and checked now (vault.sharing.received); nothing of them is stored here."""
-        from ..vault.sharing import received
-        from .shares import shared_json
+        from ownmem.vault.sharing import received
+        from ownmem.web.shares import shared_json
 
         got = received(self._syncer())
         return {"memories": [shared_json(m) for m in got.memories],
@@ -421,7 +421,7 @@ class App:
 
     def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
         """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
-        from ..vault import sharing
+        from ownmem.vault import sharing
 
         answers = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
         if action not in answers:
@@ -430,7 +430,7 @@ class App:
 
     def op_share_revoke(self, id: str) -> dict[str, Any]:
         """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
-        from ..vault.sharing import revoke
+        from ownmem.vault.sharing import revoke
 
         r = revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
@@ -440,8 +440,8 @@ class App:
         """What the agent service published (ownmem.uomp.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.uomp.staging), from this device's
         store; the live sync keeps it current."""
-        from ..uomp import agent_requests, staging
-        from ..uomp.published import read_published
+        from ownmem.uomp import agent_requests, staging
+        from ownmem.uomp.published import read_published
 
         listing = self._open_all()
         now = int(time.time())
@@ -459,7 +459,7 @@ class App:
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
-        from ..uomp.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
+        from ownmem.uomp.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
         if self._linked() is not None:
@@ -480,7 +480,7 @@ class App:
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);
         offline, the change waits in the outbox."""
-        from ..errors import SyncError
+        from ownmem.errors import SyncError
 
         try:
             return True, None, int(self.op_sync()["pending"])
@@ -491,7 +491,7 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
-        from ..uomp.published import REVOCATION, read_published
+        from ownmem.uomp.published import REVOCATION, read_published
 
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
         s = live.get(session_id)
@@ -505,7 +505,7 @@ class App:
         return {"session_id": session_id, "synced": synced, "problem": problem, "pending": pending}
 
     def _staged(self, id: str) -> Any:
-        from ..uomp import staging
+        from ownmem.uomp import staging
 
         for w in staging.pending(self._open_all().entries, staging.AgentKeys(self.v)):
             if w.entry.id.hex() == id.strip().lower():
@@ -514,7 +514,7 @@ class App:
 
     def _request(self, id: str) -> Any:
         """The agent request ``id`` names (its full id), or None: it may name a staged write."""
-        from ..uomp import agent_requests
+        from ownmem.uomp import agent_requests
 
         t = id.strip().lower()
         entries = self._open_all().entries
@@ -525,7 +525,7 @@ class App:
         """Accept a staged agent write: the confirmation record of `ownmem staged confirm`.  Or do
         what an agent's request asks, here, as `ownmem staged confirm` does (agent_requests.confirm):
         the forget (erased from this device's cache too) or the share."""
-        from ..uomp import agent_requests
+        from ownmem.uomp import agent_requests
 
         asked = self._request(id)
         if asked is not None:
@@ -544,7 +544,7 @@ class App:
 
     def op_staged_discard(self, id: str) -> dict[str, Any]:
         """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does."""
-        from ..uomp import agent_requests
+        from ownmem.uomp import agent_requests
 
         asked = self._request(id)
         if asked is not None:
@@ -563,8 +563,8 @@ class App:
                  replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
         """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
         the file the page read -> (format, live heads by key, checked records)."""
-        from ..uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
-        from ..uomp.records_cli import live_keys
+        from ownmem.uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
+        from ownmem.uomp.records_cli import live_keys
 
         stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
         if sensitivity and stated is None:
@@ -581,7 +581,7 @@ class App:
     def _records_digest(checked: list[Checked], replace: bool) -> str:
         """What the preview showed, as one hash: the import writes only that (a sync that brought
         a key in between, or other choices, make another preview first)."""
-        from ..crypto import sha256
+        from ownmem.crypto import sha256
 
         rows = [c.to_json() for c in checked]
         return sha256(json.dumps([rows, replace], sort_keys=True, ensure_ascii=True).encode()).hex()
@@ -591,7 +591,7 @@ class App:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
-        from ..uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
+        from ownmem.uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
 
         fmt = format_of(name, format or None)
         mapping = parse_map(list(map or []))
@@ -621,8 +621,8 @@ class App:
         record checked again (12.9: any problem refuses the whole file, nothing written), then one
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
-        from ..uomp.records import accepted
-        from ..uomp.records_cli import write_records
+        from ownmem.uomp.records import accepted
+        from ownmem.uomp.records_cli import write_records
 
         _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
         if digest != self._records_digest(checked, replace):
@@ -653,7 +653,7 @@ class App:
                              dict_converter=js.Object.fromEntries))
 
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
-        from .selftest import run
+        from ownmem.web.selftest import run
 
         return run(vectors)
 
@@ -688,7 +688,7 @@ def _operation(op: str, args: Any) -> functools.partial[Any]:
     if _app is None:
         import ownmem_js  # registered by the worker
 
-        from .provider import BrowserProvider
+        from ownmem.web.provider import BrowserProvider
 
         set_provider(BrowserProvider())
         _app = App(ownmem_js)

@@ -39,10 +39,10 @@ from typing import Any
 
 from pyodide.ffi import JsException, jsnull, run_sync, to_js
 
-from ..crypto import sync_depth
+from ownmem.crypto import sync_depth
 
-from ..crypto.interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
-from ..errors import AuthenticationFailed, MalformedInput
+from ownmem.crypto.interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
+from ownmem.errors import AuthenticationFailed, MalformedInput
 
 _ERRORS: dict[str, type[Exception]] = {
     "AuthenticationFailed": AuthenticationFailed,

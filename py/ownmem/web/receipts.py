@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import CryptoProvider, sha256
-from ..errors import OwnmemError, WireError
-from ..saihm.receipt import MAX_RECEIPT, parse_receipt, verify_receipt
+from ownmem.crypto import CryptoProvider, sha256
+from ownmem.errors import OwnmemError, WireError
+from ownmem.saihm.receipt import MAX_RECEIPT, parse_receipt, verify_receipt
 
 # Receipts asked for per cell: far more than one memory version has (REMEMBER, SHARE,
 # REVOKE ...); a server that answers with more is cut off here, and the page says so.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import syncwire as wire
-from ..crypto import run_sync
-from ..errors import SyncError, WireError
-from ..vault.sync import Remote
+from ownmem import syncwire as wire
+from ownmem.crypto import run_sync
+from ownmem.errors import SyncError, WireError
+from ownmem.vault.sync import Remote
 
 
 # seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a

@@ -23,15 +23,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..aperto import keys
-from ..aperto.keys import Identity
-from ..aperto.model import Authorship, Memory, MemType, OpenedMemory, Trust
-from ..aperto.seal import envelope_aad, open_sealed, seal, seal_unchecked
-from ..aperto.trust import Keyring
-from ..crypto import CryptoProvider, cbor, provider, run_sync, sha256
-from ..errors import AuthenticationFailed, MalformedInput
-from ..saihm import cell as saihm_cell
-from ..saihm import identity as saihm_identity
+from ownmem.aperto import keys
+from ownmem.aperto.keys import Identity
+from ownmem.aperto.model import Authorship, Memory, MemType, OpenedMemory, Trust
+from ownmem.aperto.seal import envelope_aad, open_sealed, seal, seal_unchecked
+from ownmem.aperto.trust import Keyring
+from ownmem.crypto import CryptoProvider, cbor, provider, run_sync, sha256
+from ownmem.errors import AuthenticationFailed, MalformedInput
+from ownmem.saihm import cell as saihm_cell
+from ownmem.saihm import identity as saihm_identity
 
 h = bytes.fromhex
 Check = Callable[[], None]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..aperto.model import type_name
-from ..vault.sharing import SharedMemory, ShareView, VerifiedHolder
-from ..vault.store import Store
+from ownmem.aperto.model import type_name
+from ownmem.vault.sharing import SharedMemory, ShareView, VerifiedHolder
+from ownmem.vault.store import Store
 
 
 def share_json(s: ShareView, sharers: dict[bytes, VerifiedHolder], store: Store) -> dict[str, Any]:

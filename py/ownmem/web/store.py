@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..crypto import cbor, run_sync
-from ..errors import StoreError
-from ..vault.store import Store
+from ownmem.crypto import cbor, run_sync
+from ownmem.errors import StoreError
+from ownmem.vault.store import Store
 
 
 class StorageFailed(StoreError):
