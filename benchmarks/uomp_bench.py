@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from ownmem.uomp.api import NO_GROUP_COMMIT_ENV
+from ownmem.agent.uomp_api import NO_GROUP_COMMIT_ENV
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.uomp.audit import DB_NAME as AUDIT_DB
-from ownmem.uomp.audit import JOURNAL_NAME, Journal
-from ownmem.uomp.sessions import ADMIN_FILE, ADMIN_HEADER
+from ownmem.agent.audit import DB_NAME as AUDIT_DB
+from ownmem.agent.audit import JOURNAL_NAME, Journal
+from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 from ownmem.vault import Vault
 
 from .agent import PASSPHRASE, Agent, _p

@@ -53,6 +53,8 @@ def _ownmem_imports(path: Path) -> set[str]:
             out |= {f"{base}.{a.name}" for a in node.names if (folder / f"{a.name}.py").exists()}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ownmem"):
             out.add(node.module)
+            folder = PKG.parent.joinpath(*node.module.split("."))
+            out |= {f"{node.module}.{a.name}" for a in node.names if (folder / f"{a.name}.py").exists()}
         elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("ownmem")}
     return out

@@ -42,10 +42,10 @@ def ownmem_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subproce
 
 def without_audit_batches(agent: "AgentProcess") -> "AgentProcess":
     """Restart ``agent`` with a batch tick longer than any test: the UOMP audit of its write
-    attempts (ownmem.uomp.staging.WriteAudit) is then not sealed into anchored batches during the
+    attempts (ownmem.agent.staging.WriteAudit) is then not sealed into anchored batches during the
     test, whose public-log assertions are about SAIHM receipts alone (the batches have their own
     tests in tests/uomp/test_audit_sync.py)."""
-    from ownmem.uomp.audit_sync import INTERVAL_ENV
+    from ownmem.agent.audit_sync import INTERVAL_ENV
 
     agent.stop()
     agent.env[INTERVAL_ENV] = "3600"

@@ -13,7 +13,7 @@ from agentkit import AgentProcess, issue
 from agentkit import AgentVault
 from synckit import Backend, Devices, ServerProcess
 
-from ownmem.uomp.api import REVOCATION
+from ownmem.agent.uomp_api import REVOCATION
 
 
 def _until(agent: AgentProcess, token: str, want: Callable[[list[dict[str, Any]]], bool],

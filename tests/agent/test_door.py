@@ -17,7 +17,7 @@ from agentkit import AgentProcess, AgentVault, issue
 from synckit import Backend, ServerProcess
 
 from ownmem.agent.door import foreign, parse_json
-from ownmem.uomp.sessions import ADMIN_FILE, ADMIN_HEADER
+from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 
 READ = {"tags": ["preference"]}
 _MADE: list[AgentProcess] = []

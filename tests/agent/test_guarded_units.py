@@ -16,7 +16,8 @@ from ownmem.agent.guarded import (DEFAULT_SENSITIVITY, KIND, claims_of, memory_i
                                   token_hash_of)
 from ownmem.errors import MalformedInput, NotFound
 from ownmem.uomp.guard import Request, SessionState, decide
-from ownmem.uomp.items import Item, put_item
+from ownmem.uomp.items import Item
+from ownmem.usecases.items import put_item
 from ownmem.uomp.tokens import Claims, Scope, Scopes, token_hash
 
 NOW = int(time.time())

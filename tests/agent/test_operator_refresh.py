@@ -13,9 +13,9 @@ from starlette.applications import Starlette
 
 from ownmem.agent import operator as operator_module
 from ownmem.agent.operator import Operator
-from ownmem.uomp.api import mount
+from ownmem.agent.uomp_api import mount
 from ownmem.uomp.control import is_control
-from ownmem.uomp.items import put_item
+from ownmem.usecases.items import put_item
 from ownmem.vault import Vault
 from ownmem.vault.sync import Remote
 from ownmem.vault.vault import honour_links

@@ -1735,7 +1735,7 @@ const FORGED_AUDIT = `
 import os, sys, time
 from ownmem.crypto import run_sync
 from ownmem.saihm.receipt import make_receipt
-from ownmem.uomp import audit_sync as au
+from ownmem.agent import audit_sync as au
 from ownmem.vault.sync import login_new_device
 folder, server, name, sid = sys.argv[1:5]
 s = login_new_device(folder, server, name, os.environ["PW"])
@@ -2079,7 +2079,7 @@ test('21. a write this browser\'s storage refuses is shown as failed, and the ap
 // what the records import wrote, to compare the PWA's import with the CLI's.
 const RECORD_ITEMS = `
 import json, os, sys
-from ownmem.uomp.records_cli import live_keys
+from ownmem.cli.records import live_keys
 from ownmem.vault.vault import Vault
 v = Vault(sys.argv[1]).unlock(os.environ["PW"])
 print(json.dumps({k: {"id": e.id.hex(), "content": e.opened.content, "tags": list(e.opened.tags),

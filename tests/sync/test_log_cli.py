@@ -1,4 +1,4 @@
-"""`ownmem log verify` from a third party's point of view, and `ownmem log status` (py/ownmem/logcli.py).
+"""`ownmem log verify` from a third party's point of view, and `ownmem log status` (py/ownmem/cli/log.py).
 
 The CLI runs for real, as a subprocess with no vault and no passphrase, against a real server
 and, for the lies, a ``HostileProxy`` that holds the server's log key (``logkit.ForgedLog``).

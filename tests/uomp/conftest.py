@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 from synckit import Devices  # noqa: E402
 from uompkit import APPROVAL_KEYS, UompVault  # noqa: E402
 
-from ownmem.uomp.items import put_item  # noqa: E402
+from ownmem.usecases.items import put_item  # noqa: E402
 from ownmem.uomp.approval import APPROVAL_INFO  # noqa: E402
 from ownmem.uomp.tokens import AUTH_INFO  # noqa: E402
 

@@ -157,7 +157,8 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
     from ownmem.aperto import keys as aperto_keys
     from ownmem.aperto.model import Memory
     from ownmem.crypto import run_sync
-    from ownmem.uomp import agent_requests, staging
+    from ownmem.agent import requests as agent_requests
+    from ownmem.agent import staging
     from ownmem.vault import Vault
 
     passphrase = "agent requests: a green heron on the dock 3"
@@ -263,8 +264,8 @@ def test_the_quota_decision() -> None:
 def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) -> None:
     """`ownmem staged list` and the PWA show a request as what confirming it would do; the memory's
     text may be a hostile page's: an OSC 52 clipboard write and a bidi override print inert."""
-    from ownmem.uomp import agent_requests
-    from ownmem.uomp.agent_requests import AgentRequest, ShareTerms
+    from ownmem.agent import requests as agent_requests
+    from ownmem.agent.requests import AgentRequest, ShareTerms
     from ownmem.vault import Vault
 
     v = Vault.create(tmp_path / "v", "agent requests: a red kite over the hill 9")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ownmem.errors import AuthenticationFailed
-from ownmem.uomp.audit import AuditEntry, AuditLog, new_id
+from ownmem.agent.audit import AuditEntry, AuditLog, new_id
 
 KEY = b"\x07" * 32
 
@@ -71,7 +71,7 @@ def test_a_batch_waits_for_entries_on_their_way_and_no_longer(tmp_path: Path, mo
     waits longer than COMMIT_DELAY (2 s here, to make the timing unmistakable)."""
     import time
 
-    from ownmem.uomp import audit
+    from ownmem.agent import audit
 
     monkeypatch.setattr(audit, "COMMIT_DELAY", 2.0)
     a = AuditLog(tmp_path, KEY)

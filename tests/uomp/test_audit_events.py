@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from synckit import Backend, Devices, ServerProcess
 from uompkit import Uomp, error_body
 
-from ownmem.uomp import audit_sync as au
+from ownmem.agent import audit_sync as au
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import iso
 

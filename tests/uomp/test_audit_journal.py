@@ -1,4 +1,4 @@
-"""The audit journal (py/ownmem/uomp/audit.py): every answered entry is on disk before its
+"""The audit journal (py/ownmem/agent/audit.py): every answered entry is on disk before its
 answer, a killed process loses none of them, a torn tail is dropped, what was ingested and
 pruned never comes back, and the journal is sealed like audit.db."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from ownmem.uomp import audit
+from ownmem.agent import audit
 from ownmem.errors import AuthenticationFailed
-from ownmem.uomp.audit import JOURNAL_NAME, AuditEntry, AuditLog, new_id
+from ownmem.agent.audit import JOURNAL_NAME, AuditEntry, AuditLog, new_id
 
 KEY = b"\x07" * 32
 
@@ -26,8 +26,8 @@ KEY = b"\x07" * 32
 CHILD = r"""
 import sys, threading
 from pathlib import Path
-from ownmem.uomp import audit
-from ownmem.uomp.audit import AuditEntry, AuditLog
+from ownmem.agent import audit
+from ownmem.agent.audit import AuditEntry, AuditLog
 audit.INGEST_INTERVAL = 3600.0
 audit.INGEST_ENTRIES = 10 ** 9
 log = AuditLog(Path(sys.argv[1]), b"\x07" * 32)

@@ -1,4 +1,4 @@
-"""The UOMP audit synced to the person's devices in anchored batches (ownmem.uomp.audit_sync;
+"""The UOMP audit synced to the person's devices in anchored batches (ownmem.agent.audit_sync;
 UOMP draft-00 "Audit and Logging"): another device sees who read what, when, allowed or denied
 and why; a batch the server drops or spoils is flagged; so is an entry altered inside a batch;
 the public log's anchor carries no key, value, tag or session id; prune erases old batches."""
@@ -21,7 +21,7 @@ from uompkit import Uomp
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
-from ownmem.uomp import audit_sync as au
+from ownmem.agent import audit_sync as au
 from ownmem.uomp.control import is_control
 from ownmem.vault import Vault
 
@@ -48,7 +48,7 @@ def test_a_batched_entry_carries_every_field_of_the_audit_entry() -> None:
     a field added to AuditEntry and not to the batch would leave the Merkle root blind to it."""
     from dataclasses import asdict, fields
 
-    from ownmem.uomp.audit import AuditEntry
+    from ownmem.agent.audit import AuditEntry
 
     e = AuditEntry(id="log_1", timestamp=1_800_000_000, session_id="sess_a", agent_id="cal", action="read",
                    key="preference.k1", tag=None, tags=("preference", "schedule"), allowed=True, reason="scope matched",
@@ -340,7 +340,7 @@ DAY = 86400
 def _old_entries(folder: Path, days_ago: int, n: int) -> None:
     """``n`` entries ``days_ago`` days old written into the agent's audit.db while it is stopped (as
     the service would have written them then): what retention may delete."""
-    from ownmem.uomp.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
+    from ownmem.agent.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
 
     v = Vault(folder).unlock(PASSPHRASE)
     try:
@@ -483,7 +483,7 @@ def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tm
     that emptied audit.db are still batched, not skipped as below the cursor."""
     from types import SimpleNamespace
 
-    from ownmem.uomp.audit import AuditEntry, AuditLog
+    from ownmem.agent.audit import AuditEntry, AuditLog
 
     log = AuditLog(tmp_path, b"\x01" * 32)
     try:

@@ -13,7 +13,7 @@ from synckit import Backend, ServerProcess
 from uompkit import bearer, error_body, sleep_past_expiry, start
 
 from ownmem.uomp.approval import APPROVAL_HEADER
-from ownmem.uomp.sessions import ADMIN_HEADER
+from ownmem.agent.sessions import ADMIN_HEADER
 
 READ = {"tags": ["preference"], "keys": [], "deny_tags": ["financial"]}
 THEME = "/v1/memory/preference.theme"

@@ -17,7 +17,7 @@ from synckit import Backend, ServerProcess
 from uompkit import Uomp, bearer, code, error_body, start
 
 from ownmem.uomp.guard import PROOF_FIELDS, proof_message
-from ownmem.uomp.strangers import WINDOW_ENV
+from ownmem.agent.strangers import WINDOW_ENV
 from ownmem.uomp.tokens import iso
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"]}

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from synckit import Backend, ServerProcess, free_port
 from uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
 
-from ownmem.uomp.sessions import ADMIN_HEADER
+from ownmem.agent.sessions import ADMIN_HEADER
 from ownmem.uomp.tokens import AuthKey, iso, parse_iso, token_hash
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}

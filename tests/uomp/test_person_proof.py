@@ -22,7 +22,7 @@ from synckit import CLI, PASSPHRASE, Backend, ServerProcess
 from uompkit import Uomp, UompVault, code, error_body
 
 from ownmem.uomp.approval import APPROVAL_HEADER
-from ownmem.uomp.sessions import ADMIN_HEADER
+from ownmem.agent.sessions import ADMIN_HEADER
 
 MANIFEST = {"uomp_version": "1.0", "agent": {"id": "calendar_agent", "name": "Calendar", "version": "1.0.0"},
             "requested_scopes": {"read": {"tags": ["preference"], "keys": []}},

@@ -1,4 +1,4 @@
-"""Session records published by `ownmem agent` (ownmem.uomp.published): a session's life shows
+"""Session records published by `ownmem agent` (ownmem.agent.published): a session's life shows
 on another device of the person after sync, one live head per session; only the owner's records
 count; no view lists them as memories."""
 from __future__ import annotations
@@ -18,10 +18,10 @@ from uompkit import Uomp
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.crypto import run_sync
-from ownmem.uomp.api import REVOCATION
+from ownmem.agent.uomp_api import REVOCATION
 from ownmem.uomp.control import CONTROL_EXTENSIONS, is_control
-from ownmem.uomp.published import REVOCATION as PUBLISHED_REVOCATION
-from ownmem.uomp.published import SESSION_RECORD, read_published
+from ownmem.agent.published import REVOCATION as PUBLISHED_REVOCATION
+from ownmem.agent.published import SESSION_RECORD, read_published
 from ownmem.vault import Vault
 from ownmem.vault.vault import SUPERSEDES, TOOL
 

@@ -1,4 +1,4 @@
-"""The retention decision of the UOMP audit (ownmem.uomp.retention; uomp-draft-00 "18.3 Storage";
+"""The retention decision of the UOMP audit (ownmem.agent.retention; uomp-draft-00 "18.3 Storage";
 issue 19): by the real clock, never shorter than 90 days, and a deletion's own entry says what
 went without saying what it held."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ownmem.uomp.retention import (
+from ownmem.agent.retention import (
     PRUNED_ACTION, Pruned, RetentionRefused, accounted, check_cutoff, prune_cutoff, pruned_entry, uncovered,
 )
 

@@ -20,8 +20,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from synckit import Backend, Devices, ServerProcess
 from uompkit import UompVault
 
-from ownmem.uomp.api import REVOCATION
-from ownmem.uomp.published import read_published
+from ownmem.agent.uomp_api import REVOCATION
+from ownmem.agent.published import read_published
 
 # the high-sensitivity items of conftest.ITEMS, as put_item writes their text
 HIGH = ("hunter2", "preference.secret", "user.password")

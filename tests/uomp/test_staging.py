@@ -152,7 +152,7 @@ def _vault_with_agent_write(tmp_path: Path):
 
 
 def test_only_the_owner_can_confirm_and_an_owner_signed_staged_flag_is_not_a_staged_write(tmp_path: Path) -> None:
-    from ownmem.uomp import staging
+    from ownmem.agent import staging
 
     v, agent_key, _, seal, staged = _vault_with_agent_write(tmp_path)
     keys = staging.AgentKeys(v)
@@ -183,7 +183,7 @@ def test_an_agent_id_its_signer_cannot_prove_names_no_agent(tmp_path: Path) -> N
     from ownmem.agent.operator import agent_info, trust_label
     from ownmem.aperto import keys as aperto_keys
     from ownmem.crypto import run_sync
-    from ownmem.uomp import staging
+    from ownmem.agent import staging
 
     v, agent_key, impostor, seal, staged = _vault_with_agent_write(tmp_path)
     keys = staging.AgentKeys(v)
@@ -220,7 +220,7 @@ def test_an_agent_id_its_signer_cannot_prove_names_no_agent(tmp_path: Path) -> N
 def test_high_sensitivity_writes_are_refused() -> None:
     import pytest
 
-    from ownmem.uomp.staging import WriteRefused, check_write
+    from ownmem.agent.staging import WriteRefused, check_write
 
     with pytest.raises(WriteRefused):
         check_write("high")
@@ -239,7 +239,7 @@ def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
     import sqlite3
     import time
 
-    from ownmem.uomp.audit import DB_NAME
+    from ownmem.agent.audit import DB_NAME
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
@@ -301,8 +301,8 @@ def test_an_outcome_that_cannot_be_recorded_leaves_the_attempt_on_disk(tmp_path:
     import pytest
 
     from ownmem.errors import StoreError
-    from ownmem.uomp.audit import AuditLog
-    from ownmem.uomp.staging import WriteAudit
+    from ownmem.agent.audit import AuditLog
+    from ownmem.agent.staging import WriteAudit
 
     key = os.urandom(32)
     log = AuditLog(tmp_path, key)
@@ -321,8 +321,8 @@ def test_an_outcome_that_cannot_be_recorded_leaves_the_attempt_on_disk(tmp_path:
 def test_the_json_lines_write_audit_of_older_versions_is_imported_once(tmp_path: Path) -> None:
     import os
 
-    from ownmem.uomp.audit import AuditLog
-    from ownmem.uomp.staging import WRITE_AUDIT_FILE, import_write_audit
+    from ownmem.agent.audit import AuditLog
+    from ownmem.agent.staging import WRITE_AUDIT_FILE, import_write_audit
 
     lines = [{"attempt": "a1", "at": 7, "agent_id": "planner", "action": "write", "outcome": "attempted",
               "reason": "", "object_id": None},

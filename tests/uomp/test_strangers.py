@@ -15,8 +15,8 @@ from agentkit import AgentProcess
 from synckit import Backend, ServerProcess
 from uompkit import Uomp, UompVault, start
 
-from ownmem.uomp.audit_sync import STATE_FILE
-from ownmem.uomp.strangers import WINDOW_ENV, Summary, Tally
+from ownmem.agent.audit_sync import STATE_FILE
+from ownmem.agent.strangers import WINDOW_ENV, Summary, Tally
 
 FLOOD = 50_000
 FLOOD_SECONDS = 30.0
@@ -159,7 +159,7 @@ def test_an_overlong_key_tag_or_query_is_refused_before_the_audit(
 
 
 def test_every_audited_string_is_bounded() -> None:
-    from ownmem.uomp.audit import MAX_AUDITED, AuditEntry, bounded
+    from ownmem.agent.audit import MAX_AUDITED, AuditEntry, bounded
 
     e = AuditEntry("log_1", 1, "sess", "agent", "read", "k" * 60_000, "t" * 2000, ("x" * 5000, "y"), False,
                    "r" * 3000)

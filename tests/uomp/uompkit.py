@@ -13,7 +13,7 @@ import time
 import httpx
 
 from ownmem.uomp.approval import APPROVAL_HEADER, sign
-from ownmem.uomp.sessions import ADMIN_FILE, ADMIN_HEADER
+from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 
 
 OPEN: list[httpx.Client] = []      # closed after each test (conftest)

@@ -33,10 +33,11 @@ from typing import Any
 
 from ownmem.aperto.model import Trust
 from ownmem.uomp import guard
-from ownmem.uomp.audit import AuditEntry, new_id
-from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item, item_of
-from ownmem.uomp.sessions import Session
-from ownmem.uomp.ticker import Ticker
+from ownmem.agent.audit import AuditEntry, new_id
+from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
+from ownmem.usecases.items import item_of
+from ownmem.agent.sessions import Session
+from ownmem.agent.ticker import Ticker
 from ownmem.uomp.tokens import Claims, Scope, Scopes
 from ownmem.vault.vault import Entry
 from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile

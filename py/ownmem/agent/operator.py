@@ -21,7 +21,7 @@
                     still staged: withdraw access first (out of the index, erased locally with its
                     FORGET receipt queued), then the erasure is pushed; unreachable ->
                     operator_log_unavailable, retried by sync.  Any other memory (the person's):
-                    a staged request (ownmem.uomp.agent_requests), nothing erased until the person
+                    a staged request (ownmem.agent.requests), nothing erased until the person
                     confirms; the answer is success false with ownmemStaged / ownmemNotice
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
     saihm_share     checked (vault/sharing.py parse_share_params, the contract rules, every cell
@@ -59,10 +59,10 @@ from ownmem import syncwire as wire
 from ownmem.vault.store import PendingWrite, StoredObject
 from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
-from ownmem.uomp import staging
+from ownmem.agent import staging
 from ownmem.uomp.control import is_bookkeeping, is_control
-from ownmem.uomp import agent_requests
-from ownmem.uomp.agent_requests import AgentRequest, ShareTerms
+from ownmem.agent import requests as agent_requests
+from ownmem.agent.requests import AgentRequest, ShareTerms
 from ownmem.agent import quota
 from ownmem.agent.credentials import Credential
 from ownmem.vault.sharing import (
@@ -79,7 +79,7 @@ STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged wri
 REQUESTS_STATE = "uomp-staged-requests"   # ... and the agents' requests waiting for the person
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 # operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
-# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.uomp.staging)
+# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.agent.staging)
 STAGED_NOTICE = {"ownmemStaged": True,
                  "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
                                  "confirms it; other agents do not see it before then"}
@@ -126,7 +126,7 @@ def recall_entry(e: Entry, cell: bytes, agents: staging.AgentKeys) -> RecallEntr
 def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: staging.AgentKeys) -> bool:
     """Whether agent ``agent`` may recall (and so erase) the vault's own memory ``e``: not a
     control record (ownmem.uomp.control), not another agent's staged write the person has
-    not confirmed (ownmem.uomp.staging)."""
+    not confirmed (ownmem.agent.staging)."""
     return not is_control(e.opened.extensions) and not staging.hidden_from(e, agent, confirmed, keys)
 
 
@@ -230,7 +230,7 @@ class Operator:
 
     def _write_audit(self) -> staging.AuditSink | None:
         if self.audit is None and self.v.store.folder is not None:
-            from ownmem.uomp.audit import AUDIT_INFO, AuditLog
+            from ownmem.agent.audit import AUDIT_INFO, AuditLog
 
             self._own_audit = AuditLog(self.v.store.folder, self.v.purpose_key(AUDIT_INFO))
             self.use_audit(self._own_audit)
@@ -500,7 +500,7 @@ class Operator:
 
     # ------------------------------------------------------------------ tools
     def remember(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
-        """saihm_remember, a staged agent write (ownmem.uomp.staging); every attempt audited,
+        """saihm_remember, a staged agent write (ownmem.agent.staging); every attempt audited,
         durably before anything is written (an audit that fails refuses the write)."""
         # every call counts, the malformed and oversized too: each would still cost two audit entries
         content = params.get("content")
@@ -718,7 +718,7 @@ class Operator:
 
     def _request(self, cred: Credential, kind: str, objects: tuple[bytes, ...], cells: tuple[bytes, ...],
                  share: ShareTerms | None, call: str) -> bytes:
-        """Stage an agent's forget or share for the person (ownmem.uomp.agent_requests): a control
+        """Stage an agent's forget or share for the person (ownmem.agent.requests): a control
         record signed by the agent's author key, stored like a write (receipted, pushed, on every
         device), audited like one -> the request's id.  The same request again, still waiting,
         is that one: an agent that retries adds nothing.  Under the lock."""

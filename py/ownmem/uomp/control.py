@@ -1,6 +1,6 @@
 """Control records: memories that carry UOMP bookkeeping rather than memory (a session's
 revocation, the confirmation of a staged agent write, an agent's staged forget or share request
-(ownmem.uomp.agent_requests), and what later kinds join them).
+(ownmem.agent.requests), and what later kinds join them).
 
 They travel as ordinary sealed objects so that any of the person's devices can make them
 and every device (and the agent service) receives them through the blind server; only the

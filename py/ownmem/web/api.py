@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
-# An agent's author key: uomp/staging.py author_key (the one derivation), which `ownmem agent`
+# An agent's author key: agent/staging.py author_key (the one derivation), which `ownmem agent`
 # signs that agent's memories with and the keyring accepts (trust_add).  An agent id is a
 # credential's "<name>.<id>" (agent/credentials.py), or a bare name of an older credential.
 MAX_AGENT_ID = 96
@@ -144,7 +144,7 @@ class App:
     def _agent_key_id(self, name: str) -> bytes:
         kid = self._agent_kids.get(name)
         if kid is None:
-            from ownmem.uomp.staging import author_key
+            from ownmem.agent.staging import author_key
 
             kid = self._agent_kids[name] = author_key(self.v, name).key_id
         return kid
@@ -437,11 +437,12 @@ class App:
 
     # ------------------------------------------------------------ agents (UOMP, on `ownmem agent`)
     def op_agents(self) -> dict[str, Any]:
-        """What the agent service published (ownmem.uomp.published: owner-signed records only),
-        and the agent writes waiting for the person (ownmem.uomp.staging), from this device's
+        """What the agent service published (ownmem.agent.published: owner-signed records only),
+        and the agent writes waiting for the person (ownmem.agent.staging), from this device's
         store; the live sync keeps it current."""
-        from ownmem.uomp import agent_requests, staging
-        from ownmem.uomp.published import read_published
+        from ownmem.agent import requests as agent_requests
+        from ownmem.agent import staging
+        from ownmem.agent.published import read_published
 
         listing = self._open_all()
         now = int(time.time())
@@ -451,15 +452,15 @@ class App:
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
                            for w in staging.pending(listing.entries, keys)],
-                # the agents' forget and share requests (ownmem.uomp.agent_requests), as what each would do
+                # the agents' forget and share requests (ownmem.agent.requests), as what each would do
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
-        """The UOMP audit synced to this vault (ownmem.uomp.audit_sync), newest first, optionally
+        """The UOMP audit synced to this vault (ownmem.agent.audit_sync), newest first, optionally
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
-        from ownmem.uomp.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
+        from ownmem.agent.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
         if self._linked() is not None:
@@ -491,7 +492,7 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
-        from ownmem.uomp.published import REVOCATION, read_published
+        from ownmem.agent.published import REVOCATION, read_published
 
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
         s = live.get(session_id)
@@ -505,7 +506,7 @@ class App:
         return {"session_id": session_id, "synced": synced, "problem": problem, "pending": pending}
 
     def _staged(self, id: str) -> Any:
-        from ownmem.uomp import staging
+        from ownmem.agent import staging
 
         for w in staging.pending(self._open_all().entries, staging.AgentKeys(self.v)):
             if w.entry.id.hex() == id.strip().lower():
@@ -514,7 +515,7 @@ class App:
 
     def _request(self, id: str) -> Any:
         """The agent request ``id`` names (its full id), or None: it may name a staged write."""
-        from ownmem.uomp import agent_requests
+        from ownmem.agent import requests as agent_requests
 
         t = id.strip().lower()
         entries = self._open_all().entries
@@ -525,7 +526,7 @@ class App:
         """Accept a staged agent write: the confirmation record of `ownmem staged confirm`.  Or do
         what an agent's request asks, here, as `ownmem staged confirm` does (agent_requests.confirm):
         the forget (erased from this device's cache too) or the share."""
-        from ownmem.uomp import agent_requests
+        from ownmem.agent import requests as agent_requests
 
         asked = self._request(id)
         if asked is not None:
@@ -544,7 +545,7 @@ class App:
 
     def op_staged_discard(self, id: str) -> dict[str, Any]:
         """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does."""
-        from ownmem.uomp import agent_requests
+        from ownmem.agent import requests as agent_requests
 
         asked = self._request(id)
         if asked is not None:
@@ -564,7 +565,7 @@ class App:
         """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
         the file the page read -> (format, live heads by key, checked records)."""
         from ownmem.uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
-        from ownmem.uomp.records_cli import live_keys
+        from ownmem.cli.records import live_keys
 
         stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
         if sensitivity and stated is None:
@@ -622,7 +623,7 @@ class App:
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
         from ownmem.uomp.records import accepted
-        from ownmem.uomp.records_cli import write_records
+        from ownmem.cli.records import write_records
 
         _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
         if digest != self._records_digest(checked, replace):

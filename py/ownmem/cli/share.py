@@ -20,6 +20,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from ownmem.cli.common import unlock as _unlock
 from ownmem.termsafe import visible
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ MORE_OFFERS = ("the server listed only part of the contracts (active ones first,
 
 
 def _syncer(args: argparse.Namespace) -> Syncer:
-    from ownmem.cli import _unlock
     from ownmem.vault.sync import syncer_for
 
     return syncer_for(_unlock(args))
@@ -77,7 +77,6 @@ def cmd_whoami(args: argparse.Namespace) -> int:
     holder's proof), so that others can share with it."""
     import sys
 
-    from ownmem.cli import _unlock
     from ownmem.errors import OwnmemError
     from ownmem.vault.sharing import publish_holder
     from ownmem.vault.sync import Syncer, syncer_for

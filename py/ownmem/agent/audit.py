@@ -52,8 +52,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ownmem.errors import AuthenticationFailed, StoreError
-from ownmem.uomp.retention import RETENTION_DAYS as RETENTION_DAYS  # the floor lives with the retention decisions
-from ownmem.uomp.sessions import _private_file
+from ownmem.agent.sessions import _private_file
 
 AUDIT_INFO = b"ownmem/v1/audit"
 DB_NAME = "audit.db"

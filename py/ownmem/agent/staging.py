@@ -21,7 +21,7 @@ Both travel through ordinary sync, so any device (the CLI or the PWA) can confir
 (docs/decisions.md "UOMP staged agent writes").  The decisions here are pure functions over a
 vault listing; the I/O is in the CLI (``ownmem staged``) and the agent operator.
 
-Every agent write attempt is an entry of the one UOMP audit (ownmem.uomp.audit: encrypted under
+Every agent write attempt is an entry of the one UOMP audit (ownmem.agent.audit: encrypted under
 the ``ownmem/v1/audit`` key, batched, anchored and synced by audit_sync, shown in the PWA), made
 by ``WriteAudit`` (one place) and on disk before anything is written:
 
@@ -32,7 +32,7 @@ by ``WriteAudit`` (one place) and on disk before anything is written:
     write_confirmed  the person confirmed it (a confirmation record reached the agent service)
     write_discarded  the person discarded it (the staged memory is erased)
 
-An agent's staged forget or share request (ownmem.uomp.agent_requests) is audited the same way,
+An agent's staged forget or share request (ownmem.agent.requests) is audited the same way,
 ``request_attempt``, ``request_staged`` (key: the request's id), ``request_refused``,
 ``request_failed``, ``request_confirmed``, ``request_discarded``; a call over its credential's
 quota (agent/quota.py) is one ``write_refused`` / ``request_refused`` entry per run of refusals.
@@ -61,7 +61,7 @@ from ownmem.errors import OwnmemError, StoreError
 from ownmem.vault.vault import Entry, UnlockedVault
 
 if TYPE_CHECKING:
-    from ownmem.uomp.audit import AuditEntry
+    from ownmem.agent.audit import AuditEntry
 
 _log = logging.getLogger("ownmem.uomp")
 WRITE_AUDIT_FILE = "uomp-write-audit.jsonl"
@@ -201,7 +201,7 @@ class AuditSink(Protocol):
 
 def write_entry(agent_id: str, action: str, object_id: str | None, allowed: bool, reason: str,
                 now: float | None = None, session_id: str = "") -> AuditEntry:
-    from ownmem.uomp.audit import AuditEntry, new_id     # not at import: this module runs in the browser too
+    from ownmem.agent.audit import AuditEntry, new_id     # not at import: this module runs in the browser too
 
     return AuditEntry(new_id(), int(time.time() if now is None else now), session_id, agent_id, action, object_id,
                       None, (), allowed, reason)
@@ -223,7 +223,7 @@ class WriteAudit:
     def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None, *, prefix: str = "write",
               call: str = "saihm_remember", session_id: str = "") -> WriteAudit:
         """``prefix`` "request" (with ``call`` saihm_forget / saihm_share) audits an agent's staged
-        request (ownmem.uomp.agent_requests) the same way: request_attempt, then request_staged
+        request (ownmem.agent.requests) the same way: request_attempt, then request_staged
         (key: the request's id), request_refused or request_failed."""
         e = write_entry(agent_id, prefix + "_attempt", None, False, f"{call} called; its outcome follows", now,
                         session_id)

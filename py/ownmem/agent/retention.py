@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.errors import VaultError
 
 if TYPE_CHECKING:       # audit.py (AES-GCM, the journal) is the service's; the browser reads batches only
-    from ownmem.uomp.audit import AuditEntry
+    from ownmem.agent.audit import AuditEntry
 
 RETENTION_DAYS = 90                  # section 18.3's default, and the floor
 PRUNED_ACTION = "audit_pruned"
@@ -84,7 +85,6 @@ class Pruned:
 
 def pruned_entry(p: Pruned, before: int, now: int) -> AuditEntry:
     """The deletion's own entry, synced like any other: counts and ranges, never content."""
-    from ownmem.uomp.audit import AuditEntry, new_id
 
     span = f" ({_iso(p.first)} to {_iso(p.last)})" if p.first is not None and p.last is not None else ""
     nb = sum(hi - lo + 1 for lo, hi in p.batches.values())

@@ -32,7 +32,7 @@ missing or unproven anchor, a gap in a stream's seq (from 1: below the oldest ba
 unless a deletion entry accounts for it), no batch at all while the log holds this holder's
 anchors of the last RETENTION_DAYS: a warning on that batch's rows, or on the view.
 
-Retention (ownmem.uomp.retention: only past it, by the real clock): ``AuditSync.prune`` (the
+Retention (ownmem.agent.retention: only past it, by the real clock): ``AuditSync.prune`` (the
 service's POST /v1/audit/prune) and, on a device without the service, ``prune_batches`` record
 the deletion as an entry of its own (batched, anchored and synced like any), then forget
 (cryptographic erasure, FORGET receipts, as `ownmem forget`) every batch whose newest entry is
@@ -63,9 +63,9 @@ from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault.vault import Entry
-from ownmem.uomp.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
-from ownmem.uomp.strangers import ACTION as STRANGER_ACTION
-from ownmem.uomp.ticker import Ticker
+from ownmem.agent.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
+from ownmem.agent.strangers import ACTION as STRANGER_ACTION
+from ownmem.agent.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -727,8 +727,8 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from ownmem.uomp.api import error, ok
-    from ownmem.uomp.retention import RetentionRefused
+    from ownmem.agent.uomp_api import error, ok
+    from ownmem.agent.retention import RetentionRefused
 
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)

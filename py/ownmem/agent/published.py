@@ -42,7 +42,7 @@ from typing import Any
 
 from ownmem.aperto.model import Trust
 from ownmem.vault.vault import SUPERSEDES, Entry
-from ownmem.uomp.ticker import Ticker
+from ownmem.agent.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 

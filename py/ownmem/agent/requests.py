@@ -33,7 +33,7 @@ from ownmem.agent.credentials import valid_agent_id
 from ownmem.aperto.model import Trust
 from ownmem.errors import NotFound, VaultError
 from ownmem.vault.vault import Entry, UnlockedVault
-from ownmem.uomp import staging
+from ownmem.agent import staging
 from ownmem.uomp.control import is_control
 
 if TYPE_CHECKING:

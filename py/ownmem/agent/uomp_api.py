@@ -57,14 +57,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ownmem.agent.door import parse_json
 from ownmem.errors import StoreError
 from ownmem.uomp import approval, guard
-from ownmem.uomp.audit import AUDIT_INFO, RETENTION_DAYS, AuditEntry, AuditLog, new_id
-from ownmem.uomp.items import MAX_KEY, Item, item_of, live_items
-from ownmem.uomp.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
+from ownmem.agent.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
+from ownmem.agent.retention import RETENTION_DAYS
+from ownmem.uomp.items import MAX_KEY, Item
+from ownmem.usecases.items import item_of, live_items
+from ownmem.agent.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
                        duration_minutes, parse_grant)
-from ownmem.uomp.strangers import ACTION as STRANGER_ACTION
-from ownmem.uomp.strangers import WINDOW as STRANGER_WINDOW
-from ownmem.uomp.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
-from ownmem.uomp.strangers import Tally
+from ownmem.agent.strangers import ACTION as STRANGER_ACTION
+from ownmem.agent.strangers import WINDOW as STRANGER_WINDOW
+from ownmem.agent.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
+from ownmem.agent.strangers import Tally
 from ownmem.uomp.tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
                      check_expiry, issue, iso, token_hash, verify, verify_signature)
 
@@ -732,10 +734,10 @@ def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
                 u.revoke_remote(sid)
     op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
     refresh()
-    from ownmem.uomp.published import attach
+    from ownmem.agent.published import attach
 
     attach(u, op, Path(folder))   # session records for the person's other devices
-    from ownmem.uomp.audit_sync import attach as attach_audit
+    from ownmem.agent.audit_sync import attach as attach_audit
 
     attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
     app.router.routes.extend(u.routes())

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from ownmem.cli.common import unlock as _unlock
 from ownmem.aperto.model import Memory
 from ownmem.vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, Listing, UnlockedVault
 from ownmem.uomp.records import SENSITIVITIES, Record, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
@@ -57,7 +58,6 @@ def _ask_sensitivity(count: int) -> Sensitivity | None:
 def cmd_import(args: argparse.Namespace) -> int:
     # imported here, not at the top: the PWA's worker imports this module under Pyodide, which
     # has none of what ownmem.cli needs (zxcvbn)
-    from ownmem.cli import _unlock
 
     fmt = format_of(args.file, args.format)
     with open(args.file, "rb") as f:

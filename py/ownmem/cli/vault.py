@@ -1,4 +1,5 @@
-"""`ownmem`: every vault operation from the command line.
+"""`ownmem init|add|list|search|show|edit|forget|conflicts|export|import|migrate|trust|scope|login|
+sync|mcp`: the vault commands.
 
 The vault folder comes from --vault or OWNMEM_VAULT (default ~/.ownmem); the
 passphrase from OWNMEM_PASSPHRASE or a prompt, never from an argument (argv is
@@ -21,92 +22,16 @@ from ownmem.aperto.model import MemType, type_name
 from ownmem.errors import NotFound, OwnmemError, VaultError
 from ownmem.passphrase import strength
 from ownmem.termsafe import guarded, raw, visible
+from ownmem.cli.common import (
+    EXIT_ERROR, EXIT_USAGE, CliError, Parser as _Parser, confidence as _confidence, folder as _folder,
+    passphrase as _passphrase, progress as _progress, tags as _tags, unlock as _unlock, when as _when,
+)
 from ownmem.vault import (
     DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
 
 if TYPE_CHECKING:
     from ownmem.vault.sync import SyncReport
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-class CliError(OwnmemError):
-    code = "usage"
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one `ownmem:` line like every other failure."""
-
-    def error(self, message: str) -> NoReturn:
-        head, sep, rest = message.partition("unrecognized arguments: ")
-        if sep:  # name stray options, never echo values: one may be a passphrase typed by mistake
-            opts = [a.split("=", 1)[0] for a in rest.split() if a.startswith("-")]
-            message = head + "unrecognized arguments" + (f": {' '.join(opts)}" if opts else "")
-        self.exit(EXIT_USAGE, f"ownmem: {message} (see `{self.prog} --help`)\n")
-
-
-def _passphrase(confirm: bool = False) -> str:
-    pw = os.environ.get("OWNMEM_PASSPHRASE")
-    if pw:
-        return pw
-    if not sys.stdin.isatty():
-        raise CliError("no passphrase: set OWNMEM_PASSPHRASE or run in a terminal")
-    try:
-        pw = getpass.getpass("passphrase: ")
-        if confirm and getpass.getpass("passphrase (again): ") != pw:
-            raise CliError("the two passphrases differ")
-    except (EOFError, KeyboardInterrupt):
-        raise CliError("no passphrase given") from None
-    if not pw:
-        raise CliError("the passphrase must not be empty")
-    return pw
-
-
-def _folder(args: argparse.Namespace) -> str:
-    return os.path.expanduser(args.vault or os.environ.get("OWNMEM_VAULT") or "~/.ownmem")
-
-
-def _unlock(args: argparse.Namespace) -> UnlockedVault:
-    v = Vault(_folder(args))
-    if not v.exists():
-        raise VaultError(f"no vault at {v.folder} (create one with `ownmem init`)")
-    return v.unlock(_passphrase())
-
-
-def _progress(label: str) -> Callable[[int, int], None] | None:
-    """A one-line progress counter on a terminal; silent when piped."""
-    if not sys.stderr.isatty():
-        return None
-    last = [0.0]
-
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done != total and now - last[0] < 0.1:
-            return
-        last[0] = now
-        pct = 100 * done // total if total else 100
-        err = raw(sys.stderr)     # our own CR, nothing foreign in this line
-        err.write(f"\r{label}: {done}/{total} ({pct}%)" + ("\n" if done == total else ""))
-        err.flush()
-    return show
-
-
-def _tags(s: str | None) -> list[str]:
-    return [t.strip() for t in (s or "").split(",") if t.strip()]
-
-
-def _confidence(s: str) -> float:
-    try:
-        return float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-
-
-def _when(ts: int | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
-
 
 def _line(e: Entry) -> str:
     o = e.opened
@@ -397,11 +322,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return serve_mcp()
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ownmem", description="User-owned, end-to-end encrypted AI memory.")
-    p.add_argument("--version", action="version", version=f"ownmem {__version__}")
-    p.add_argument("--vault", help="vault folder (default: $OWNMEM_VAULT or ~/.ownmem)")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+def register(sub: Any) -> None:
+    """The vault commands, into the main parser's subparsers."""
 
     ini = sub.add_parser("init", help="create a new vault")
     ini.add_argument("--weak-passphrase", action="store_true",
@@ -496,58 +418,3 @@ def parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mcp", help="serve the eight SAIHM tools to an MCP host over stdio "
                         "(a keyless client of SAIHM_ENDPOINT_URL)")
     mc.set_defaults(fn=cmd_mcp)
-    from ownmem import logcli
-    logcli.register(sub)
-
-    from ownmem.agent.cli import register as register_agent
-    register_agent(sub)
-    from ownmem import share_cli
-    share_cli.register(sub)      # whoami, share ...
-    from ownmem.uomp import records_cli
-    records_cli.register(sub)
-    from ownmem.uomp import staged_cli
-    staged_cli.register(sub)
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    # Everything the CLI writes (vault.db and its WAL, exports) holds ciphertext an attacker
-    # could take offline to guess the passphrase: readable by this user only.
-    os.umask(0o077)
-    # Every byte the CLI prints passes termsafe: memory text, agent names, audit keys and server
-    # messages are someone else's, and a terminal obeys an escape sequence it is given.
-    out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = guarded(out), guarded(err)
-    try:
-        return _run(argv)
-    finally:
-        sys.stdout, sys.stderr = out, err
-
-
-def _run(argv: Sequence[str] | None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    try:
-        return int(args.fn(args))
-    # one line each: a message may quote a server's or an agent's text
-    except CliError as e:
-        print(f"ownmem: {visible(str(e))}", file=sys.stderr)
-        return EXIT_USAGE
-    except OwnmemError as e:
-        print(f"ownmem: {visible(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
-    except ValueError as e:  # MemType.parse and friends
-        print(f"ownmem: {visible(str(e))}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("ownmem: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as e:  # noqa: BLE001 - one line, never a traceback; the type only, never data
-        print(f"ownmem: unexpected error ({type(e).__name__}); please report it", file=sys.stderr)
-        return EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """`ownmem staged list [--json] | confirm ID | discard ID`: the person's side of staged agent writes
-(ownmem.uomp.staging; uomp-draft-00 "20.4 Agent Write Restrictions") and of the agents' staged
-forget and share requests (ownmem.uomp.agent_requests; issue 19).
+(ownmem.agent.staging; uomp-draft-00 "20.4 Agent Write Restrictions") and of the agents' staged
+forget and share requests (ownmem.agent.requests; issue 19).
 
 A write: confirm seals an owner-signed confirmation record; discard forgets the staged memory.
 A request: confirm does what it asks here (the forget, or the share through vault/sharing.py)
@@ -13,11 +13,12 @@ import argparse
 import json
 from typing import Any
 
-from ownmem.cli import _unlock, _when
+from ownmem.cli.common import unlock as _unlock, when as _when
 from ownmem.errors import NotFound
 from ownmem.termsafe import visible
 from ownmem.vault.vault import UnlockedVault
-from ownmem.uomp import agent_requests, staging
+from ownmem.agent import requests as agent_requests
+from ownmem.agent import staging
 
 
 def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from ownmem.cli import _folder
+from ownmem.cli.common import folder as _folder
 from ownmem.errors import VaultError
 from ownmem.termsafe import raw, visible
 from ownmem.uomp.manifest import Registered, ScopeRequest, register_manifest
@@ -73,7 +73,7 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 
 def register(asub: Any) -> None:
-    """Called with the `agent` subcommand's subparsers (py/ownmem/agent/cli.py)."""
+    """Called with the `agent` subcommand's subparsers (py/ownmem/cli/agent.py)."""
     rg = asub.add_parser("register", help="validate and verify an agent's uom.json and keep it in the vault")
     rg.add_argument("manifest", help="path of uom.json (or of the agent's package root)")
     rg.add_argument("--json", action="store_true")

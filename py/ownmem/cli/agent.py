@@ -31,14 +31,12 @@ import sys
 import time
 from typing import Any
 
-from ownmem.cli import _folder, _when
-from ownmem.cli import _passphrase as cli_passphrase
+from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
 from ownmem.errors import VaultError
 from ownmem.agent.credentials import CREDENTIALS_INFO, CredentialFile
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
 
-KEYRING_SERVICE = "ownmem"
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
@@ -109,7 +107,7 @@ def _ended_sessions(folder: Any) -> dict[str, str]:
     from another device, say), read-only from the service's session store; {} when there is none."""
     import sqlite3
 
-    from ownmem.uomp.sessions import DB_NAME
+    from ownmem.agent.sessions import DB_NAME
     from ownmem.agent.credentials import SESSION_PREFIX
 
     path = os.path.join(str(folder), DB_NAME)
@@ -188,21 +186,6 @@ def cmd_connect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _passphrase(folder: str, use_keyring: bool) -> tuple[str, bool]:
-    """-> (passphrase, whether it came from the keyring)."""
-    if use_keyring:
-        import keyring
-        import keyring.errors
-
-        try:
-            pw = keyring.get_password(KEYRING_SERVICE, folder)
-        except keyring.errors.KeyringError as e:
-            raise VaultError(f"the OS keyring cannot be read ({type(e).__name__})") from None
-        if pw:
-            return pw, True
-    return cli_passphrase(), False
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
@@ -253,7 +236,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = binding.app()
     from server.guard import BodyDeadline, BodyTimeout
 
-    from ownmem.uomp.api import KeyReads, mount
+    from ownmem.agent.uomp_api import KeyReads, mount
     from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from ownmem.agent.guarded import SaihmGuard
 
@@ -339,9 +322,9 @@ def register(sub: Any) -> None:
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 
-    from ownmem.uomp.cli import register as register_uomp
+    from ownmem.cli.sessions import register as register_uomp
 
     register_uomp(asub)
 
-    from ownmem.uomp import manifest_cli
+    from ownmem.cli import manifest as manifest_cli
     manifest_cli.register(asub)

@@ -36,13 +36,13 @@ from typing import Any
 
 import httpx
 
-from ownmem.cli import _folder
+from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock
 from ownmem.errors import MalformedInput, ServiceDown, VaultError
 from ownmem.termsafe import raw, visible
-from ownmem.uomp.audit import DB_NAME as AUDIT_DB
+from ownmem.agent.audit import DB_NAME as AUDIT_DB
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.uomp.retention import RETENTION_DAYS, prune_cutoff
-from ownmem.uomp.sessions import ADMIN_HEADER, AdminCredential
+from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
+from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
 
 DEFAULT_PORT = 9374
 
@@ -54,7 +54,6 @@ def _base(args: argparse.Namespace) -> str:
 def person_key(args: argparse.Namespace) -> bytes:
     """The approval key (approval.APPROVAL_INFO): the person's proof, from the vault unlocked
     with the passphrase (prompt or OWNMEM_PASSPHRASE) or, with --keyring, the OS keyring entry."""
-    from ownmem.agent.cli import _passphrase
     from ownmem.vault import Vault
 
     vault = Vault(_folder(args))
@@ -219,9 +218,8 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         print(f"revoked {args.session}")
         return 0
     # another device: an owner-signed revocation record, carried by the sync server
-    from ownmem.cli import _unlock
     from ownmem.vault.sync import syncer_for
-    from ownmem.uomp.api import REVOCATION
+    from ownmem.agent.uomp_api import REVOCATION
 
     v = _unlock(args)
     try:
@@ -236,11 +234,10 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Another device (no agent service here): the batches synced to this vault, each checked
-    against its anchor in the public log (ownmem.uomp.audit_sync); problems go to stderr."""
-    from ownmem.cli import _unlock
+    against its anchor in the public log (ownmem.agent.audit_sync); problems go to stderr."""
     from ownmem.errors import SyncError
     from ownmem.vault.sync import Syncer, syncer_for
-    from ownmem.uomp.audit_sync import audit_view, log_anchor_check, log_newer_anchors
+    from ownmem.agent.audit_sync import audit_view, log_anchor_check, log_newer_anchors
 
     v = _unlock(args)
     try:
@@ -288,8 +285,7 @@ def _audit_on_disk(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The agent's machine with its service down (stopped, or killed before it ingested its
     journal): the log read from disk, journal included, opened for reading only (a service that
     runs after all, on another port, keeps writing it undisturbed)."""
-    from ownmem.cli import _unlock
-    from ownmem.uomp.audit import AUDIT_INFO, read_on_disk
+    from ownmem.agent.audit import AUDIT_INFO, read_on_disk
 
     v = _unlock(args)
     try:
@@ -340,9 +336,8 @@ def _prune(args: argparse.Namespace, before: int) -> tuple[int, int]:
         except ServiceDown as e:
             raise ServiceDown(f"{e}: nothing pruned (start it, or give its --port)") from None
         return int(got["pruned"]), int(got["forgotten"])
-    from ownmem.cli import _unlock
     from ownmem.vault.sync import Syncer, syncer_for
-    from ownmem.uomp.audit_sync import prune_batches
+    from ownmem.agent.audit_sync import prune_batches
 
     v = _unlock(args)
     try:
