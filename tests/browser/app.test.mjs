@@ -1707,7 +1707,7 @@ test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA s
 // The agent's machine: one more device of the vault, holding a UOMP item the agent may read.
 const UOMP_DEVICE = `
 import os, sys
-from ownmem.uomp.items import put_item
+from ownmem.usecases.items import put_item
 from ownmem.vault.sync import login_new_device
 folder, server, name = sys.argv[1:4]
 s = login_new_device(folder, server, name, os.environ["PW"])

@@ -1,6 +1,6 @@
 // The Agents screen (top bar): what `ownmem agent` on the person's machine lends to AI agents
-// (UOMP sessions, ownmem py/ownmem/uomp/published.py) and the agent writes waiting for them
-// (py/ownmem/uomp/staging.py).  Everything here comes from this device's own store: the
+// (UOMP sessions, ownmem py/ownmem/agent/published.py) and the agent writes waiting for them
+// (py/ownmem/agent/staging.py).  Everything here comes from this device's own store: the
 // agent service publishes owner-signed session records that sync like memories, and the
 // vault worker counts only those (`agents`).
 //
@@ -13,7 +13,7 @@
 //   Registered agents what each registered manifest asks for, its retention, its publisher
 //   Ended sessions    closed, revoked, expired
 //   Access audit      who read what, when, allowed or denied and why, newest first, by session
-//                     (`audit`: the batches the agent service syncs, py/ownmem/uomp/audit_sync.py);
+//                     (`audit`: the batches the agent service syncs, py/ownmem/agent/audit_sync.py);
 //                     a batch that fails its check against the public log's anchor, or that
 //                     follows a batch that never arrived, is a warning on its rows
 //
