@@ -1,5 +1,5 @@
-"""Stateless login challenges (docs/decisions.md, issue 19: "challenges cost the server nothing
-a stranger can exhaust").
+"""Stateless login challenges (docs/decisions.md, issue 19: "Blind server, who pays for a login: a
+stranger behind the person's own address").
 
     challenge (32 bytes) = expires_at (4, big-endian unix seconds) || nonce (12) || tag (16)
     tag = HMAC-SHA256(k, "ownmem/v1/challenge" || 0 || vault name || 0 || expires_at || nonce)[:16]

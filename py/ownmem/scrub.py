@@ -1,5 +1,5 @@
 """Forget OWNMEM_PASSPHRASE once it has done its work (issue 19, Build item 3; docs/decisions.md
-"Issue 19: proof").
+"Widening needs the person's proof, not a file").
 
 Removing it from ``os.environ`` is not enough: on Linux any process of the same OS user reads
 ``/proc/PID/environ``, which shows the environment block the process was started with (its

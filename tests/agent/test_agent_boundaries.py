@@ -2,7 +2,7 @@
 front of a real blind server): another agent's staged write is neither recalled nor erasable
 by it; the vault's control records (UOMP session revocations, confirmations of staged writes:
 ownmem.uomp.control) are never recalled nor erasable; a remember's answer says the write is
-staged (docs/decisions.md, "Agents and staged writes")."""
+staged (docs/decisions.md, SAIHM "saihm_forget", "saihm_remember")."""
 from __future__ import annotations
 
 import time

@@ -129,7 +129,7 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)   # macOS has no fdatasync
 # the journal is opened O_DSYNC where there is one: each write returns once its data is durable
 # (on Linux, a data sync of the range written), the guarantee of write + fdatasync in one system
 # call; measured here, 20-30 % more key reads per second than write + fdatasync
-# (docs/decisions.md "UOMP audit journal")
+# (docs/decisions.md, UOMP "18.3 Storage")
 _DSYNC = getattr(os, "O_DSYNC", 0)
 
 

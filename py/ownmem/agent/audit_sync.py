@@ -1,6 +1,6 @@
 """The UOMP audit on every device of the person, anchored in the public log (UOMP draft-00
 "Audit and Logging": "Storage", "Blockchain Extension", "Event Types", "Batching Strategy";
-DESIGN.md "Agent access"; docs/decisions.md "UOMP audit batches").
+DESIGN.md "Agent access"; docs/decisions.md "18.4 Blockchain Extension").
 
 On `ownmem agent` (``AuditSync``), every INTERVAL seconds, or at once when MAX_ENTRIES wait, or
 at once when a grant, a revocation or a deletion proof is committed ("Batching Strategy": near

@@ -1,5 +1,5 @@
 """Session and agent records that `ownmem agent` publishes for the person's other devices
-(docs/decisions.md "UOMP published session records"; issue 10 item 9).
+(docs/decisions.md, UOMP "13. Session"; issue 10 item 9).
 
 The sessions live in ``uomp.db`` on the agent's machine; the PWA and the CLI on another device
 see them through owner-signed control records that travel through the blind server like any

@@ -18,7 +18,7 @@ derives for that name (``bound_agent``); a staged flag its signer cannot prove i
 from every agent and offered to nobody (``NO_AGENT``).
 
 Both travel through ordinary sync, so any device (the CLI or the PWA) can confirm or discard
-(docs/decisions.md "UOMP staged agent writes").  The decisions here are pure functions over a
+(docs/decisions.md "20.4 Agent Write Restrictions").  The decisions here are pure functions over a
 vault listing; the I/O is in the CLI (``ownmem staged``) and the agent operator.
 
 Every agent write attempt is an entry of the one UOMP audit (ownmem.agent.audit: encrypted under

@@ -1,5 +1,5 @@
 """The person's approval of a widening request to `ownmem agent` (UOMP draft-00 "Auth Service
-API"; issue 19 "Widening needs the person's proof, not a file"; docs/decisions.md "Issue 19: proof").
+API"; issue 19; docs/decisions.md "Widening needs the person's proof, not a file").
 
     approval key = HKDF purpose key "ownmem/v1/uomp-approval" of the vault's master secret
                    (only the passphrase, or the keyring entry the person opted into, opens it)

@@ -311,7 +311,7 @@ MAX_PROOF_ID = 128
 
 def proof_message(doc: dict[str, Any]) -> bytes:
     """What the agent signs: the proof without proof_value, as JSON with sorted keys and no
-    spaces (docs/decisions.md "What a deletion proof signs")."""
+    spaces (docs/decisions.md "9.6 Deletion Proof")."""
     body = {k: v for k, v in doc.items() if k != "proof_value"}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 

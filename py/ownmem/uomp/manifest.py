@@ -8,7 +8,7 @@ Validation is a JSON Schema (``uom.schema.json`` beside this file, checked with 
 reported as one message per problem, all of them at once (``ManifestInvalid.problems``), so a
 publisher fixes a manifest in one round.
 
-Publisher verification (docs/decisions.md "UOMP manifests: canonical form and signatures"):
+Publisher verification (docs/decisions.md "16.2 Supported Methods", "16.4 Trust Policy"):
 
 * ``did``: only ``did:key`` (Ed25519, multicodec 0xed01) is resolvable offline.  The proof is an
   Ed25519Signature2020-shaped Data Integrity proof whose canonicalisation is RFC 8785 JCS (the

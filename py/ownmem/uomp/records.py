@@ -8,7 +8,7 @@ then the canonical aliases, then ``value.*`` nesting); ``validate`` turns those 
 nothing is written when anything is wrong.  ``write_records`` is the thin I/O: one sealed
 memory per record, the item fields in the payload extension ``"uomp"``.
 
-Decisions (docs/decisions.md "UOMP records import"): a key is unique in the whole vault, not
+Decisions (docs/decisions.md "12. Memory Import Format"): a key is unique in the whole vault, not
 only within a tag (one live head per key, issue 10 item 4), so 12.9's "unique within the target
 tag" is met a fortiori; ``--replace`` supersedes the live head of that key; a key twice in one
 file is refused even with ``--replace`` (which one would win is a guess).  Tags in a CSV cell or
