@@ -255,7 +255,7 @@ def test_the_guard_listens_on_loopback_only_and_defaults_to_127_0_0_1_9374(
     """14.1 "MUST listen on 127.0.0.1:9374 by default", "MUST NOT bind to 0.0.0.0 or public
     interfaces by default" (another address is refused outright: tests/agent/test_operator.py::
     test_the_service_refuses_any_bind_address_but_loopback)."""
-    from ownmem.cli.main import parser
+    from ownmem.cli import parser
 
     args = parser().parse_args(["agent"])
     assert (args.host, args.port) == ("127.0.0.1", 9374)        # the default, not bound here (a shared machine)

@@ -15,8 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ownmem import __version__
-from ownmem.cli import agent, log, records, share, staged
-from ownmem.cli.main import vault
+from ownmem.cli import agent, log, records, share, staged, vault
 from ownmem.cli.common import EXIT_ERROR, EXIT_USAGE, CliError, Parser
 from ownmem.errors import OwnmemError
 from ownmem.termsafe import guarded, visible
