@@ -8,4 +8,4 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors"
-SAIHM_SPEC = VECTORS / "specs" / "saihm-custodial.txt"
+SAIHM_EXAMPLE = VECTORS / "saihm" / "example-values.json"

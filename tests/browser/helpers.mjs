@@ -183,8 +183,8 @@ export async function spawnServer({ py, cwd, port, dataDir, webDir, onOutput }) 
 export function selftestVectors(root) {
   const vectors = path.join(root, 'tests', 'vectors');
   const v2 = JSON.parse(fs.readFileSync(path.join(vectors, 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8'));
-  const spec = fs.readFileSync(path.join(vectors, 'specs', 'saihm-custodial.txt'), 'utf8');
-  return JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec });
+  const example = JSON.parse(fs.readFileSync(path.join(vectors, 'saihm', 'example-values.json'), 'utf8'));
+  return JSON.stringify({ apertomemory_v2: v2, saihm_example: example });
 }
 
 /**

@@ -165,8 +165,8 @@ test('the vector selftest passes in the browser (ApertoMemory v2 001-014, SAIHM 
   // test server) and hands them to ownmem.web.selftest.run as one JSON string.
   const r = await page.evaluate(async () => {
     const v2 = await (await fetch('/vectors/apertomemory-v2/apertomemory-v2-test-vectors.json')).json();
-    const spec = await (await fetch('/vectors/specs/saihm-custodial.txt')).text();
-    return window.call('selftest', { vectors: JSON.stringify({ apertomemory_v2: v2, saihm_spec: spec }) });
+    const example = await (await fetch('/vectors/saihm/example-values.json')).json();
+    return window.call('selftest', { vectors: JSON.stringify({ apertomemory_v2: v2, saihm_example: example }) });
   });
   timings.selftest_ms = Math.round(r.ms);
   assert.deepEqual(r.failed, [], JSON.stringify(r.errors, null, 1));
@@ -175,16 +175,16 @@ test('the vector selftest passes in the browser (ApertoMemory v2 001-014, SAIHM 
 });
 
 test('SAIHM example: the deterministic ML-DSA-65 cell signature reproduces in the browser', { timeout: 120_000 }, async () => {
-  const spec = fs.readFileSync(path.join(VECTORS, 'specs', 'saihm-custodial.txt'), 'utf8');
-  const expected = spec.match(/signature\[0\.\.32\) = ([0-9a-f]{64})/)[1];
-  const holderId = spec.match(/holderId = ([0-9a-f]{64})/)[1];
+  const example = JSON.parse(fs.readFileSync(path.join(VECTORS, 'saihm', 'example-values.json'), 'utf8'));
+  const expected = example.signaturePrefix;
+  const holderId = example.holderId;
   const r = await call('exec', { code: `
 import json
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import cell, identity
 from ownmem.web.selftest import saihm_example
 from pyodide.http import pyfetch
-e = saihm_example(await (await pyfetch("/vectors/specs/saihm-custodial.txt")).string())
+e = saihm_example(json.loads(await (await pyfetch("/vectors/saihm/example-values.json")).string()))
 p = provider()
 holder = run_sync(identity.holder_from_seed(p, e["holder_seed"]))
 c = run_sync(cell.make_cell(p, xi=holder.xi, holder_id=holder.holder_id, kek_version=e["kek_version"],
@@ -210,7 +210,7 @@ print(json.dumps(selftest.run(sys.stdin.read())))
 `, {
     apertomemory_v2: JSON.parse(fs.readFileSync(
       path.join(VECTORS, 'apertomemory-v2', 'apertomemory-v2-test-vectors.json'), 'utf8')),
-    saihm_spec: fs.readFileSync(path.join(VECTORS, 'specs', 'saihm-custodial.txt'), 'utf8'),
+    saihm_example: JSON.parse(fs.readFileSync(path.join(VECTORS, 'saihm', 'example-values.json'), 'utf8')),
   }));
   assert.deepEqual(r.failed, [], JSON.stringify(r.errors));
   assert.equal(r.passed, SELFTEST_CHECKS, 'every group ran (CPythonProvider has the batch forms too)');

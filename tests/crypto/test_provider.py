@@ -7,10 +7,11 @@ Every authentication failure must surface as ``AuthenticationFailed``.
 """
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from ownmem_testpaths import SAIHM_SPEC
+from ownmem_testpaths import SAIHM_EXAMPLE
 from dilithium_py.ml_dsa import ML_DSA_65
 
 from ownmem.crypto import provider, run_sync, sha256
@@ -211,13 +212,10 @@ def test_mldsa65_seeded_keygen_is_deterministic() -> None:
 
 def test_mldsa65_saihm_example_holder_id() -> None:
     """SAIHM "Example values": holderId = SHA-256 of the ML-DSA-65 public key generated
-    from the first 32 bytes of identityKey (tests/vectors/specs/saihm-custodial.txt)."""
-    text = SAIHM_SPEC.read_text()
-    identity_key = re.search(r"identityKey = ([0-9a-f]{64}) ([0-9a-f]{64})", text)
-    holder_id = re.search(r"holderId = ([0-9a-f]{64})", text)
-    assert identity_key and holder_id
-    pub = run_sync(P.mldsa65_public(h(identity_key.group(1))))
-    assert sha256(pub).hex() == holder_id.group(1)
+    from the first 32 bytes of identityKey (tests/vectors/saihm/example-values.json)."""
+    example = json.loads(SAIHM_EXAMPLE.read_text())
+    pub = run_sync(P.mldsa65_public(bytes.fromhex(example["identityKey"])[:32]))
+    assert sha256(pub).hex() == example["holderId"]
 
 
 def test_mldsa65_bad_seed_length_is_malformed() -> None:

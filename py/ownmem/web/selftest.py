@@ -7,7 +7,7 @@ tests/browser/provider.test.mjs both call ``run``.  The normative vectors are no
 part of the package: the caller passes them in as JSON,
 
     {"apertomemory_v2": <tests/vectors/apertomemory-v2/apertomemory-v2-test-vectors.json>,
-     "saihm_spec": <the text of tests/vectors/specs/saihm-custodial.txt>}
+     "saihm_example": <tests/vectors/saihm/example-values.json>}
 
 and a missing group is skipped (its checks are not counted).  The provider's
 known-answer tests (RFC 8032, 7748, 5869, 3394, NIST GCM, FIPS 204 properties) are
@@ -19,7 +19,6 @@ Synchronous: under Pyodide the caller must enter it through an async JS call
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -425,38 +424,29 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
 
 # ---------------------------------------------------------------- SAIHM "Example values"
 
-def saihm_example(spec_text: str) -> dict[str, bytes | int]:
-    """The example values printed near the end of saihm-custodial.txt."""
-    def grab(pattern: str) -> str:
-        m = re.search(pattern, spec_text)
-        if m is None:
-            raise CheckFailed(f"SAIHM example value not found: {pattern}")
-        return re.sub(r"\s+", "", m.group(1))
-
-    hx = r"((?:[0-9a-f]{2,}(?![0-9A-Za-z])\s*)+)"
-    return {
-        "holder_seed": h(grab(r"holderSeed = ([0-9a-f]{64})")),
-        "identity_key": h(grab(r"identityKey = ([0-9a-f]{64} [0-9a-f]{64})")),
-        "holder_id": h(grab(r"holderId = ([0-9a-f]{64})")),
-        "cell_nonce": h(grab(r"cellNonce = ([0-9a-f]{32})")),
-        "dek": h(grab(r"DEK = ([0-9a-f]{64})")),
-        "plaintext": h(grab(r"plaintext = " + hx)),
-        "ciphertext": h(grab(r"ciphertext \(57 bytes, including 16-byte tag\) = " + hx)),
-        "cell_id": h(grab(r"cellId = ([0-9a-f]{64})")),
-        "timestamp": int(grab(r"timestamp = (\d+)")),
-        "kek_version": int(grab(r"kekVersion = (\d+)")),
-        "signature_prefix": h(grab(r"signature\[0\.\.32\) = ([0-9a-f]{64})")),
-    }
+def saihm_example(data: dict[str, Any]) -> dict[str, bytes | int]:
+    """The example values of saihm-custodial.txt, as tests/vectors/saihm/example-values.json holds
+    them (hex strings and two integers), decoded."""
+    try:
+        return {
+            "holder_seed": h(data["holderSeed"]), "identity_key": h(data["identityKey"]),
+            "holder_id": h(data["holderId"]), "cell_nonce": h(data["cellNonce"]), "dek": h(data["dek"]),
+            "plaintext": h(data["plaintext"]), "ciphertext": h(data["ciphertext"]),
+            "cell_id": h(data["cellId"]), "timestamp": int(data["timestamp"]),
+            "kek_version": int(data["kekVersion"]), "signature_prefix": h(data["signaturePrefix"]),
+        }
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckFailed(f"SAIHM example value missing or not hex: {type(e).__name__} {e}") from None
 
 
-def _saihm_checks(p: CryptoProvider, spec_text: str) -> dict[str, Check]:
+def _saihm_checks(p: CryptoProvider, example: dict[str, Any]) -> dict[str, Check]:
     rs = run_sync
     ex: dict[str, Any] = {}
     state: dict[str, Any] = {}
 
     def values() -> dict[str, Any]:
         if not ex:
-            ex.update(saihm_example(spec_text))
+            ex.update(saihm_example(example))
         return ex
 
     def holder() -> saihm_identity.Holder:
@@ -515,8 +505,8 @@ def checks(vectors: dict[str, Any], p: CryptoProvider | None = None) -> dict[str
     out = _kat_checks(p)
     if vectors.get("apertomemory_v2") is not None:
         out.update(_v2_checks(p, vectors["apertomemory_v2"]))
-    if vectors.get("saihm_spec"):
-        out.update(_saihm_checks(p, vectors["saihm_spec"]))
+    if vectors.get("saihm_example"):
+        out.update(_saihm_checks(p, vectors["saihm_example"]))
     return out
 
 

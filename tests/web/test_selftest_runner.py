@@ -1,0 +1,35 @@
+"""The vector runner the PWA's `selftest` op and the browser tests call (ownmem.web.selftest),
+parametrised by pytest under CPython: every check by name, so one that stops running (a group
+whose data went missing) fails here rather than shrinking the count."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from ownmem_testpaths import SAIHM_EXAMPLE, VECTORS
+
+from ownmem.web import selftest
+
+VECTOR_DATA = {
+    "apertomemory_v2": json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text()),
+    "saihm_example": json.loads(SAIHM_EXAMPLE.read_text()),
+}
+CHECKS = selftest.checks(VECTOR_DATA)
+
+
+def test_every_group_of_the_runner_is_present() -> None:
+    groups = {name.split(".")[0] for name in CHECKS}
+    assert {"saihm", "v2"} <= groups, groups
+    assert sum(n.startswith("saihm.") for n in CHECKS) == 6
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_selftest_check(name: str) -> None:
+    CHECKS[name]()
+
+
+def test_a_wrong_example_value_fails_its_check() -> None:
+    wrong = dict(VECTOR_DATA["saihm_example"], holderId="00" * 32)
+    report = selftest.run({"saihm_example": wrong})
+    assert "saihm.holder_id" in report["failed"], report
+    assert {"saihm.identity_key", "saihm.ciphertext", "saihm.cell_id"}.isdisjoint(report["failed"])
