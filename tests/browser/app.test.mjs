@@ -1166,7 +1166,7 @@ from ownmem.vault.vault import Vault
 folder, blob = sys.argv[1:3]
 v = Vault(folder).unlock(os.environ["PW"])
 raw = bytes.fromhex(blob)
-plain = run_sync(v.crypto.aes_gcm_decrypt(v.purpose_key(b"ownmem/v1/device-cache"), raw[:12], raw[12:], b"verified-v1"))
+plain = run_sync(v.crypto.aes_gcm_decrypt(run_sync(v.crypto.hkdf_sha256(v.identity.master, b"ownmem/v1/device-cache")), raw[:12], raw[12:], b"verified-v1"))
 m = cbor.decode(plain)
 print(json.dumps({"ids": sorted(k.hex() for k in m),
                   "holding": {n: sorted(k.hex() for k, e in m.items() if n.encode() in e[1]) for n in sys.argv[3:]}}))
@@ -1290,7 +1290,7 @@ now = int(time.time())
 ext = {"uomp": {"source": "agent", "agent_id": agent}}
 def random_key():
     return run_sync(K.signing_key(v.crypto, Ed25519PrivateKey.generate().private_bytes_raw()))
-agent_key = run_sync(K.signing_key(v.crypto, v.purpose_key(b"ownmem/v1/agent/" + agent.encode())))
+agent_key = run_sync(K.signing_key(v.crypto, run_sync(v.crypto.hkdf_sha256(v.identity.master, b"ownmem/v1/agent/" + agent.encode()))))
 v.trust_add(agent_key.public)
 other = random_key()
 v.trust_add(other.public)
@@ -1707,6 +1707,7 @@ test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA s
 // The agent's machine: one more device of the vault, holding a UOMP item the agent may read.
 const UOMP_DEVICE = `
 import os, sys
+from ownmem.crypto import run_sync
 from ownmem.usecases.items import put_item
 from ownmem.vault.sync import login_new_device
 folder, server, name = sys.argv[1:4]
@@ -1714,7 +1715,7 @@ s = login_new_device(folder, server, name, os.environ["PW"])
 put_item(s.v, "preference.theme", "dark", tags=("preference",), sensitivity="low")
 put_item(s.v, "preference.card", "4111-1111", tags=("preference", "financial"), sensitivity="medium")
 s.sync_once()
-print(s.v.purpose_key(b"ownmem/v1/uomp-approval").hex())   # the person's approval key (ownmem.uomp.approval)
+print(run_sync(s.v.crypto.hkdf_sha256(s.v.identity.master, b"ownmem/v1/uomp-approval")).hex())   # the person's approval key (ownmem.purposes)
 s.v.close()
 `;
 

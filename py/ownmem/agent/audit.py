@@ -53,8 +53,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ownmem.errors import AuthenticationFailed, StoreError
 from ownmem.agent.sessions import _private_file
+from ownmem.purposes import Purpose
 
-AUDIT_INFO = b"ownmem/v1/audit"
+AUDIT_INFO = Purpose.AUDIT
 DB_NAME = "audit.db"
 JOURNAL_NAME = "audit.journal"
 JOURNAL_SIZE = 4 << 20     # bytes preallocated (zeros written once): many ingests' worth

@@ -38,10 +38,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ownmem.errors import MalformedInput, NotFound, VaultError
+from ownmem.purposes import Purpose
 
 FILENAME = "agent-credentials.json"
 MARKER = "agent-credentials.migrated"      # sealed: the one migration has been done
-CREDENTIALS_INFO = b"ownmem/v1/agent-credentials"
+CREDENTIALS_INFO = Purpose.AGENT_CREDENTIALS
 _MAC_LABEL = b"ownmem-agent-credential-v1\n"
 _MARKER_LABEL = b"ownmem-agent-credentials-migrated-v1"
 _log = logging.getLogger("ownmem.agent")

@@ -59,6 +59,7 @@ from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, StoreError
 from ownmem.vault.vault import Entry, UnlockedVault
+from ownmem.purposes import AGENT_AUTHOR_PREFIX, AgentAuthor
 
 if TYPE_CHECKING:
     from ownmem.agent.audit import AuditEntry
@@ -94,14 +95,14 @@ def is_confirmation(e: Entry) -> bool:
     return "confirms" in uomp_of(e)
 
 
-AGENT_INFO = b"ownmem/v1/agent/"
+AGENT_INFO = AGENT_AUTHOR_PREFIX
 
 
-def agent_info(agent_id: str) -> bytes:
-    """The HKDF info of an agent's author key: the one derivation (the operator signs with it,
+def agent_info(agent_id: str) -> AgentAuthor:
+    """The purpose of an agent's author key: the one derivation (the operator signs with it,
     AgentKeys and the PWA check signers against it).  ``agent_id`` is a credential's agent id
     (credentials.Credential.agent: "<name>.<credential id>", or the bare name of an older one)."""
-    return AGENT_INFO + agent_id.encode()
+    return AgentAuthor(agent_id)
 
 
 def author_key(v: UnlockedVault, agent_id: str) -> aperto_keys.SigningKey:

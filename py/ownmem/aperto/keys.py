@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ownmem.crypto import CryptoProvider, random_bytes, sha256
 from ownmem.errors import MalformedInput
+from ownmem.purposes import AgentAuthor, KeyPurpose, Purpose
 
 INFO_SIGN = b"apertomemory/v1/sign"
 INFO_KA = b"apertomemory/v1/ka"
@@ -89,11 +90,14 @@ async def identity_from_passphrase(p: CryptoProvider, passphrase: str, salt: byt
     return await identity_from_master(p, await master_from_passphrase(p, passphrase, salt))
 
 
-async def derive_purpose_key(p: CryptoProvider, master: bytes, info: bytes) -> bytes:
-    """32 bytes for one ownmem purpose (DESIGN.md "Keys"); no key serves two purposes."""
-    if info.startswith(b"apertomemory/"):
-        raise MalformedInput("apertomemory/* info strings belong to the format's own keys")
-    return await p.hkdf_sha256(master, info)
+async def derive_purpose_key(p: CryptoProvider, master: bytes, purpose: KeyPurpose) -> bytes:
+    """32 bytes for one ownmem purpose of the registry (ownmem.purposes; DESIGN.md "Keys"); no
+    key serves two purposes, and a bare info string (the format's own apertomemory/* ones
+    included) is refused."""
+    if not isinstance(purpose, (Purpose, AgentAuthor)):
+        raise MalformedInput("a purpose key needs a purpose of the registry (ownmem.purposes); "
+                             "apertomemory/* info strings belong to the format's own keys")
+    return await p.hkdf_sha256(master, purpose.info)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ownmem.crypto import CryptoProvider, sha256
+from ownmem.purposes import Purpose
 
-INFO_HOLDER_SEED = b"ownmem/v1/saihm-holder"
+INFO_HOLDER_SEED = Purpose.SAIHM_HOLDER.info
 SALT_IDENTITY = b"MPS-PQC-KEY-GEN-v1"
 INFO_IDENTITY = b"MPS-AGENT-IDENTITY-v1"
 
@@ -42,4 +43,4 @@ async def holder_from_seed(p: CryptoProvider, holder_seed: bytes) -> Holder:
 
 
 async def holder_from_master(p: CryptoProvider, master: bytes) -> Holder:
-    return await holder_from_seed(p, await p.hkdf_sha256(master, INFO_HOLDER_SEED))
+    return await holder_from_seed(p, await p.hkdf_sha256(master, Purpose.SAIHM_HOLDER.info))

@@ -26,8 +26,9 @@ import secrets
 from dataclasses import dataclass
 
 from ownmem.uomp.tokens import AccessDenied
+from ownmem.purposes import Purpose
 
-APPROVAL_INFO = b"ownmem/v1/uomp-approval"
+APPROVAL_INFO = Purpose.UOMP_APPROVAL
 APPROVAL_HEADER = "X-Ownmem-Approval"
 WINDOW = 120            # seconds either side of the service's clock
 MAX_NONCES = 4096       # approvals within one window; more are refused until older ones leave

@@ -24,8 +24,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ownmem.errors import OwnmemError
+from ownmem.purposes import Purpose
 
-AUTH_INFO = b"ownmem/v1/uomp-auth"
+AUTH_INFO = Purpose.UOMP_AUTH
 VERSION = "1.0"
 MAX_TOKEN = 16 * 1024      # bytes of a bearer token we parse at all
 

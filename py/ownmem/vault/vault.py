@@ -30,12 +30,13 @@ from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, Ownmem
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
+from ownmem.purposes import KeyPurpose, Purpose
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
 MERGES = "merges"
 TOOL = "ownmem/0.1"
-SYNC_INFO = b"ownmem/v1/sync"
+SYNC_INFO = Purpose.SYNC
 OPEN_BATCH = 512
 
 Progress = Callable[[int, int], None]
@@ -263,7 +264,7 @@ class UnlockedVault:
         self._keks: dict[bytes, bytes] = {}             # scope_id -> unwrapped scope KEK
         self._holder: Holder | None = None              # SAIHM holder: the ML-DSA-65 seed
         self._sync: aperto_keys.SigningKey | None = None          # the device-authentication key
-        self._purpose: dict[bytes, bytes] = {}          # info -> purpose key (device cache, ...)
+        self._purpose: dict[KeyPurpose, bytes] = {}     # purpose -> its key (device cache, ...)
 
     # ------------------------------------------------------------- keys
     @property
@@ -303,15 +304,15 @@ class UnlockedVault:
             self._holder = run_sync(holder_from_master(self.crypto, self.identity.master))
         return self._holder
 
-    def purpose_key(self, info: bytes) -> bytes:
-        """The 32-byte key of one ownmem purpose (DESIGN.md "Keys"), derived on first use."""
-        key = self._purpose.get(info)
-        return key if key is not None else run_sync(self.purpose_key_async(info))
+    def purpose_key(self, purpose: KeyPurpose) -> bytes:
+        """The 32-byte key of one ownmem purpose (ownmem.purposes), derived on first use."""
+        key = self._purpose.get(purpose)
+        return key if key is not None else run_sync(self.purpose_key_async(purpose))
 
-    async def purpose_key_async(self, info: bytes) -> bytes:
-        key = self._purpose.get(info)
+    async def purpose_key_async(self, purpose: KeyPurpose) -> bytes:
+        key = self._purpose.get(purpose)
         if key is None:
-            key = self._purpose[info] = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, info)
+            key = self._purpose[purpose] = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, purpose)
         return key
 
     def sync_key(self) -> aperto_keys.SigningKey:

@@ -28,11 +28,12 @@ from ownmem.uomp.control import is_control
 from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
                            unlock_store_async)
 from ownmem.web.store import IdbStore
+from ownmem.purposes import Purpose
 
 if TYPE_CHECKING:
     from ownmem.uomp.records import Checked
 
-CACHE_INFO = b"ownmem/v1/device-cache"
+CACHE_INFO = Purpose.DEVICE_CACHE
 CACHE_KEY = "verified-v1"
 # An agent's author key: agent/staging.py author_key (the one derivation), which `ownmem agent`
 # signs that agent's memories with and the keyring accepts (trust_add).  An agent id is a

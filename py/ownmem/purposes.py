@@ -1,0 +1,41 @@
+"""The registry of keys ownmem derives from a vault's master secret, one HKDF-SHA256 info string
+per purpose (DESIGN.md "Keys"): no key serves two purposes, and every derivation names its
+purpose here (aperto.keys.derive_purpose_key takes nothing else; tests/test_purposes.py fails on
+an info string spelt anywhere else).  The format's own keys (apertomemory/v1/sign, /ka) are
+ApertoMemory §9's and stay in aperto/keys.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Purpose(Enum):
+    """A fixed purpose: the value is the HKDF info string."""
+    SAIHM_HOLDER = b"ownmem/v1/saihm-holder"              # the SAIHM holder seed (ML-DSA-65 identity)
+    SYNC = b"ownmem/v1/sync"                              # Ed25519: a device to the blind server
+    UOMP_AUTH = b"ownmem/v1/uomp-auth"                    # Ed25519: UOMP capability tokens (EdDSA JWT)
+    UOMP_APPROVAL = b"ownmem/v1/uomp-approval"            # HMAC: the person's approval of a widening
+    AGENT_CREDENTIALS = b"ownmem/v1/agent-credentials"    # HMAC: the sealed agent credential file
+    DEVICE_CACHE = b"ownmem/v1/device-cache"              # AES-256: a device's cache of verified plaintext
+    AUDIT = b"ownmem/v1/audit"                            # AES-256: UOMP audit entries
+
+    @property
+    def info(self) -> bytes:
+        return self.value
+
+
+AGENT_AUTHOR_PREFIX = b"ownmem/v1/agent/"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentAuthor:
+    """The Ed25519 author key of the memories one agent writes: ``agent_id`` is a credential's
+    agent id ("<name>.<credential id>", or the bare name of an older credential)."""
+    agent_id: str
+
+    @property
+    def info(self) -> bytes:
+        return AGENT_AUTHOR_PREFIX + self.agent_id.encode()
+
+
+KeyPurpose = Purpose | AgentAuthor
