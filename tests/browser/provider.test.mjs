@@ -158,7 +158,7 @@ test('boots Pyodide with JSPI and installs BrowserProvider', { timeout: 120_000 
   assert.equal(b.features.mldsa, b.features.webcrypto_mldsa ? 'webcrypto' : 'noble');
 });
 
-const SELFTEST_CHECKS = 51;   // 13 KATs + 3 batch + 6 + 11 verdicts + 3 + 9 rebuilds + 6 SAIHM
+const SELFTEST_CHECKS = 59;   // 13 KATs + 3 batch + 6 + 11 verdicts + 3 + 8 more v2 + 9 rebuilds + 6 SAIHM
 
 test('the vector selftest passes in the browser (ApertoMemory v2 001-014, SAIHM example, KATs)', { timeout: 120_000 }, async () => {
   // As the app's selftest op does, the page fetches the vectors (here from tests/vectors via the

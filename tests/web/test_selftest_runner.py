@@ -33,3 +33,14 @@ def test_a_wrong_example_value_fails_its_check() -> None:
     report = selftest.run({"saihm_example": wrong})
     assert "saihm.holder_id" in report["failed"], report
     assert {"saihm.identity_key", "saihm.ciphertext", "saihm.cell_id"}.isdisjoint(report["failed"])
+
+
+def test_a_vector_swapped_for_another_fails_its_checks() -> None:
+    """007 read with 008's sealed object: the custody checks and the verdict see it."""
+    vectors = json.loads(json.dumps(VECTOR_DATA["apertomemory_v2"]))
+    inner = vectors.get("vectors", vectors)
+    k7 = next(k for k in inner if k.startswith("007-"))
+    k8 = next(k for k in inner if k.startswith("008-"))
+    inner[k7]["input"]["sealed_object"] = inner[k8]["input"]["sealed_object"]
+    failed = selftest.run({"apertomemory_v2": vectors})["failed"]
+    assert {"v2.007_custody_attested", "v2.verdict_007", "v2.rebuild_007"} <= set(failed), failed

@@ -1,9 +1,9 @@
-"""The vector tests, runnable with whatever crypto provider is installed.
+"""The vector tests, runnable with whatever crypto provider is installed: the one runner of the
+ApertoMemory v2 vectors and the SAIHM example.
 
-The browser has no pytest, so the checks that the CPython suite makes
-(tests/crypto/test_provider.py, tests/aperto/test_vectors.py, the SAIHM example)
-are repeated here as plain functions; the app's ``selftest`` op and
-tests/browser/provider.test.mjs both call ``run``.  The normative vectors are not
+The browser has no pytest, so the checks are plain functions; pytest parametrises over them
+(tests/web/test_selftest_runner.py), and the app's ``selftest`` op and
+tests/browser/provider.test.mjs call ``run``.  The normative vectors are not
 part of the package: the caller passes them in as JSON,
 
     {"apertomemory_v2": <tests/vectors/apertomemory-v2/apertomemory-v2-test-vectors.json>,
@@ -27,7 +27,7 @@ from ownmem.aperto.keys import Identity
 from ownmem.aperto.model import Authorship, Memory, MemType, OpenedMemory, Trust
 from ownmem.aperto.seal import envelope_aad, open_sealed, seal, seal_unchecked
 from ownmem.aperto.trust import Keyring
-from ownmem.crypto import CryptoProvider, cbor, provider, run_sync, sha256
+from ownmem.crypto import CryptoProvider, cbor, cose, provider, run_sync, sha256
 from ownmem.errors import AuthenticationFailed, MalformedInput
 from ownmem.saihm import cell as saihm_cell
 from ownmem.saihm import identity as saihm_identity
@@ -324,6 +324,7 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
         t = third_party()
         _ok(t.sign_pub.hex() == v("004")["input"]["signer_sign_pub"], "signer_sign_pub")
         _ok(v("007")["input"]["known_keys"] == {t.key_id.hex(): t.sign_pub.hex()}, "known_keys")
+        _ok(t.key_id == KID_THIRD_PARTY, "third party key id")
 
     def k002() -> None:
         inp, exp = v("002")["input"], v("002")["expect"]
@@ -352,6 +353,7 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
         _ok(o.signature_verified is True and o.content == inp["content"], "content")
         _ok(o.tags == tuple(inp["tags"]) and o.confidence == inp["confidence"], "fields")
         _ok(o.created == inp["created"] and o.tool == TOOL and o.schema_violations == (), "fields")
+        _ok(o.mem_type == MemType.SEMANTIC, "type")
 
     def verdict(number: str) -> Check:
         def check() -> None:
@@ -396,16 +398,67 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
         o = open_(inp, allow=True)
         _ok(o.format_version == 1 and o.trust is Trust.UNVERIFIED and o.signature_verified is False)
         _ok(o.claimed_author_key_id == KID_OWNER and o.content == "legacy memory")
+        _ok(o.authorship is Authorship.UNKNOWN and o.author_key_id is None and o.signer_key_id is None, "no author")
+
+    def custody_007() -> None:
+        o = open_(v("007")["input"])
+        _ok(o.trust is Trust.TRUSTED and o.authorship is Authorship.ATTESTED, "attested")
+        _ok(o.author_key_id == KID_THIRD_PARTY and o.signer_key_id == KID_OWNER, "author and signer")
+        _ok(o.signature_verified and o.custody_present, "custody present")
+        _ok(o.custody is not None and o.custody.proven_author == KID_THIRD_PARTY, "proven author")
+
+    def custody_008() -> None:
+        o = open_(v("008")["input"])
+        _ok((o.trust, o.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN) and o.author_key_id is None)
+        _ok(o.claimed_author_key_id == KID_THIRD_PARTY, "claimed author")
+
+    def custody_011() -> None:
+        o = open_(v("011")["input"])
+        _ok(o.signer_key_id == KID_THIRD_PARTY, "the signature itself is fine")
+        _ok(o.custody is not None and o.custody.proven_author == KID_OWNER, "custody read")
+        _ok((o.trust, o.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN) and o.author_key_id is None,
+            "the attestation of a non-owner is not honoured")
+
+    def custody_012() -> None:
+        o = open_(v("012")["input"])
+        _ok((o.trust, o.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN) and o.author_key_id is None)
+
+    def confidence_013() -> None:
+        o = open_(v("013")["input"])
+        _ok(o.trust is Trust.SELF and o.confidence is None, "confidence dropped")
+        _ok("confidence out of range" in o.schema_violations, "schema violation")
+
+    def empty_custody_014() -> None:
+        o = open_(v("014")["input"])          # must not raise
+        _ok((o.trust, o.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN) and o.author_key_id is None)
+        _ok(o.custody_present and o.custody is None, "custody present, unreadable")
+        _ok("custody record malformed" in o.schema_violations, "schema violation")
+
+    def sealed_again(number: str, who: Identity) -> str:
+        payload, _, kid, version = REBUILDS[number]
+        sealed = rs(seal_unchecked(p, payload, signer=who.sign, kid=kid, object_id=OBJECT_ID, scope_id=SCOPE_ID,
+                                   dek=h(v(number)["input"]["dek"]), nonce=NONCE, format_version=version))
+        return sealed.encoded.hex()
+
+    def signer_010_by_trying() -> None:
+        """010's header names the third party; only the owner's signature reproduces the vector."""
+        matches = [who for who, ident in (("owner", owner()), ("third_party", third_party()))
+                   if sealed_again("010", ident) == v("010")["input"]["sealed_object"]]
+        _ok(matches == ["owner"], "only the owner's signature reproduces 010")
+
+    def rebuilt_payloads() -> None:
+        """Decrypting each vector yields exactly the payload the rebuild signs, under its kid."""
+        for number, (payload, _, kid, _) in REBUILDS.items():
+            inp = v(number)["input"]
+            sealed = cbor.decode(h(inp["sealed_object"]))
+            aad = envelope_aad(sealed[3], sealed[1], sealed[2]) if sealed[3] >= 2 else b""
+            sign1 = cose.parse_sign1(rs(cose.decrypt0(p, h(inp["dek"]), cose.parse_encrypt0(sealed[4]), aad)))
+            _ok(sign1.payload == payload and sign1.kid == kid, number)
 
     def rebuild(number: str) -> Check:
         def check() -> None:
-            payload, who, kid, version = REBUILDS[number]
-            inp = v(number)["input"]
-            signer = (owner() if who == "owner" else third_party()).sign
-            sealed = rs(seal_unchecked(p, payload, signer=signer, kid=kid, object_id=OBJECT_ID,
-                                       scope_id=SCOPE_ID, dek=h(inp["dek"]), nonce=NONCE,
-                                       format_version=version))
-            _ok(sealed.encoded.hex() == inp["sealed_object"], "rebuilt bytes")
+            who = owner() if REBUILDS[number][1] == "owner" else third_party()
+            _ok(sealed_again(number, who) == v(number)["input"]["sealed_object"], "rebuilt bytes")
         return check
 
     checks: dict[str, Check] = {
@@ -417,6 +470,13 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
     checks["v2.binding_refusals_under_opt_in"] = binding_under_opt_in
     checks["v2.004_refused_under_every_key"] = forged_under_every_key
     checks["v2.009_legacy_never_verified"] = legacy_009
+    checks.update({"v2.007_custody_attested": custody_007, "v2.008_custody_unproven": custody_008,
+                   "v2.011_custody_from_non_owner_not_honoured": custody_011,
+                   "v2.012_custody_naming_unaccepted_key": custody_012,
+                   "v2.013_out_of_range_confidence": confidence_013,
+                   "v2.014_empty_custody_map_degrades": empty_custody_014,
+                   "v2.010_signer_found_by_trying": signer_010_by_trying,
+                   "v2.rebuilt_payloads_are_what_the_vectors_carry": rebuilt_payloads})
     for number in sorted(REBUILDS):
         checks[f"v2.rebuild_{number}"] = rebuild(number)
     return checks
