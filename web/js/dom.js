@@ -18,11 +18,11 @@ export const topbar = /** @type {HTMLElement} */ (document.getElementById('topba
 /**
  * A copy of the element template `id` of index.html holds.
  * @param {string} id
- * @returns {HTMLElement}
+ * @returns {Found}
  */
 export function tpl(id) {
   const t = /** @type {HTMLTemplateElement} */ (document.getElementById(id));
-  return /** @type {HTMLElement} */ (t.content.firstElementChild?.cloneNode(true));
+  return t.content.firstElementChild?.cloneNode(true);
 }
 
 /**
