@@ -49,10 +49,23 @@ export interface StatusResult {
   count: number;
 }
 
+/** The crypto provider's feature detection (glue.js and glue-sync.js features, ownmem.web.provider):
+ *  which implementation does each primitive ("webcrypto", "noble", ...). */
+export interface Provider {
+  jspi?: boolean;
+  argon2?: string;
+  mldsa?: string;
+  ed25519?: string;
+  x25519?: string;
+  aes?: string;
+  hkdf?: string;
+  sync_steps?: unknown;
+  [feature: string]: unknown;
+}
+
 export interface BootResult {
   vault: { count: number; server: string | null; name: string | null; salt: string } | null;
-  /** the crypto provider's feature detection (glue.js features) */
-  provider: Record<string, unknown>;
+  provider: Provider;
 }
 
 export interface ListResult {
@@ -67,10 +80,10 @@ export interface ImportResult {
   imported_ids: string[];
   skipped: [string, string][];
   refused: [string, string][];
-  scopes_added: number;
+  scopes_added: string[];
   scopes_refused: [string, string][];
-  keys_added: number;
-  keys_held_back: number;
+  keys_added: string[];
+  keys_held_back: string[];
   identity_adopted: boolean;
   metadata_signed: boolean;
 }
@@ -211,7 +224,7 @@ export interface SyncedChange {
 /** ownmem.uomp.records.Checked.to_json: one record of a records file. */
 export interface RecordRow {
   number: number;
-  key: string;
+  key: string | null;
   value: unknown;
   tags: string[];
   sensitivity: string | null;
@@ -267,7 +280,8 @@ export interface PythonOperations {
   resolve: Op<{ id: string }, { id: string }>;
   forget: Op<{ id: string }, { erased: number }>;
   import: Op<{ data: Uint8Array; accept_container_keys?: boolean; passphrase?: string }, ImportResult>;
-  export: Op<Empty, { data: Uint8Array; count: number }>;
+  /** data: the .amem file (bytes cross postMessage in an ArrayBuffer of their own) */
+  export: Op<Empty, { data: Uint8Array<ArrayBuffer>; count: number }>;
   sync: Op<Empty, SyncResult>;
   token: Op<Empty, { token: string; url: string }>;
   status: Op<Empty, StatusResult>;
