@@ -22,7 +22,11 @@
 //   'listing'         a whole new list; 'added': one new memory (the views render again)
 //   'refusals'        the syncs' refusals changed (the sync status area shows them)
 
-/** @import { BootResult, Entry, ListResult, StatusResult } from '../types/protocol' */
+/** @import { BootResult, Entry, ListResult, Provider, StatusResult } from '../types/protocol' */
+/**
+ * What the page knows of the vault before `boot` answers (a login, a restore) or from it.
+ * @typedef {{ vault?: Partial<NonNullable<BootResult['vault']>> | null, provider?: Provider }} BootInfo
+ */
 
 // ------------------------------------------------------------------ settings (never secrets)
 
@@ -103,7 +107,7 @@ let session = 0;
 let view = 'memories';
 /** @type {string | null} the memory whose card is an edit form */
 let editing = null;
-/** @type {BootResult | null} */
+/** @type {BootInfo | null} */
 let boot = null;
 
 export const isUnlocked = () => unlocked;
@@ -111,7 +115,7 @@ export const currentSession = () => session;
 export const isCurrent = (/** @type {number} */ s) => s === session;
 
 export const bootInfo = () => boot;
-/** @param {BootResult | null} b */
+/** @param {BootInfo | null} b */
 export function setBootInfo(b) {
   boot = b;
 }
