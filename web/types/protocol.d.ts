@@ -166,6 +166,8 @@ export interface Session {
   deletion_proof?: { required?: boolean; accepted?: string[]; missing?: string[] };
   published_at?: number;
   seq?: number;
+  /** "saihm": an MCP host's credential */
+  binding?: string;
   record_id: string;
   revocation_sent: boolean;
   [field: string]: unknown;
@@ -203,6 +205,13 @@ export interface AgentRequest {
 export interface AuditRow {
   session_id: string;
   agent_id: string;
+  action: string;
+  allowed: boolean;
+  /** ISO 8601 */
+  timestamp: string;
+  reason: string;
+  key?: string | null;
+  tag?: string | null;
   batch: { stream: string; seq: number; problem: string | null; anchor_checked: boolean };
   [field: string]: unknown;
 }

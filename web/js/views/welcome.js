@@ -105,7 +105,7 @@ function createForm() {
     if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
     const verdict = await meter.now();
     // an Error (cannot tell) has no score: below the floor
-    if (!(/** @type {{ score?: number }} */ (verdict).score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
+    if (!(/** @type {any} */ (verdict).score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
     if (pass.value !== pass2.value) {
       pass2.value = '';
       return refuse(err, pass2, 'The two passphrases differ.');
@@ -148,7 +148,7 @@ function strengthMeter(form) {
   const show = (verdict) => {
     bar.dataset.score = String(verdict && !(verdict instanceof Error) ? verdict.score : -1);
     text.textContent = describe(verdict);
-    accept.hidden = verdict === null || /** @type {{ score?: number }} */ (verdict).score >= MIN_SCORE;
+    accept.hidden = verdict === null || /** @type {any} */ (verdict).score >= MIN_SCORE;
   };
   const now = async () => {
     const n = ++asked;
