@@ -8,7 +8,7 @@ import {
   currentSession, insertEntry, isCurrent, isLoaded, isUnlocked, setListing, setSyncStatus, showsUnverified,
 } from './state.js';
 
-/** @import { Call, Entry, Events, ListResult, StatusResult } from '../types/protocol' */
+/** @import { Call, Entry, Events } from '../types/protocol' */
 
 /** @type {VaultClient} set by connect(), before anything here is called */
 let client = /** @type {any} */ (null);

@@ -15,7 +15,7 @@ performance.mark("ownmem:worker");
 import { loadPyodide } from "../pyodide/pyodide.mjs";
 import * as idb from "./idb.js";
 
-/** @import { Args, ErrorInfo, OpName, PythonOperations, Request, Result } from '../types/protocol' */
+/** @import { Args, OpName, PythonOperations, Request, Result } from '../types/protocol' */
 /** @typedef {keyof PythonOperations} PyOp an operation ownmem.web.api answers */
 
 // glue.js and glue-sync.js (and vendor.js under them) load while loadPyodide runs, not before
