@@ -22,7 +22,7 @@ export const topbar = /** @type {HTMLElement} */ (document.getElementById('topba
  */
 export function tpl(id) {
   const t = /** @type {HTMLTemplateElement} */ (document.getElementById(id));
-  return t.content.firstElementChild?.cloneNode(true);
+  return /** @type {Element} */ (t.content.firstElementChild).cloneNode(true);
 }
 
 /**
@@ -177,7 +177,7 @@ export function enterSubmits(textarea) {
   textarea.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
-      textarea.form?.requestSubmit();
+      /** @type {HTMLFormElement} */ (textarea.form).requestSubmit();
     }
   });
 }
@@ -195,7 +195,7 @@ export function showsPercent(range, out) {
 /** @param {ParentNode} root */
 export function wireReveal(root) {
   for (const btn of root.querySelectorAll('[data-role="reveal"]')) {
-    const input = /** @type {HTMLInputElement} */ (document.getElementById(btn.getAttribute('aria-controls') ?? ''));
+    const input = /** @type {HTMLInputElement} */ (document.getElementById(/** @type {string} */ (btn.getAttribute('aria-controls'))));
     btn.addEventListener('click', () => {
       const show = input.type === 'password';
       input.type = show ? 'text' : 'password';

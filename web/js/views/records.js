@@ -51,7 +51,7 @@ export function wireRecords(panel) {
     shown = null;
     role(form, 'records-confirm').disabled = true;
     showError(err, '');
-    showProgress(progress, `Checking ${file?.name}…`);
+    showProgress(progress, `Checking ${/** @type {NonNullable<typeof file>} */ (file).name}…`);
     try {
       const r = await call('records_preview', args());
       if (n !== asked || !isCurrent(session) || !panel.isConnected) return;
