@@ -3,7 +3,7 @@
 
     python3 build.py setup          create .venv and install ownmem with its test dependencies;
                                     npm ci (pyodide, hash-wasm, @noble/post-quantum, playwright-core,
-                                    puppeteer-core, esbuild); Chromium, WebKit (webkit2gtk-driver:
+                                    puppeteer-core, esbuild, typescript); Chromium, WebKit (webkit2gtk-driver:
                                     WebKitWebDriver + MiniBrowser, xvfb) and Firefox ESR (firefox-esr)
                                     for the browser tests (apt-get, as root)
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)

@@ -192,13 +192,15 @@ export interface Agent {
 export interface AgentRequest {
   id: string;
   agent_id: string;
+  /** forget | share */
   kind: string;
-  created: number | null;
+  created: number;
   objects: string[];
   cells: string[];
-  share: Record<string, unknown> | null;
+  /** a share request's terms (ShareTerms.to_json) */
+  share: { grantees: string[]; type: string; scope: string; expiryEpoch: string | null } | null;
+  /** what confirming would do, one sentence */
   description: string;
-  [field: string]: unknown;
 }
 
 /** One audit entry (the UOMP 18.1 fields) with the batch it came in. */
