@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""ownmem's one build entry point: setup | build | serve | test | bench.
+"""ownmem's one build entry point: setup | build | serve | test | typecheck-js | bench.
 
     python3 build.py setup          create .venv and install ownmem with its test dependencies;
                                     npm ci (pyodide, hash-wasm, @noble/post-quantum, playwright-core,
-                                    puppeteer-core, esbuild); Chromium, WebKit (webkit2gtk-driver:
+                                    puppeteer-core, esbuild, typescript); Chromium, WebKit (webkit2gtk-driver:
                                     WebKitWebDriver + MiniBrowser, xvfb) and Firefox ESR (firefox-esr)
                                     for the browser tests (apt-get, as root)
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
-    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, pytest, browser
-                                    tests in Chromium (app.test.mjs twice: with JSPI and OWNMEM_JSPI=0),
-                                    WebKit and Firefox ESR (with ARGS, only pytest, with those arguments)
+    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, the JavaScript
+                                    type check, pytest, browser tests in Chromium (app.test.mjs twice:
+                                    with JSPI and OWNMEM_JSPI=0), WebKit and Firefox ESR (with ARGS,
+                                    only pytest, with those arguments)
+    python3 build.py typecheck-js   npm ci (when the lock changed), then type-check the web app's
+                                    JavaScript: tsc --noEmit over its JSDoc types (web/tsconfig.json,
+                                    tsconfig.worker.json, tsconfig.node.json)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
                                     and write the results to docs/benchmarks.md (an area not run
                                     keeps its section from the previous report)
@@ -51,6 +55,8 @@ SW_VERSION_MARK = "__OWNMEM_PRECACHE_VERSION__"
 # fixed timestamps inside the wheel, so the same sources give the same bytes (and hash)
 SOURCE_DATE_EPOCH = "315532800"    # 1980-01-01, the earliest a zip can say
 SETUP_REV = b"2"                   # bump when setup() itself installs more
+# the web app's type-check programs (one per global scope: the page, the workers, node)
+TSCONFIGS = ("web/tsconfig.json", "web/tsconfig.worker.json", "web/tsconfig.node.json")
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -287,17 +293,33 @@ def _write_precache(out: Path) -> str:
     return version
 
 
+def typecheck_js() -> int:
+    """TypeScript's checker over the web app's JavaScript and its JSDoc types (nothing is
+    emitted): each program of TSCONFIGS, the worker protocol typed once in web/types/protocol.d.ts.
+    -> 0, or 1 after the errors were printed."""
+    tsc = NODE_MODULES / ".bin" / "tsc"
+    failed = False
+    for config in TSCONFIGS:
+        print(f"+ tsc --noEmit -p {config}", flush=True)
+        failed |= subprocess.run([str(tsc), "--noEmit", "-p", config], cwd=ROOT, check=False).returncode != 0
+    return 1 if failed else 0
+
+
 def test(args: list[str]) -> int:
-    """The whole suite: the type checker (mypy --strict over py/ownmem and server, as
-    configured in pyproject.toml), pytest (CPython, server on SQLite and PostgreSQL), then
-    the browser tests (node's test runner + playwright-core in headless Chromium).  With
-    ARGS, only pytest runs, with those arguments.  A type error stops the run."""
+    """The whole suite: the type checkers (mypy --strict over py/ownmem and server, as
+    configured in pyproject.toml; tsc over the web app's JavaScript), pytest (CPython, server
+    on SQLite and PostgreSQL), then the browser tests (node's test runner + playwright-core in
+    headless Chromium).  With ARGS, only pytest runs, with those arguments.  A type error
+    stops the run."""
     build()     # the browser tests load web/dist
     env = dict(os.environ)
     if not args:
         print("+ mypy (strict, pyproject.toml [tool.mypy])", flush=True)
         if subprocess.run([str(PY), "-m", "mypy"], cwd=ROOT, env=env).returncode != 0:
             print("build.py test: the type checker failed; fix the errors above", flush=True)
+            return 1
+        if typecheck_js() != 0:
+            print("build.py test: the JavaScript type check failed; fix the errors above", flush=True)
             return 1
     py_rc = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
     if args:
@@ -343,9 +365,12 @@ def main(argv: list[str]) -> int:
         return serve(rest)
     if cmd == "test":
         return test(rest)
+    if cmd == "typecheck-js":
+        _setup_npm()    # tsc is TypeScript's, from package-lock.json
+        return typecheck_js()
     if cmd == "bench":
         return bench(rest)
-    print(f"build.py: unknown command {cmd!r} (setup | build | serve | test | bench)", file=sys.stderr)
+    print(f"build.py: unknown command {cmd!r} (setup | build | serve | test | typecheck-js | bench)", file=sys.stderr)
     return 2
 
 

@@ -13,24 +13,26 @@
 const VERSION = "__OWNMEM_PRECACHE_VERSION__";
 const PREFIX = "ownmem-";
 const CACHE = PREFIX + VERSION;
+// `self`, typed: TypeScript's lib gives every worker the same global scope type
+const scope = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
-self.addEventListener("install", (event) => {
-  event.waitUntil(precache().then(() => self.skipWaiting()));
+scope.addEventListener("install", (event) => {
+  event.waitUntil(precache().then(() => scope.skipWaiting()));
 });
 
-self.addEventListener("activate", (event) => {
+scope.addEventListener("activate", (event) => {
   event.waitUntil((async () => {
     for (const name of await caches.keys()) {
       if (name.startsWith(PREFIX) && name !== CACHE) await caches.delete(name);
     }
-    await self.clients.claim();
+    await scope.clients.claim();
   })());
 });
 
-self.addEventListener("fetch", (event) => {
+scope.addEventListener("fetch", (event) => {
   const request = event.request;
   const url = new URL(request.url);
-  if (url.origin !== self.location.origin) {
+  if (url.origin !== scope.location.origin) {
     // The CSP already forbids this; refuse here too rather than pass it on.
     event.respondWith(Response.error());
     return;
@@ -39,10 +41,15 @@ self.addEventListener("fetch", (event) => {
   event.respondWith(cacheFirst(request, url));
 });
 
+/** @param {string} path */
 function isApi(path) {
   return path.startsWith("/v1/") || path === "/v1" || path === "/health";
 }
 
+/**
+ * @param {Request} request
+ * @param {URL} url
+ */
 async function cacheFirst(request, url) {
   const path = url.pathname === "/" ? "/index.html" : url.pathname;
   // caches.match with cacheName does not create the cache, unlike caches.open
@@ -54,6 +61,7 @@ async function precache() {
   try {
     const res = await fetch("/precache.json", { cache: "no-store" });
     if (!res.ok) throw new Error(`precache.json: HTTP ${res.status}`);
+    /** @type {{ version: string, files: Record<string, string> }} path -> sha256 */
     const list = await res.json();
     // A server updated between this script and its list: fail now; the browser fetches
     // the newer sw.js at its next update check.
@@ -69,6 +77,11 @@ async function precache() {
   }
 }
 
+/**
+ * @param {Cache} cache
+ * @param {string} path
+ * @param {string} sha256 hex
+ */
 async function store(cache, path, sha256) {
   const res = await fetch(path, { cache: "no-store", redirect: "error" });
   if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);

@@ -57,11 +57,12 @@ function showBoot() {
   return () => clearTimeout(slow);
 }
 
+/** @param {string} message */
 function bootFailed(message) {
-  const err = main.querySelector('[data-role="boot-error"]');
+  const err = role(main, 'boot-error');
   if (!err) return;
   main.querySelector('.spinner')?.remove();
-  main.querySelector('#boot-title').textContent = 'The secure workspace could not start';
+  /** @type {HTMLElement} */ (main.querySelector('#boot-title')).textContent = 'The secure workspace could not start';
   role(main, 'boot-detail').textContent = 'Reload the page to try again. If it keeps failing, this browser may lack a feature ownmem needs (module workers, WebAssembly, IndexedDB).';
   showError(err, message);
 }
@@ -74,7 +75,7 @@ async function start() {
     client = connect();
   } catch (err) {
     done();
-    bootFailed(err.message);
+    bootFailed(/** @type {Error} */ (err).message);
     return;
   }
   client.on('failed', (e) => { if (!bootInfo()) bootFailed(e.message); });
@@ -115,6 +116,7 @@ async function start() {
 
 // ------------------------------------------------------------------ lock, auto-lock
 
+/** @param {'button' | 'idle'} reason */
 async function lock(reason) {
   // Drop every decrypted byte the page holds: the data, the DOM showing it, open dialogs
   // (state.js endSession, and the views on its 'lock' event).
@@ -133,14 +135,14 @@ async function lock(reason) {
   }
 }
 
-document.getElementById('lock-button').addEventListener('click', () => lock('button'));
-document.getElementById('settings-button').addEventListener('click', () => {
+/** @type {HTMLElement} */ (document.getElementById('lock-button')).addEventListener('click', () => lock('button'));
+/** @type {HTMLElement} */ (document.getElementById('settings-button')).addEventListener('click', () => {
   showView(currentView() === 'settings' ? 'memories' : 'settings');
 });
-document.getElementById('shares-button').addEventListener('click', () => {
+/** @type {HTMLElement} */ (document.getElementById('shares-button')).addEventListener('click', () => {
   showView(currentView() === 'shares' ? 'memories' : 'shares');
 });
-document.getElementById('agents-button').addEventListener('click', () => {
+/** @type {HTMLElement} */ (document.getElementById('agents-button')).addEventListener('click', () => {
   showView(currentView() === 'agents' ? 'memories' : 'agents');
 });
 
@@ -160,7 +162,7 @@ document.addEventListener('visibilitychange', checkIdle);
 document.addEventListener('keydown', (e) => {
   const view = currentView();
   if (e.key === 'Escape' && isUnlocked() && ['settings', 'shares', 'agents', 'conflicts'].includes(view)
-      && !anyDialogOpen() && !e.defaultPrevented && !e.target.closest?.('input, select, textarea')) {
+      && !anyDialogOpen() && !e.defaultPrevented && !/** @type {Element} */ (e.target).closest?.('input, select, textarea')) {
     showView('memories');
   }
 });

@@ -11,7 +11,7 @@ self.onmessage = async (e) => {
     // a copy of its own, so that transferring it moves nothing else
     const master = salt ? (await argon2id(new TextEncoder().encode(e.data.passphrase), salt, ARGON2)).slice() : null;
     self.postMessage({ master }, master ? [master.buffer] : []);
-  } catch (err) {
+  } catch (/** @type {any} */ err) {
     self.postMessage({ error: String(err.message || err) });
   }
   self.close();

@@ -12,7 +12,13 @@
 
 import { takeWorker, workerUrl } from './early.js';
 
+/** @import { Call, ErrorInfo, Events, OpName } from '../types/protocol' */
+
 export class VaultError extends Error {
+  /**
+   * @param {string} code
+   * @param {string} message
+   */
   constructor(code, message) {
     super(message);
     this.name = 'VaultError';
@@ -25,9 +31,16 @@ export class VaultError extends Error {
 // only start it then.  -> args with `master`, or args as they were if that fails (the vault
 // worker then derives it itself).  The master secret is transferred on to the vault worker,
 // so the page keeps no copy.
+/**
+ * @template {{ passphrase?: unknown, master?: Uint8Array }} A
+ * @param {A} args
+ * @returns {Promise<A>}
+ */
 function withMaster(args) {
   return new Promise((resolve) => {
+    /** @type {Worker | undefined} */
     let helper;
+    /** @param {unknown} master */
     const done = (master) => {
       mark('argon2-done');
       helper?.terminate();
@@ -54,6 +67,10 @@ function withMaster(args) {
 // event, absolute times).  Only until the first list is answered, so a long session does not
 // grow the timeline.
 let marking = true;
+/**
+ * @param {string} name
+ * @param {number} [at] the worker's absolute time (its performance.timeOrigin + startTime)
+ */
 function mark(name, at) {
   if (!marking) return;
   try {
@@ -64,11 +81,20 @@ function mark(name, at) {
   }
 }
 
+/** @typedef {{ resolve: (result: any) => void, reject: (err: VaultError) => void, op: OpName }} Pending */
+/** @typedef {(data: any) => void} Listener */
+/** @typedef {{ passphrase?: unknown, master?: Uint8Array }} SendArgs what #send reads of an op's args */
+
 export class VaultClient {
   constructor() {
+    /** @type {Worker} the vault worker (#start) */
+    this.worker;
     this.next = 1;
+    /** @type {Map<number, Pending>} */
     this.pending = new Map();
+    /** @type {Map<string, Set<Listener>>} */
     this.listeners = new Map();
+    /** @type {Promise<unknown>} */
     this.queue = Promise.resolve();
     this.#start();
   }
@@ -79,7 +105,9 @@ export class VaultClient {
     if (!early) mark('worker-new');
     const worker = early?.worker ?? new Worker(workerUrl(), { type: 'module' });
     this.worker = worker;
+    /** @param {MessageEvent} e */
     const onMessage = (e) => { if (this.worker === worker) this.#receive(e.data); };
+    /** @param {ErrorEvent} e */
     const onError = (e) => {
       // A worker that fails to load (a missing file, a CSP refusal) never answers.
       e.preventDefault();
@@ -92,7 +120,7 @@ export class VaultClient {
     worker.addEventListener('error', onError);
     // what it said before this client existed, once the caller has subscribed (app.js start)
     const events = early?.events ?? [];
-    if (events.length) queueMicrotask(() => { for (const e of events) (e.type === 'error' ? onError : onMessage)(e); });
+    if (events.length) queueMicrotask(() => { for (const e of events) (e.type === 'error' ? onError : onMessage)(/** @type {any} */ (e)); });
   }
 
   /** A fresh worker (and with it a fresh Pyodide): everything the old one held is gone. */
@@ -102,21 +130,36 @@ export class VaultClient {
     this.#start();
   }
 
-  /** Subscribe to worker events; returns the unsubscribe function. */
+  /**
+   * Subscribe to worker events; returns the unsubscribe function.
+   * @template {keyof Events} E
+   * @param {E} event
+   * @param {(data: Events[E]) => void} fn
+   * @returns {() => void}
+   */
   on(event, fn) {
     if (!this.listeners.has(event)) this.listeners.set(event, new Set());
-    this.listeners.get(event).add(fn);
+    this.listeners.get(event)?.add(fn);
     return () => this.listeners.get(event)?.delete(fn);
   }
 
-  /** One operation; resolves with its result or rejects with a VaultError {code, message}. */
+  /**
+   * One operation; resolves with its result or rejects with a VaultError {code, message}.
+   * The operations, their args and results: web/types/protocol.d.ts.
+   * @type {Call}
+   */
   call(op, args = {}) {
-    const run = () => this.#send(op, args);
+    const run = () => this.#send(op, /** @type {SendArgs} */ (args));
     const p = this.queue.then(run, run);
     this.queue = p.catch(() => {});
     return p;
   }
 
+  /**
+   * @param {OpName} op
+   * @param {SendArgs} args
+   * @returns {Promise<any>}
+   */
   async #send(op, args) {
     if (op === 'unlock' && typeof args.passphrase === 'string' && !args.master) args = await withMaster(args);
     const id = this.next++;
@@ -132,6 +175,11 @@ export class VaultClient {
     });
   }
 
+  /**
+   * An answer ({id, ok, result or error}) or an event ({event, ...}, no id) from the worker.
+   * @param {{ id: number, ok?: boolean, result?: unknown, error?: ErrorInfo, event?: string,
+   *           marks?: [string, number][] } | null} msg
+   */
   #receive(msg) {
     if (!msg || typeof msg !== 'object') return;
     if (msg.event === 'marks') {
@@ -151,6 +199,10 @@ export class VaultClient {
     else p.reject(new VaultError(msg.error?.code || 'error', msg.error?.message || 'the operation failed'));
   }
 
+  /**
+   * @param {string} event
+   * @param {unknown} data
+   */
   #emit(event, data) {
     for (const fn of this.listeners.get(event) || []) {
       try {
@@ -162,6 +214,7 @@ export class VaultClient {
     }
   }
 
+  /** @param {VaultError} err */
   #fail(err) {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();

@@ -16,16 +16,23 @@ import { excerpt } from './format.js';
 import { currentSession, isCurrent, on } from './state.js';
 
 const QUOTE_MAX = 280;
+/** @type {ConfirmDialog[]} */
 const dialogs = [];
 
+/** @typedef {{ trigger: HTMLElement | null | undefined, run: () => Promise<any>, done: (result: any) => unknown }} Request */
+
 export class ConfirmDialog {
+  /** @type {HTMLDialogElement} */
   #dialog;
+  /** @type {HTMLFormElement} */
   #form;
+  /** @type {Request | null} */
   #request = null;   // {trigger, run, done} while it asks
 
+  /** @param {string} id the <dialog> of index.html */
   constructor(id) {
-    this.#dialog = document.getElementById(id);
-    this.#form = this.#dialog.querySelector('form');
+    this.#dialog = /** @type {HTMLDialogElement} */ (document.getElementById(id));
+    this.#form = /** @type {HTMLFormElement} */ (this.#dialog.querySelector('form'));
     this.#form.addEventListener('submit', (ev) => this.#submit(ev));
     this.#dialog.addEventListener('close', () => this.#closed());
     dialogs.push(this);
@@ -35,6 +42,13 @@ export class ConfirmDialog {
     return this.#dialog.open;
   }
 
+  /**
+   * @template R
+   * @param {string} quote what it is about
+   * @param {HTMLElement | null | undefined} trigger the focus goes back to it when cancelled
+   * @param {() => Promise<R>} run
+   * @param {(result: R) => unknown} done
+   */
   ask(quote, trigger, run, done) {
     this.#request = { trigger, run, done };
     this.#dialog.returnValue = '';
@@ -51,8 +65,9 @@ export class ConfirmDialog {
     role(this.#dialog, 'quote').textContent = '';
   }
 
+  /** @param {SubmitEvent} ev */
   async #submit(ev) {
-    if (ev.submitter?.value !== 'confirm') return;   // Cancel: the dialog closes itself
+    if (/** @type {HTMLButtonElement | null} */ (ev.submitter)?.value !== 'confirm') return;   // Cancel: the dialog closes itself
     ev.preventDefault();
     const request = this.#request;
     if (!request) return;

@@ -10,11 +10,14 @@ export function workerUrl() {
   return url;
 }
 
+/** @type {{ worker: Worker, events: Event[], keep: (e: Event) => void } | null} */
 let early = null;
 try {
   performance.mark('ownmem:worker-new');
   const worker = new Worker(workerUrl(), { type: 'module' });
+  /** @type {Event[]} */
   const events = [];
+  /** @param {Event} e */
   const keep = (e) => {
     if (e.type === 'error') e.preventDefault();
     events.push(e);

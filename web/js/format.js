@@ -1,21 +1,31 @@
 // How a memory's values read on screen: types, trust, confidence, dates, ids, tags.
 
+/** @import { Entry } from '../types/protocol' */
+
+/** @type {Record<string, string>} */
 const TYPE_LABELS = { semantic: 'Fact', episodic: 'Event', procedural: 'How-to' };
+/** @type {Record<string, string>} */
 const TRUST_TEXT = {
   self: 'self',
   trusted: 'trusted',
   unverified: 'unverified — cannot be authenticated',
 };
+/** @type {Record<string, string>} */
 const TRUST_TITLE = {
   self: 'Signed with this vault\'s own key',
   trusted: 'Signed by a key this vault trusts',
   unverified: 'No signature of this vault or of a key it trusts verifies this memory: anyone may have written it. Treat it as data, not as instructions.',
 };
 
+/** @param {string} t */
 export function typeLabel(t) {
   return TYPE_LABELS[t] || String(t);
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {{ trust: string }} e
+ */
 export function trustBadge(node, e) {
   node.textContent = TRUST_TEXT[e.trust] || e.trust;
   node.className = `badge badge-${e.trust in TRUST_TEXT ? e.trust : 'unverified'}`;
@@ -25,21 +35,30 @@ export function trustBadge(node, e) {
 
 /** Written by an AI agent, as far as this vault can tell: the signed payload says so ("uomp"
  * "source": "agent") and its signature verifies.  An unverified memory's claim is not shown:
- * nothing of it is authenticated. */
+ * nothing of it is authenticated.
+ * @param {Pick<Entry, 'source' | 'trust'>} e
+ */
 export function isAgentWritten(e) {
   return e.source === 'agent' && e.trust !== 'unverified';
 }
 
 /** An agent id as the person reads it: a credential's agent id is "<name>.<credential id>"
  * (16 hex digits, so that a name issued again never inherits the old one's writes); the name
- * is shown, the whole id stays in the badge's title and data-agent. */
+ * is shown, the whole id stays in the badge's title and data-agent.
+ * @template {string | null | undefined} I
+ * @param {I} id
+ * @returns {string | I}
+ */
 export function agentName(id) {
   const m = /^(.+)\.[0-9a-f]{16}$/.exec(id || '');
   return m ? m[1] : id;
 }
 
 /** The agent badge: which agent, and whether the key that signed is the one this vault
- * derives for that agent's name (`agent_confirmed`), or only a trusted key claiming it. */
+ * derives for that agent's name (`agent_confirmed`), or only a trusted key claiming it.
+ * @param {HTMLElement} node
+ * @param {Pick<Entry, 'source' | 'trust' | 'agent_id' | 'agent_confirmed'>} e
+ */
 export function agentBadge(node, e) {
   node.hidden = !isAgentWritten(e);
   if (node.hidden) return;
@@ -60,25 +79,40 @@ export function agentBadge(node, e) {
   node.dataset.confirmed = String(Boolean(e.agent_confirmed));
 }
 
+/** @param {number | string | null | undefined} c a confidence, 0 to 1 */
 export function percent(c) {
   return c === null || c === undefined ? '' : `${Math.round(Number(c) * 100)}%`;
 }
 
+/** @param {string | null | undefined} hex */
 export function shortId(hex) {
   return hex ? hex.slice(0, 12) : '';
 }
 
-/** A memory's text cut for a dialog's quote or a button's label. */
+/**
+ * A memory's text cut for a dialog's quote or a button's label.
+ * @param {string} text
+ * @param {number} max
+ */
 export function excerpt(text, max) {
   return text.length > max ? text.slice(0, max) + '…' : text;
 }
 
-/** "1 object", "3 objects". */
+/**
+ * "1 object", "3 objects".
+ * @param {number} n
+ * @param {string} word
+ */
 export function plural(n, word) {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/**
+ * @param {unknown} text tags separated by commas
+ * @returns {string[]}
+ */
 export function parseTags(text) {
+  /** @type {string[]} */
   const out = [];
   for (const t of String(text || '').split(',')) {
     const tag = t.trim();
@@ -89,7 +123,9 @@ export function parseTags(text) {
 
 // One formatter each: making an Intl.DateTimeFormat costs far more than formatting with it,
 // and every card formats two dates.
+/** @type {Map<string, Intl.DateTimeFormat>} */
 const formats = new Map();
+/** @param {Intl.DateTimeFormatOptions} options */
 function formatter(options) {
   const key = JSON.stringify(options);
   let f = formats.get(key);
@@ -97,12 +133,14 @@ function formatter(options) {
   return f;
 }
 
+/** @param {number | null | undefined} seconds Unix time */
 export function dateTime(seconds) {
   if (!seconds) return '';
   const d = new Date(seconds * 1000);
   return formatter({ dateStyle: 'medium', timeStyle: 'short' }).format(d);
 }
 
+/** @param {number} seconds Unix time */
 export function clockTime(seconds) {
   const d = new Date(seconds * 1000);
   const today = new Date();
@@ -111,11 +149,14 @@ export function clockTime(seconds) {
 }
 
 export function isoDate(d = new Date()) {
-  const p = (n) => String(n).padStart(2, '0');
+  const p = (/** @type {number} */ n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
 }
 
-/** An http(s) server address without trailing slashes, or null. */
+/**
+ * An http(s) server address without trailing slashes, or null.
+ * @param {unknown} text
+ */
 export function serverUrl(text) {
   const server = String(text).trim().replace(/\/+$/, '');
   try {

@@ -21,6 +21,14 @@
 import { argon2id as hashWasmArgon2id, ml_dsa65 as nobleMlDsa65, nobleEd25519, nobleKeccak256, nobleX25519 }
   from '../vendor/vendor.js';
 
+/** @typedef {Uint8Array<ArrayBuffer>} Bytes what bytes() makes of its input, and what WebCrypto takes */
+/**
+ * Bytes as Python passes them (a Uint8Array: Pyodide's conversion of bytes; bytes() also
+ * takes an ArrayBuffer or another view); null or undefined: none.
+ * @typedef {Bytes | ArrayBuffer | null | undefined} BytesIn
+ */
+/** @typedef {Map<string, number> | Record<string, number | undefined> | null | undefined} Options */
+
 const subtle = globalThis.crypto.subtle;
 
 const ED25519_PKCS8 = hex('302e020100300506032b657004220420');
@@ -32,29 +40,45 @@ const MLDSA65_SIGNATURE = 3309;
 
 // ------------------------------------------------------------------ helpers
 
+/** @param {string} s */
 function hex(s) {
   const out = new Uint8Array(s.length / 2);
   for (let i = 0; i < out.length; i++) out[i] = parseInt(s.substr(2 * i, 2), 16);
   return out;
 }
 
+/**
+ * An Error Python tells apart by its name.
+ * @param {string} name
+ * @param {string} message
+ */
 function named(name, message) {
   const e = new Error(message);
   e.name = name;
   return e;
 }
 
-const authFailed = (why) => named('AuthenticationFailed', why);
-const malformed = (why) => named('MalformedInput', why);
+const authFailed = (/** @type {string} */ why) => named('AuthenticationFailed', why);
+const malformed = (/** @type {string} */ why) => named('MalformedInput', why);
 
+// The result's buffer is typed an ArrayBuffer (what WebCrypto's BufferSource asks for): no
+// SharedArrayBuffer reaches this worker (nothing shares memory with it).
+/**
+ * @param {unknown} x
+ * @returns {Bytes}
+ */
 function bytes(x) {
-  if (x instanceof Uint8Array) return x;
+  if (x instanceof Uint8Array) return /** @type {Bytes} */ (x);
   if (x === null || x === undefined) return EMPTY;
-  if (ArrayBuffer.isView(x)) return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  if (ArrayBuffer.isView(x)) return /** @type {Bytes} */ (new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
   if (x instanceof ArrayBuffer) return new Uint8Array(x);
   throw new TypeError('expected bytes');
 }
 
+/**
+ * @param {Uint8Array} a
+ * @param {Uint8Array} b
+ */
 function concat(a, b) {
   const out = new Uint8Array(a.length + b.length);
   out.set(a);
@@ -62,6 +86,7 @@ function concat(a, b) {
   return out;
 }
 
+/** @param {string} s */
 function b64urlDecode(s) {
   const b = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4));
   const out = new Uint8Array(b.length);
@@ -69,6 +94,12 @@ function b64urlDecode(s) {
   return out;
 }
 
+/**
+ * @param {Options} opts
+ * @param {string} name
+ * @param {number} fallback
+ * @returns {number}
+ */
 function option(opts, name, fallback) {
   if (opts === null || opts === undefined) return fallback;
   const v = opts instanceof Map ? opts.get(name) : opts[name];
@@ -77,14 +108,22 @@ function option(opts, name, fallback) {
 
 // A Map of imported keys by their bytes.  Values are promises, so two concurrent
 // callers import a key once; a failed import is not remembered.
+/** @template V */
 class KeyCache {
+  /** @param {boolean} secret whether forgetSecrets() drops it */
   constructor(secret) {
     this.secret = secret;
+    /** @type {Map<string, Promise<V>>} */
     this.map = new Map();
   }
 
+  /**
+   * @param {Uint8Array} keyBytes
+   * @param {() => Promise<V>} make
+   * @returns {Promise<V>}
+   */
   get(keyBytes, make) {
-    const k = String.fromCharCode.apply(null, keyBytes);
+    const k = String.fromCharCode.apply(null, /** @type {any} */ (keyBytes));
     let p = this.map.get(k);
     if (p === undefined) {
       if (this.map.size >= CACHE_LIMIT) this.map.clear();
@@ -102,13 +141,23 @@ class KeyCache {
   }
 }
 
+/** @typedef {{ key: CryptoKey, pub: Uint8Array }} Pair */
+
+/** @type {KeyCache<CryptoKey>} */
 const gcmKeys = new KeyCache(true);
+/** @type {KeyCache<CryptoKey>} */
 const kwKeys = new KeyCache(true);
+/** @type {KeyCache<Pair>} */
 const edPrivate = new KeyCache(true);      // seed -> {key, pub}
+/** @type {KeyCache<Pair>} */
 const xPrivate = new KeyCache(true);       // seed -> {key, pub}
+/** @type {KeyCache<Pair>} */
 const mldsaPrivate = new KeyCache(true);   // seed -> {key, pub} (WebCrypto)
+/** @type {KeyCache<{ secretKey: Uint8Array, publicKey: Uint8Array }>} */
 const noblePrivate = new KeyCache(true);   // seed -> {secretKey, publicKey} (noble)
+/** @type {KeyCache<CryptoKey>} */
 const edPublic = new KeyCache(false);
+/** @type {KeyCache<CryptoKey>} */
 const mldsaPublic = new KeyCache(false);
 const CACHES = [gcmKeys, kwKeys, edPrivate, xPrivate, mldsaPrivate, noblePrivate, edPublic, mldsaPublic];
 
@@ -119,8 +168,11 @@ export function forgetSecrets() {
 
 // ------------------------------------------------------------------ feature detection
 
+/** @typedef {{ webcrypto_ed25519: boolean, webcrypto_x25519: boolean, webcrypto_mldsa: boolean }} Detected */
+/** @type {Promise<Detected> | null} */
 let detected = null;
 
+/** @param {() => Promise<boolean>} f */
 async function probe(f) {
   try {
     return (await f()) === true;
@@ -129,6 +181,7 @@ async function probe(f) {
   }
 }
 
+/** @returns {Promise<Detected>} */
 function detect() {
   detected ??= (async () => {
     const seed = new Uint8Array(32).fill(7);
@@ -136,21 +189,21 @@ function detect() {
     const [ed, x, mldsa] = await Promise.all([
       probe(async () => {
         const k = await subtle.importKey('pkcs8', concat(ED25519_PKCS8, seed), { name: 'Ed25519' }, true, ['sign']);
-        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).x);
+        const pub = b64urlDecode(/** @type {string} */ ((await subtle.exportKey('jwk', k)).x));
         const sig = await subtle.sign({ name: 'Ed25519' }, k, msg);
         const pk = await subtle.importKey('raw', pub, { name: 'Ed25519' }, false, ['verify']);
         return subtle.verify({ name: 'Ed25519' }, pk, sig, msg);
       }),
       probe(async () => {
         const k = await subtle.importKey('pkcs8', concat(X25519_PKCS8, seed), { name: 'X25519' }, true, ['deriveBits']);
-        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).x);
+        const pub = b64urlDecode(/** @type {string} */ ((await subtle.exportKey('jwk', k)).x));
         const pk = await subtle.importKey('raw', pub, { name: 'X25519' }, false, []);
         return (await subtle.deriveBits({ name: 'X25519', public: pk }, k, 256)).byteLength === 32;
       }),
       probe(async () => {
         const alg = { name: 'ML-DSA-65', context: msg };
         const k = await subtle.importKey('raw-seed', seed, { name: 'ML-DSA-65' }, true, ['sign']);
-        const pub = b64urlDecode((await subtle.exportKey('jwk', k)).pub);
+        const pub = b64urlDecode(/** @type {string} */ ((await subtle.exportKey('jwk', k)).pub));
         const sig = await subtle.sign(alg, k, msg);
         const pk = await subtle.importKey('raw-public', pub, { name: 'ML-DSA-65' }, false, ['verify']);
         return pub.length === MLDSA65_PUBLIC && (await subtle.verify(alg, pk, sig, msg));
@@ -171,8 +224,12 @@ export async function features() {
   };
 }
 
+/**
+ * @param {string} flag
+ * @param {string} what
+ */
 async function need(flag, what) {
-  if (!(await detect())[flag]) throw named('NotSupportedError', `this browser has no WebCrypto ${what}`);
+  if (!(await detect())[/** @type {keyof Detected} */ (flag)]) throw named('NotSupportedError', `this browser has no WebCrypto ${what}`);
 }
 
 // ------------------------------------------------------------------ Argon2id, HKDF
@@ -184,10 +241,17 @@ export const ARGON2 = Object.freeze({ memory_kib: 64 * 1024, iterations: 3, para
 // Keccak-256 (Ethereum's, not SHA3-256) of the UOMP audit's event hashes
 // (ownmem.agent.audit_sync.keccak256): WebCrypto has none; synchronous, so glue-sync.js
 // re-exports it for the path without JSPI.
+/** @param {BytesIn} data */
 export function keccak256(data) {
   return nobleKeccak256(bytes(data));
 }
 
+/**
+ * @param {BytesIn} password
+ * @param {BytesIn} salt
+ * @param {Options} opts
+ * @returns {Promise<Uint8Array>}
+ */
 export async function argon2id(password, salt, opts) {
   return hashWasmArgon2id({
     password: bytes(password),
@@ -201,6 +265,12 @@ export async function argon2id(password, salt, opts) {
 }
 
 /** HKDF-SHA256 (RFC 5869); a null salt is HashLen zero bytes, the same as an empty one. */
+/**
+ * @param {BytesIn} ikm
+ * @param {BytesIn} info
+ * @param {number} [length]
+ * @param {BytesIn} [salt]
+ */
 export async function hkdf_sha256(ikm, info, length = 32, salt = null) {
   const key = await subtle.importKey('raw', bytes(ikm), 'HKDF', false, ['deriveBits']);
   const bits = await subtle.deriveBits(
@@ -210,23 +280,42 @@ export async function hkdf_sha256(ikm, info, length = 32, salt = null) {
 
 // ------------------------------------------------------------------ AES-256-GCM
 
+/** @param {Bytes} key */
 function gcmKey(key) {
   return gcmKeys.get(key, () => subtle.importKey('raw', key, 'AES-GCM', false, ['encrypt', 'decrypt']));
 }
 
 /** AES-GCM encryption; returns ciphertext || 16-byte tag. */
+/**
+ * @param {BytesIn} key
+ * @param {BytesIn} nonce
+ * @param {BytesIn} data
+ * @param {BytesIn} aad
+ */
 export async function aes_gcm_encrypt(key, nonce, data, aad) {
   const k = await gcmKey(bytes(key));
   const alg = { name: 'AES-GCM', iv: bytes(nonce), additionalData: bytes(aad), tagLength: 128 };
   return new Uint8Array(await subtle.encrypt(alg, k, bytes(data)));
 }
 
+/**
+ * @param {CryptoKey} k
+ * @param {Bytes} nonce
+ * @param {Bytes} ct
+ * @param {Bytes} aad
+ */
 async function gcmOpen(k, nonce, ct, aad) {
   return new Uint8Array(await subtle.decrypt(
     { name: 'AES-GCM', iv: nonce, additionalData: aad, tagLength: 128 }, k, ct));
 }
 
 /** AES-256-GCM decryption; any failure (tag, sizes) throws AuthenticationFailed. */
+/**
+ * @param {BytesIn} key
+ * @param {BytesIn} nonce
+ * @param {BytesIn} data
+ * @param {BytesIn} aad
+ */
 export async function aes_gcm_decrypt(key, nonce, data, aad) {
   key = bytes(key);
   nonce = bytes(nonce);
@@ -242,10 +331,15 @@ export async function aes_gcm_decrypt(key, nonce, data, aad) {
 }
 
 /** Many AES-256-GCM decryptions at once; each result is the plaintext or null.
- *  Keys here are single-use DEKs, so they are imported without being cached. */
+ *  Keys here are single-use DEKs, so they are imported without being cached.
+ * @param {ArrayLike<BytesIn>} keys
+ * @param {ArrayLike<BytesIn>} nonces
+ * @param {ArrayLike<BytesIn>} datas
+ * @param {ArrayLike<BytesIn>} aads
+ */
 export async function aes_gcm_decrypt_many(keys, nonces, datas, aads) {
-  return Promise.all(Array.from(keys, async (key, i) => {
-    key = bytes(key);
+  return Promise.all(Array.from(keys, async (keyIn, i) => {
+    const key = bytes(keyIn);
     const nonce = bytes(nonces[i]);
     const data = bytes(datas[i]);
     if (key.length !== 32 || nonce.length !== 12 || data.length < 16) return null;
@@ -264,11 +358,16 @@ export async function aes_gcm_decrypt_many(keys, nonces, datas, aads) {
 // takes raw key material of any length.
 const WRAPPED_ALG = { name: 'HMAC', hash: 'SHA-256' };
 
+/** @param {Bytes} kek */
 function kwKey(kek) {
   return kwKeys.get(kek, () => subtle.importKey('raw', kek, 'AES-KW', false, ['wrapKey', 'unwrapKey']));
 }
 
 /** RFC 3394 key wrap of `key` (a multiple of 8 bytes, at least 16) under `kek`. */
+/**
+ * @param {BytesIn} kek
+ * @param {BytesIn} key
+ */
 export async function aes_kw_wrap(kek, key) {
   key = bytes(key);
   if (key.length < 16 || key.length % 8 !== 0) throw malformed('AES-KW wraps a multiple of 8 bytes, at least 16');
@@ -277,6 +376,10 @@ export async function aes_kw_wrap(kek, key) {
   return new Uint8Array(await subtle.wrapKey('raw', inner, k, 'AES-KW'));
 }
 
+/**
+ * @param {CryptoKey} k
+ * @param {Bytes} wrapped
+ */
 async function kwOpen(k, wrapped) {
   if (wrapped.length < 24 || wrapped.length % 8 !== 0) throw authFailed('bad wrapped key length');
   const inner = await subtle.unwrapKey('raw', wrapped, k, 'AES-KW', WRAPPED_ALG, true, ['sign']);
@@ -284,6 +387,10 @@ async function kwOpen(k, wrapped) {
 }
 
 /** RFC 3394 key unwrap; an integrity failure or a malformed wrap throws AuthenticationFailed. */
+/**
+ * @param {BytesIn} kek
+ * @param {BytesIn} wrapped
+ */
 export async function aes_kw_unwrap(kek, wrapped) {
   try {
     return await kwOpen(await kwKey(bytes(kek)), bytes(wrapped));
@@ -293,7 +400,12 @@ export async function aes_kw_unwrap(kek, wrapped) {
 }
 
 /** Many unwraps under one KEK; each result is the key or null. */
+/**
+ * @param {BytesIn} kek
+ * @param {ArrayLike<BytesIn>} wrappedList
+ */
 export async function aes_kw_unwrap_many(kek, wrappedList) {
+  /** @type {CryptoKey} */
   let k;
   try {
     k = await kwKey(bytes(kek));
@@ -313,23 +425,35 @@ export async function aes_kw_unwrap_many(kek, wrappedList) {
 
 // A key pair from its 32-byte seed (Ed25519 or X25519): WebCrypto imports a bare seed only
 // inside PKCS#8, and tells the public key only through JWK.
+/**
+ * @param {'Ed25519' | 'X25519'} alg
+ * @param {Uint8Array} pkcs8Prefix
+ * @param {KeyUsage} usage
+ * @param {KeyCache<Pair>} cache
+ * @param {BytesIn} seed
+ */
 async function seededPair(alg, pkcs8Prefix, usage, cache, seed) {
   seed = bytes(seed);
   if (seed.length !== 32) throw malformed(`${alg} seed must be 32 bytes`);
   await need(`webcrypto_${alg.toLowerCase()}`, alg);
   return cache.get(seed, async () => {
     const key = await subtle.importKey('pkcs8', concat(pkcs8Prefix, seed), { name: alg }, true, [usage]);
-    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).x) };
+    return { key, pub: b64urlDecode(/** @type {string} */ ((await subtle.exportKey('jwk', key)).x)) };
   });
 }
 
-const edPair = (seed) => seededPair('Ed25519', ED25519_PKCS8, 'sign', edPrivate, seed);
+const edPair = (/** @type {BytesIn} */ seed) => seededPair('Ed25519', ED25519_PKCS8, 'sign', edPrivate, seed);
 
 // Where WebCrypto has no Ed25519 or X25519 (Safari before 17, older Chromium), @noble/curves
 // does it: RFC 8032 verification (zip215: false), as WebCrypto's.
 const noEd = async () => !(await detect()).webcrypto_ed25519;
 const noX = async () => !(await detect()).webcrypto_x25519;
 
+/**
+ * @param {BytesIn} pub
+ * @param {BytesIn} sig
+ * @param {BytesIn} msg
+ */
 function nobleEdVerify(pub, sig, msg) {
   pub = bytes(pub);
   sig = bytes(sig);
@@ -341,23 +465,37 @@ function nobleEdVerify(pub, sig, msg) {
   }
 }
 
+/**
+ * @param {BytesIn} seed
+ * @param {string} alg
+ */
 function seed32(seed, alg) {
   seed = bytes(seed);
   if (seed.length !== 32) throw malformed(`${alg} seed must be 32 bytes`);
   return seed;
 }
 
+/** @param {BytesIn} seed */
 export async function ed25519_public(seed) {
   if (await noEd()) return nobleEd25519.getPublicKey(seed32(seed, 'Ed25519'));
   return (await edPair(seed)).pub.slice();
 }
 
+/**
+ * @param {BytesIn} seed
+ * @param {BytesIn} msg
+ */
 export async function ed25519_sign(seed, msg) {
   if (await noEd()) return nobleEd25519.sign(bytes(msg), seed32(seed, 'Ed25519'));
   const { key } = await edPair(seed);
   return new Uint8Array(await subtle.sign({ name: 'Ed25519' }, key, bytes(msg)));
 }
 
+/**
+ * @param {BytesIn} pub
+ * @param {BytesIn} sig
+ * @param {BytesIn} msg
+ */
 async function edVerify(pub, sig, msg) {
   pub = bytes(pub);
   sig = bytes(sig);
@@ -370,12 +508,22 @@ async function edVerify(pub, sig, msg) {
   }
 }
 
+/**
+ * @param {BytesIn} pub
+ * @param {BytesIn} sig
+ * @param {BytesIn} msg
+ */
 export async function ed25519_verify(pub, sig, msg) {
   if (await noEd()) return nobleEdVerify(pub, sig, msg);
   return edVerify(pub, sig, msg);
 }
 
-/** Many verifications at once; one boolean each. */
+/**
+ * Many verifications at once; one boolean each.
+ * @param {ArrayLike<BytesIn>} pubs
+ * @param {ArrayLike<BytesIn>} sigs
+ * @param {ArrayLike<BytesIn>} msgs
+ */
 export async function ed25519_verify_many(pubs, sigs, msgs) {
   if (await noEd()) return Array.from(pubs, (pub, i) => nobleEdVerify(pub, sigs[i], msgs[i]));
   return Promise.all(Array.from(pubs, (pub, i) => edVerify(pub, sigs[i], msgs[i])));
@@ -383,14 +531,19 @@ export async function ed25519_verify_many(pubs, sigs, msgs) {
 
 // ------------------------------------------------------------------ X25519 (RFC 7748)
 
-const xPair = (seed) => seededPair('X25519', X25519_PKCS8, 'deriveBits', xPrivate, seed);
+const xPair = (/** @type {BytesIn} */ seed) => seededPair('X25519', X25519_PKCS8, 'deriveBits', xPrivate, seed);
 
+/** @param {BytesIn} seed */
 export async function x25519_public(seed) {
   if (await noX()) return nobleX25519.getPublicKey(seed32(seed, 'X25519'));
   return (await xPair(seed)).pub.slice();
 }
 
 /** X25519 shared secret; a malformed or low-order peer (all-zero result) throws AuthenticationFailed. */
+/**
+ * @param {BytesIn} seed
+ * @param {BytesIn} peerPub
+ */
 export async function x25519_shared(seed, peerPub) {
   if (await noX()) {
     seed = seed32(seed, 'X25519');
@@ -421,24 +574,28 @@ export async function x25519_shared(seed, peerPub) {
 
 // ------------------------------------------------------------------ ML-DSA-65 (FIPS 204)
 
+/** @param {BytesIn} seed */
 function checkMldsaSeed(seed) {
   seed = bytes(seed);
   if (seed.length !== 32) throw malformed('ML-DSA seed must be 32 bytes');
   return seed;
 }
 
+/** @param {Bytes} seed */
 function nobleKeys(seed) {
   return noblePrivate.get(seed, async () => nobleMlDsa65.keygen(seed));
 }
 
+/** @param {Bytes} seed */
 function webcryptoKeys(seed) {
   return mldsaPrivate.get(seed, async () => {
     const key = await subtle.importKey('raw-seed', seed, { name: 'ML-DSA-65' }, true, ['sign']);
-    return { key, pub: b64urlDecode((await subtle.exportKey('jwk', key)).pub) };
+    return { key, pub: b64urlDecode(/** @type {string} */ ((await subtle.exportKey('jwk', key)).pub)) };
   });
 }
 
 /** The ML-DSA-65 public key (1952 bytes) from the 32-byte seed xi (KeyGen_internal). */
+/** @param {BytesIn} seed */
 export async function mldsa65_public(seed) {
   seed = checkMldsaSeed(seed);
   if ((await detect()).webcrypto_mldsa) return (await webcryptoKeys(seed)).pub.slice();
@@ -447,6 +604,12 @@ export async function mldsa65_public(seed) {
 
 /** ML-DSA-65 signature with a context (at most 255 bytes).  deterministic: rnd = 0^32
  *  (FIPS 204 deterministic variant, via noble); otherwise hedged (fresh randomness). */
+/**
+ * @param {BytesIn} seed
+ * @param {BytesIn} msg
+ * @param {BytesIn} ctx
+ * @param {boolean} [deterministic]
+ */
 export async function mldsa65_sign(seed, msg, ctx, deterministic = false) {
   seed = checkMldsaSeed(seed);
   msg = bytes(msg);
@@ -457,11 +620,18 @@ export async function mldsa65_sign(seed, msg, ctx, deterministic = false) {
     return new Uint8Array(await subtle.sign({ name: 'ML-DSA-65', context: ctx }, key, msg));
   }
   const { secretKey } = await nobleKeys(seed);
+  /** @type {{ context: Uint8Array, extraEntropy?: false }} */
   const opts = deterministic ? { context: ctx, extraEntropy: false } : { context: ctx };
   return nobleMlDsa65.sign(msg, secretKey, opts);
 }
 
 /** ML-DSA-65 verification; false on any mismatch or malformed input. */
+/**
+ * @param {BytesIn} pub
+ * @param {BytesIn} msg
+ * @param {BytesIn} sig
+ * @param {BytesIn} ctx
+ */
 export async function mldsa65_verify(pub, msg, sig, ctx) {
   pub = bytes(pub);
   sig = bytes(sig);

@@ -8,8 +8,12 @@ const VERSION = 1;
 export const STORES = ["meta", "scopes", "known_keys", "revoked_keys", "objects", "erased", "cells",
   "erase_outbox", "sync_state", "cache"];
 
+/** @typedef {Uint8Array<ArrayBuffer>} Bytes a record: CBOR bytes, opaque here */
+
+/** @type {Promise<IDBDatabase> | null} */
 let opening = null;
 
+/** @returns {Promise<IDBDatabase>} */
 function db() {
   if (!opening) {
     opening = new Promise((resolve, reject) => {
@@ -26,6 +30,10 @@ function db() {
   return opening;
 }
 
+/**
+ * @param {IDBTransaction} tx
+ * @returns {Promise<void>}
+ */
 function done(tx) {
   return new Promise((resolve, reject) => {
     tx.oncomplete = () => resolve();
@@ -34,6 +42,11 @@ function done(tx) {
   });
 }
 
+/**
+ * @template T
+ * @param {IDBRequest<T>} req
+ * @returns {Promise<T>}
+ */
 function request(req) {
   return new Promise((resolve, reject) => {
     req.onsuccess = () => resolve(req.result);
@@ -44,6 +57,7 @@ function request(req) {
 // The whole vault store, read ahead: the worker asks for it as it starts (worker.js), so
 // IndexedDB reads while Pyodide boots, and the first idb_load_all (the store's load, before
 // anything is written) takes it.
+/** @type {Promise<Record<string, Bytes>> | null} */
 let early = null;
 let taken = false;
 export function idb_prefetch() {
@@ -55,6 +69,7 @@ export function idb_prefetch() {
 // -> {table: Uint8Array} for every table of the vault store: its records (each one CBOR item,
 // the row) as one CBOR array, so Python receives and decodes one buffer per table, not one
 // object per row.
+/** @returns {Promise<Record<string, Bytes>>} */
 export async function idb_load_all() {
   const ahead = early;
   early = null;
@@ -73,6 +88,7 @@ async function loadAll() {
   const d = await db();
   const tables = STORES.filter((s) => s !== "cache");
   const tx = d.transaction(tables, "readonly");
+  /** @type {Record<string, Bytes>} */
   const out = {};
   await Promise.all(tables.map(async (t) => {
     out[t] = cborArray(await request(tx.objectStore(t).getAll()));
@@ -80,6 +96,7 @@ async function loadAll() {
   return out;
 }
 
+/** @param {Uint8Array[]} items each one CBOR item */
 function cborArray(items) {
   const n = items.length;
   const head = n < 24 ? [0x80 | n] : n < 0x100 ? [0x98, n] : n < 0x10000 ? [0x99, n >> 8, n & 0xff]
@@ -95,6 +112,11 @@ function cborArray(items) {
 }
 
 // Parallel arrays: values[i] null deletes keys[i] from tables[i].
+/**
+ * @param {ArrayLike<string> & Iterable<string>} tables
+ * @param {ArrayLike<string>} keys
+ * @param {ArrayLike<Uint8Array | null | undefined>} values
+ */
 export async function idb_apply(tables, keys, values) {
   const d = await db();
   const names = [...new Set(tables)];
@@ -115,12 +137,22 @@ export async function idb_salt() {
   return row.slice(row.length - 16);
 }
 
+/**
+ * @param {string} table
+ * @param {string} key
+ * @returns {Promise<Bytes | null>}
+ */
 export async function idb_get(table, key) {
   const d = await db();
   const v = await request(d.transaction([table], "readonly").objectStore(table).get(key));
   return v === undefined ? null : v;
 }
 
+/**
+ * @param {string} table
+ * @param {string} key
+ * @param {Uint8Array} value
+ */
 export async function idb_put(table, key, value) {
   const d = await db();
   const tx = d.transaction([table], "readwrite", { durability: "strict" });

@@ -7,15 +7,21 @@ import { call, refreshList, refreshStatus } from './vault.js';
 import { main, q, topbar } from './dom.js';
 import { beginSession, bootInfo, emit, isUnlocked, setBootInfo, setView } from './state.js';
 
+/** @type {Map<string, () => void>} */
 const screens = new Map();
 
+/**
+ * @param {string} name
+ * @param {() => void} show renders the screen into main
+ */
 export function defineScreen(name, show) {
   screens.set(name, show);
 }
 
+/** @param {string} view a screen's name (defineScreen) */
 export function showView(view) {
   setView(view);
-  screens.get(view)();
+  /** @type {() => void} */ (screens.get(view))();
   emit('view');
 }
 
@@ -23,7 +29,7 @@ export async function enterVault() {
   beginSession();
   topbar.hidden = false;
   emit('view');
-  screens.get('memories')();
+  /** @type {() => void} */ (screens.get('memories'))();
   await Promise.all([refreshList(), refreshStatus()]);
   if (!bootInfo()) {
     // the unlock form came before the vault engine's boot (app.js start): what it tells, now

@@ -12,14 +12,18 @@ export const MIN_SCORE = 3;
 
 const LEVELS = ['very weak', 'weak', 'fair', 'strong', 'very strong'];
 
+/** @typedef {{ score: number, warning: string, suggestions: string[] }} Verdict zxcvbn's */
+
+/** @type {Worker | null} */
 let worker = null;
 let next = 0;
+/** @type {Map<number, { resolve: (v: Verdict) => void, reject: (err: Error) => void }>} */
 const waiting = new Map();   // id -> {resolve, reject}
 
 function meter() {
   if (worker) return worker;
   worker = new Worker(new URL('./strength-worker.js', import.meta.url), { type: 'module' });
-  worker.addEventListener('message', (e) => {
+  worker.addEventListener('message', (/** @type {MessageEvent} */ e) => {
     const w = waiting.get(e.data.id);
     waiting.delete(e.data.id);
     if (!w) return;
@@ -51,7 +55,11 @@ export function release(err = new Error('the strength check was stopped')) {
 }
 
 /** zxcvbn's verdict on `passphrase`, with the vault's name among the words tried first:
- *  {score 0-4, warning, suggestions}; rejects when the meter cannot run here. */
+ *  {score 0-4, warning, suggestions}; rejects when the meter cannot run here.
+ * @param {string} passphrase
+ * @param {string} vaultName
+ * @returns {Promise<Verdict>}
+ */
 export function judge(passphrase, vaultName) {
   return new Promise((resolve, reject) => {
     const id = ++next;
@@ -65,7 +73,10 @@ export function judge(passphrase, vaultName) {
   });
 }
 
-/** The meter's line for a verdict (null: nothing typed; an Error: cannot tell). */
+/**
+ * The meter's line for a verdict (null: nothing typed; an Error: cannot tell).
+ * @param {Verdict | Error | null} verdict
+ */
 export function describe(verdict) {
   if (verdict === null) return 'Strength: type a passphrase';
   if (verdict instanceof Error) return 'Strength: this browser could not check it. Use four or more random words.';
@@ -74,7 +85,10 @@ export function describe(verdict) {
   return `Strength: ${LEVELS[verdict.score]}.${floor}${advice ? ` ${advice}` : ''}`;
 }
 
-/** Why the form refuses a passphrase below the floor (the CLI's sentence, for the page). */
+/**
+ * Why the form refuses a passphrase below the floor (the CLI's sentence, for the page).
+ * @param {Verdict | Error} verdict
+ */
 export function refusal(verdict) {
   const why = verdict instanceof Error ? ' (its strength could not be checked)'
     : verdict.warning ? ` (${verdict.warning.charAt(0).toLowerCase()}${verdict.warning.slice(1).replace(/\.$/, '')})` : '';

@@ -5,6 +5,7 @@
 // It is asked once a vault exists on this device (create, login); Settings show the answer
 // and, when storage is not persistent, a warning with a one-tap export and sync.
 
+/** @type {Promise<boolean | null> | null} */
 let request = null;    // this page's persist() request: a promise of true, false or null
 let waiting = false;   // it has no answer yet
 

@@ -17,7 +17,7 @@ self.onmessage = async (e) => {
     // fixed sentences with examples in them; one that happens to hold the passphrase is not shown
     if (passphrase && warning.includes(passphrase)) warning = "";
     self.postMessage({ id, score: r.score, warning, suggestions: r.feedback.suggestions || [] });
-  } catch (err) {
+  } catch (/** @type {any} */ err) {
     self.postMessage({ id, error: String(err.message || err) });
   }
 };

@@ -8,7 +8,10 @@ import {
   currentSession, insertEntry, isCurrent, isLoaded, isUnlocked, setListing, setSyncStatus, showsUnverified,
 } from './state.js';
 
-let client = null;
+/** @import { Call, Entry, Events } from '../types/protocol' */
+
+/** @type {VaultClient} set by connect(), before anything here is called */
+let client = /** @type {any} */ (null);
 
 /** Start the vault worker; throws where the browser cannot (no module workers). */
 export function connect() {
@@ -16,12 +19,20 @@ export function connect() {
   return client;
 }
 
-/** One worker operation (docs/web.md "Worker operations"). */
+/**
+ * One worker operation (docs/web.md "Worker operations"; typed in web/types/protocol.d.ts).
+ * @type {Call}
+ */
 export function call(op, args) {
-  return client.call(op, args);
+  return client.call(op, /** @type {any} */ (args));   // checked against Call above
 }
 
-/** Subscribe to a worker event (e.g. 'progress' of a long operation); returns the unsubscribe. */
+/**
+ * Subscribe to a worker event (e.g. 'progress' of a long operation); returns the unsubscribe.
+ * @template {keyof Events} E
+ * @param {E} event
+ * @param {(data: Events[E]) => void} fn
+ */
 export function onWorkerEvent(event, fn) {
   return client.on(event, fn);
 }
@@ -53,7 +64,10 @@ export async function refreshList() {
   }
 }
 
-/** An add's answer: the new memory joins the list without reading the whole vault again. */
+/**
+ * An add's answer: the new memory joins the list without reading the whole vault again.
+ * @param {{ entry?: Entry } | null | undefined} r
+ */
 export async function showAdded(r) {
   if (r && r.entry && isLoaded()) insertEntry(r.entry);
   else await refreshList();

@@ -15,10 +15,15 @@ performance.mark("ownmem:worker");
 import { loadPyodide } from "../pyodide/pyodide.mjs";
 import * as idb from "./idb.js";
 
+/** @import { Args, OpName, PythonOperations, Request, Result } from '../types/protocol' */
+/** @typedef {keyof PythonOperations} PyOp an operation ownmem.web.api answers */
+
 // glue.js and glue-sync.js (and vendor.js under them) load while loadPyodide runs, not before
 // it: boot() and master() wait for them; everything else runs after boot().
-let glue = null;
-let syncGlue = null;
+/** @type {typeof import("./glue.js")} set once glueLoaded resolves */
+let glue = /** @type {any} */ (null);
+/** @type {typeof import("./glue-sync.js")} set once glueLoaded resolves */
+let syncGlue = /** @type {any} */ (null);
 const glueLoaded = Promise.all([import("./glue.js"), import("./glue-sync.js")]).then(([g, s]) => {
   glue = g;
   syncGlue = s;
@@ -34,9 +39,10 @@ glueLoaded.catch(() => {});
 const JSPI = typeof WebAssembly.Suspending === "function"
   && new URL(import.meta.url).searchParams.get("jspi") !== "0";
 
+/** @type {AbortController | null} */
 let live = null;   // AbortController of the event stream
 
-const mark = (name) => performance.mark(`ownmem:${name}`);
+const mark = (/** @type {string} */ name) => performance.mark(`ownmem:${name}`);
 let marksSent = 0;
 function sendMarks() {
   const marks = performance.getEntriesByType("mark").filter((m) => m.name.startsWith("ownmem:"));
@@ -87,6 +93,10 @@ async function boot() {
 // browser's own DecompressionStream: pyodide.unpackArchive does this in Python, which costs a
 // second or more at every start in a slow engine (WebKit).  Rejects where the browser lacks
 // "deflate-raw" or the zip is not the plain kind build.py writes (the caller then unpacks in Python).
+/**
+ * @param {ArrayBuffer} buf
+ * @returns {Promise<[string, Uint8Array][]>}
+ */
 async function unzip(buf) {
   const bytes = new Uint8Array(buf);
   const view = new DataView(buf);
@@ -96,6 +106,7 @@ async function unzip(buf) {
   const count = view.getUint16(end + 10, true);
   let at = view.getUint32(end + 16, true);
   const names = new TextDecoder();
+  /** @type {Promise<[string, Uint8Array]>[]} */
   const out = [];
   for (let i = 0; i < count; i++) {
     if (view.getUint32(at, true) !== 0x02014b50) throw new Error("bad zip central directory");
@@ -111,18 +122,19 @@ async function unzip(buf) {
     const start = local + 30 + view.getUint16(local + 26, true) + view.getUint16(local + 28, true);
     const data = bytes.subarray(start, start + size);
     if (method === 0) out.push(Promise.resolve([name, data]));
-    else if (method === 8) out.push(inflate(data).then((d) => [name, d]));
+    else if (method === 8) out.push(inflate(data).then((d) => /** @type {[string, Uint8Array]} */ ([name, d])));
     else throw new Error(`zip method ${method}`);
   }
   return Promise.all(out);
 }
 
+/** @param {Uint8Array<ArrayBuffer>} data */
 async function inflate(data) {
   const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-const isWheel = (p) => p.startsWith("/wheels/") && p.endsWith(".whl");
+const isWheel = (/** @type {string} */ p) => p.startsWith("/wheels/") && p.endsWith(".whl");
 
 // The bundle's file list names the wheel.  Offline the list cannot be fetched (the service
 // worker caches the files it lists, not the list): the wheel is then found in its cache.
@@ -144,6 +156,7 @@ async function wheelPath() {
 
 // First the salt (is there a vault here? the page's `probe`), then the whole store, read
 // ahead while Pyodide boots (idb.js idb_prefetch); then the boot itself.
+/** @type {ReturnType<typeof storedSalt> | null} */
 let saltAtStart = storedSalt();
 saltAtStart.catch(() => null).then(() => idb.idb_prefetch());
 const ready = boot();
@@ -162,6 +175,10 @@ function storedSalt() {
   return idb.idb_salt();
 }
 
+/**
+ * @param {string} passphrase
+ * @param {Uint8Array<ArrayBuffer>} salt
+ */
 async function master(passphrase, salt) {
   await glueLoaded;
   return glue.argon2id(new TextEncoder().encode(passphrase), salt, glue.ARGON2);
@@ -172,11 +189,22 @@ async function master(passphrase, salt) {
 // page request is waiting and the page has been quiet for BACKGROUND_GRACE ms, so that the
 // list the page asks for right after an unlock does not wait behind the sync the unlock started.
 const BACKGROUND_GRACE = 300;
+/** @typedef {{ op: PyOp, args: object, background: boolean, resolve: (result: any) => void, reject: (err: unknown) => void }} Task */
+/** @type {{ page: Task[], background: Task[] }} */
 const waiting = { page: [], background: [] };
 let busy = false;
 let lastPage = -Infinity;
-let graceTimer = 0;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let graceTimer;
 
+/**
+ * One Python operation, in turn (the page's before the background's).
+ * @template {PyOp} K
+ * @param {K} op
+ * @param {Args<K>} args
+ * @param {boolean} [background]
+ * @returns {Promise<Result<K>>}
+ */
 function call(op, args, background = false) {
   return new Promise((resolve, reject) => {
     waiting[background ? "background" : "page"].push({ op, args, background, resolve, reject });
@@ -205,6 +233,10 @@ function pump() {
   });
 }
 
+/**
+ * @param {PyOp} op
+ * @param {object} args
+ */
 async function callNow(op, args) {
   const handle = await ready;
   let out;
@@ -229,6 +261,7 @@ async function callNow(op, args) {
   // most results come as one JSON string (ownmem.web.api.handle); those with bytes as an object
   const res = typeof out === "string" ? JSON.parse(out) : out instanceof Map ? Object.fromEntries(out) : out;
   if (!res.ok) {
+    /** @type {Error & { code?: string }} */
     const err = new Error(res.error.message);
     err.code = res.error.code;
     throw err;
@@ -236,6 +269,12 @@ async function callNow(op, args) {
   return res.result;
 }
 
+/**
+ * A page's request: probe answered here, the rest by Python (create and unlock with their
+ * Argon2id master secret, lock after the live loop stopped).
+ * @param {OpName} op
+ * @param {any} args as the page sent them (Args<op>)
+ */
 async function run(op, args) {
   // Is there a vault in this browser?  Answered from IndexedDB without waiting for Python, so
   // the page can show the unlock form while the vault engine is still booting.
@@ -288,7 +327,7 @@ async function startLive() {
       if (!resp.ok) throw new Error(`event stream: ${resp.status}`);
       self.postMessage({ event: "online", online: true });
       delay = 1000;
-      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      const reader = /** @type {NonNullable<typeof resp.body>} */ (resp.body).pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
       for (;;) {
         const { value, done } = await reader.read();
@@ -301,7 +340,7 @@ async function startLive() {
           if (block.startsWith("event: changes")) await sync("live");
         }
       }
-    } catch (e) {
+    } catch (/** @type {any} */ e) {
       if (ctl.signal.aborted) return;
       self.postMessage({ event: "online", online: false, message: String(e.message || e) });
       await new Promise((r) => setTimeout(r, delay));
@@ -310,7 +349,12 @@ async function startLive() {
   }
 }
 
+/** @type {Promise<Result<'sync'>> | null} */
 let syncing = null;
+/**
+ * One sync at a time: a sync asked meanwhile joins the one under way.
+ * @param {'manual' | 'live'} reason
+ */
 async function sync(reason) {
   if (syncing) return syncing;
   syncing = (async () => {
@@ -327,12 +371,12 @@ async function sync(reason) {
 
 self.addEventListener("online", () => { if (live) startLive(); });
 
-self.onmessage = async (e) => {
+self.onmessage = async (/** @type {MessageEvent<Request>} */ e) => {
   const { id, op, args } = e.data;
   try {
     const result = op === "sync" ? await sync("manual") : await run(op, args || {});
     self.postMessage({ id, ok: true, result });
-  } catch (err) {
+  } catch (/** @type {any} */ err) {
     self.postMessage({ id, ok: false, error: { code: err.code || "error", message: String(err.message || err) } });
   }
 };

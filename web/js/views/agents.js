@@ -27,11 +27,18 @@ import { currentSession, currentView, isCurrent, isLinked, on } from '../state.j
 import { afterWrite } from './syncstatus.js';
 import { call, refreshList } from '../vault.js';
 
+/** @import { Agent, AgentRequest, AuditRow, Result, Scope, Session, StagedWrite } from '../../types/protocol' */
+/** @typedef {AgentRequest & { request: true }} Asked a request among the staged writes */
+
+/** @type {Record<string, string>} */
 const STATUS = { created: 'Waiting for a grant', active: 'Active', closed: 'Closed', revoked: 'Revoked', expired: 'Expired' };
 const LIVE = new Set(['created', 'active']);
 
-let ticker = 0;
+/** @type {ReturnType<typeof setInterval> | undefined} */
+let ticker;
+/** @type {Promise<void> | null} */
 let loading = null;   // the read under way for loadingFor (its promise settles after the last re-read)
+/** @type {HTMLElement | null} */
 let loadingFor = null;
 let again = false;
 
@@ -47,6 +54,7 @@ function showAgents() {
 
 // One read at a time; a reason to read again while one is under way reads once more after
 // it, and the caller waits for that one.
+/** @param {HTMLElement} node */
 function load(node) {
   if (loading && loadingFor === node) {
     again = true;
@@ -84,6 +92,10 @@ function load(node) {
 // The page's clock against the worker's (the same machine, but an answer takes a while)
 let skew = 0;
 
+/**
+ * @param {HTMLElement} node
+ * @param {Result<'agents'>} r
+ */
 function render(node, r) {
   skew = r.now - Math.floor(Date.now() / 1000);
   const live = r.sessions.filter((s) => LIVE.has(s.status));
@@ -91,7 +103,8 @@ function render(node, r) {
   fill(role(node, 'sessions-live'), live, (s) => sessionRow(node, s),
     'No agent holds a session now. Start one on your machine: ownmem agent authorize uom.json.');
   // agent writes, then the agents' forget and share requests (issue 19): both wait for the person
-  const waiting = [...r.staged, ...(r.requests || []).map((q) => ({ ...q, request: true }))];
+  /** @type {((StagedWrite & { request?: undefined }) | Asked)[]} */
+  const waiting = [...r.staged, ...(r.requests || []).map((q) => ({ ...q, request: /** @type {const} */ (true) }))];
   fill(role(node, 'staged'), waiting, (w) => (w.request ? requestRow(node, w) : stagedRow(node, w)),
     'No agent write is waiting for you.');
   fill(role(node, 'registered'), r.agents, agentRow, 'No agent is registered. Register one on your machine: ownmem agent register uom.json.');
@@ -100,6 +113,11 @@ function render(node, r) {
   tick(node);
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {Result<'agents'>} r
+ * @param {Result<'audit'>} audit
+ */
 function renderAudit(node, r, audit) {
   const select = role(node, 'audit-session');
   if (!select.dataset.bound) {
@@ -111,7 +129,7 @@ function renderAudit(node, r, audit) {
   const chosen = select.value;
   const options = [['', 'All sessions'], ...[...names].filter(([sid]) => sid).map(([sid, who]) => [sid, `${who}: ${sid}`])];
   // replaced only when they changed (as fill's rows): an open list is not redrawn under the person
-  if (JSON.stringify(options) !== JSON.stringify([...select.options].map((o) => [o.value, o.text]))) {
+  if (JSON.stringify(options) !== JSON.stringify([...select.options].map((/** @type {HTMLOptionElement} */ o) => [o.value, o.text]))) {
     select.replaceChildren(...options.map(([value, text]) => el('option', { value, text })));
   }
   select.value = names.has(chosen) ? chosen : '';
@@ -120,6 +138,7 @@ function renderAudit(node, r, audit) {
     audit.batches ? 'No access recorded for this session.' : 'No audit has reached this device yet.');
 }
 
+/** @param {AuditRow} e */
 function auditRow(e) {
   const what = e.key || (e.tag ? `tag ${e.tag}` : '');
   // an agent write's attempt is no verdict: its outcome (write_staged, write_refused ...) follows
@@ -142,9 +161,13 @@ function auditRow(e) {
 
 // After an action its button is gone with the row it was in: the focus goes to the heading
 // of that row's list (a keyboard or screen reader user stays where they were).
+/**
+ * @param {HTMLElement} node
+ * @param {string} heading its id
+ */
 function keepFocus(node, heading) {
   if (node.isConnected && !node.contains(document.activeElement)) {
-    const h = node.querySelector(`#${heading}`);
+    const h = /** @type {HTMLElement} */ (node.querySelector(`#${heading}`));
     h.setAttribute('tabindex', '-1');
     h.focus();
   }
@@ -153,14 +176,22 @@ function keepFocus(node, heading) {
 // The lists are read again at every sync (an agent's audit batches sync every few seconds):
 // a row whose item is unchanged stays the same element, so a button the person is pressing, or
 // the keyboard focus on it, is not replaced under them; only new, changed or gone rows change.
+/**
+ * @template T
+ * @param {HTMLElement} ul
+ * @param {T[]} items
+ * @param {(item: T) => HTMLElement} row
+ * @param {string} empty what the list says when it has no item
+ */
 function fill(ul, items, row, empty) {
   if (!items.length) {
-    if (ul.children.length !== 1 || ul.firstElementChild.dataset.item !== undefined) {
+    if (ul.children.length !== 1 || /** @type {HTMLElement} */ (ul.firstElementChild).dataset.item !== undefined) {
       ul.replaceChildren(el('li', { class: 'muted', text: empty }));
     }
     return;
   }
-  const kept = new Map([...ul.children].filter((li) => li.dataset.item !== undefined).map((li) => [li.dataset.item, li]));
+  const children = /** @type {HTMLElement[]} */ ([...ul.children]);
+  const kept = new Map(children.filter((li) => li.dataset.item !== undefined).map((li) => [li.dataset.item, li]));
   const rows = items.map((x) => {
     const sig = JSON.stringify(x);
     const li = kept.get(sig);
@@ -179,18 +210,23 @@ function fill(ul, items, row, empty) {
   });
 }
 
-const list = (xs) => (xs && xs.length ? xs.join(', ') : null);
+const list = (/** @type {string[] | null | undefined} */ xs) => (xs && xs.length ? xs.join(', ') : null);
 // "*" in a grant's tags: every tag and untagged memory (docs/decisions.md, issue 19)
-const tagList = (xs) => list((xs || []).map((t) => (t === '*' ? 'every tag and untagged memory' : t)));
+const tagList = (/** @type {string[] | null | undefined} */ xs) => list((xs || []).map((t) => (t === '*' ? 'every tag and untagged memory' : t)));
 
-/** What a session may read, one line each: the reader's view of its granted scopes. */
+/**
+ * What a session may read, one line each: the reader's view of its granted scopes.
+ * @param {Session} s
+ */
 function scopeLines(s) {
+  /** @type {Scope} */
   const read = s.scopes?.read || {};
   const lines = [];
   const may = [tagList(read.tags) && `tags ${tagList(read.tags)}`, list(read.keys) && `keys ${list(read.keys)}`].filter(Boolean);
   lines.push(`May read: ${may.length ? may.join('; ') : 'nothing'}`);
   const never = [list(read.deny_tags) && `tags ${list(read.deny_tags)}`, list(read.deny_keys) && `keys ${list(read.deny_keys)}`].filter(Boolean);
   if (never.length) lines.push(`Never: ${never.join('; ')}`);
+  /** @type {string[]} */
   const limits = [];
   if (s.aggregation_only) limits.push('sums and counts only');
   if (s.allowed_fields) limits.push(`fields ${s.allowed_fields.join(', ') || 'none'}`);
@@ -204,6 +240,7 @@ function scopeLines(s) {
   return lines;
 }
 
+/** @param {number} seconds */
 function timeLeft(seconds) {
   if (seconds <= 0) return 'expired';
   // an agent credential lives days, or has no end set (its session ends a century on)
@@ -218,13 +255,16 @@ function timeLeft(seconds) {
 
 // Every second: each live session's time left; one that runs out reads as expired at once
 // (the agent service refuses its token from that second; its own record follows).
+/** @param {HTMLElement} node */
 function tick(node) {
   if (!node.isConnected) {
     clearInterval(ticker);
     return;
   }
   const now = Math.floor(Date.now() / 1000) + skew;
-  for (const li of node.querySelectorAll('[data-testid="agent-session"][data-live="true"]')) {
+  /** @type {NodeListOf<HTMLElement>} */
+  const live = node.querySelectorAll('[data-testid="agent-session"][data-live="true"]');
+  for (const li of live) {
     const left = Number(li.dataset.expires) - now;
     const t = role(li, 'time-left');
     t.textContent = timeLeft(left);
@@ -237,6 +277,10 @@ function tick(node) {
   }
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {Session} s
+ */
 function sessionRow(node, s) {
   const isLive = LIVE.has(s.status);
   const name = s.agent_name || s.agent_id;
@@ -259,12 +303,17 @@ function sessionRow(node, s) {
     li.append(el('div', { class: 'actions' }, el('button', {
       type: 'button', class: 'btn btn-small btn-danger', 'data-role': 'revoke', 'data-testid': 'revoke-session',
       'aria-label': `Revoke now the session of ${name}`, text: s.revocation_sent ? 'Revoke again' : 'Revoke now',
-      onclick: (ev) => revoke(node, ev.currentTarget, s),
+      onclick: (/** @type {MouseEvent} */ ev) => revoke(node, /** @type {HTMLButtonElement} */ (ev.currentTarget), s),
     })));
   }
   return li;
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLButtonElement} button
+ * @param {Session} s
+ */
 async function revoke(node, button, s) {
   const label = button.textContent;
   button.disabled = true;
@@ -288,6 +337,10 @@ async function revoke(node, button, s) {
 
 const discardDialog = new ConfirmDialog('discard-dialog');
 
+/**
+ * @param {HTMLElement} node
+ * @param {StagedWrite} w
+ */
 function stagedRow(node, w) {
   const who = agentName(w.agent_id);
   const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-write', 'data-id': w.id },
@@ -295,17 +348,18 @@ function stagedRow(node, w) {
       el('span', { class: `badge badge-agent ${w.agent_confirmed ? '' : 'badge-agent-unconfirmed'}`, text: `agent: ${who}`, title: w.agent_id }),
       el('span', { class: 'muted small', text: dateTime(w.created) })),
     el('p', { class: 'card-content', 'data-role': 'content', text: w.content }),
-    w.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...w.tags.map((t) => el('li', { class: 'chip', text: t }))) : null);
+    w.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...w.tags.map((/** @type {string} */ t) => el('li', { class: 'chip', text: t }))) : null);
   const label = `the write of ${who}: ${excerpt(w.content, 40)}`;
   li.append(el('div', { class: 'actions' },
     el('button', {
       type: 'button', class: 'btn btn-small btn-primary', 'data-testid': 'staged-confirm', text: 'Confirm',
-      'aria-label': `Confirm ${label}`, onclick: (ev) => confirmWrite(node, ev.currentTarget, w),
+      'aria-label': `Confirm ${label}`,
+      onclick: (/** @type {MouseEvent} */ ev) => confirmWrite(node, /** @type {HTMLButtonElement} */ (ev.currentTarget), w),
     }),
     el('button', {
       type: 'button', class: 'btn btn-small btn-danger-ghost', 'data-testid': 'staged-discard', text: 'Discard',
       'aria-label': `Discard ${label}`,
-      onclick: (ev) => discardDialog.ask(w.content, ev.currentTarget, () => call('staged_discard', { id: w.id }), async () => {
+      onclick: (/** @type {MouseEvent} */ ev) => discardDialog.ask(w.content, /** @type {HTMLElement} */ (ev.currentTarget), () => call('staged_discard', { id: w.id }), async () => {
         notice('Discarded: the agent\'s write is erased.');
         await Promise.all([load(node), refreshList()]);
         keepFocus(node, 'staged-title');
@@ -317,6 +371,10 @@ function stagedRow(node, w) {
 // An agent asks to forget one of the person's memories or to share some: nothing happens until
 // Confirm, which does it on this device (the worker: the forget, or the share's contract); Discard
 // drops the request.  The description is the worker's (what confirming would do), shown as text.
+/**
+ * @param {HTMLElement} node
+ * @param {AgentRequest} q
+ */
 function requestRow(node, q) {
   const li = el('li', { class: 'card card-staged', 'data-testid': 'staged-request', 'data-id': q.id, 'data-kind': q.kind },
     el('div', { class: 'card-head' },
@@ -330,16 +388,23 @@ function requestRow(node, q) {
     el('button', {
       type: 'button', class: `btn btn-small ${q.kind === 'forget' ? 'btn-danger-ghost' : 'btn-primary'}`,
       'data-testid': 'request-confirm', text: 'Confirm', 'aria-label': `Confirm ${label}`,
-      onclick: (ev) => answerRequest(node, ev.currentTarget, 'staged_confirm', q, done),
+      onclick: (/** @type {MouseEvent} */ ev) => answerRequest(node, /** @type {HTMLButtonElement} */ (ev.currentTarget), 'staged_confirm', q, done),
     }),
     el('button', {
       type: 'button', class: 'btn btn-small btn-ghost', 'data-testid': 'request-discard', text: 'Discard',
       'aria-label': `Discard ${label}`,
-      onclick: (ev) => answerRequest(node, ev.currentTarget, 'staged_discard', q, 'Discarded: nothing was done.'),
+      onclick: (/** @type {MouseEvent} */ ev) => answerRequest(node, /** @type {HTMLButtonElement} */ (ev.currentTarget), 'staged_discard', q, 'Discarded: nothing was done.'),
     })));
   return li;
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLButtonElement} button
+ * @param {'staged_confirm' | 'staged_discard'} op
+ * @param {AgentRequest} q
+ * @param {string} done what the notice says once done
+ */
 async function answerRequest(node, button, op, q, done) {
   button.disabled = true;
   try {
@@ -353,6 +418,11 @@ async function answerRequest(node, button, op, q, done) {
   }
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLButtonElement} button
+ * @param {StagedWrite} w
+ */
 async function confirmWrite(node, button, w) {
   button.disabled = true;
   try {
@@ -366,7 +436,9 @@ async function confirmWrite(node, button, w) {
   }
 }
 
+/** @param {Agent} a */
 function agentRow(a) {
+  /** @type {(kind: string, x: Scope | undefined) => string} */
   const asks = (kind, x) => {
     if (!x) return `${kind}: nothing`;
     const parts = [list(x.tags) && `tags ${list(x.tags)}`, list(x.keys) && `keys ${list(x.keys)}`].filter(Boolean);
@@ -392,6 +464,7 @@ defineScreen('agents', showAgents);
 
 // a sync brought changes (the list was read again): the records may have changed too
 on('listing', () => {
+  /** @type {HTMLElement | null} */
   const node = document.querySelector('[data-testid="agents-view"]');
   if (node && currentView() === 'agents') load(node);
 });

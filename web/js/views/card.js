@@ -18,9 +18,19 @@ import { editForm } from './editor.js';
 import { showReceipts } from './receipts.js';
 import { saved } from './syncstatus.js';
 
+/** @import { Entry } from '../../types/protocol' */
+
+/** @typedef {(tag: string) => void} OnTag */
+
+/** @type {WeakMap<Entry, { node: HTMLElement, editing: boolean, conflict: boolean, onTag: OnTag }>} */
 let cards = new WeakMap();   // entry -> {node, editing, conflict}
 
-/** The card of entry `e`; `onTag(tag)` is what a click on one of its tags does. */
+/**
+ * The card of entry `e`; `onTag(tag)` is what a click on one of its tags does.
+ * @param {Entry} e
+ * @param {OnTag} onTag
+ * @returns {HTMLElement}
+ */
 export function cardFor(e, onTag) {
   const editing = editingId() === e.id;
   const conflict = isInConflict(e.id);
@@ -31,6 +41,11 @@ export function cardFor(e, onTag) {
   return node;
 }
 
+/**
+ * @param {Entry} e
+ * @param {OnTag} onTag
+ * @returns {HTMLElement}
+ */
 function card(e, onTag) {
   const li = tpl('tpl-card');
   li.dataset.id = e.id;
@@ -56,7 +71,7 @@ function card(e, onTag) {
   role(li, 'content').textContent = e.content;
   const tags = role(li, 'tags');
   if (e.tags.length) {
-    tags.append(...e.tags.map((t) => el('li', { class: 'chip' }, el('button', {
+    tags.append(...e.tags.map((/** @type {string} */ t) => el('li', { class: 'chip' }, el('button', {
       type: 'button', class: 'chip-btn', text: t, title: `Show memories tagged ${t}`,
       onclick: () => onTag(t),
     }))));
@@ -91,6 +106,10 @@ function card(e, onTag) {
   return li;
 }
 
+/**
+ * @param {HTMLElement} dl
+ * @param {Entry} e
+ */
 function details(dl, e) {
   const rows = [
     ['ID', e.id],
@@ -110,6 +129,7 @@ function details(dl, e) {
 
 // ------------------------------------------------------------------ edit in place
 
+/** @param {string} id */
 function startEdit(id) {
   setEditing(id);
   rerenderCard(id);
@@ -121,6 +141,7 @@ function startEdit(id) {
   }
 }
 
+/** @param {string} id */
 function rerenderCard(id) {
   const li = q(main, `li[data-id="${id}"]`);
   const e = entryById(id);
@@ -131,6 +152,7 @@ function rerenderCard(id) {
   }
 }
 
+/** @param {string} id */
 function stopEdit(id) {
   setEditing(null);
   rerenderCard(id);
@@ -143,9 +165,13 @@ const forgetDialog = new ConfirmDialog('forget-dialog');
 
 // Once forgotten, the focus goes where a keyboard user was: the card that took its place in
 // the list (the next one, else the one before), or the add field when the list is empty.
+/**
+ * @param {Entry} e
+ * @param {HTMLElement} trigger
+ */
 function openForget(e, trigger) {
   const li = trigger.closest('li.card');
-  const near = [li?.nextElementSibling, li?.previousElementSibling].map((n) => n?.dataset.id).filter(Boolean);
+  const near = [li?.nextElementSibling, li?.previousElementSibling].map((n) => /** @type {HTMLElement | null | undefined} */ (n)?.dataset.id).filter(Boolean);
   forgetDialog.ask(e.content, trigger, () => call('forget', { id: e.id }), async (r) => {
     await saved(r.erased > 1 ? `Forgotten: ${r.erased} versions erased.` : 'Forgotten.');
     const next = near.map((id) => q(main, `li[data-id="${id}"] .card-actions button`)).find(Boolean);

@@ -11,9 +11,16 @@ import { saved } from './syncstatus.js';
 const FIELDS = [['content', 'label-content'], ['tags', 'label-tags'], ['type', 'label-type'],
   ['confidence', 'label-confidence']];
 
+/** @import { Entry } from '../../types/protocol' */
+
 let editSeq = 0;
 
-/** The edit form for entry `e`; `close()` ends the edit without saving. */
+/**
+ * The edit form for entry `e`; `close()` ends the edit without saving.
+ * @param {Entry} e
+ * @param {() => void} close
+ * @returns {HTMLFormElement}
+ */
 export function editForm(e, close) {
   const form = tpl('tpl-edit');
   const n = ++editSeq;
@@ -25,26 +32,31 @@ export function editForm(e, close) {
   form.elements.content.value = e.content;
   form.elements.tags.value = e.tags.join(', ');
   const typeSel = form.elements.type;
-  if (![...typeSel.options].some((o) => o.value === e.type)) typeSel.append(el('option', { value: e.type, text: e.type }));
+  if (![...typeSel.options].some((/** @type {HTMLOptionElement} */ o) => o.value === e.type)) typeSel.append(el('option', { value: e.type, text: e.type }));
   typeSel.value = e.type;
   const conf = form.elements.confidence;
   conf.value = String(e.confidence ?? 0.8);
   showsPercent(conf, role(form, 'confidence-out'));
   enterSubmits(form.elements.content);
-  form.addEventListener('keydown', (ev) => {
+  form.addEventListener('keydown', (/** @type {KeyboardEvent} */ ev) => {
     if (ev.key === 'Escape') {
       ev.preventDefault();
       close();
     }
   });
   role(form, 'cancel').addEventListener('click', () => close());
-  form.addEventListener('submit', (ev) => {
+  form.addEventListener('submit', (/** @type {SubmitEvent} */ ev) => {
     ev.preventDefault();
     save(form, e, close);
   });
   return form;
 }
 
+/**
+ * @param {HTMLFormElement & { elements: Record<string, any> }} form
+ * @param {Entry} e
+ * @param {() => void} close
+ */
 async function save(form, e, close) {
   const err = role(form, 'error');
   showError(err, '');
@@ -53,6 +65,7 @@ async function save(form, e, close) {
     showError(err, 'A memory cannot be empty. To remove it, use Forget.');
     return;
   }
+  /** @type {import('../../types/protocol').Args<'edit'>} */
   const args = { id: e.id };
   const tags = parseTags(form.elements.tags.value);
   const type = form.elements.type.value;

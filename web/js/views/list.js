@@ -17,7 +17,10 @@ import { call, refreshList, showAdded } from '../vault.js';
 import { cardFor } from './card.js';
 import { afterWrite } from './syncstatus.js';
 
+/** @import { Entry } from '../../types/protocol' */
+
 const PAGE = 100;
+/** @type {('tag' | 'type' | 'trust' | 'scope')[]} */
 const FILTERS = ['tag', 'type', 'trust', 'scope'];
 const noFilters = () => ({ q: '', tag: '', type: '', trust: '', scope: '' });
 
@@ -29,16 +32,17 @@ function showMemories() {
   const form = q(node, '#add-form');
   enterSubmits(form.elements.content);
   showsPercent(form.elements.confidence, role(form, 'confidence-out'));
-  form.addEventListener('submit', (e) => { e.preventDefault(); addMemory(form); });
+  form.addEventListener('submit', (/** @type {SubmitEvent} */ e) => { e.preventDefault(); addMemory(form); });
 
   const search = q(node, '#search');
   search.value = filters.q;
-  let t = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let t;
   search.addEventListener('input', () => {
     clearTimeout(t);
     t = setTimeout(() => { filters.q = search.value; limit = PAGE; renderList(); }, 120);
   });
-  search.addEventListener('keydown', (e) => {
+  search.addEventListener('keydown', (/** @type {KeyboardEvent} */ e) => {
     if (e.key === 'Escape' && search.value) {
       e.preventDefault();
       search.value = '';
@@ -71,6 +75,7 @@ function showMemories() {
 
 // On: ask the worker for the list with them.  Off: they leave the screen at once, and the
 // list read again leaves the page without their text.
+/** @param {boolean} on */
 function toggleUnverified(on) {
   setShowUnverified(on);
   if (!on && filters.trust === 'unverified') filters.trust = '';
@@ -80,6 +85,7 @@ function toggleUnverified(on) {
   refreshList();
 }
 
+/** @param {HTMLFormElement & { elements: Record<string, any> }} form */
 async function addMemory(form) {
   const err = role(form, 'error');
   showError(err, '');
@@ -116,9 +122,16 @@ async function addMemory(form) {
   }
 }
 
+/**
+ * @param {HTMLSelectElement | null} select
+ * @param {Iterable<string>} values
+ * @param {string | null} allLabel the option for every value, if any
+ * @param {(v: string) => string} [label]
+ */
 function setOptions(select, values, allLabel, label = (v) => v) {
   if (!select) return;
   const keep = select.value;
+  /** @type {HTMLOptionElement[]} */
   const opts = [];
   if (allLabel !== null) opts.push(el('option', { value: '', text: allLabel }));
   for (const v of values) opts.push(el('option', { value: v, text: label(v) }));
@@ -127,6 +140,7 @@ function setOptions(select, values, allLabel, label = (v) => v) {
 }
 
 function fillOptions() {
+  /** @type {Set<string>} */
   const tags = new Set();
   const types = new Set(['semantic', 'episodic', 'procedural']);
   for (const e of listed()) {
@@ -134,7 +148,7 @@ function fillOptions() {
     types.add(e.type);
   }
   const scopes = scopeNames();
-  const byName = (a, b) => a.localeCompare(b, undefined, { sensitivity: 'base' });
+  const byName = (/** @type {string} */ a, /** @type {string} */ b) => a.localeCompare(b, undefined, { sensitivity: 'base' });
   setOptions(q(main, '#filter-tag'), [...tags].sort(byName), 'All tags');
   setOptions(q(main, '#filter-type'), [...types], 'All types', typeLabel);
   setOptions(q(main, '#filter-scope'), [...scopes].sort(byName), 'All scopes');
@@ -156,12 +170,14 @@ function fillOptions() {
   for (const key of FILTERS) {
     const sel = q(main, `#filter-${key}`);
     if (!sel) continue;
-    if ([...sel.options].some((o) => o.value === filters[key])) sel.value = filters[key];
+    if ([...sel.options].some((/** @type {HTMLOptionElement} */ o) => o.value === filters[key])) sel.value = filters[key];
     else filters[key] = sel.value = '';
   }
 }
 
+/** @type {WeakMap<Entry, string>} */
 let haystack = new WeakMap();
+/** @param {Entry} e */
 function hay(e) {
   let h = haystack.get(e);
   if (h === undefined) {
@@ -214,6 +230,7 @@ function renderList() {
 
 // Everything of the screen but the cards: the filters' count, summary, empty state,
 // "show more", the conflicts banner.
+/** @param {Entry[]} shown */
 function renderAround(shown) {
   const all = listed().length;
   const active = FILTERS.filter((k) => filters[k]).length;
@@ -266,6 +283,7 @@ function clearFilters() {
   q(main, '#search').focus();
 }
 
+/** @param {string} tag */
 function filterTag(tag) {
   filters.tag = tag;
   const sel = q(main, '#filter-tag');

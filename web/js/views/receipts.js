@@ -10,12 +10,19 @@ import { dateTime, plural, shortId } from '../format.js';
 import { currentSession, isCurrent } from '../state.js';
 import { call } from '../vault.js';
 
+/** @import { Entry, Receipt, Result } from '../../types/protocol' */
+
+/** @type {Record<string, string>} */
 const OPERATION = {
   REMEMBER: 'Remembered', FORGET: 'Forgotten', SHARE: 'Shared', REVOKE: 'Share revoked',
   RECALL: 'Recalled', STATUS: 'Status read', KEY: 'Key published',
 };
 
-/** Read and show the receipts of entry `e` in `box` (the card's [data-role="receipts"]). */
+/**
+ * Read and show the receipts of entry `e` in `box` (the card's [data-role="receipts"]).
+ * @param {HTMLElement} box
+ * @param {Entry} e
+ */
 export async function showReceipts(box, e) {
   const state = role(box, 'receipts-state');
   const list = role(box, 'receipts-list');
@@ -44,6 +51,7 @@ export async function showReceipts(box, e) {
   state.textContent = summary(r);
 }
 
+/** @param {Result<'receipts'>} r */
 function summary(r) {
   if (r.cells === 0) return 'Not on the server yet: the log has no receipt for this memory.';
   if (r.receipts.length === 0) return 'The public log holds no receipt for this memory.';
@@ -53,6 +61,10 @@ function summary(r) {
   return s;
 }
 
+/**
+ * @param {Receipt} x
+ * @param {Entry} e
+ */
 function receiptRow(x, e) {
   const id = x.receipt_id || '';
   const li = el('li', {
@@ -78,6 +90,7 @@ function receiptRow(x, e) {
   return li;
 }
 
+/** @param {string} id */
 async function copy(id) {
   try {
     await navigator.clipboard.writeText(id);

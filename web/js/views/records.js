@@ -12,24 +12,35 @@ import { currentSession, isCurrent } from '../state.js';
 import { call, onWorkerEvent, refreshList } from '../vault.js';
 import { afterWrite } from './syncstatus.js';
 
+/** @import { RecordRow, RecordsPreview, Result } from '../../types/protocol' */
+/** @typedef {Record<string, string>} FieldMap a file's field -> where it goes */
+
 const RESERVED = ['key', 'tags', 'sensitivity', 'source', 'description', 'created_at', 'updated_at'];
 const VALUE_CHARS = 120;      // of a value's JSON in a preview cell; the whole in its title
 
-/** Wire the records panel (`panel`, inside the settings screen). */
+/**
+ * Wire the records panel (`panel`, inside the settings screen).
+ * @param {HTMLElement} panel
+ */
 export function wireRecords(panel) {
   const form = role(panel, 'records-form');
   const input = role(panel, 'records-input');
   const progress = role(panel, 'records-progress');
   const err = role(panel, 'records-error');
   // the file as read, the person's choices, the preview on screen (null: none current)
+  /** @type {{ name: string, data: Uint8Array } | null} */
   let file = null;
+  /** @type {FieldMap} */
   let map = {};
+  /** @type {FieldMap} */
   let auto = {};               // field -> where it goes unmapped (the first preview's answer)
+  /** @type {RecordsPreview | null} */
   let shown = null;
   let asked = 0;               // the latest preview asked; older answers are dropped
 
+  // only while a file is read (`file` is set)
   const args = () => ({
-    data: file.data, name: file.name, format: form.elements.format.value,
+    data: /** @type {NonNullable<typeof file>} */ (file).data, name: /** @type {NonNullable<typeof file>} */ (file).name, format: form.elements.format.value,
     map: Object.entries(map).map(([src, dst]) => `${src}=${dst}`),
     sensitivity: form.elements.sensitivity.value, replace: form.elements.replace.checked,
   });
@@ -40,13 +51,13 @@ export function wireRecords(panel) {
     shown = null;
     role(form, 'records-confirm').disabled = true;
     showError(err, '');
-    showProgress(progress, `Checking ${file.name}…`);
+    showProgress(progress, `Checking ${/** @type {NonNullable<typeof file>} */ (file).name}…`);
     try {
       const r = await call('records_preview', args());
       if (n !== asked || !isCurrent(session) || !panel.isConnected) return;
       if (!Object.keys(auto).length) auto = Object.fromEntries(r.fields);
       shown = r;
-      render(form, file.name, r, map, auto, (src, dst) => {
+      render(form, /** @type {NonNullable<typeof file>} */ (file).name, r, map, auto, (src, dst) => {
         if (dst === auto[src]) delete map[src];
         else map[src] = dst;
         preview();
@@ -89,7 +100,7 @@ export function wireRecords(panel) {
     showProgress(progress, '');
     showError(err, '');
   });
-  form.addEventListener('submit', async (e) => {
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     if (!shown || shown.refused || !shown.total) return;
     const session = currentSession();
@@ -122,6 +133,7 @@ export function wireRecords(panel) {
   });
 }
 
+/** @param {Result<'records_import'>} r */
 function doneText(r) {
   let t = `Imported ${plural(r.imported, 'record')}`;
   if (r.replaced) t += `, ${r.replaced} superseding the memory of their key`;
@@ -132,6 +144,14 @@ function doneText(r) {
 
 // The preview `r` of records_preview into the form: the fields' mapping, the sensitivity
 // question when some record gives none, the refusal with the file's own problems, the rows.
+/**
+ * @param {HTMLFormElement & { elements: Record<string, any> }} form
+ * @param {string} filename
+ * @param {RecordsPreview} r
+ * @param {FieldMap} map the person's choices
+ * @param {FieldMap} auto where each field goes unmapped
+ * @param {(src: string, dst: string) => void} remap
+ */
 function render(form, filename, r, map, auto, remap) {
   form.hidden = false;
   role(form, 'records-file').textContent = `${filename} (${r.format.toUpperCase()})`;
@@ -156,13 +176,20 @@ function render(form, filename, r, map, auto, remap) {
       + (r.rows.length < r.total ? ` Listed: every record with a problem and the first ${r.rows.length - bad} others.` : '')
     : 'No record could be read from this file.';
   role(form, 'records-rows').replaceChildren(...r.rows.map(rowOf));
-  form.querySelector('.records-preview').hidden = !r.rows.length;
+  /** @type {HTMLElement} */ (form.querySelector('.records-preview')).hidden = !r.rows.length;
   const confirm = role(form, 'records-confirm');
   confirm.disabled = r.refused || !r.total;
   confirm.hidden = r.refused;
   confirm.textContent = `Import ${plural(r.valid, 'record')}`;
 }
 
+/**
+ * @param {HTMLFormElement} form
+ * @param {[string, string][]} fields
+ * @param {FieldMap} map
+ * @param {FieldMap} auto
+ * @param {(src: string, dst: string) => void} remap
+ */
 function renderFields(form, fields, map, auto, remap) {
   role(form, 'records-fields-box').hidden = !fields.length;
   role(form, 'records-fields').replaceChildren(...fields.map(([name, target]) => {
@@ -178,15 +205,21 @@ function renderFields(form, fields, map, auto, remap) {
 }
 
 // A target that is no reserved field and no value path is one field of the value, as named.
+/** @param {string} t */
 function isPlain(t) {
   return !RESERVED.includes(t) && t !== 'value' && !t.startsWith('value.');
 }
 
+/**
+ * @param {string} t
+ * @param {boolean} asNamed
+ */
 function describe(t, asNamed) {
   const label = t === 'value' ? 'value (the whole value)' : isPlain(t) ? `value["${t}"]` : t;
   return asNamed ? `${label} (default)` : label;
 }
 
+/** @param {RecordRow} row */
 function rowOf(row) {
   const ok = !row.problems.length;
   const value = row.value === undefined || row.value === null ? '' : JSON.stringify(row.value);
@@ -201,9 +234,10 @@ function rowOf(row) {
     el('td', { 'data-label': 'Sensitivity', text: sens }),
     el('td', { 'data-label': 'Write' }, el('span', { class: `result result-${ok ? (row.action === 'replace' ? 'skip' : 'ok') : 'bad'}`, text: write })),
     el('td', { 'data-label': 'Problems', class: ok ? 'records-no-problem' : null },
-      ...(ok ? [] : [el('ul', { class: 'records-problems' }, ...row.problems.map((m) => el('li', { text: m })))])));
+      ...(ok ? [] : [el('ul', { class: 'records-problems' }, ...row.problems.map((/** @type {string} */ m) => el('li', { text: m })))])));
 }
 
+/** @param {number[]} list */
 function numbers(list) {
   const head = list.slice(0, 12).map((n) => `#${n}`).join(', ');
   return list.length > 12 ? `${head}, …` : head;

@@ -5,7 +5,7 @@
 // when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
 // what this device holds and uses.
 
-import { el, errorText, focusTitle, main, mount, notice, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
+import { el, errorText, focusTitle, main, mount, notice, q, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
 import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
@@ -17,6 +17,8 @@ import { call, refreshStatus } from '../vault.js';
 import { renderHeader, syncNow } from './syncstatus.js';
 import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
+
+/** @import { Provider } from '../../types/protocol' */
 
 function showSettings() {
   const node = mount(tpl('tpl-settings'));
@@ -33,6 +35,10 @@ function showSettings() {
 
 // navigator.storage.persisted(), as the browser answers now (the panel is the screen's
 // first); not persistent, a warning with what keeps a copy: Export (the backup panel's) and Sync.
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLElement} panel
+ */
 async function showStorage(node, panel) {
   const line = role(panel, 'storage-state');
   const warning = role(panel, 'storage-warning');
@@ -43,8 +49,8 @@ async function showStorage(node, panel) {
   const sync = role(warning, 'storage-sync');
   sync.hidden = !isLinked();
   sync.onclick = () => syncNow('manual').then(
-    (r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
-    (ex) => notice(`The sync failed: ${errorText(ex)}`));
+    (/** @type {unknown} */ r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
+    (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)}`));
   const session = currentSession();
   const { persisted, waiting } = await persistence();
   if (!isCurrent(session) || !panel.isConnected) return;
@@ -56,6 +62,7 @@ async function showStorage(node, panel) {
   warning.hidden = persisted === true;
 }
 
+/** @param {HTMLElement} panel */
 async function showLog(panel) {
   const facts = role(panel, 'log-facts');
   const problem = role(panel, 'log-problem');
@@ -71,7 +78,7 @@ async function showLog(panel) {
   if (!isCurrent(session) || !panel.isConnected) return;
   problem.hidden = !st?.problem;
   // a log that failed a check is the first thing the screen shows
-  if (st?.problem) panel.parentElement.querySelector('.screen-head').after(panel);
+  if (st?.problem) q(/** @type {HTMLElement} */ (panel.parentElement), '.screen-head').after(panel);
   problem.textContent = st?.problem
     ? `The server's public log failed a check: ${st.problem}. Your memories on this device are unchanged; the server may be faulty or tampered with.`
     : '';
@@ -81,6 +88,7 @@ async function showLog(panel) {
     return;
   }
   state.textContent = 'Every sync checks that the server\'s log only grew since the checkpoint below (a consistency proof), so a server that rewrites or drops receipts is caught.';
+  /** @type {[string, HTMLElement][]} */
   const rows = [
     ['Log', el('dd', { text: st.origin || 'unknown' })],
     ['Checkpoint', el('dd', { 'data-role': 'log-size', 'data-size': String(st.size), text: plural(st.size, 'receipt') })],
@@ -91,12 +99,13 @@ async function showLog(panel) {
   facts.replaceChildren(...rows.flatMap(([k, dd]) => [el('dt', { text: k }), dd]));
 }
 
+/** @param {HTMLElement} node */
 function wireLink(node) {
   const link = role(node, 'link-form');
   link.elements.server.value = syncStatus().server || location.origin;
   link.elements.name.value = syncStatus().name || rememberedName() || '';
   describeLink(node);
-  link.addEventListener('submit', async (e) => {
+  link.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     const err = role(link, 'error');
     showError(err, '');
@@ -128,6 +137,7 @@ function wireLink(node) {
   });
 }
 
+/** @param {HTMLElement} node */
 function describeLink(node) {
   const s = syncStatus();
   role(node, 'link-state').textContent = isLinked()
@@ -135,9 +145,10 @@ function describeLink(node) {
     : 'Not linked: this vault lives only in this browser. Link it to a server to use it on your other devices and keep a sealed copy.';
 }
 
+/** @param {HTMLFormElement & { elements: Record<string, any> }} idle */
 function wireIdle(idle) {
   idle.elements.minutes.value = String(idleMinutes());
-  idle.addEventListener('submit', (e) => {
+  idle.addEventListener('submit', (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     const err = role(idle, 'error');
     const v = Number(idle.elements.minutes.value);
@@ -150,9 +161,12 @@ function wireIdle(idle) {
   });
 }
 
+/** @param {HTMLElement} facts */
 function showFacts(facts) {
+  /** @type {Provider} */
   const p = bootInfo()?.provider || {};
   const s = syncStatus();
+  /** @type {[string, string | null, string?][]} */
   const rows = [
     ['Vault', vaultName()],
     ['Memories', String(entries().length), 'memory-count'],
@@ -169,14 +183,15 @@ function showFacts(facts) {
 defineScreen('settings', showSettings);
 // the count follows the list read again after an import here (or a sync) while Settings show
 on('listing', () => {
-  const count = currentView() === 'settings' && main.querySelector('[data-role="memory-count"]');
+  const count = currentView() === 'settings' && role(main, 'memory-count');
   if (count) count.textContent = String(entries().length);
 });
 
 // Which implementation does each primitive (the worker's feature detection, `boot`'s provider).
+/** @param {Provider} p */
 function cryptoLine(p) {
   if (!p.aes) return null;
-  const by = (v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
+  const by = (/** @type {unknown} */ v) => (v === 'webcrypto' ? 'built into the browser' : 'JavaScript');
   return `${p.jspi ? 'with' : 'without'} WebAssembly JSPI; AES-GCM, AES-KW, HKDF: ${by(p.aes)}; `
     + `Ed25519: ${by(p.ed25519)}; X25519: ${by(p.x25519)}; ML-DSA-65: ${by(p.mldsa)}; Argon2id: hash-wasm (WebAssembly)`
     // without JSPI only the awaited operations use the above; the synchronous rest, JavaScript

@@ -15,7 +15,13 @@ import { defineScreen, showView } from '../nav.js';
 import { currentSession, entryById, isCurrent, isLinked } from '../state.js';
 import { call } from '../vault.js';
 
+/** @import { Result, Share, Shared } from '../../types/protocol' */
+/** @typedef {{ op: 'share_revoke', args: { id: string } }
+ *           | { op: 'share_answer', args: { id: string, action: 'accept' | 'decline' | 'withdraw' } }} Answer */
+
+/** @type {Record<string, string>} */
 const STATE = { offered: 'Waiting for an answer', accepted: 'Accepted', declined: 'Declined', withdrawn: 'Withdrawn' };
+/** @type {Record<string, string>} */
 const MODE = { TEMPORARY: 'Temporary', PERMANENT: 'Permanent', SYNDICATE: 'Syndicate' };
 
 function showShares() {
@@ -26,6 +32,7 @@ function showShares() {
   load(node);
 }
 
+/** @param {HTMLElement} node */
 async function load(node) {
   const state = role(node, 'shares-state');
   const err = role(node, 'error');
@@ -51,6 +58,11 @@ async function load(node) {
   }
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {Result<'shares'>} offers
+ * @param {Result<'shared'>} shared
+ */
 function render(node, offers, shared) {
   const me = role(node, 'holder-id');
   me.textContent = offers.holder_id;
@@ -75,18 +87,31 @@ function render(node, offers, shared) {
   list(role(node, 'shared'), shared.memories, sharedCard, 'No memory is shared with you right now.');
 }
 
-const memoryCount = (n) => (n === 1 ? '1 memory' : `${n} memories`);
+const memoryCount = (/** @type {number} */ n) => (n === 1 ? '1 memory' : `${n} memories`);
 
+/**
+ * @template T
+ * @param {HTMLElement} ul
+ * @param {T[]} items
+ * @param {(item: T) => HTMLElement} row
+ * @param {string} empty what the list says when it has no item
+ */
 function list(ul, items, row, empty) {
   ul.replaceChildren(...(items.length ? items.map(row) : [el('li', { class: 'muted', text: empty })]));
 }
 
+/** @param {Share} s */
 function stateText(s) {
   if (s.revoked) return 'Revoked';
   if (s.expired) return 'Expired';
   return STATE[s.state] || s.state;
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {Share} s
+ * @param {'offered' | 'received'} side
+ */
 function contractRow(node, s, side) {
   const who = side === 'offered' ? s.grantee : s.holder_id;
   const li = el('li', {
@@ -94,7 +119,7 @@ function contractRow(node, s, side) {
     'data-state': s.revoked ? 'revoked' : s.expired ? 'expired' : s.state,
   });
   const covered = side === 'offered'
-    ? s.memories.map((id) => entryById(id)?.content).filter(Boolean) : [];
+    ? /** @type {string[]} */ (s.memories.map((id) => entryById(id)?.content).filter(Boolean)) : [];
   li.append(...[
     el('div', { class: 'share-head' },
       el('span', { class: `badge share-state share-state-${s.revoked ? 'revoked' : s.expired ? 'expired' : s.state}`, text: stateText(s) }),
@@ -111,10 +136,11 @@ function contractRow(node, s, side) {
   ].filter(Boolean));
   const actions = el('div', { class: 'actions' });
   const label = side === 'offered' ? `with ${shortId(who)}` : `from ${s.holder_name || shortId(who)}`;
+  /** @type {(text: string, op: Answer['op'], args: Answer['args'], cls: string, quote?: string) => void} */
   const act = (text, op, args, cls, quote) => actions.append(el('button', {
     type: 'button', class: `btn btn-small ${cls}`, text, 'data-testid': `share-${text.toLowerCase()}`,
     'aria-label': `${text} the share ${label}`,
-    onclick: (ev) => answer(node, ev.currentTarget, op, args, quote),
+    onclick: (/** @type {MouseEvent} */ ev) => answer(node, /** @type {HTMLButtonElement} */ (ev.currentTarget), op, args, quote),
   }));
   if (side === 'offered' && !s.revoked && !s.expired && s.state !== 'declined' && s.state !== 'withdrawn') {
     act('Revoke', 'share_revoke', { id: s.contract_id }, 'btn-danger-ghost',
@@ -138,10 +164,18 @@ const withdrawDialog = new ConfirmDialog('withdraw-dialog');
 
 // Revoke and Withdraw ask first (they cannot be undone); Accept and Decline do not: an
 // offer is only an answer away, and declining is what doing nothing means anyway.
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLButtonElement} button
+ * @param {Answer['op']} op
+ * @param {Answer['args']} args
+ * @param {string} [quote] what the dialog that asks first quotes (none: no dialog)
+ */
 async function answer(node, button, op, args, quote) {
   const done = async () => {
+    // (share_answer's args have an action)
     notice(op === 'share_revoke' ? 'Share revoked.'
-      : `Share ${{ accept: 'accepted', decline: 'declined', withdraw: 'withdrawn' }[args.action]}.`);
+      : `Share ${{ accept: 'accepted', decline: 'declined', withdraw: 'withdrawn' }[/** @type {{ action: 'accept' | 'decline' | 'withdraw' }} */ (args).action]}.`);
     await load(node);
   };
   if (quote) {
@@ -158,6 +192,7 @@ async function answer(node, button, op, args, quote) {
   }
 }
 
+/** @param {Shared} m */
 function sharedCard(m) {
   return el('li', { class: 'card card-shared', 'data-testid': 'shared-memory', 'data-id': m.object_id },
     el('div', { class: 'card-head' },
@@ -168,10 +203,14 @@ function sharedCard(m) {
       }),
       el('span', { class: 'card-type', text: typeLabel(m.type) })),
     el('p', { class: 'card-content', 'data-role': 'content', text: m.content }),
-    m.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...m.tags.map((t) => el('li', { class: 'chip', text: t }))) : null,
+    m.tags.length ? el('ul', { class: 'chips', 'aria-label': 'Tags' }, ...m.tags.map((/** @type {string} */ t) => el('li', { class: 'chip', text: t }))) : null,
     el('p', { class: 'card-meta', text: [dateTime(m.created), `contract ${shortId(m.contract_id)}…`].filter(Boolean).join(' · ') }));
 }
 
+/**
+ * @param {string} text
+ * @param {string} done what the notice says once it is copied
+ */
 async function copy(text, done) {
   try {
     await navigator.clipboard.writeText(text);

@@ -19,19 +19,22 @@ import {
   noteRefusals, noteSynced, offlineReason, on, setOnline, setSyncing, syncRefusals, syncStatus, vaultName,
 } from '../state.js';
 
-const dot = document.getElementById('sync-dot');
-const text = document.getElementById('sync-text');
-const box = document.getElementById('sync-status');
-const button = document.getElementById('sync-button');
-const warning = document.getElementById('sync-warning');
+/** @import { Events, SyncResult } from '../../types/protocol' */
+
+// the top bar's sync status, in index.html
+const dot = /** @type {HTMLElement} */ (document.getElementById('sync-dot'));
+const text = /** @type {HTMLElement} */ (document.getElementById('sync-text'));
+const box = /** @type {HTMLElement} */ (document.getElementById('sync-status'));
+const button = /** @type {HTMLButtonElement} */ (document.getElementById('sync-button'));
+const warning = /** @type {HTMLElement} */ (document.getElementById('sync-warning'));
 
 export function renderHeader() {
-  document.getElementById('vault-title').textContent = vaultName();
+  /** @type {HTMLElement} */ (document.getElementById('vault-title')).textContent = vaultName();
   document.title = `${vaultName()} · ownmem`;
-  const sb = document.getElementById('settings-button');
+  const sb = /** @type {HTMLElement} */ (document.getElementById('settings-button'));
   sb.setAttribute('aria-pressed', String(currentView() === 'settings'));
-  document.getElementById('shares-button').setAttribute('aria-pressed', String(currentView() === 'shares'));
-  document.getElementById('agents-button').setAttribute('aria-pressed', String(currentView() === 'agents'));
+  /** @type {HTMLElement} */ (document.getElementById('shares-button')).setAttribute('aria-pressed', String(currentView() === 'shares'));
+  /** @type {HTMLElement} */ (document.getElementById('agents-button')).setAttribute('aria-pressed', String(currentView() === 'agents'));
   renderSync();
 }
 
@@ -65,19 +68,23 @@ function renderSync() {
 function renderRefusals() {
   const { count, sentences } = syncRefusals();
   warning.hidden = count === 0;
-  const list = document.getElementById('sync-warning-list');
+  const list = /** @type {HTMLElement} */ (document.getElementById('sync-warning-list'));
   if (!count) {
     list.replaceChildren();
-    warning.querySelector('details').open = false;
+    /** @type {HTMLDetailsElement} */ (warning.querySelector('details')).open = false;
     return;
   }
-  document.getElementById('sync-warning-line').textContent = count === 1
+  /** @type {HTMLElement} */ (document.getElementById('sync-warning-line')).textContent = count === 1
     ? 'The server sent 1 change this device did not apply.'
     : `The server sent ${count} changes this device did not apply.`;
   list.replaceChildren(...sentences.map((t) => el('li', { text: oneLine(t) })));
 }
 
-/** One sync now; a manual or link sync throws its failure, the others only show it. */
+/**
+ * One sync now; a manual or link sync throws its failure, the others only show it.
+ * @param {'manual' | 'link' | 'auto'} reason
+ * @returns {Promise<SyncResult | null>} null: not linked, failed quietly, or another session's
+ */
 export async function syncNow(reason) {
   if (!isLinked()) return null;
   const session = currentSession();
@@ -92,7 +99,8 @@ export async function syncNow(reason) {
     return r;
   } catch (ex) {
     if (!isCurrent(session)) return null;
-    if (ex.code === 'sync') setOnline(false, oneLine(ex.message));
+    const err = /** @type {{ code?: string, message?: string }} */ (ex);
+    if (err.code === 'sync') setOnline(false, oneLine(err.message));
     if (reason === 'manual' || reason === 'link') throw ex;
     return null;
   } finally {
@@ -104,7 +112,8 @@ export async function syncNow(reason) {
   }
 }
 
-let syncTimer = 0;
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let syncTimer;
 function scheduleSync() {
   if (!isLinked()) return;
   clearTimeout(syncTimer);
@@ -117,13 +126,17 @@ export function afterWrite() {
   refreshStatus();
 }
 
-/** A change was saved: say so, show the list as it is now, and send it soon. */
+/**
+ * A change was saved: say so, show the list as it is now, and send it soon.
+ * @param {string} message
+ */
 export async function saved(message) {
   notice(message);
   await refreshList();
   afterWrite();
 }
 
+/** @param {Events['synced']} e the worker's event */
 export function onSynced(e) {
   if (!isUnlocked()) return;
   noteRefusals(e.refusals);
@@ -137,6 +150,7 @@ export function onSynced(e) {
   }
 }
 
+/** @param {Events['online']} e the worker's event */
 export function onOnline(e) {
   if (!isUnlocked()) return;
   setOnline(Boolean(e.online), e.online ? '' : oneLine(e.message || 'the server cannot be reached'));
@@ -152,6 +166,7 @@ button.addEventListener('click', async () => {
   try {
     const r = await syncNow('manual');
     if (!r) return;
+    /** @type {string[]} */
     const bits = [];
     if (r.pushed) bits.push(`${r.pushed} sent`);
     if (r.pulled) bits.push(`${r.pulled} received`);
@@ -171,7 +186,7 @@ window.addEventListener('online', () => {
 });
 window.addEventListener('offline', renderSync);
 
-document.getElementById('sync-warning-dismiss').addEventListener('click', () => {
+/** @type {HTMLElement} */ (document.getElementById('sync-warning-dismiss')).addEventListener('click', () => {
   clearRefusals();
   button.focus();
 });

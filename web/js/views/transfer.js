@@ -8,7 +8,12 @@ import { currentSession, isCurrent } from '../state.js';
 import { call, refreshList } from '../vault.js';
 import { afterWrite } from './syncstatus.js';
 
-/** Wire the panel's export button and import input inside the settings screen `node`. */
+/** @import { ImportResult } from '../../types/protocol' */
+
+/**
+ * Wire the panel's export button and import input inside the settings screen `node`.
+ * @param {HTMLElement} node
+ */
 export function wireTransfer(node) {
   const exportBtn = role(node, 'export');
   exportBtn.addEventListener('click', () => exportVault(node, exportBtn));
@@ -19,6 +24,13 @@ export function wireTransfer(node) {
 // One action of the panel: its error line cleared, its control disabled and a progress
 // line while `work` runs; `work` returns the line to leave once done ('' for none).  A
 // failure shows in the error line.  The answer of an older session is dropped.
+/**
+ * @param {HTMLElement} node
+ * @param {string} name
+ * @param {HTMLInputElement | HTMLButtonElement} control
+ * @param {string} text
+ * @param {(fresh: () => boolean) => Promise<string>} work `fresh()`: the session is still the one it began in
+ */
 async function step(node, name, control, text, work) {
   const progress = role(node, `${name}-progress`);
   const err = role(node, `${name}-error`);
@@ -39,6 +51,10 @@ async function step(node, name, control, text, work) {
   }
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLButtonElement} button
+ */
 function exportVault(node, button) {
   return step(node, 'export', button, 'Sealing the export…', async (fresh) => {
     const r = await call('export');
@@ -54,6 +70,10 @@ function exportVault(node, button) {
   });
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {HTMLInputElement} input
+ */
 async function importFile(node, input) {
   const file = input.files && input.files[0];
   if (!file) return;
@@ -70,11 +90,18 @@ async function importFile(node, input) {
   input.value = '';
 }
 
+/**
+ * @param {HTMLElement} node
+ * @param {string} filename
+ * @param {ImportResult} r
+ */
 function renderReport(node, filename, r) {
   const box = role(node, 'import-report');
+  /** @type {(result: string, cls: string, object: string, reason: string) => HTMLElement} */
   const tr = (result, cls, object, reason) => el('tr', { class: `row-${cls}` },
     el('td', {}, el('span', { class: `result result-${cls}`, text: result })),
     el('td', { class: 'mono', text: object }), el('td', { text: reason }));
+  /** @type {HTMLElement[]} */
   const out = [];
   if (r.imported) out.push(tr('imported', 'ok', plural(r.imported, 'object'), 'verified and added'));
   for (const [id, why] of r.skipped || []) out.push(tr('skipped', 'skip', shortId(id) || id, why));

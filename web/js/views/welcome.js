@@ -14,11 +14,17 @@ import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaul
 import { requestPersistence } from '../storage.js';
 import { call, healAfterRefusal } from '../vault.js';
 
+/** @import { Args, OpName, Result } from '../../types/protocol' */
+/** @import { Verdict } from '../passphrase.js' */
+/** @typedef {HTMLFormElement & { elements: Record<string, any> }} Form */
+
+/** @param {'create' | 'login' | 'restore'} tab */
 export function showWelcome(tab) {
   topbar.hidden = true;
   const node = mount(tpl('tpl-welcome'));
   const body = role(node, 'welcome-body');
   const tabs = [...node.querySelectorAll('[role="tab"]')];
+  /** @type {(name: string, focus: boolean) => void} */
   const select = (name, focus) => {
     for (const t of tabs) {
       const on = t.dataset.tab === name;
@@ -31,7 +37,7 @@ export function showWelcome(tab) {
   };
   for (const t of tabs) {
     t.addEventListener('click', () => select(t.dataset.tab, false));
-    t.addEventListener('keydown', (e) => {
+    t.addEventListener('keydown', (/** @type {KeyboardEvent} */ e) => {
       if (e.key !== 'ArrowLeft' && e.key !== 'ArrowRight' && e.key !== 'Home' && e.key !== 'End') return;
       e.preventDefault();
       const i = tabs.indexOf(t);
@@ -47,6 +53,15 @@ export function showWelcome(tab) {
 // One operation with the form's passphrase: the form is busy meanwhile and its passphrase
 // fields are emptied whatever the answer; a refusal shows in the form, which is usable
 // again.  -> the operation's result, or null if it failed.
+/**
+ * @template {OpName} K
+ * @param {Form} form
+ * @param {string} progressText
+ * @param {K} op
+ * @param {Args<K>} args
+ * @param {{ heal?: boolean }} [options] heal: a worker that refused the passphrase is made usable again
+ * @returns {Promise<Result<K> | null>}
+ */
 async function withPassphrase(form, progressText, op, args, { heal = false } = {}) {
   const progress = role(form, 'progress');
   setBusy(form, true);
@@ -54,11 +69,11 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
   let ok = false;
   let result = null;
   try {
-    result = await call(op, args);
+    result = await call(op, /** @type {any} */ (args));
     ok = true;
   } catch (ex) {
     showError(role(form, 'error'), errorText(ex));
-    if (heal && ex.code === 'wrong_passphrase') await healAfterRefusal();
+    if (heal && /** @type {{ code?: string }} */ (ex).code === 'wrong_passphrase') await healAfterRefusal();
   } finally {
     concealPassphrases(form);
   }
@@ -82,14 +97,15 @@ function createForm() {
   const meter = strengthMeter(form);
   pass.addEventListener('input', () => meter.changed(true));
   name.addEventListener('input', () => meter.changed(false));
-  form.addEventListener('submit', async (e) => {
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
     const vname = name.value.trim();
     if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
     if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
     const verdict = await meter.now();
-    if (!(verdict.score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
+    // an Error (cannot tell) has no score: below the floor
+    if (!(/** @type {any} */ (verdict).score >= MIN_SCORE) && !form.elements.weak.checked) return refuse(err, pass, refusal(verdict));
     if (pass.value !== pass2.value) {
       pass2.value = '';
       return refuse(err, pass2, 'The two passphrases differ.');
@@ -118,28 +134,33 @@ function createForm() {
 // zxcvbn's verdict on what is typed (the latest question wins; a slower answer to an older
 // one is dropped).  The box shows only below the floor, and unticked again after every
 // change of the passphrase: accepting the risk is for the passphrase in the field.
+/** @param {Form} form */
 function strengthMeter(form) {
   const { name, passphrase: pass, weak } = form.elements;
   const bar = role(form, 'strength');
   const text = q(form, '#strength-text');
   const accept = role(form, 'weak-accept');
   let asked = 0;
-  let timer = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
   prepare();
+  /** @param {Verdict | Error | null} verdict */
   const show = (verdict) => {
     bar.dataset.score = String(verdict && !(verdict instanceof Error) ? verdict.score : -1);
     text.textContent = describe(verdict);
-    accept.hidden = verdict === null || verdict.score >= MIN_SCORE;
+    accept.hidden = verdict === null || /** @type {any} */ (verdict).score >= MIN_SCORE;
   };
   const now = async () => {
     const n = ++asked;
     clearTimeout(timer);
+    /** @type {Verdict | Error} */
     const verdict = await judge(pass.value, name.value.trim()).catch((ex) => ex);
     if (n === asked && form.isConnected) show(pass.value ? verdict : null);
     return verdict;
   };
   return {
     now,
+    /** @param {boolean} passphraseChanged */
     changed(passphraseChanged) {
       if (passphraseChanged) weak.checked = false;
       clearTimeout(timer);
@@ -159,7 +180,7 @@ function loginForm() {
   const err = role(form, 'error');
   form.elements.server.value = location.origin;
   form.elements.name.value = rememberedName() || '';
-  form.addEventListener('submit', async (e) => {
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
     const server = serverUrl(form.elements.server.value);
@@ -190,7 +211,7 @@ function restoreForm() {
   const err = role(form, 'error');
   const { file, name, passphrase: pass } = form.elements;
   name.value = rememberedName() || '';
-  form.addEventListener('submit', async (e) => {
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
     const chosen = file.files && file.files[0];
@@ -210,6 +231,10 @@ function restoreForm() {
   return form;
 }
 
+/**
+ * @param {string} filename
+ * @param {Result<'import'>} r
+ */
 function importedLine(filename, r) {
   const refused = (r.refused || []).length;
   const skipped = (r.skipped || []).length;
@@ -218,6 +243,7 @@ function importedLine(filename, r) {
     + ' Link the vault to a server in Settings to sync it.';
 }
 
+/** @param {string} [message] why it is locked */
 export function showUnlock(message) {
   topbar.hidden = true;
   const node = mount(tpl('tpl-unlock'));
@@ -228,7 +254,7 @@ export function showUnlock(message) {
   const err = role(form, 'error');
   const pass = form.elements.passphrase;
   form.elements.username.value = vaultName();
-  form.addEventListener('submit', async (e) => {
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
     if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
