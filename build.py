@@ -9,7 +9,7 @@
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
-    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, pytest, browser
+    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, ruff, pytest, browser
                                     tests in Chromium (app.test.mjs twice: with JSPI and OWNMEM_JSPI=0),
                                     WebKit and Firefox ESR (with ARGS, only pytest, with those arguments)
     python3 build.py bench [AREA]   setup, then run the benchmarks (AREA: core, server, ...; default all)
@@ -51,6 +51,8 @@ SW_VERSION_MARK = "__OWNMEM_PRECACHE_VERSION__"
 # fixed timestamps inside the wheel, so the same sources give the same bytes (and hash)
 SOURCE_DATE_EPOCH = "315532800"    # 1980-01-01, the earliest a zip can say
 SETUP_REV = b"2"                   # bump when setup() itself installs more
+# what the lint gate of `test` reads (pyproject.toml [tool.ruff] says how)
+LINTED = ("py/ownmem", "server", "tests", "benchmarks", "build.py")
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -289,15 +291,20 @@ def _write_precache(out: Path) -> str:
 
 def test(args: list[str]) -> int:
     """The whole suite: the type checker (mypy --strict over py/ownmem and server, as
-    configured in pyproject.toml), pytest (CPython, server on SQLite and PostgreSQL), then
-    the browser tests (node's test runner + playwright-core in headless Chromium).  With
-    ARGS, only pytest runs, with those arguments.  A type error stops the run."""
+    configured in pyproject.toml), the linter (ruff over LINTED, pyproject.toml [tool.ruff]),
+    pytest (CPython, server on SQLite and PostgreSQL), then the browser tests (node's test
+    runner + playwright-core in headless Chromium).  With ARGS, only pytest runs, with those
+    arguments.  A type error or a lint finding stops the run."""
     build()     # the browser tests load web/dist
     env = dict(os.environ)
     if not args:
         print("+ mypy (strict, pyproject.toml [tool.mypy])", flush=True)
         if subprocess.run([str(PY), "-m", "mypy"], cwd=ROOT, env=env).returncode != 0:
             print("build.py test: the type checker failed; fix the errors above", flush=True)
+            return 1
+        print(f"+ ruff check {' '.join(LINTED)} (pyproject.toml [tool.ruff])", flush=True)
+        if subprocess.run([str(PY), "-m", "ruff", "check", *LINTED], cwd=ROOT, env=env).returncode != 0:
+            print("build.py test: the linter failed; fix the findings above", flush=True)
             return 1
     py_rc = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
     if args:
