@@ -258,8 +258,8 @@ def _compile_python(out: Path) -> None:
             _die("node is not installed: install Node.js 20 or later, then run this again")
         cache.mkdir(parents=True, exist_ok=True)
         tmp = [c.with_name(f".{c.name}.{os.getpid()}") for _, _, c in jobs]
-        _run(["node", str(script), str(pyodide), *(f"{k}:{p}:{t}" for (k, p, _), t in zip(jobs, tmp))])
-        for (_, _, cached), t in zip(jobs, tmp):
+        _run(["node", str(script), str(pyodide), *(f"{k}:{p}:{t}" for (k, p, _), t in zip(jobs, tmp, strict=True))])
+        for (_, _, cached), t in zip(jobs, tmp, strict=True):
             t.replace(cached)   # complete files only: a cache entry is never half-written
         hits += [(c, p) for _, p, c in jobs]
     for cached, path in hits:

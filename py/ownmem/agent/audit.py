@@ -51,8 +51,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ownmem.errors import AuthenticationFailed, StoreError
 from ownmem.agent.sessions import _private_file
+from ownmem.errors import AuthenticationFailed, StoreError
 
 AUDIT_INFO = b"ownmem/v1/audit"
 DB_NAME = "audit.db"

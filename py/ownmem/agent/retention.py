@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ownmem.agent.audit import AuditEntry, new_id
@@ -43,10 +44,10 @@ class RetentionRefused(VaultError):
 
 
 def _iso(t: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     try:
-        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError, OSError):     # past year 9999: a raw request's number
         return f"{t} (Unix seconds)"
 

@@ -31,12 +31,11 @@ import sys
 import time
 from typing import Any
 
-from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
-from ownmem.errors import VaultError
 from ownmem.agent.credentials import CREDENTIALS_INFO, CredentialFile
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
-
+from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
+from ownmem.errors import VaultError
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
@@ -107,8 +106,8 @@ def _ended_sessions(folder: Any) -> dict[str, str]:
     from another device, say), read-only from the service's session store; {} when there is none."""
     import sqlite3
 
-    from ownmem.agent.sessions import DB_NAME
     from ownmem.agent.credentials import SESSION_PREFIX
+    from ownmem.agent.sessions import DB_NAME
 
     path = os.path.join(str(folder), DB_NAME)
     if not os.path.exists(path):
@@ -191,10 +190,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from ownmem.vault import Vault
-    from ownmem.vault.sync import Syncer, Remote
     from ownmem.agent.operator import Operator
     from ownmem.agent.service import Binding, SyncThread
+    from ownmem.vault import Vault
+    from ownmem.vault.sync import Remote, Syncer
 
     check_bind(args.host)          # before anything is unlocked
     folder = _folder(args)
@@ -234,11 +233,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
     binding = Binding(op, creds)
     app = binding.app()
-    from server.guard import BodyDeadline, BodyTimeout
-
-    from ownmem.agent.uomp_api import KeyReads, mount
     from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from ownmem.agent.guarded import SaihmGuard
+    from ownmem.agent.uomp_api import KeyReads, mount
+    from server.guard import BodyDeadline, BodyTimeout
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session

@@ -115,7 +115,8 @@ def cmd_share(args: argparse.Namespace) -> int:
             print(f"contract {cid.hex()}: " + ("already revoked" if r.already else "revoked")
                   + f" (REVOKE receipt {r.receipt_id.hex()}); it governs future reads only")
             return 0
-        state = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}[args.action](s, cid)
+        act = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}[args.action]
+        state = act(s, cid)
         print(f"contract {cid.hex()}: {state}")
         return 0
     finally:
@@ -161,8 +162,9 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
     print("offered to me:" if got.received else "offered to me: none")
     for v in got.received:
         owner = got.sharers[v.contract.holder_id]
-        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  from {owner.holder_id.hex()} ({_safe(owner.name)})  "
-              f"{_view_state(v):<9}  {len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
+        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  "
+              f"from {owner.holder_id.hex()} ({_safe(owner.name)})  {_view_state(v):<9}  "
+              f"{len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
     for why in got.refused:
         print(f"warning: {_safe(why)}")
     if got.more:

@@ -70,7 +70,7 @@ if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser 
 
     _drive = run_sync
 
-    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]  # noqa: F811
+    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]
         if inspect.iscoroutine(coro):
             return _drive(coro)
         if not hasattr(coro, "then"):

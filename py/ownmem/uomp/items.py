@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
 EXTENSION = "uomp"
 SENSITIVITIES = ("low", "medium", "high")
 FIELDS = ("key", "value", "tags", "sensitivity", "source", "created_at", "updated_at", "description")

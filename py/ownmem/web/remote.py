@@ -14,7 +14,6 @@ from ownmem.crypto import run_sync
 from ownmem.errors import SyncError, WireError
 from ownmem.vault.sync import Remote
 
-
 # seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a
 # server that accepts and never answers must not hold the worker, and with it the app, forever
 TIMEOUT_S = 60
