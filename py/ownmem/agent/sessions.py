@@ -31,7 +31,7 @@ from typing import Any
 from ownmem.errors import StoreError
 from ownmem.uomp.guard import Basis
 from ownmem.uomp.items import FIELDS
-from ownmem.uomp.tokens import InvalidRequest, Scopes
+from ownmem.uomp.tokens import InvalidRequest, Scopes, iso
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"
@@ -96,8 +96,6 @@ class Session:
         return self.status
 
     def to_json(self, now: int) -> dict[str, Any]:
-        from ownmem.uomp.tokens import iso
-
         return {"session_id": self.session_id, "agent_id": self.agent_id, "agent_name": self.agent_name,
                 "status": self.state(now), "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),
                 "closed_at": iso(self.closed_at) if self.closed_at is not None else None,

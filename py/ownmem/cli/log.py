@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ownmem import syncwire as wire
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
@@ -47,6 +49,7 @@ from ownmem.vault.logwatch import (
     served_key,
 )
 from ownmem.vault.store import Store
+from ownmem.vault.sync import refusal
 
 TIMEOUT = 30.0
 
@@ -126,10 +129,6 @@ def _answer(fn: Any, what: str) -> Any:
 
 def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
-    import httpx
-
-    from ownmem.vault.sync import refusal
-
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")
     client = httpx.Client(timeout=TIMEOUT, follow_redirects=False)

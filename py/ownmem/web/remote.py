@@ -24,6 +24,7 @@ class FetchRemote(Remote):
         super().__init__(base_url, name, client=None)
 
     def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        # Pyodide-only modules (the worker's js, its registerJsModule): this module imports under CPython
         import js
         import ownmem_js
         from pyodide.ffi import to_js
@@ -50,7 +51,7 @@ class FetchRemote(Remote):
     def _exchange_sync(self, glue: Any, method: str, url: str, body: bytes | None,
                        headers: dict[str, str]) -> tuple[int, bytes]:
         """Without JSPI: one synchronous XMLHttpRequest (web/js/glue-sync.js ``http``)."""
-        import js
+        import js  # Pyodide-only, as above
         from pyodide.ffi import to_js
 
         try:

@@ -96,7 +96,7 @@ class IdbStore(Store):
             tables.append(t)
             keys.append(_key(pk))
             values.append(cbor.encode(record) if record is not None else None)
-        from pyodide.ffi import to_js
+        from pyodide.ffi import to_js  # Pyodide-only (the worker's FFI)
 
         try:
             run_sync(self.idb.idb_apply(to_js(tables), to_js(keys), to_js(values)))
