@@ -51,7 +51,8 @@ class FetchRemote(Remote):
     def _exchange_sync(self, glue: Any, method: str, url: str, body: bytes | None,
                        headers: dict[str, str]) -> tuple[int, bytes]:
         """Without JSPI: one synchronous XMLHttpRequest (web/js/glue-sync.js ``http``)."""
-        import js  # Pyodide-only, as above
+        # Pyodide-only modules, as above
+        import js
         from pyodide.ffi import to_js
 
         try:
