@@ -9,7 +9,7 @@
     python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
-    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, the JavaScript
+    python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, ruff, the JavaScript
                                     type check, pytest, browser tests in Chromium (app.test.mjs twice:
                                     with JSPI and OWNMEM_JSPI=0), WebKit and Firefox ESR (with ARGS,
                                     only pytest, with those arguments)
@@ -57,6 +57,8 @@ SOURCE_DATE_EPOCH = "315532800"    # 1980-01-01, the earliest a zip can say
 SETUP_REV = b"2"                   # bump when setup() itself installs more
 # the web app's type-check programs (one per global scope: the page, the workers, node)
 TSCONFIGS = ("web/tsconfig.json", "web/tsconfig.worker.json", "web/tsconfig.node.json")
+# what the lint gate of `test` reads (pyproject.toml [tool.ruff] says how)
+LINTED = ("py/ownmem", "server", "tests", "benchmarks", "build.py")
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -262,8 +264,8 @@ def _compile_python(out: Path) -> None:
             _die("node is not installed: install Node.js 20 or later, then run this again")
         cache.mkdir(parents=True, exist_ok=True)
         tmp = [c.with_name(f".{c.name}.{os.getpid()}") for _, _, c in jobs]
-        _run(["node", str(script), str(pyodide), *(f"{k}:{p}:{t}" for (k, p, _), t in zip(jobs, tmp))])
-        for (_, _, cached), t in zip(jobs, tmp):
+        _run(["node", str(script), str(pyodide), *(f"{k}:{p}:{t}" for (k, p, _), t in zip(jobs, tmp, strict=True))])
+        for (_, _, cached), t in zip(jobs, tmp, strict=True):
             t.replace(cached)   # complete files only: a cache entry is never half-written
         hits += [(c, p) for _, p, c in jobs]
     for cached, path in hits:
@@ -306,17 +308,21 @@ def typecheck_js() -> int:
 
 
 def test(args: list[str]) -> int:
-    """The whole suite: the type checkers (mypy --strict over py/ownmem and server, as
-    configured in pyproject.toml; tsc over the web app's JavaScript), pytest (CPython, server
-    on SQLite and PostgreSQL), then the browser tests (node's test runner + playwright-core in
-    headless Chromium).  With ARGS, only pytest runs, with those arguments.  A type error
-    stops the run."""
+    """The whole suite: the type checkers (mypy --strict over py/ownmem, server and tests, as
+    configured in pyproject.toml; tsc over the web app's JavaScript), the linter (ruff over
+    LINTED, pyproject.toml [tool.ruff]), pytest (CPython, server on SQLite and PostgreSQL), then
+    the browser tests (node's test runner + playwright-core in headless Chromium).  With ARGS,
+    only pytest runs, with those arguments.  A type error or a lint finding stops the run."""
     build()     # the browser tests load web/dist
     env = dict(os.environ)
     if not args:
         print("+ mypy (strict, pyproject.toml [tool.mypy])", flush=True)
         if subprocess.run([str(PY), "-m", "mypy"], cwd=ROOT, env=env).returncode != 0:
             print("build.py test: the type checker failed; fix the errors above", flush=True)
+            return 1
+        print(f"+ ruff check {' '.join(LINTED)} (pyproject.toml [tool.ruff])", flush=True)
+        if subprocess.run([str(PY), "-m", "ruff", "check", *LINTED], cwd=ROOT, env=env).returncode != 0:
+            print("build.py test: the linter failed; fix the findings above", flush=True)
             return 1
         if typecheck_js() != 0:
             print("build.py test: the JavaScript type check failed; fix the errors above", flush=True)

@@ -179,7 +179,7 @@ def measure_round_trip(s: Sizes, tmp: Path, server: str) -> tuple[list[float], l
     finally:
         agent.stop()
     # the anchor: the same memories, imported by the reference itself from ownmem's export
-    from amem.vault import Vault as ReferenceVault   # apertomemory is a test dependency of ownmem
+    from amem.vault import Vault as ReferenceVault  # apertomemory is a test dependency of ownmem
     amem = tmp / "reference.amem"
     amem.write_bytes(data)
     ReferenceVault.import_file(amem, tmp / "reference-vault", PASSPHRASE)
@@ -270,7 +270,7 @@ def run(quick: bool = False) -> AreaResult:
          ("target", f"≤ {RECALL_TARGET:.0f} ms p50")),
         figure=f"{r50:.1f} ms p50", target=f"≤ {RECALL_TARGET:.0f} ms p50"))
     res.checks.extend(logbench.checks(quick))
-    from . import uomp_bench          # the UOMP Guard's targets (issue 10); it builds on Agent here
+    from . import uomp_bench  # the UOMP Guard's targets (issue 10); it builds on Agent here
     res.checks.extend(uomp_bench.checks(quick))
     return res
 

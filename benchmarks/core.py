@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import cbor2
-from amem import keys as AK
-from amem import objects as AO
+from amem import keys as AK, objects as AO
 from amem.vault import Vault as RefVault
 
 from ownmem.aperto import keys as K
@@ -128,7 +127,7 @@ def seal_per_object(s: Sizes, k: _Keys) -> Measure:
     own_in, ref_in = _inputs(s.objects)
     kid = k.own.key_id
     same = all(encode_payload(o, kid) == cbor2.dumps(r.payload_map(kid), canonical=True)
-               for o, r in zip(own_in, ref_in))
+               for o, r in zip(own_in, ref_in, strict=True))
     if not same:
         raise RuntimeError("the two sides would seal different payload bytes; not a fair comparison")
     p, signer, sid, ident = k.p, k.own.sign, k.scope_id, k.ref

@@ -39,7 +39,6 @@ from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import Vault
 from ownmem.vault.logwatch import PublicLog, advance_problem, open_served_checkpoint, served_key
 from ownmem.vault.sync import Remote, link
-
 from server.storage import open_storage
 from server.storage.base import LogEntry
 
@@ -224,7 +223,8 @@ def checks(quick: bool = False) -> list[Check]:
               + (("in-process: the receipt check in one thread, µs/receipt", f"{parts[0]:,.0f}"),
                  ("in-process: SQLite log and tree append of the batch, µs/receipt", f"{parts[1]:,.0f}"),
                  ("PostgreSQL also ≥ the target", "yes" if rates["postgres"] >= APPEND_TARGET else "no")),
-              figure=", ".join(f"{k} {rates[k]:,.0f}/s" for k in rates), target=f"≥ {APPEND_TARGET:,.0f} receipts/s (SQLite)"),
+              figure=", ".join(f"{k} {rates[k]:,.0f}/s" for k in rates),
+              target=f"≥ {APPEND_TARGET:,.0f} receipts/s (SQLite)"),
         Check("checkpoint consistency check on sync", PASS if ok_b else FAIL,
               f"What `LogWatch` does on each sync, over HTTP to a server whose log holds {s.log_size:,} receipts: "
               f"GET /v1/log/checkpoint, verify its Ed25519 signature under the pinned key, GET the RFC 9162 "

@@ -103,7 +103,7 @@ def load() -> str:
 
 
 def describe(args: list[str], tmp: Path, load_at_start: str) -> list[tuple[str, str]]:
-    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     return [
         ("CPU", cpu_model()),
         ("Cores", cores()),

@@ -53,7 +53,6 @@ from ownmem.crypto import run_sync
 from ownmem.saihm.cell import make_cell
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.sync import KEK_VERSION, PULL_PAGE, TIER, Remote, link
-
 from server.verifypool import MIN_BATCH, default_processes
 
 from .corpus import CREATED, memories
@@ -405,7 +404,7 @@ def push_breakdown(s: Sizes, src: Source, pg_url: str, tmp: Path) -> Breakdown:
                 vids.append(st.register(reg).id)
             st.push(vids[0], cells)                                  # warm-up
             it = iter(vids[1:])
-            storage[kind] = _median_time(lambda: st.push(next(it), cells)) / n * 1e6
+            storage[kind] = _median_time(lambda st=st, it=it: st.push(next(it), cells)) / n * 1e6
         finally:
             st.close()
     return Breakdown(decode / n * 1e6, thread / n * 1e6, in_pool / n * 1e6, procs, storage)
@@ -906,7 +905,8 @@ def _cli_check(s: Sizes, runs: Runs, checked: dict[str, tuple[int, int]], argon:
          ("SQLite runs, s", _runs_txt(runs.seconds["sqlite"], lambda t: f"{t:.3f}")),
          ("PostgreSQL runs, s", _runs_txt(runs.seconds["postgres"], lambda t: f"{t:.3f}")),
          ("`ownmem list --json` afterwards (SQLite / PostgreSQL)",
-          " / ".join(f"{checked[k][0]:,} listed, {checked[k][1]:,} as the owner's own" for k in ("sqlite", "postgres"))),
+          " / ".join(f"{checked[k][0]:,} listed, {checked[k][1]:,} as the owner's own"
+                     for k in ("sqlite", "postgres"))),
          ("one Argon2id derivation, in-process", f"{argon:.3f} s"),
          ("target (SQLite)", f"≤ {CLI_TARGET:.0f} s"),
          ("PostgreSQL also ≤ the target", "yes" if pg <= CLI_TARGET else "no")),
@@ -930,10 +930,12 @@ def _load_check(s: Sizes, loads: dict[str, LoadStats], labels: dict[str, str]) -
         rows.append((f"{lab}: cells stored by pushes / changes returned by pulls",
                      f"{st.cells_pushed:,} / {st.cells_pulled:,}"))
     total_errors = sum(st.errors for st in loads.values())
-    notes = [f"{labels[k]}: error samples: {'; '.join(st.error_samples)}" for k, st in loads.items() if st.error_samples]
+    notes = [f"{labels[k]}: error samples: {'; '.join(st.error_samples)}"
+             for k, st in loads.items() if st.error_samples]
     capped = {k: st.capped for k, st in loads.items() if st.capped}
     if capped:
-        notes.append(f"Clients that stopped at the {s.load_max_requests:,}-request cap before the time was up: {capped}.")
+        notes.append(f"Clients that stopped at the {s.load_max_requests:,}-request cap before the time was up: "
+                     f"{capped}.")
     sq, pg = loads["sqlite"], loads["postgres"]
     return Check(
         f"{s.clients} concurrent clients for {s.load_seconds:.0f} s", _verdict(total_errors == 0),
@@ -1041,7 +1043,7 @@ def run(quick: bool = False) -> AreaResult:
                 for b in backends:
                     b.server.stop()
                 floods = {b.kind: measure_flood(s, b.kind, b.label, env, tmp)
-                          for b, env in zip(backends, (sq_env, pg_env))}
+                          for b, env in zip(backends, (sq_env, pg_env), strict=True)}
             except BaseException:
                 for srv in servers:
                     print(f"--- {srv.kind} server log (tail) ---\n{srv.tail()}", file=sys.stderr)

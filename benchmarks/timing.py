@@ -55,7 +55,7 @@ def alternate(sides: list[Side], *, reps: int, warmup: bool = True) -> list[Samp
             side(-1)
     runs: list[list[float]] = [[] for _ in sides]
     for i in range(reps):
-        for side, out in zip(sides, runs):
+        for side, out in zip(sides, runs, strict=True):
             out.append(side(i))
     return [Samples(tuple(r)) for r in runs]
 
@@ -70,7 +70,7 @@ class PerItem:
     def paired_ratio(self, a: int, b: int) -> float:
         """Median over chunks of side a's time / side b's time for the same chunk, timed back
         to back: a neighbour's load lands on both halves of a pair, so it cancels."""
-        return statistics.median(x / y for x, y in zip(self.chunks[a], self.chunks[b]))
+        return statistics.median(x / y for x, y in zip(self.chunks[a], self.chunks[b], strict=True))
 
 
 def per_item(work: list[Callable[[list[Any]], object]], make: list[Callable[[int], list[Any]]], *,
@@ -81,7 +81,7 @@ def per_item(work: list[Callable[[list[Any]], object]], make: list[Callable[[int
     ``work[i](items)`` processes them.  Alternating in small chunks rather than whole
     repetitions puts every side under the same conditions even on a busy machine.
     """
-    for w, mk in zip(work, make):
+    for w, mk in zip(work, make, strict=True):
         w(mk(warmup))
     runs: list[list[float]] = [[] for _ in work]
     chunks: list[list[float]] = [[] for _ in work]
@@ -92,7 +92,7 @@ def per_item(work: list[Callable[[list[Any]], object]], make: list[Callable[[int
         for lo in range(0, n, chunk):
             for i, w in enumerate(work):
                 part = inputs[i][lo:lo + chunk]
-                dt = timed(lambda: w(part))
+                dt = timed(lambda w=w, part=part: w(part))
                 total[i] += dt
                 chunks[i].append(dt / len(part))
         for i in range(len(work)):

@@ -29,15 +29,15 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 
 import httpx
 
+from ownmem.agent.audit import DB_NAME as AUDIT_DB, JOURNAL_NAME, Journal
+from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 from ownmem.agent.uomp_api import NO_GROUP_COMMIT_ENV
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.agent.audit import DB_NAME as AUDIT_DB
-from ownmem.agent.audit import JOURNAL_NAME, Journal
-from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 from ownmem.vault import Vault
 
 from .agent import PASSPHRASE, Agent, _p
@@ -477,10 +477,10 @@ def main(argv: list[str]) -> int:
     res.checks.extend(checks("--quick" in argv))
     print(summary([res]))
     if "--docs" in argv and "--quick" not in argv:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         when = (f"Measured on its own by `.venv/bin/python -m benchmarks.uomp_bench --docs` at "
-                f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}, revision {machine.revision()}, "
+                f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}, revision {machine.revision()}, "
                 f"load average {load0} at start, {machine.load()} at end (2 CPUs shared with other work); "
                 "the machine table above is the area's last full run.")
         fresh = [replace(c, notes=(*c.notes, when)) for c in res.checks]

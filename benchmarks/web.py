@@ -217,7 +217,9 @@ def _browser(s: Sizes, e: Engine, url: str, vaults: list[Prepared], state: dict[
                       "waitEngine": True}}
     out = tmp / f"web-bench-{e.key}.json"
     cfg = {"engine": e.engine, "label": e.key, "jspi": e.jspi, "server": url, "passphrase": PASSPHRASE,
-           "out": str(out), "timeout_ms": s.timeout_ms, "fresh_timeout_ms": min(s.fresh_timeout_ms, SLOW_FRESH_MS) if e.slow else s.fresh_timeout_ms, "settle_ms": s.settle_ms,
+           "out": str(out), "timeout_ms": s.timeout_ms,
+           "fresh_timeout_ms": min(s.fresh_timeout_ms, SLOW_FRESH_MS) if e.slow else s.fresh_timeout_ms,
+           "settle_ms": s.settle_ms,
            **BINARIES,
            "vaults": [{"key": v.key, "name": v.name, "n": state[v.key].n, "first": state[v.key].first,
                        "reps": reps[v.key]} for v in vaults]}
@@ -339,8 +341,9 @@ def _unlock_check(s: Sizes, e: Engine, d: dict[str, Any], n: int) -> Check:
     served, served_txt = _served(runs)
     med = _med(unlock)
     when = ("once a `status` call sent when the form showed is answered (the engine ready and the store read: "
-            "see below)" if e.engine == "webkit" else "the moment the engine is (the worker's \"ready\": Pyodide and the wheel loaded), as after a "
-                 "person's typing")
+            "see below)" if e.engine == "webkit" else
+            "the moment the engine is (the worker's \"ready\": Pyodide and the wheel loaded), as after a "
+            "person's typing")
     return Check(
         f"{e.title}: unlock of a {s.large:,}-memory vault with the verified cache",
         _verdict(served and med <= UNLOCK_TARGET),
@@ -485,7 +488,8 @@ def _nojspi_check(s: Sizes, base: Figures, alt: Figures) -> Check:
 # (In WebKitGTK 2.50 the Python workloads after the boot have failed so, with an out-of-bounds
 # memory access: the row then gives the boot and that error.)
 NO_OMG = {"JSC_useOMGJIT": "false"}
-NO_OMG_TITLE = "WebKit (MiniBrowser) with JSC_useOMGJIT=false (diagnosis only: JavaScriptCore's optimizing wasm tier off)"
+NO_OMG_TITLE = ("WebKit (MiniBrowser) with JSC_useOMGJIT=false "
+                "(diagnosis only: JavaScriptCore's optimizing wasm tier off)")
 
 
 def _speed_only(e: Engine, url: str, tmp: Path, env: dict[str, str]) -> dict[str, Any] | None:
@@ -524,7 +528,8 @@ def _speed_check(speeds: dict[str, dict[str, Any]]) -> Check:
         if "error" in sp:
             rows.append((title, f"Pyodide boot {sp['boot']:.0f} ms; then the workloads failed: {sp['error']}"))
             continue
-        rel = ("; × Chromium's: " + ", ".join(f"{k} {sp[k] / base[k]:.1f}" for k in sp if k in base and "error" not in base)
+        rel = ("; × Chromium's: "
+               + ", ".join(f"{k} {sp[k] / base[k]:.1f}" for k in sp if k in base and "error" not in base)
                if base and key != "chromium" else "")
         rows.append((title, f"Pyodide boot {sp['boot']:.0f} ms; Python loop {sp['loop']:.0f} ms, "
                               f"json {sp['json']:.0f} ms, import of the vault modules {sp['import']:.0f} ms; "
@@ -538,8 +543,9 @@ def _speed_check(speeds: dict[str, dict[str, Any]]) -> Check:
          "in Python: a loop of 300,000 steps (the interpreter), json dumps and loads of 20,000 small objects (C "
          "code compiled to WebAssembly), and the import of ownmem.vault and ownmem.web.api; then the "
          "JavaScript crypto the path without JSPI uses (glue-sync.js, @noble/*) and WebCrypto's AES-GCM, which "
-         "the JSPI path uses.  The faster of two runs for each workload.  Every step of the app that runs Python (unlock, open and verify, "
-         "list, seal) scales with these.  WebKit's is measured a second time with JavaScriptCore's optimizing "
+         "the JSPI path uses.  The faster of two runs for each workload.  Every step of the app that runs "
+         "Python (unlock, open and verify, list, seal) scales with these.  WebKit's is measured a second time "
+         "with JavaScriptCore's optimizing "
          "WebAssembly tier (OMG) off (JSC_useOMGJIT=false in the environment of WebKitWebDriver and so of "
          "MiniBrowser), as a diagnosis only: where that is several times faster, WebKit's time goes into OMG "
          "compiling Pyodide's hot functions on this machine's 2 CPUs, not into the app (in WebKitGTK 2.50 the "
@@ -650,7 +656,8 @@ def run(quick: bool = False) -> AreaResult:
                 speeds["webkit-noomg"] = sp
         if "chromium" in figs and "chromium-nojspi" in figs:
             result.checks.append(_nojspi_check(s, figs["chromium"], figs["chromium-nojspi"]))
-        result.checks += [_speed_check(speeds), _anchor_check(s, figs), _config_check(versions, vaults, loads, wheel, state)]
+        result.checks += [_speed_check(speeds), _anchor_check(s, figs),
+                          _config_check(versions, vaults, loads, wheel, state)]
     finally:
         if srv is not None:
             srv.stop()

@@ -16,7 +16,8 @@ def test_every_vector_file_matches_its_recorded_sha256() -> None:
                if p.is_file() and p.name not in ("SHA256SUMS", "README.md")}
     assert on_disk == set(recorded), "a vector file was added or removed without its SHA256SUMS line"
     for name, digest in recorded.items():
-        assert hashlib.sha256((VECTORS / name).read_bytes()).hexdigest() == digest, f"{name} differs from the published bytes"
+        assert hashlib.sha256((VECTORS / name).read_bytes()).hexdigest() == digest, \
+            f"{name} differs from the published bytes"
 
 
 def test_saihm_example_values_are_the_spec_text_s() -> None:

@@ -13,13 +13,13 @@ import json
 import pytest
 from ownmem_testpaths import VECTORS
 
-from ownmem.crypto import cbor, cose, provider, run_sync
 from ownmem.aperto import keys
 from ownmem.aperto.keys import Identity
 from ownmem.aperto.model import Authorship, Memory, Trust
 from ownmem.aperto.payload import encode_payload
 from ownmem.aperto.seal import open_sealed, seal_unchecked
 from ownmem.aperto.trust import Keyring
+from ownmem.crypto import cbor, cose, provider, run_sync
 from ownmem.errors import AuthenticationFailed
 
 P = provider()

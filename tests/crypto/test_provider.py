@@ -8,11 +8,10 @@ Every authentication failure must surface as ``AuthenticationFailed``.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
-from ownmem_testpaths import SAIHM_EXAMPLE
 from dilithium_py.ml_dsa import ML_DSA_65
+from ownmem_testpaths import SAIHM_EXAMPLE
 
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import AuthenticationFailed, MalformedInput

@@ -33,6 +33,7 @@ group commit: the bench's anchor, never a default.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import json
@@ -51,9 +52,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from ownmem.errors import AuthenticationFailed, StoreError
 from ownmem.agent.sessions import _private_file
+from ownmem.errors import AuthenticationFailed, StoreError
 from ownmem.purposes import Purpose
+from ownmem.uomp.tokens import iso
 
 AUDIT_INFO = Purpose.AUDIT
 DB_NAME = "audit.db"
@@ -84,8 +86,6 @@ class AuditEntry:
     query_count_remaining: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        from ownmem.uomp.tokens import iso
-
         d = asdict(self)
         d["timestamp"] = iso(self.timestamp)
         d["tags"] = list(self.tags)
@@ -507,8 +507,6 @@ class AuditLog:
 
     async def arecord(self, e: AuditEntry) -> None:
         """The same from the event loop, without holding a thread while the batch commits."""
-        import asyncio
-
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
 

@@ -343,8 +343,9 @@ class CredentialFile:
             ident = secrets.token_hex(8)
             while any(c.id == ident for c in creds):
                 ident = secrets.token_hex(8)
-            cred = seal(key, Credential(name, digest, now, None if expires_days is None else now + int(expires_days * 86400),
-                                        None, id=ident, agent_id=f"{name}.{ident}", tags=read_tags, keys=read_keys,
+            expires = None if expires_days is None else now + int(expires_days * 86400)
+            cred = seal(key, Credential(name, digest, now, expires, None, id=ident, agent_id=f"{name}.{ident}",
+                                        tags=read_tags, keys=read_keys,
                                         deny_tags=denied_tags, deny_keys=denied_keys, write=write))
             self._write(creds + (cred,))
         return Issued(cred, f"Bearer {token}")

@@ -31,17 +31,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ownmem.aperto.model import Trust
-from ownmem.uomp import guard
 from ownmem.agent.audit import AuditEntry, new_id
-from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
-from ownmem.usecases.items import item_of
-from ownmem.agent.sessions import Session
-from ownmem.agent.ticker import Ticker
-from ownmem.uomp.tokens import Claims, Scope, Scopes
-from ownmem.vault.vault import Entry
 from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
 from ownmem.agent.operator import OperatorError
+from ownmem.agent.sessions import Session
+from ownmem.agent.ticker import Ticker
+from ownmem.aperto.model import Trust
+from ownmem.uomp import guard
+from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
+from ownmem.uomp.tokens import Claims, Scope, Scopes
+from ownmem.usecases.items import item_of
+from ownmem.vault.vault import Entry
 
 _log = logging.getLogger("ownmem.agent")
 

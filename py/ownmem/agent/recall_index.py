@@ -21,7 +21,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ownmem.aperto.frame import b64url
@@ -113,8 +113,6 @@ class RecallIndex:
         """Add or replace cells another holder shares with this one (SAIHM "Sharing contracts"):
         they recall marked ``shared`` whatever label they carry, and saihm_forget answers
         not_holder for them.  ``remove`` takes them out again (revocation, expiry, erasure)."""
-        from dataclasses import replace
-
         self._put((replace(e, trust="shared") for e in entries), shared=True)
 
     def _put(self, entries: Iterable[RecallEntry], *, shared: bool) -> None:

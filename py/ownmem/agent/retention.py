@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.errors import VaultError
 
 if TYPE_CHECKING:       # audit.py (AES-GCM, the journal) is the service's; the browser reads batches only
@@ -43,10 +43,8 @@ class RetentionRefused(VaultError):
 
 
 def _iso(t: int) -> str:
-    from datetime import datetime, timezone
-
     try:
-        return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError, OSError):     # past year 9999: a raw request's number
         return f"{t} (Unix seconds)"
 
@@ -85,6 +83,9 @@ class Pruned:
 
 def pruned_entry(p: Pruned, before: int, now: int) -> AuditEntry:
     """The deletion's own entry, synced like any other: counts and ranges, never content."""
+    # not at the top: audit.py imports cryptography (AES-GCM, the journal), which the web worker's
+    # Pyodide lacks, and the worker reads synced batches through audit_sync, which imports this module
+    from ownmem.agent.audit import AuditEntry, new_id
 
     span = f" ({_iso(p.first)} to {_iso(p.last)})" if p.first is not None and p.last is not None else ""
     nb = sum(hi - lo + 1 for lo, hi in p.batches.values())

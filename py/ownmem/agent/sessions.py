@@ -6,10 +6,10 @@
 
 Stored in ``uomp.db`` in the vault folder (mode 0600), so sessions, the blacklist, the
 accepted deletion proofs and each agent's aggregation history over all its sessions (the
-sum/avg item sets it was answered, which guard.aggregate judges differencing against) survive a restart; an in-memory mirror answers the Guard's
-per-request lookups, written through under one lock (every change is committed before
-the call returns, so a revocation is durable before it is acknowledged).  ``expired`` is
-derived from the clock at read time, never stored.
+sum/avg item sets it was answered, which guard.aggregate judges differencing against) survive a
+restart; an in-memory mirror answers the Guard's per-request lookups, written through under one
+lock (every change is committed before the call returns, so a revocation is durable before it
+is acknowledged).  ``expired`` is derived from the clock at read time, never stored.
 
 The admin credential (``uomp-admin``, 0600, in the vault folder) is a random secret that
 the person's CLI sends as the ``X-Ownmem-Admin`` header; agents never see it, and no
@@ -31,7 +31,7 @@ from typing import Any
 from ownmem.errors import StoreError
 from ownmem.uomp.guard import Basis
 from ownmem.uomp.items import FIELDS
-from ownmem.uomp.tokens import InvalidRequest, Scopes
+from ownmem.uomp.tokens import InvalidRequest, Scopes, iso
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"
@@ -96,8 +96,6 @@ class Session:
         return self.status
 
     def to_json(self, now: int) -> dict[str, Any]:
-        from ownmem.uomp.tokens import iso
-
         return {"session_id": self.session_id, "agent_id": self.agent_id, "agent_name": self.agent_name,
                 "status": self.state(now), "created_at": iso(self.created_at), "expires_at": iso(self.expires_at),
                 "closed_at": iso(self.closed_at) if self.closed_at is not None else None,
@@ -106,7 +104,8 @@ class Session:
                 "token_hash": self.token_hash, "proof_required": self.proof_required,
                 "deletion_method": self.deletion_method, "proof_accepted": self.proof_accepted, "kind": self.kind}
 
-    def _doc(self) -> str:
+    def row_doc(self) -> str:
+        """The JSON the session store keeps in its row (from_row reads it back)."""
         return json.dumps({"agent_name": self.agent_name, "status": self.status, "created_at": self.created_at,
                            "expires_at": self.expires_at, "closed_at": self.closed_at,
                            "requested_scopes": self.requested_scopes.to_json(),
@@ -117,7 +116,7 @@ class Session:
                            "kind": self.kind})
 
     @classmethod
-    def _from_row(cls, sid: str, agent_id: str, doc: str) -> Session:
+    def from_row(cls, sid: str, agent_id: str, doc: str) -> Session:
         d = json.loads(doc)
         g = d.get("granted_scopes")
         return cls(sid, agent_id, d["agent_name"], d["status"], d["created_at"], d["expires_at"], d["closed_at"],
@@ -248,7 +247,7 @@ class SessionStore:
             self._db.executescript(_SCHEMA)
         except sqlite3.Error as e:
             raise StoreError(f"the session store cannot be opened: {e}") from None
-        self._sessions = {sid: Session._from_row(sid, a, d)
+        self._sessions = {sid: Session.from_row(sid, a, d)
                           for sid, a, d in self._db.execute("SELECT session_id, agent_id, doc FROM sessions")}
         self._blacklist = {h for (h,) in self._db.execute("SELECT token_hash FROM blacklist")}
         self._proofs = {p for (p,) in self._db.execute("SELECT deletion_proof_id FROM deletion_proofs")}
@@ -289,7 +288,7 @@ class SessionStore:
         with self._lock:
             try:
                 self._db.execute("INSERT OR REPLACE INTO sessions (session_id, agent_id, doc) VALUES (?, ?, ?)",
-                                 (s.session_id, s.agent_id, s._doc()))
+                                 (s.session_id, s.agent_id, s.row_doc()))
             except sqlite3.Error as e:
                 raise StoreError(f"the session store failed: {e}") from None
             self._sessions[s.session_id] = s
@@ -307,7 +306,7 @@ class SessionStore:
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute("UPDATE sessions SET doc = ? WHERE session_id = ?", (ended._doc(), s.session_id))
+                self._db.execute("UPDATE sessions SET doc = ? WHERE session_id = ?", (ended.row_doc(), s.session_id))
                 if s.token_hash is not None:
                     self._db.execute("INSERT OR IGNORE INTO blacklist (token_hash, session_id, added_at) "
                                      "VALUES (?, ?, ?)", (s.token_hash, s.session_id, now))
@@ -332,7 +331,7 @@ class SessionStore:
                                  "VALUES (?, ?, ?, ?)", (proof_id, session.session_id, now, json.dumps(doc)))
                 marked = replace(self._sessions.get(session.session_id, session), proof_accepted=True)
                 self._db.execute("UPDATE sessions SET doc = ? WHERE session_id = ?",
-                                 (marked._doc(), session.session_id))
+                                 (marked.row_doc(), session.session_id))
             except sqlite3.Error as e:
                 raise StoreError(f"the session store failed: {e}") from None
             self._proofs.add(proof_id)

@@ -1,1 +1,2 @@
-"""ApertoMemory draft-02, the format: keys (§9), payload, seal and open, trust, the .amem container, migration, context framing."""
+"""The ApertoMemory format (draft-02): keys, payload, seal and open, trust, the `.amem` container,
+migration, framing."""

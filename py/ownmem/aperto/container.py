@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.crypto import CryptoProvider, cbor
-from ownmem.errors import LimitExceeded, MalformedInput
 from ownmem.aperto.keys import SALT_LEN, Identity, WrappedKek, key_id
 from ownmem.aperto.model import ID_LEN
+from ownmem.crypto import CryptoProvider, cbor
+from ownmem.errors import LimitExceeded, MalformedInput
 
 EXPORT_VERSION = 1
 METADATA_CONTEXT = "ownmem/v1/amem-metadata"

@@ -13,9 +13,9 @@ authenticates only later, when the envelope-aad is rebuilt from it and the objec
 """
 from __future__ import annotations
 
+from ownmem.aperto.model import ID_LEN, SealedObject
 from ownmem.crypto import cbor
 from ownmem.errors import LimitExceeded, MalformedInput
-from ownmem.aperto.model import ID_LEN, SealedObject
 
 MAX_SEALED = 1 << 20  # one memory is text; a megabyte is already generous
 

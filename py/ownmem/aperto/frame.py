@@ -18,9 +18,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ownmem.aperto.model import OpenedMemory
 from ownmem.crypto import sha256
 from ownmem.errors import MalformedInput
-from ownmem.aperto.model import OpenedMemory
 
 CLOSE = b"[/ApertoMemory]\n"
 _HEADER = re.compile(

@@ -9,8 +9,8 @@ format conversion.  Every object lands in exactly one outcome:
                                                              quarantine opt-in, re-sealed with custody
                                                              and no proven author (opens unverified)
 
-Accepted risk (§8.1 "Migration", §15.9 "Residual and Accepted Risks"): v1 has no envelope binding, so a verified v1 signature
-proves authorship of the content, not of its (id, scope) placement.  Nothing here
+Accepted risk (§8.1 "Migration", §15.9 "Residual and Accepted Risks"): v1 has no envelope
+binding, so a verified v1 signature proves authorship of the content, not of its (id, scope) placement.  Nothing here
 claims placement authenticity.  Each object is re-sealed under a fresh DEK: the
 reference re-uses the old one, which §15.5 "Nonce Management and AEAD Limits" forbids.
 """
@@ -19,13 +19,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from ownmem.crypto import CryptoProvider, cose
-from ownmem.errors import MalformedInput
 from ownmem.aperto.keys import Identity, key_id
 from ownmem.aperto.model import LEGACY_VERSION, Custody, SealedObject
 from ownmem.aperto.payload import decode_payload
 from ownmem.aperto.seal import seal
 from ownmem.aperto.trust import Keyring
+from ownmem.crypto import CryptoProvider, cose
+from ownmem.errors import MalformedInput
 
 
 class Outcome(str, enum.Enum):

@@ -33,7 +33,8 @@ class MemType(enum.IntEnum):
 
 
 def type_name(value: int) -> str:
-    """Consumers report an unrecognised type verbatim rather than refusing (§3.2 "What a Producer Must Refuse to Write")."""
+    """Consumers report an unrecognised type verbatim rather than refusing (§3.2 "What a Producer
+    Must Refuse to Write")."""
     try:
         return MemType(value).name.lower()
     except ValueError:
@@ -87,7 +88,8 @@ class Memory:
     extensions: dict[str, Any] | None = None    # payload key 10 (ownmem puts "uomp", "supersedes" here)
     custody: Custody | None = None               # set only by migration / quarantine
     preserved: dict[int, cbor.Raw] = field(default_factory=dict)  # unknown and reserved keys, verbatim
-    extensions_raw: cbor.Raw | None = None       # key 10 as read: re-emitted verbatim while unchanged (§3.1 "Reserved Fields")
+    # key 10 as read: re-emitted verbatim while unchanged (§3.1 "Reserved Fields")
+    extensions_raw: cbor.Raw | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,8 @@ class SealedObject:
 
 @dataclass(frozen=True, slots=True)
 class OpenedMemory:
-    """An opened object with its trust derived at read time (§6 "Trust Is Derived, Never Declared", §7 "Custody Records")."""
+    """An opened object with its trust derived at read time (§6 "Trust Is Derived, Never Declared",
+    §7 "Custody Records")."""
 
     object_id: bytes
     scope_id: bytes

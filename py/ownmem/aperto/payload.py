@@ -19,9 +19,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from ownmem.aperto.model import KEY_ID_LEN, Custody, Memory, MemType
 from ownmem.crypto import cbor
 from ownmem.errors import MalformedInput, ProducerRefusal
-from ownmem.aperto.model import KEY_ID_LEN, WIRE_TRUST_SELF, Custody, Memory, MemType
 
 CUSTODY_KEY = 20
 EXTENSIONS_KEY = 10
@@ -76,7 +76,8 @@ def check_memory(m: Memory) -> None:
 
 
 def _extensions(m: Memory) -> bytes | None:
-    """Key 10: the bytes as read while the map is unchanged (§3.1 "Reserved Fields" reserved fields are kept verbatim)."""
+    """Key 10: the bytes as read while the map is unchanged (§3.1 "Reserved Fields": reserved fields
+    are kept verbatim)."""
     if m.extensions_raw is not None and m.extensions is not None:
         if cbor.encode(cbor.decode(m.extensions_raw.encoded)) == cbor.encode(m.extensions):
             return m.extensions_raw.encoded

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ownmem.crypto import CryptoProvider, cose, random_bytes
-from ownmem.errors import AuthenticationFailed, MalformedInput, OwnmemError
-from ownmem.aperto.envelope import encode_envelope
-# re-exported, as before: the envelope is parsed and bound in envelope.py alone
-from ownmem.aperto.envelope import envelope_aad as envelope_aad
-from ownmem.aperto.envelope import parse_sealed as parse_sealed
+# envelope_aad and parse_sealed re-exported, as before: the envelope is parsed and bound in envelope.py alone
+from ownmem.aperto.envelope import encode_envelope, envelope_aad as envelope_aad, parse_sealed as parse_sealed
 from ownmem.aperto.keys import SigningKey, key_id
 from ownmem.aperto.model import FORMAT_VERSION, ID_LEN, LEGACY_VERSION, Memory, OpenedMemory, SealedObject, Trust
 from ownmem.aperto.payload import DecodedPayload, decode_payload, encode_payload
 from ownmem.aperto.trust import Keyring, derive
+from ownmem.crypto import CryptoProvider, cose, random_bytes
+from ownmem.errors import AuthenticationFailed, MalformedInput, OwnmemError
 
 
 async def seal_unchecked(p: CryptoProvider, payload: bytes, *, signer: SigningKey, kid: bytes,
@@ -152,7 +150,7 @@ async def open_many(p: CryptoProvider, items: list[tuple[SealedObject | bytes, b
                                           [e.ciphertext for *_, e, _ in prepared],
                                           [cose.enc_structure(e.protected, a) for _, _, a, e, _ in prepared])
     inspected = []
-    for (i, so, aad, _, _), signed in zip(prepared, plains):
+    for (i, so, aad, _, _), signed in zip(prepared, plains, strict=True):
         if signed is None:
             out[i] = AuthenticationFailed("AEAD tag mismatch")
             continue
@@ -202,8 +200,8 @@ def _opened(so: SealedObject, decoded: DecodedPayload, payload: bytes, verified_
 def reopen_verified(so: SealedObject, payload: bytes, signer_pub: bytes, keyring: Keyring) -> OpenedMemory:
     """An object this device already decrypted and verified (a local cache of verified
     plaintext holds ``payload`` and the key that verified it).  The signature is not
-    checked again, but trust is derived again from the keyring in force now (§6 "Trust Is Derived, Never Declared"): a key
-    revoked since then no longer verifies anything, and the object is refused."""
+    checked again, but trust is derived again from the keyring in force now (§6 "Trust Is Derived,
+    Never Declared"): a key revoked since then no longer verifies anything, and the object is refused."""
     decoded = decode_payload(payload)
     kid = key_id(signer_pub)
     if decoded.claimed_author != kid:

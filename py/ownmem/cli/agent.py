@@ -25,25 +25,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
+import sqlite3
 import sys
 import time
 from typing import Any
 
-from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
-from ownmem.errors import VaultError
-from ownmem.agent.credentials import CREDENTIALS_INFO, CredentialFile
-from ownmem.agent.quota import Limits, parse_size
-from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, check_bind
+import uvicorn
 
+from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
+from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
+from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.operator import Operator
+from ownmem.agent.quota import Limits, parse_size
+from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
+from ownmem.agent.sessions import DB_NAME
+from ownmem.agent.uomp_api import KeyReads, mount
+from ownmem.cli import manifest as manifest_cli
+from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
+from ownmem.cli.sessions import register as register_uomp
+from ownmem.errors import VaultError
+from ownmem.scrub import forget_passphrase_env
+from ownmem.vault import Vault
+from ownmem.vault.sync import Remote, Syncer
+from server.guard import BodyDeadline, BodyTimeout
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
     """The vault folder's credentials; ``sealing``: with the key only the passphrase gives (or
     the OS keyring entry, with --keyring), to issue."""
-    from ownmem.vault import Vault
-
     vault = Vault(_folder(args))
     if not vault.exists():
         raise VaultError(f"no vault at {vault.folder} (create one with `ownmem init`)")
@@ -105,11 +117,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def _ended_sessions(folder: Any) -> dict[str, str]:
     """session id -> "closed" | "revoked" of the SAIHM credentials' sessions that ended (revoked
     from another device, say), read-only from the service's session store; {} when there is none."""
-    import sqlite3
-
-    from ownmem.agent.sessions import DB_NAME
-    from ownmem.agent.credentials import SESSION_PREFIX
-
     path = os.path.join(str(folder), DB_NAME)
     if not os.path.exists(path):
         return {}
@@ -187,15 +194,6 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import logging
-
-    import uvicorn
-
-    from ownmem.vault import Vault
-    from ownmem.vault.sync import Syncer, Remote
-    from ownmem.agent.operator import Operator
-    from ownmem.agent.service import Binding, SyncThread
-
     check_bind(args.host)          # before anything is unlocked
     folder = _folder(args)
     vault = Vault(folder)
@@ -204,12 +202,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     pw, from_keyring = _passphrase(str(vault.folder), args.keyring)
     v = vault.unlock(pw)
     if args.keyring and not from_keyring:
+        # only with --keyring: importing keyring looks for the OS's keyring backends
         import keyring
 
         keyring.set_password(KEYRING_SERVICE, str(vault.folder), pw)
     del pw
-    from ownmem.scrub import forget_passphrase_env
-
     # an agent of the same OS user reads /proc/<this service>/environ (scrub.py)
     if not forget_passphrase_env():
         print("ownmem agent: warning: OWNMEM_PASSPHRASE could not be wiped from /proc/self/environ, where "
@@ -234,12 +231,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
     binding = Binding(op, creds)
     app = binding.app()
-    from server.guard import BodyDeadline, BodyTimeout
-
-    from ownmem.agent.uomp_api import KeyReads, mount
-    from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
-    from ownmem.agent.guarded import SaihmGuard
-
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
     app.add_exception_handler(BodyTimeout, body_timeout)
@@ -322,9 +313,6 @@ def register(sub: Any) -> None:
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 
-    from ownmem.cli.sessions import register as register_uomp
-
     register_uomp(asub)
 
-    from ownmem.cli import manifest as manifest_cli
     manifest_cli.register(asub)

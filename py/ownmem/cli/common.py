@@ -100,6 +100,7 @@ def when(ts: int | None) -> str:
 def keyring_passphrase(folder: str, use_keyring: bool) -> tuple[str, bool]:
     """-> (passphrase, whether it came from the keyring)."""
     if use_keyring:
+        # only with --keyring: importing keyring looks for the OS's keyring backends
         import keyring
         import keyring.errors
 

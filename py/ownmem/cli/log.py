@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from ownmem import syncwire as wire
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
@@ -37,10 +39,17 @@ from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
 from ownmem.vault.logwatch import (
-    PublicLog, advance_problem, consistency_needed, inclusion_problem, log_status, open_served_checkpoint,
-    pinned_key, served_key,
+    PublicLog,
+    advance_problem,
+    consistency_needed,
+    inclusion_problem,
+    log_status,
+    open_served_checkpoint,
+    pinned_key,
+    served_key,
 )
 from ownmem.vault.store import Store
+from ownmem.vault.sync import refusal
 
 TIMEOUT = 30.0
 
@@ -120,10 +129,6 @@ def _answer(fn: Any, what: str) -> Any:
 
 def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
-    import httpx
-
-    from ownmem.vault.sync import refusal
-
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")
     client = httpx.Client(timeout=TIMEOUT, follow_redirects=False)

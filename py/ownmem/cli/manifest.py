@@ -16,6 +16,7 @@ from ownmem.cli.common import folder as _folder
 from ownmem.errors import VaultError
 from ownmem.termsafe import raw, visible
 from ownmem.uomp.manifest import Registered, ScopeRequest, register_manifest
+from ownmem.vault import Vault
 
 RED, RESET = "\033[31m", "\033[0m"
 
@@ -57,8 +58,6 @@ def as_json(r: Registered) -> dict[str, Any]:
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from ownmem.vault import Vault
-
     v = Vault(_folder(args))
     if not v.exists():
         raise VaultError(f"no vault at {v.folder} (create one with `ownmem init`)")

@@ -18,22 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+import sys
+import time
+from typing import Any
 
 from ownmem.cli.common import unlock as _unlock
+from ownmem.errors import OwnmemError
 from ownmem.termsafe import visible
-
-if TYPE_CHECKING:
-    from ownmem.vault.sharing import Offers, ShareView
-    from ownmem.vault.sync import Syncer
+from ownmem.vault import sharing
+from ownmem.vault.sharing import Offers, ShareRefused, ShareView, offers as list_offers, publish_holder
+from ownmem.vault.sync import Syncer, syncer_for
 
 MORE_OFFERS = ("the server listed only part of the contracts (active ones first, then the newest): "
                "decline offers you do not want to see the rest")
 
 
 def _syncer(args: argparse.Namespace) -> Syncer:
-    from ownmem.vault.sync import syncer_for
-
     return syncer_for(_unlock(args))
 
 
@@ -44,8 +44,6 @@ def _safe(text: str) -> str:
 
 def _contract_id(s: Syncer, text: str, offers: Offers | None = None) -> bytes:
     """A contractId, or a unique prefix of one this vault offered or was offered."""
-    from ownmem.vault.sharing import ShareRefused, offers as list_offers
-
     t = text.strip().lower()
     if len(t) == 64:
         try:
@@ -62,8 +60,6 @@ def _contract_id(s: Syncer, text: str, offers: Offers | None = None) -> bytes:
 
 
 def _expiry(c: Any) -> str:
-    import time
-
     return "no expiry" if c.expires_at == 0 else "expires " + time.strftime("%Y-%m-%d %H:%M",
                                                                              time.localtime(c.expires_at))
 
@@ -75,12 +71,6 @@ def _view_state(v: ShareView) -> str:
 def cmd_whoami(args: argparse.Namespace) -> int:
     """The holderId; on a linked vault also published in the server's directory (with the
     holder's proof), so that others can share with it."""
-    import sys
-
-    from ownmem.errors import OwnmemError
-    from ownmem.vault.sharing import publish_holder
-    from ownmem.vault.sync import Syncer, syncer_for
-
     v = _unlock(args)
     try:
         print(v.holder().holder_id.hex())
@@ -95,8 +85,6 @@ def cmd_whoami(args: argparse.Namespace) -> int:
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from ownmem.vault import sharing
-
     if args.action == "id":
         return cmd_whoami(args)
     s = _syncer(args)
@@ -115,7 +103,8 @@ def cmd_share(args: argparse.Namespace) -> int:
             print(f"contract {cid.hex()}: " + ("already revoked" if r.already else "revoked")
                   + f" (REVOKE receipt {r.receipt_id.hex()}); it governs future reads only")
             return 0
-        state = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}[args.action](s, cid)
+        act = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}[args.action]
+        state = act(s, cid)
         print(f"contract {cid.hex()}: {state}")
         return 0
     finally:
@@ -123,8 +112,6 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 
 def _create(s: Syncer, args: argparse.Namespace) -> int:
-    from ownmem.vault import sharing
-
     if not args.to or not args.memory or not args.mode:
         raise sharing.ShareRefused("`ownmem share create` needs --to, --memory and --mode")
     grantees = [sharing.parse_holder_id(h) for part in args.to for h in part.split(",") if h.strip()]
@@ -141,8 +128,6 @@ def _create(s: Syncer, args: argparse.Namespace) -> int:
 
 
 def _list(s: Syncer, args: argparse.Namespace) -> int:
-    from ownmem.vault import sharing
-
     got = sharing.offers(s)
     if args.json:
         def view(v: ShareView, who: str) -> dict[str, Any]:
@@ -161,8 +146,9 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
     print("offered to me:" if got.received else "offered to me: none")
     for v in got.received:
         owner = got.sharers[v.contract.holder_id]
-        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  from {owner.holder_id.hex()} ({_safe(owner.name)})  "
-              f"{_view_state(v):<9}  {len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
+        print(f"  {v.contract_id.hex()}  {v.contract.mode.lower():<9}  "
+              f"from {owner.holder_id.hex()} ({_safe(owner.name)})  {_view_state(v):<9}  "
+              f"{len(v.contract.shard_ids)} memory(ies), {_expiry(v.contract)}")
     for why in got.refused:
         print(f"warning: {_safe(why)}")
     if got.more:
@@ -171,8 +157,6 @@ def _list(s: Syncer, args: argparse.Namespace) -> int:
 
 
 def _received(s: Syncer, args: argparse.Namespace) -> int:
-    from ownmem.vault import sharing
-
     got = sharing.received(s)
     if args.json:
         print(json.dumps({"memories": [{"cell_id": m.cell_id.hex(), "content": m.content, "tags": list(m.tags),

@@ -26,6 +26,8 @@ _depth = 0   # run_sync drives under way (nested: a sync wrapper called from an 
 def provider() -> CryptoProvider:
     global _provider
     if _provider is None:
+        # CPython only: the browser installs its own provider first (set_provider), and its
+        # Pyodide has neither cryptography nor PyNaCl, which cpython.py imports
         from ownmem.crypto.cpython import CPythonProvider
 
         _provider = CPythonProvider()
@@ -70,7 +72,7 @@ if sys.platform == "emscripten":  # pragma: no cover - exercised by the browser 
 
     _drive = run_sync
 
-    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]  # noqa: F811
+    def run_sync(coro: Coroutine[Any, Any, T]) -> T:  # type: ignore[misc]
         if inspect.iscoroutine(coro):
             return _drive(coro)
         if not hasattr(coro, "then"):

@@ -1,7 +1,7 @@
 """Deterministic CBOR (RFC 8949, "Core Deterministically Encoded CBOR", §4.2 "Deterministically Encoded CBOR").
 
-Encoding follows §4.2.1 "Core Deterministic Encoding Requirements": shortest-form integers and lengths, definite lengths only,
-map keys in bytewise lexicographic order of their encodings, and floats in the
+Encoding follows §4.2.1 "Core Deterministic Encoding Requirements": shortest-form integers and
+lengths, definite lengths only, map keys in bytewise lexicographic order of their encodings, and floats in the
 shortest of half/single/double precision that represents the value exactly.
 Times are bare integers (ApertoMemory §3 "epoch-seconds"), never tag 1.
 

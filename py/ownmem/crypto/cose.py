@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ownmem.errors import MalformedInput
 from ownmem.crypto import cbor
 from ownmem.crypto.interface import CryptoProvider
+from ownmem.errors import MalformedInput
 
 TAG_SIGN1 = 18
 TAG_ENCRYPT0 = 16

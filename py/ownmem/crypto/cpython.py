@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from nacl import bindings as sodium
 from nacl.exceptions import BadSignatureError
 
-from ownmem.errors import AuthenticationFailed, MalformedInput
 from ownmem.crypto.interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
+from ownmem.errors import AuthenticationFailed, MalformedInput
 
 _CACHE_LIMIT = 4096
 

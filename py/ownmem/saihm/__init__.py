@@ -1,1 +1,2 @@
-"""SAIHM (custodial profile): holder identity, cells, receipts, the log's Merkle functions, the keyless client checks."""
+"""SAIHM (custodial profile): holder identity, cells, receipts, the log's Merkle functions, the keyless
+client checks."""

@@ -1,1 +1,2 @@
-"""UOMP draft-00 on ownmem (manifests, staging, records import, sessions, capability tokens, the Memory Guard, audit)."""
+"""UOMP draft-00's pure rules: manifests, capability tokens, the Memory Guard's decisions, records, items,
+control records, approvals (no I/O: the agent service in ownmem.agent uses them)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
 EXTENSION = "uomp"
 SENSITIVITIES = ("low", "medium", "high")
 FIELDS = ("key", "value", "tags", "sensitivity", "source", "created_at", "updated_at", "description")
@@ -41,6 +40,8 @@ class Item:
     object_id: bytes
 
     def to_json(self) -> dict[str, Any]:
+        # not at the top: tokens imports PyJWT and cryptography, and this module stays importable
+        # without them (the web worker's Pyodide has neither; usecases reads items there too)
         from ownmem.uomp.tokens import iso
 
         d: dict[str, Any] = {"key": self.key, "value": self.value, "tags": list(self.tags),

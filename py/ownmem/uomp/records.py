@@ -173,7 +173,8 @@ def parse_csv(data: bytes, mapping: dict[str, str] | None = None, delimiter: str
         header = [h.strip() for h in header]
         dup = sorted({h for h in header if header.count(h) > 1})
         if dup or "" in header:
-            raise RecordsRefused([(0, f"the header has {'duplicate columns ' + ', '.join(dup) if dup else 'an empty column name'}")])
+            what = "duplicate columns " + ", ".join(dup) if dup else "an empty column name"
+            raise RecordsRefused([(0, f"the header has {what}")])
         out: list[RawRecord] = []
         for row in rows:
             if not any(c.strip() for c in row):
@@ -183,7 +184,7 @@ def parse_csv(data: bytes, mapping: dict[str, str] | None = None, delimiter: str
                 out.append(RawRecord(n, (), None, (f"has {len(row)} cells, the header {len(header)}",)))
                 continue
             # an empty cell is an absent field, so a missing sensitivity is caught, not read as ""
-            obj = {h: c for h, c in zip(header, row) if c != ""}
+            obj = {h: c for h, c in zip(header, row, strict=True) if c != ""}
             out.append(map_record(n, obj, mapping or {}))
             if len(out) > MAX_RECORDS:
                 raise RecordsRefused([(0, f"more than {MAX_RECORDS} records")])

@@ -40,7 +40,6 @@ from typing import Any
 from pyodide.ffi import JsException, jsnull, run_sync, to_js
 
 from ownmem.crypto import sync_depth
-
 from ownmem.crypto.interface import ARGON2_ITERATIONS, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM
 from ownmem.errors import AuthenticationFailed, MalformedInput
 

@@ -14,7 +14,6 @@ from ownmem.crypto import run_sync
 from ownmem.errors import SyncError, WireError
 from ownmem.vault.sync import Remote
 
-
 # seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a
 # server that accepts and never answers must not hold the worker, and with it the app, forever
 TIMEOUT_S = 60
@@ -25,6 +24,7 @@ class FetchRemote(Remote):
         super().__init__(base_url, name, client=None)
 
     def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        # Pyodide-only modules (the worker's js, its registerJsModule): this module imports under CPython
         import js
         import ownmem_js
         from pyodide.ffi import to_js
@@ -51,6 +51,7 @@ class FetchRemote(Remote):
     def _exchange_sync(self, glue: Any, method: str, url: str, body: bytes | None,
                        headers: dict[str, str]) -> tuple[int, bytes]:
         """Without JSPI: one synchronous XMLHttpRequest (web/js/glue-sync.js ``http``)."""
+        # Pyodide-only modules, as above
         import js
         from pyodide.ffi import to_js
 

@@ -19,7 +19,8 @@ Synchronous: under Pyodide the caller must enter it through an async JS call
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ownmem.aperto import keys
@@ -29,8 +30,7 @@ from ownmem.aperto.seal import envelope_aad, open_sealed, seal, seal_unchecked
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import CryptoProvider, cbor, cose, provider, run_sync, sha256
 from ownmem.errors import AuthenticationFailed, MalformedInput
-from ownmem.saihm import cell as saihm_cell
-from ownmem.saihm import identity as saihm_identity
+from ownmem.saihm import cell as saihm_cell, identity as saihm_identity
 
 h = bytes.fromhex
 Check = Callable[[], None]
@@ -45,13 +45,20 @@ def _ok(cond: object, what: str = "check") -> None:
         raise CheckFailed(what)
 
 
-def _refused(f: Callable[[], object], what: str = "must be refused") -> None:
-    """Exactly AuthenticationFailed, nothing else (a vector cannot pass by failing for another reason)."""
+@contextmanager
+def _refusal(what: str = "must be refused") -> Iterator[None]:
+    """The block raises exactly AuthenticationFailed, nothing else (a vector cannot pass by failing
+    for another reason)."""
     try:
-        f()
+        yield
     except AuthenticationFailed:
         return
     raise CheckFailed(what)
+
+
+def _refused(f: Callable[[], object], what: str = "must be refused") -> None:
+    with _refusal(what):
+        f()
 
 
 def _raises(exc: type[BaseException], f: Callable[[], object], what: str) -> None:
@@ -115,7 +122,8 @@ def _kat_checks(p: CryptoProvider) -> dict[str, Check]:
     def x25519_refusals() -> None:
         for peer in ("00" * 32, "01" + "00" * 31,
                      "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"):
-            _refused(lambda: rs(p.x25519_shared(alice, h(peer))), f"low-order {peer[:4]}")
+            with _refusal(f"low-order {peer[:4]}"):
+                rs(p.x25519_shared(alice, h(peer)))
         _refused(lambda: rs(p.x25519_shared(alice, bob_pub[:31])), "short peer")
 
     def hkdf() -> None:
@@ -133,10 +141,12 @@ def _kat_checks(p: CryptoProvider) -> dict[str, Check]:
         for i in (0, 7, 8, 20, 39):
             bad = bytearray(kw_wrapped)
             bad[i] ^= 1
-            _refused(lambda: rs(p.aes_kw_unwrap(kw_kek, bytes(bad))), f"tampered byte {i}")
+            with _refusal(f"tampered byte {i}"):
+                rs(p.aes_kw_unwrap(kw_kek, bytes(bad)))
         for kek, w in ((bytes(32), kw_wrapped), (kw_kek, kw_wrapped[:-8]), (kw_kek, kw_wrapped[:-1]),
                        (kw_kek, b"")):
-            _refused(lambda: rs(p.aes_kw_unwrap(kek, w)), "wrong kek or shape")
+            with _refusal("wrong kek or shape"):
+                rs(p.aes_kw_unwrap(kek, w))
 
     def aes_gcm() -> None:
         key, iv = bytes(32), bytes(12)
@@ -150,12 +160,14 @@ def _kat_checks(p: CryptoProvider) -> dict[str, Check]:
         for bit in (0, 7, 35, 64, 191):
             bad = bytearray(ct)
             bad[bit // 8] ^= 1 << (bit % 8)
-            _refused(lambda: rs(p.aes_gcm_decrypt(gk, gn, bytes(bad), b"aad")), f"bit {bit}")
+            with _refusal(f"bit {bit}"):
+                rs(p.aes_gcm_decrypt(gk, gn, bytes(bad), b"aad"))
         for key, iv, c, aad in ((gk, gn, ct, b"AAD"), (gk, gn, ct, b""), (bytes(32), gn, ct, b"aad"),
                                 (gk, bytes(12), ct, b"aad"), (gk, gn, b"", b"aad"),
                                 (gk, gn, bytes(15), b"aad"), (gk[:16], gn, ct, b"aad"),
                                 (gk, gn[:8], ct, b"aad")):
-            _refused(lambda: rs(p.aes_gcm_decrypt(key, iv, c, aad)), "wrong input")
+            with _refusal("wrong input"):
+                rs(p.aes_gcm_decrypt(key, iv, c, aad))
 
     def mldsa_keygen() -> None:
         pub = rs(p.mldsa65_public(seed))
@@ -379,7 +391,8 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
 
     def binding_under_opt_in() -> None:
         for number in ("005", "006", "010"):
-            _refused(lambda: open_(v(number)["input"], allow=True), number)
+            with _refusal(number):
+                open_(v(number)["input"], allow=True)
 
     def forged_under_every_key() -> None:
         inp = v("004")["input"]
@@ -388,7 +401,8 @@ def _v2_checks(p: CryptoProvider, data: dict[str, Any]) -> dict[str, Check]:
                      Keyring(own.sign_pub, {KID_OWNER: signer}), Keyring(signer, {}),
                      Keyring(signer, {KID_OWNER: own.sign_pub}),
                      Keyring(None, {tp.key_id: signer, KID_OWNER: own.sign_pub})):
-            _refused(lambda: open_(inp, ring))
+            with _refusal():
+                open_(inp, ring)
         o = open_(inp, Keyring(own.sign_pub, {tp.key_id: signer}), allow=True)
         _ok((o.trust, o.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN) and o.author_key_id is None)
 
@@ -586,7 +600,7 @@ def run(vectors_json: str | dict[str, Any] | None = None) -> dict[str, Any]:
         try:
             check()
             passed += 1
-        except Exception as e:  # a selftest reports every failure instead of stopping at the first
+        except Exception as e:  # noqa: BLE001 - a selftest reports every failure instead of stopping at the first
             failed.append(name)
             errors[name] = f"{type(e).__name__}: {getattr(e, 'reason', None) or e}"
     return {"passed": passed, "failed": failed, "errors": errors}

@@ -87,7 +87,7 @@ class IdbStore(Store):
         for t, pk in entries:
             cols = self._columns(t)
             row = self.db.execute(f"SELECT {','.join(cols)} FROM {t} WHERE {TABLES[t]} = ?", (pk,)).fetchone()
-            record = dict(zip(cols, row)) if row is not None else None
+            record = dict(zip(cols, row, strict=True)) if row is not None else None
             if t == "cells" and record is not None and record["pushed"]:
                 # The server has this cell: its bytes (mostly an ML-DSA-65 signature) are never
                 # read here again (only unpushed cells are sent; erasure needs only the id), and
@@ -96,7 +96,7 @@ class IdbStore(Store):
             tables.append(t)
             keys.append(_key(pk))
             values.append(cbor.encode(record) if record is not None else None)
-        from pyodide.ffi import to_js
+        from pyodide.ffi import to_js  # Pyodide-only (the worker's FFI)
 
         try:
             run_sync(self.idb.idb_apply(to_js(tables), to_js(keys), to_js(values)))
