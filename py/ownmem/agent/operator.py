@@ -21,7 +21,7 @@
                     still staged: withdraw access first (out of the index, erased locally with its
                     FORGET receipt queued), then the erasure is pushed; unreachable ->
                     operator_log_unavailable, retried by sync.  Any other memory (the person's):
-                    a staged request (ownmem.agent.requests), nothing erased until the person
+                    a staged request (ownmem.usecases.requests), nothing erased until the person
                     confirms; the answer is success false with ownmemStaged / ownmemNotice
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
     saihm_share     checked (vault/sharing.py parse_share_params, the contract rules, every cell
@@ -61,8 +61,11 @@ from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ownmem.agent import staging
 from ownmem.uomp.control import is_bookkeeping, is_control
-from ownmem.agent import requests as agent_requests
-from ownmem.agent.requests import AgentRequest, ShareTerms
+from ownmem.usecases import requests as agent_requests
+from ownmem.usecases import staged
+from ownmem.usecases.authors import AgentKeys, author_key, bound_agent
+from ownmem.usecases.listing import memories
+from ownmem.usecases.requests import AgentRequest, ShareTerms
 from ownmem.agent import quota
 from ownmem.agent.credentials import Credential
 from ownmem.vault.sharing import (
@@ -72,14 +75,13 @@ from ownmem.agent.recall_index import RecallEntry, RecallIndex
 
 _log = logging.getLogger("ownmem.agent")
 
-AGENT_INFO = staging.AGENT_INFO
 LOOKUP_TRIES = 3
 LOOKUP_WAIT = 1.0
 STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged writes at the last refresh
 REQUESTS_STATE = "uomp-staged-requests"   # ... and the agents' requests waiting for the person
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 # operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
-# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.agent.staging)
+# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.usecases.staged)
 STAGED_NOTICE = {"ownmemStaged": True,
                  "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
                                  "confirms it; other agents do not see it before then"}
@@ -102,20 +104,17 @@ class OperatorError(OwnmemError):
         self.status, self.error = status, error
 
 
-agent_info = staging.agent_info     # the one derivation of an agent's author key
-
-
-def trust_label(e: Entry, agents: staging.AgentKeys) -> str:
+def trust_label(e: Entry, agents: AgentKeys) -> str:
     """ownmemTrust: the derived trust, with agent-written memories named as such: "agent" only
-    when the signer is the author key of the agent the payload names (staging.bound_agent);
+    when the signer is the author key of the agent the payload names (bound_agent);
     another accepted key claiming an agent's name is just "trusted"."""
     o = e.opened
-    if o.trust is Trust.TRUSTED and staging.bound_agent(e, agents) is not None:
+    if o.trust is Trust.TRUSTED and bound_agent(e, agents) is not None:
         return "agent"
     return o.trust.value
 
 
-def recall_entry(e: Entry, cell: bytes, agents: staging.AgentKeys) -> RecallEntry:
+def recall_entry(e: Entry, cell: bytes, agents: AgentKeys) -> RecallEntry:
     c = parse_cell(cell)
     o = e.opened
     return RecallEntry(c.cell_id, o.content, c.holder_id, c.cell_nonce, c.kek_version, c.timestamp, c.tier,
@@ -123,11 +122,11 @@ def recall_entry(e: Entry, cell: bytes, agents: staging.AgentKeys) -> RecallEntr
                        o.custody_present)
 
 
-def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: staging.AgentKeys) -> bool:
+def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: AgentKeys) -> bool:
     """Whether agent ``agent`` may recall (and so erase) the vault's own memory ``e``: not a
     control record (ownmem.uomp.control), not another agent's staged write the person has
-    not confirmed (ownmem.agent.staging)."""
-    return not is_control(e.opened.extensions) and not staging.hidden_from(e, agent, confirmed, keys)
+    not confirmed (ownmem.usecases.staged)."""
+    return not is_control(e.opened.extensions) and not staged.hidden_from(e, agent, confirmed, keys)
 
 
 def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | None:
@@ -206,7 +205,7 @@ class Operator:
         # and the objects the last refresh opened (api.mount looks only at those)
         self.version = 0
         self.added: list[bytes] = []
-        self.agents = staging.AgentKeys(v)   # whose author key is whose (staging.bound_agent)
+        self.agents = AgentKeys(v)   # whose author key is whose (bound_agent)
         self._admitted: dict[bytes, tuple[bytes, bytes]] | None = None   # this service's own write, to open
         # the UOMP audit every write attempt goes to (``use_audit``: the service's own, api.mount);
         # one of its own, opened at the first write, when none was given (an operator without UOMP)
@@ -262,7 +261,7 @@ class Operator:
             elif oid not in self._opened:
                 staging.settled(agent, oid, False, self._write_audit())
         now = {cid: (a, self.heads[cid].id) for cid, a in self.staged.items()
-               if cid in self.heads and a != staging.NO_AGENT}
+               if cid in self.heads and a != staged.NO_AGENT}
         if now != before:
             self._staged_known = now
             doc = {c.hex(): [a, o.hex()] for c, (a, o) in now.items()}
@@ -390,7 +389,7 @@ class Operator:
             fresh = [(self._opened[o][1], self.linked[o]) for o in rest]
             self.heads.update(fresh)
             self.staged.update((cid, a) for cid, e in fresh
-                               if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed)
+                               if (a := staged.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed)
             self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for _, e in fresh)
             return
         self.version += 1
@@ -398,14 +397,14 @@ class Operator:
         entries, _ = honour_links(raw)
         self.linked = {e.id: e for e in entries}
         self._parents = {p for e in raw for p in ((e.supersedes,) if e.supersedes else ()) + e.merges}
-        self._confirmed = staging.confirmed_ids(entries)
+        self._confirmed = staged.confirmed_ids(entries)
         self.requests = {r.id: r for r in agent_requests.pending(entries, self.agents)}
         # control records (a session's revocation, a staged write's confirmation ...) are no
         # memory an agent recalls or erases (ownmem.uomp.control); an unconfirmed staged
         # write is recalled by its own agent only (see recall)
-        self.heads = {self._opened[e.id][1]: e for e in entries if e.is_head and not is_control(e.opened.extensions)}
+        self.heads = {self._opened[e.id][1]: e for e in memories(entries) if e.is_head}
         self.staged = {cid: a for cid, e in self.heads.items()
-                       if (a := staging.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed}
+                       if (a := staged.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed}
         have = self.index.own_cell_ids()
         self.index.remove(have - set(self.heads))
         self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for cid, e in self.heads.items() if cid not in have)
@@ -478,7 +477,7 @@ class Operator:
 
     # ------------------------------------------------------------------ keys
     def author_key(self, agent_id: str) -> aperto_keys.SigningKey:
-        return staging.author_key(self.v, agent_id)
+        return author_key(self.v, agent_id)
 
     def _ensure_author(self, key: aperto_keys.SigningKey) -> None:
         store = self.v.store
@@ -718,7 +717,7 @@ class Operator:
 
     def _request(self, cred: Credential, kind: str, objects: tuple[bytes, ...], cells: tuple[bytes, ...],
                  share: ShareTerms | None, call: str) -> bytes:
-        """Stage an agent's forget or share for the person (ownmem.agent.requests): a control
+        """Stage an agent's forget or share for the person (ownmem.usecases.requests): a control
         record signed by the agent's author key, stored like a write (receipted, pushed, on every
         device), audited like one -> the request's id.  The same request again, still waiting,
         is that one: an agent that retries adds nothing.  Under the lock."""

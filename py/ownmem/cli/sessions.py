@@ -43,6 +43,7 @@ from ownmem.agent.audit import DB_NAME as AUDIT_DB
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
 from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
+from ownmem.usecases.sessions import revoke_session
 
 DEFAULT_PORT = 9374
 
@@ -219,12 +220,10 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         return 0
     # another device: an owner-signed revocation record, carried by the sync server
     from ownmem.vault.sync import syncer_for
-    from ownmem.agent.uomp_api import REVOCATION
 
     v = _unlock(args)
     try:
-        v.add(f"UOMP session {args.session} revoked", tags=("uomp-revocation",),
-              extensions={REVOCATION: {"session_id": args.session, "revoked_at": int(time.time())}})
+        revoke_session(v, args.session)
         syncer_for(v).sync_once()
     finally:
         v.close()

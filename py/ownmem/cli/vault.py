@@ -26,8 +26,9 @@ from ownmem.cli.common import (
     EXIT_ERROR, EXIT_USAGE, CliError, Parser as _Parser, confidence as _confidence, folder as _folder,
     passphrase as _passphrase, progress as _progress, tags as _tags, unlock as _unlock, when as _when,
 )
+from ownmem.usecases.listing import shown
 from ownmem.vault import (
-    DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
+    DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
 
 if TYPE_CHECKING:
@@ -74,14 +75,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listing(v: UnlockedVault, args: argparse.Namespace) -> Any:
-    from dataclasses import replace
-
-    from ownmem.uomp.control import is_control
-
-    listing = v.open_all(allow_unverified=args.include_unverified)
+def _listing(v: UnlockedVault, args: argparse.Namespace) -> Listing:
     # control records (session revocations and records, confirmations) are bookkeeping, no memory
-    listing = replace(listing, entries=[e for e in listing.entries if not is_control(e.opened.extensions)])
+    listing = shown(v.open_all(allow_unverified=args.include_unverified))
     if listing.refused:
         print(f"note: {len(listing.refused)} object(s) excluded: they could not be authenticated "
               f"(see `ownmem list --refused`)", file=sys.stderr)

@@ -16,15 +16,22 @@ import functools
 import inspect
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ownmem.aperto.container import parse_container
-from ownmem.aperto.model import MemType, Trust
+from ownmem.aperto.model import MemType
 from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
+from ownmem.agent.published import read_published
+from ownmem.usecases import answers
+from ownmem.usecases import requests as agent_requests
+from ownmem.usecases.authors import AgentKeys, written_by
+from ownmem.usecases.listing import shown
+from ownmem.usecases.records import live_keys, write_records
+from ownmem.usecases.sessions import revoke_session
+from ownmem.usecases.staged import StagedWrite, pending
 from ownmem.vault.transfer import export_bytes, import_bytes
-from ownmem.uomp.control import is_control
 from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
                            unlock_store_async)
 from ownmem.web.store import IdbStore
@@ -34,10 +41,6 @@ if TYPE_CHECKING:
 
 CACHE_INFO = b"ownmem/v1/device-cache"
 CACHE_KEY = "verified-v1"
-# An agent's author key: agent/staging.py author_key (the one derivation), which `ownmem agent`
-# signs that agent's memories with and the keyring accepts (trust_add).  An agent id is a
-# credential's "<name>.<id>" (agent/credentials.py), or a bare name of an older credential.
-MAX_AGENT_ID = 96
 MAX_VERSIONS = 1000          # versions of one memory whose receipts are looked up
 PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
 MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
@@ -90,7 +93,7 @@ class App:
         self.cache = DeviceCache()
         self.syncer: Any = None
         self.last_sync: int | None = None
-        self._agent_kids: dict[str, bytes] = {}   # agent name -> its derived author key id
+        self._agents: AgentKeys | None = None      # agent id -> its derived author key id, per unlock
         self._anchors_checked: set[str] = set()   # audit anchors proven in the log (op_audit)
 
     # ------------------------------------------------------------ helpers
@@ -141,31 +144,20 @@ class App:
         self.cache.dirty = False
 
     # ------------------------------------------------------------ entries
-    def _agent_key_id(self, name: str) -> bytes:
-        kid = self._agent_kids.get(name)
-        if kid is None:
-            from ownmem.agent.staging import author_key
-
-            kid = self._agent_kids[name] = author_key(self.v, name).key_id
-        return kid
+    @property
+    def agents(self) -> AgentKeys:
+        if self._agents is None:
+            self._agents = AgentKeys(self.v)
+        return self._agents
 
     def _entry_json(self, e: Entry) -> dict[str, Any]:
-        """The list item (Entry.to_json) and, for an agent-written memory, which agent wrote it:
-        ``agent_id`` (payload extension "uomp" "agent_id", when it is a usable name) and
-        ``agent_confirmed``: whether the key whose signature verified is the one this vault
-        derives for that agent name.  A name is a claim inside the signed payload: any key
-        the keyring accepts could claim any agent's name, so only the derived key confirms it.
-        Unverified memories carry no agent claim at all: nothing of them is authenticated."""
+        """The list item (Entry.to_json) and, for an agent-written memory, which agent wrote it
+        (usecases.authors.written_by): ``agent_id`` the agent the memory names, and
+        ``agent_confirmed`` whether its signer is the key this vault derives for that agent."""
         j = e.to_json()
-        o = e.opened
-        uomp = o.extensions.get("uomp")
-        name = uomp.get("agent_id") if isinstance(uomp, dict) else None
-        agent = j.get("source") == "agent" and o.trust is not Trust.UNVERIFIED
-        if not agent or not (isinstance(name, str) and 0 < len(name) <= MAX_AGENT_ID and name.isprintable()):
-            name = None
-        j["agent_id"] = name
-        j["agent_confirmed"] = bool(name is not None and o.signature_verified and o.signer_key_id is not None
-                                    and o.signer_key_id == self._agent_key_id(name))
+        a = written_by(e, self.agents)
+        j["agent_id"] = a.agent_id if a is not None else None
+        j["agent_confirmed"] = a is not None and a.confirmed
         return j
 
     def _linked(self) -> tuple[str, str] | None:
@@ -206,7 +198,7 @@ class App:
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
-        self._agent_kids = {}
+        self._agents = None
         return {}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
@@ -218,13 +210,12 @@ class App:
         return listing
 
     async def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
-        listing = await self._open_all_async(include_unverified)
         # control records (UOMP session records, revocations, confirmations) are no memory:
         # not listed, searched or counted (the search and filters run on this list)
-        shown = [e for e in listing.entries if not is_control(e.opened.extensions)]
-        heads = sorted((e for e in shown if e.is_head), key=lambda e: (-(e.opened.created or 0), e.id))
+        listing = shown(await self._open_all_async(include_unverified))
+        heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
         return {"entries": [self._entry_json(e) for e in heads], "refused": len(listing.refused),
-                "conflicts": [[e.id.hex() for e in g] for g in replace(listing, entries=shown).conflicts()],
+                "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
     async def op_add(self, content: str, tags: list[str] | None = None, type: str = "semantic",
@@ -440,18 +431,14 @@ class App:
         """What the agent service published (ownmem.agent.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.agent.staging), from this device's
         store; the live sync keeps it current."""
-        from ownmem.agent import requests as agent_requests
-        from ownmem.agent import staging
-        from ownmem.agent.published import read_published
-
         listing = self._open_all()
         now = int(time.time())
         pub = read_published(listing.entries, now)
-        keys = staging.AgentKeys(self.v)
+        keys = self.agents
         by_id = {e.id: e for e in listing.entries}
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
-                           for w in staging.pending(listing.entries, keys)],
+                           for w in pending(listing.entries, keys)],
                 # the agents' forget and share requests (ownmem.agent.requests), as what each would do
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
@@ -492,80 +479,47 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
-        from ownmem.agent.published import REVOCATION, read_published
-
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
         s = live.get(session_id)
         if s is None:
             raise NotFound("no such agent session on this device")
         if s.status not in ("created", "active"):
             raise VaultError(f"that session is {s.status} already")
-        self.v.add(f"UOMP session {session_id} revoked", tags=("uomp-revocation",),
-                   extensions={REVOCATION: {"session_id": session_id, "revoked_at": int(time.time())}})
+        revoke_session(self.v, session_id)
         synced, problem, pending = self._sync_now()
         return {"session_id": session_id, "synced": synced, "problem": problem, "pending": pending}
 
-    def _staged(self, id: str) -> Any:
-        from ownmem.agent import staging
-
-        for w in staging.pending(self._open_all().entries, staging.AgentKeys(self.v)):
-            if w.entry.id.hex() == id.strip().lower():
-                return w
-        raise NotFound("that is not an agent write waiting for you")
-
-    def _request(self, id: str) -> Any:
-        """The agent request ``id`` names (its full id), or None: it may name a staged write."""
-        from ownmem.agent import requests as agent_requests
-
-        t = id.strip().lower()
-        entries = self._open_all().entries
-        r = agent_requests.find(self.v, t, entries) if len(t) == 32 else None
-        return (r, entries) if r is not None else None
-
     def op_staged_confirm(self, id: str) -> dict[str, Any]:
-        """Accept a staged agent write: the confirmation record of `ownmem staged confirm`.  Or do
-        what an agent's request asks, here, as `ownmem staged confirm` does (agent_requests.confirm):
-        the forget (erased from this device's cache too) or the share."""
-        from ownmem.agent import requests as agent_requests
-
-        asked = self._request(id)
-        if asked is not None:
-            done = agent_requests.confirm(self.v, asked[0], asked[1], self._syncer)
-            if done.erased:
-                self._erase_from_cache()
-            synced, problem, pending = self._sync_now()
-            return {"id": done.confirmation.hex(), "kind": done.request.kind, "erased": done.erased,
-                    "contract_id": done.share.contract_id.hex() if done.share else None,
-                    "synced": synced, "problem": problem, "pending": pending}
-        w = self._staged(id)
-        oid = self.v.add(f"(confirms the staged write {w.entry.id.hex()[:12]} of agent {w.agent_id})",
-                         extensions={"uomp": {"confirms": w.entry.id.hex()}})
+        """Accept a staged agent write, or do what an agent's request asks, here, as `ownmem staged
+        confirm` does (usecases.answers.confirm): a forget is erased from this device's cache too."""
+        listing = self._open_all()
+        waiting = answers.find(self.v, id, listing, whole_id=True)
+        done = answers.confirm(self.v, waiting, listing.entries, self._syncer)
+        if done.erased:
+            self._erase_from_cache()
         synced, problem, pending = self._sync_now()
-        return {"id": oid.hex(), "synced": synced, "problem": problem, "pending": pending}
+        if done.request is None:
+            return {"id": done.confirmation.hex(), "synced": synced, "problem": problem, "pending": pending}
+        return {"id": done.confirmation.hex(), "kind": done.request.kind, "erased": done.erased,
+                "contract_id": done.share.contract_id.hex() if done.share else None,
+                "synced": synced, "problem": problem, "pending": pending}
 
     def op_staged_discard(self, id: str) -> dict[str, Any]:
-        """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does."""
-        from ownmem.agent import requests as agent_requests
-
-        asked = self._request(id)
-        if asked is not None:
-            agent_requests.discard(self.v, asked[0])
-            self._erase_from_cache()
-            synced, problem, pending = self._sync_now()
-            return {"erased": 0, "synced": synced, "problem": problem, "pending": pending}
-        w = self._staged(id)
-        gone = self.v.forget(w.entry.id.hex())
+        """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does
+        (usecases.answers.discard)."""
+        waiting = answers.find(self.v, id, self._open_all(), whole_id=True)
+        gone = answers.discard(self.v, waiting)
         self._erase_from_cache()
         synced, problem, pending = self._sync_now()
-        return {"erased": len(gone), "synced": synced, "problem": problem, "pending": pending}
+        return {"erased": gone if isinstance(waiting, StagedWrite) else 0, "synced": synced, "problem": problem,
+                "pending": pending}
 
     # ------------------------------------------------------------ records import (UOMP section 12)
     def _records(self, data: Any, name: str, format: str, map: list[str] | None, sensitivity: str,
                  replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
-        """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
+        """The CLI's own parse and 12.9 check (ownmem.uomp.records, usecases.records.live_keys) over
         the file the page read -> (format, live heads by key, checked records)."""
         from ownmem.uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
-        from ownmem.cli.records import live_keys
 
         stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
         if sensitivity and stated is None:
@@ -623,7 +577,6 @@ class App:
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
         from ownmem.uomp.records import accepted
-        from ownmem.cli.records import write_records
 
         _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
         if digest != self._records_digest(checked, replace):
