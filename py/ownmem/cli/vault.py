@@ -9,21 +9,19 @@ non-zero exit; no traceback and no secret ever reaches the terminal.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from ownmem import __version__
 from ownmem.aperto.model import MemType, type_name
-from ownmem.errors import NotFound, OwnmemError, VaultError
+from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
-from ownmem.termsafe import guarded, raw, visible
+from ownmem.termsafe import raw, visible
 from ownmem.cli.common import (
-    EXIT_ERROR, EXIT_USAGE, CliError, Parser as _Parser, confidence as _confidence, folder as _folder,
+    CliError, confidence as _confidence, folder as _folder,
     passphrase as _passphrase, progress as _progress, tags as _tags, unlock as _unlock, when as _when,
 )
 from ownmem.usecases.listing import shown

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.model import MemType
 from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
+from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.agent.published import read_published
 from ownmem.usecases import answers
 from ownmem.usecases import requests as agent_requests
