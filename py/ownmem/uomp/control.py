@@ -13,6 +13,7 @@ recall, the Guard, the CLI list, the PWA) leaves the same records out.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,37 @@ class SessionRecord:
         if kind == "agent" and isinstance(d.get("agent_id"), str):
             return SessionRecord(d)
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditBatch:
+    """A batch of the UOMP audit the agent service seals for the person's other devices
+    (ownmem.agent.audit_sync documents its fields): ``doc`` as readers see it, "entries" a list
+    (version 2 carries them as one JSON text: the pure-Python CBOR codec spent more of the agent's
+    time on 1,000 small maps than the Guard did; version 1 as a CBOR array); only the owner's counts."""
+
+    doc: dict[str, Any]
+
+    def make(self) -> dict[str, object]:
+        return {AUDIT: self.doc}
+
+    @staticmethod
+    def parse(o: OpenedMemory) -> AuditBatch | None:
+        d = _owners(o, AUDIT)
+        if d is not None and d.get("v") == 2 and isinstance(d.get("entries"), str):
+            try:
+                d = {**d, "entries": json.loads(d["entries"])}
+            except (ValueError, RecursionError):
+                return None
+        try:
+            ok = (isinstance(d, dict) and d.get("v") in (1, 2) and isinstance(d.get("stream"), str)
+                  and type(d.get("seq")) is int and isinstance(d.get("entries"), list)
+                  and isinstance(d.get("sessions"), dict) and len(bytes.fromhex(d["root"])) == 32
+                  and isinstance(d.get("anchor"), str) and type(d.get("last")) is int
+                  and all(isinstance(x, dict) for x in d["entries"]))
+        except (TypeError, ValueError):
+            return None
+        return AuditBatch(d) if ok and isinstance(d, dict) else None
 
 
 KINDS = ("forget", "share")
