@@ -46,6 +46,7 @@ from ownmem.vault.store import PendingWrite, StoredObject
 from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ownmem.agent import staging
+from ownmem.agent.audit import AUDIT_INFO, AuditLog
 from ownmem.uomp.control import is_bookkeeping, is_control
 from ownmem.usecases import requests as agent_requests
 from ownmem.usecases import staged
@@ -180,8 +181,6 @@ class Operator(Tools):
 
     def _write_audit(self) -> staging.AuditSink | None:
         if self.audit is None and self.v.store.folder is not None:
-            from ownmem.agent.audit import AUDIT_INFO, AuditLog
-
             self._own_audit = AuditLog(self.v.store.folder, self.v.purpose_key(AUDIT_INFO))
             self.use_audit(self._own_audit)
         return self.audit
