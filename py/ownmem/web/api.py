@@ -332,7 +332,7 @@ class App:
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
                            for w in pending(listing.entries, keys)],
-                # the agents' forget and share requests (ownmem.agent.requests), as what each would do
+                # the agents' forget and share requests (ownmem.usecases.requests), as what each would do
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
