@@ -48,7 +48,8 @@ from ownmem.vault.vault import Entry, UnlockedVault
 
 _log = logging.getLogger("ownmem.agent")
 
-# and of saihm_forget / saihm_share when the act waits for the person (docs/decisions.md, issue 19)
+# operator extension fields of saihm_forget's and saihm_share's result when the act waits for the person
+# (as STAGED_NOTICE of saihm_remember's, ownmem.agent.operator; docs/decisions.md, issue 19)
 FORGET_STAGED = {"ownmemStaged": True,
                  "ownmemNotice": "staged: nothing is erased until the person confirms this erasure in ownmem "
                                  "(`ownmem staged` or the Agents screen); it may be discarded"}
