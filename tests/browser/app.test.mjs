@@ -2076,11 +2076,11 @@ test('21. a write this browser\'s storage refuses is shown as failed, and the ap
 
 // ------------------------------------------------------------------ issue 10 item 8: records import in the PWA
 
-// The live UOMP item of each key named, as a device of the vault reads it (records_cli.live_keys):
+// The live UOMP item of each key named, as a device of the vault reads it (usecases.records.live_keys):
 // what the records import wrote, to compare the PWA's import with the CLI's.
 const RECORD_ITEMS = `
 import json, os, sys
-from ownmem.cli.records import live_keys
+from ownmem.usecases.records import live_keys
 from ownmem.vault.vault import Vault
 v = Vault(sys.argv[1]).unlock(os.environ["PW"])
 print(json.dumps({k: {"id": e.id.hex(), "content": e.opened.content, "tags": list(e.opened.tags),

@@ -153,12 +153,13 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
     none can be confirmed, the memory each names stays; the genuine one is listed and works."""
     import os
 
-    from ownmem.agent.operator import agent_info
+    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.aperto.model import Memory
     from ownmem.crypto import run_sync
-    from ownmem.agent import requests as agent_requests
-    from ownmem.agent import staging
+    from ownmem.usecases import requests as agent_requests
+    from ownmem.usecases import authors
+    from ownmem.usecases import staged as staging
     from ownmem.vault import Vault
 
     passphrase = "agent requests: a green heron on the dock 3"
@@ -180,7 +181,7 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
     forged = {request("planner", stranger), request("ghost", ghost), request("planner", None)}
     genuine = request("planner", planner)
     entries = v.open_all(allow_unverified=True).entries
-    assert [r.id for r in agent_requests.pending(entries, staging.AgentKeys(v))] == [genuine]
+    assert [r.id for r in agent_requests.pending(entries, authors.AgentKeys(v))] == [genuine]
     v.close()
 
     env = cli_env(tmp_path, tmp_path / "v", passphrase)
@@ -264,8 +265,8 @@ def test_the_quota_decision() -> None:
 def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) -> None:
     """`ownmem staged list` and the PWA show a request as what confirming it would do; the memory's
     text may be a hostile page's: an OSC 52 clipboard write and a bidi override print inert."""
-    from ownmem.agent import requests as agent_requests
-    from ownmem.agent.requests import AgentRequest, ShareTerms
+    from ownmem.usecases import requests as agent_requests
+    from ownmem.usecases.requests import AgentRequest, ShareTerms
     from ownmem.vault import Vault
 
     v = Vault.create(tmp_path / "v", "agent requests: a red kite over the hill 9")

@@ -130,7 +130,7 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
 def _vault_with_agent_write(tmp_path: Path):
     import os
 
-    from ownmem.agent.operator import agent_info
+    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.aperto.model import Memory
     from ownmem.crypto import run_sync
@@ -152,10 +152,11 @@ def _vault_with_agent_write(tmp_path: Path):
 
 
 def test_only_the_owner_can_confirm_and_an_owner_signed_staged_flag_is_not_a_staged_write(tmp_path: Path) -> None:
-    from ownmem.agent import staging
+    from ownmem.usecases import authors
+    from ownmem.usecases import staged as staging
 
     v, agent_key, _, seal, staged = _vault_with_agent_write(tmp_path)
-    keys = staging.AgentKeys(v)
+    keys = authors.AgentKeys(v)
     [w] = staging.pending(v.open_all().entries, keys)
     assert w.agent_id == "planner" and w.entry.id == staged
     # the agent (a trusted key, not the owner) "confirms" its own write: not honoured
@@ -180,13 +181,15 @@ def test_an_agent_id_its_signer_cannot_prove_names_no_agent(tmp_path: Path) -> N
     """Another accepted key (or the agent "other"'s own) claiming to be planner: not planner's
     staged write (not offered to the person as planner's, not recalled by planner, nor by
     anyone), and not labelled "agent" in recall."""
-    from ownmem.agent.operator import agent_info, trust_label
+    from ownmem.agent.operator import trust_label
+    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.crypto import run_sync
-    from ownmem.agent import staging
+    from ownmem.usecases import authors
+    from ownmem.usecases import staged as staging
 
     v, agent_key, impostor, seal, staged = _vault_with_agent_write(tmp_path)
-    keys = staging.AgentKeys(v)
+    keys = authors.AgentKeys(v)
     other = run_sync(aperto_keys.signing_key(v.crypto, v.purpose_key(agent_info("other"))))
     v.trust_add(other.public)
     claim = {"uomp": {"source": "agent", "agent_id": "planner", "staged": True}}
@@ -198,12 +201,12 @@ def test_an_agent_id_its_signer_cannot_prove_names_no_agent(tmp_path: Path) -> N
     for oid in forged:
         e = by_id[oid]
         assert e.opened.trust.value == "trusted"         # the keyring accepts the key ...
-        assert staging.bound_agent(e, keys) is None       # ... but it is not planner's
+        assert authors.bound_agent(e, keys) is None       # ... but it is not planner's
         assert staging.staged_agent(e, keys) == staging.NO_AGENT
         for caller in ("planner", "other", None):
             assert staging.hidden_from(e, caller, frozenset(), keys)
         assert trust_label(e, keys) == "trusted"
-    assert staging.bound_agent(by_id[staged], keys) == "planner" and trust_label(by_id[staged], keys) == "agent"
+    assert authors.bound_agent(by_id[staged], keys) == "planner" and trust_label(by_id[staged], keys) == "agent"
     assert not staging.hidden_from(by_id[staged], "planner", frozenset(), keys)
     assert trust_label(by_id[plain], keys) == "trusted" and staging.staged_agent(by_id[plain], keys) is None
     # keys removed from the keyring: their memories open unverified; the key each claims still

@@ -57,11 +57,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from ownmem.uomp.control import AUDIT as AUDIT_RECORD  # noqa: F401 - the record's name, for readers of this module
+from ownmem.uomp.control import AuditBatch
 from ownmem.vault.vault import Entry
 from ownmem.agent.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
 from ownmem.agent.strangers import ACTION as STRANGER_ACTION
@@ -69,7 +70,6 @@ from ownmem.agent.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
-AUDIT_RECORD = "uomp_audit"          # one of control.CONTROL_EXTENSIONS
 RECORD_TAG = "uomp-audit"
 ANCHOR_OPERATION = "RECALL"          # read-only calls' receipts "under operator policy" (SAIHM)
 INTERVAL = 2.0                       # seconds an entry waits at most before its batch is sealed
@@ -215,41 +215,16 @@ class Batch:
         return bytes.fromhex(self.doc["root"])
 
 
-def _normal(d: Any) -> Any:
-    """A batch document as readers see it: version 2 carries its entries as one JSON text (the
-    pure-Python CBOR codec spent more of the agent's time on 1,000 small maps than the Guard
-    did), version 1 as a CBOR array; either way, "entries" a list after this."""
-    if isinstance(d, dict) and d.get("v") == 2 and isinstance(d.get("entries"), str):
-        try:
-            return {**d, "entries": json.loads(d["entries"])}
-        except (ValueError, RecursionError):
-            return None
-    return d
-
-
-def _valid(d: Any) -> bool:
-    try:
-        return (isinstance(d, dict) and d.get("v") in (1, 2) and isinstance(d.get("stream"), str)
-                and type(d.get("seq")) is int and isinstance(d.get("entries"), list)
-                and isinstance(d.get("sessions"), dict) and len(bytes.fromhex(d["root"])) == 32
-                and isinstance(d.get("anchor"), str) and type(d.get("last")) is int
-                and all(isinstance(x, dict) for x in d["entries"]))
-    except (TypeError, ValueError):
-        return False
-
-
 def read_batches(entries: Iterable[Entry]) -> list[Batch]:
     """The audit batches of a listing: only well-formed records that open as the owner's own
     (an agent's author key or the server cannot make one).  The same batch sealed twice (a
     restart between sealing and noting it) is one."""
     seen: dict[tuple[str, int, str], Batch] = {}
     for e in entries:
-        if e.opened.trust is not Trust.SELF:
+        r = AuditBatch.parse(e.opened)
+        if r is None:
             continue
-        d = _normal(e.opened.extensions.get(AUDIT_RECORD))
-        if not _valid(d):
-            continue
-        assert isinstance(d, dict)
+        d = r.doc
         b = Batch(d, e.id)
         seen.setdefault((b.key[0], b.key[1], d["root"]), b)
     return sorted(seen.values(), key=lambda b: (int(b.doc["last"]), b.key))
@@ -545,7 +520,7 @@ def seal_batch(v: Any, syncer: Any, stream: str, seq: int, entries: list[tuple[d
            "sessions": sessions, "entries": "[" + ",".join(c.decode() for _, c in entries) + "]",
            "anchor": receipt.hex()}
     with lock if lock is not None else contextlib.nullcontext():
-        return bytes(v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions={AUDIT_RECORD: doc}))
+        return bytes(v.add(f"UOMP audit batch {seq}", tags=(RECORD_TAG,), extensions=AuditBatch(doc).make()))
 
 
 def entry_doc(e: Any) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from ownmem.errors import MalformedInput, NotFound, VaultError
 from ownmem.purposes import Purpose
+from ownmem.uomp.agents import valid_agent_id  # the one agent-id rule (credentials name agents by it)
 
 FILENAME = "agent-credentials.json"
 MARKER = "agent-credentials.migrated"      # sealed: the one migration has been done
@@ -52,8 +53,6 @@ LAST_USED_EVERY = 60      # seconds: a credential's "last used" is written at mo
 MAX_HEADER = 512
 SESSION_PREFIX = "sess_saihm_"   # + the credential id: its UOMP session
 ANY_TAG = "*"                 # guard.ANY_TAG: every tag, and memories with none
-# an agent id: a credential name, or "<name>.<id>" (valid_agent_id); staging.bound_agent reads it
-AGENT_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,95}")
 MAX_SCOPE = 1000              # entries of one scope list (sessions.MAX_NAMES)
 MAX_SCOPE_NAME = 256          # characters of one tag or key (sessions.MAX_NAME)
 
@@ -109,10 +108,6 @@ class Issued:
 
 def valid_name(name: str) -> bool:
     return bool(NAME.fullmatch(name))
-
-
-def valid_agent_id(agent_id: str) -> bool:
-    return bool(AGENT_ID.fullmatch(agent_id))
 
 
 def legacy_id(digest: bytes) -> str:

@@ -40,17 +40,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ownmem.aperto.model import Trust
-from ownmem.vault.vault import SUPERSEDES, Entry
 from ownmem.agent.ticker import Ticker
+from ownmem.errors import SyncError
+from ownmem.uomp.manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
+from ownmem.uomp.control import REVOCATION, SESSION_RECORD, Revocation, SessionRecord
+from ownmem.vault.vault import SUPERSEDES, Entry
+
+__all__ = ["REVOCATION", "SESSION_RECORD", "Published", "PublishedSession", "Publisher", "attach", "read_published"]
 
 _log = logging.getLogger("ownmem.uomp")
 
-SESSION_RECORD = "uomp_session"     # one of control.CONTROL_EXTENSIONS
-REVOCATION = "uomp_revocation"      # api.REVOCATION (the agent's module, not importable in the browser)
 RECORD_TAG = "uomp-session"
 INTERVAL = 0.5
-STATUSES = ("created", "active", "closed", "revoked", "expired")
+STATUSES = SessionRecord.STATUSES
 _VOLATILE = ("published_at", "seq")  # what differs between two records of the same state
 
 
@@ -81,23 +83,13 @@ class Published:
 
 def _record(e: Entry) -> dict[str, Any] | None:
     """The record ``e`` carries, if it is a well-formed one signed by the owner."""
-    d = e.opened.extensions.get(SESSION_RECORD)
-    if e.opened.trust is not Trust.SELF or not isinstance(d, dict):
-        return None
-    kind = d.get("kind")
-    if kind == "session" and isinstance(d.get("session_id"), str) and d.get("status") in STATUSES \
-            and isinstance(d.get("expires_at"), int) and isinstance(d.get("agent_id"), str):
-        return d
-    if kind == "agent" and isinstance(d.get("agent_id"), str):
-        return d
-    return None
+    r = SessionRecord.parse(e.opened)
+    return None if r is None else r.doc
 
 
 def _revoked(e: Entry) -> str | None:
-    r = e.opened.extensions.get(REVOCATION)
-    if e.opened.trust is not Trust.SELF or not isinstance(r, dict) or not isinstance(r.get("session_id"), str):
-        return None
-    return str(r["session_id"])
+    r = Revocation.parse(e.opened)
+    return None if r is None else r.session_id
 
 
 def _order(doc: dict[str, Any]) -> tuple[int, int]:
@@ -255,8 +247,6 @@ class Publisher:
 
     def _agent_docs(self) -> list[dict[str, Any]]:
         """The registered agents' records, read again only when a manifest or the trust list changed."""
-        from ownmem.uomp.manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
-
         def stamp(p: Path) -> tuple[str, int, int]:
             try:
                 st = os.stat(p)
@@ -278,8 +268,6 @@ class Publisher:
 
     def publish_due(self) -> int:
         """Seal the queued records in order, then sync -> how many."""
-        from ownmem.errors import SyncError
-
         with self._qlock:
             todo, self._queue = self._queue, []
         if not todo:
@@ -290,7 +278,7 @@ class Publisher:
                 key = _key(d)
                 self._seq += 1
                 doc = {**d, "published_at": self.now(), "seq": self._seq}
-                ext: dict[str, object] = {SESSION_RECORD: doc}
+                ext = SessionRecord(doc).make()
                 if key in self._heads:
                     ext[SUPERSEDES] = self._heads[key]
                 self._heads[key] = op.v.add(_content(doc), tags=(RECORD_TAG,), extensions=ext)

@@ -1,25 +1,8 @@
-"""Staged agent writes (uomp-draft-00 "11.3 Sensitivity Rules", "20.4 Agent Write Restrictions",
-"22. Future Work": Milestone 2 staging).
-
-An agent's write is sealed under the agent's own author key with the payload extension
-``"uomp": {"source": "agent", "agent_id": NAME, "staged": true}``: the flag is inside what the
-agent signs, so neither the agent nor the server can take it off.  It stays staged, out of other
-agents' recall and not the person's memory, until the person
-
-* confirms it: the owner seals a confirmation record, a memory whose extension is
-  ``"uomp": {"confirms": "<object id hex>"}`` (owner-signed, so only the person can make one; the
-  agent's memory keeps its own signature and opens as trusted, never self), or
-* discards it: the staged memory is forgotten (cryptographic erasure, a FORGET receipt to the
-  server and through its feed to every device).
-
-Whose write it is comes from the key, not the payload: ``agent_id`` is a claim any key the
-keyring accepts could make, so it names an agent only when the signer is the key this vault
-derives for that name (``bound_agent``); a staged flag its signer cannot prove is held back
-from every agent and offered to nobody (``NO_AGENT``).
-
-Both travel through ordinary sync, so any device (the CLI or the PWA) can confirm or discard
-(docs/decisions.md "20.4 Agent Write Restrictions").  The decisions here are pure functions over a
-vault listing; the I/O is in the CLI (``ownmem staged``) and the agent operator.
+"""The agent service's side of staged agent writes and requests (uomp-draft-00 "11.3 Sensitivity
+Rules", "20.4 Agent Write Restrictions"): the refusal of a high-sensitivity write, and the write
+audit.  Which memory is a staged write, and the person's confirm and discard, are the use cases
+ownmem.usecases.staged, .requests and .answers (every front end shares them); whose write it is,
+ownmem.usecases.authors.
 
 Every agent write attempt is an entry of the one UOMP audit (ownmem.agent.audit: encrypted under
 the ``ownmem/v1/audit`` key, batched, anchored and synced by audit_sync, shown in the PWA), made
@@ -32,7 +15,7 @@ by ``WriteAudit`` (one place) and on disk before anything is written:
     write_confirmed  the person confirmed it (a confirmation record reached the agent service)
     write_discarded  the person discarded it (the staged memory is erased)
 
-An agent's staged forget or share request (ownmem.agent.requests) is audited the same way,
+An agent's staged forget or share request (ownmem.usecases.requests) is audited the same way,
 ``request_attempt``, ``request_staged`` (key: the request's id), ``request_refused``,
 ``request_failed``, ``request_confirmed``, ``request_discarded``; a call over its credential's
 quota (agent/quota.py) is one ``write_refused`` / ``request_refused`` entry per run of refusals.
@@ -48,21 +31,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ownmem.agent.credentials import valid_agent_id
-from ownmem.aperto import keys as aperto_keys
-from ownmem.aperto.model import Trust
-from ownmem.crypto import run_sync
+from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.errors import OwnmemError, StoreError
-from ownmem.vault.vault import Entry, UnlockedVault
-from ownmem.purposes import AGENT_AUTHOR_PREFIX, AgentAuthor
-
-if TYPE_CHECKING:
-    from ownmem.agent.audit import AuditEntry
 
 _log = logging.getLogger("ownmem.uomp")
 WRITE_AUDIT_FILE = "uomp-write-audit.jsonl"
@@ -73,120 +46,6 @@ class WriteRefused(OwnmemError):
     """An agent write UOMP forbids (a high-sensitivity item, 11.3 / 20.4)."""
 
     code = "write_refused"
-
-
-def uomp_of(e: Entry) -> dict[str, Any]:
-    u = e.opened.extensions.get("uomp")
-    return u if isinstance(u, dict) else {}
-
-
-def confirms(e: Entry) -> bytes | None:
-    """The staged object a confirmation record confirms; only the owner's records count."""
-    c = uomp_of(e).get("confirms")
-    if e.opened.trust is not Trust.SELF or not isinstance(c, str):
-        return None
-    try:
-        return bytes.fromhex(c)
-    except ValueError:
-        return None
-
-
-def is_confirmation(e: Entry) -> bool:
-    return "confirms" in uomp_of(e)
-
-
-AGENT_INFO = AGENT_AUTHOR_PREFIX
-
-
-def agent_info(agent_id: str) -> AgentAuthor:
-    """The purpose of an agent's author key: the one derivation (the operator signs with it,
-    AgentKeys and the PWA check signers against it).  ``agent_id`` is a credential's agent id
-    (credentials.Credential.agent: "<name>.<credential id>", or the bare name of an older one)."""
-    return AgentAuthor(agent_id)
-
-
-def author_key(v: UnlockedVault, agent_id: str) -> aperto_keys.SigningKey:
-    return run_sync(aperto_keys.signing_key(v.crypto, v.purpose_key(agent_info(agent_id))))
-
-
-class AgentKeys:
-    """agent_id -> the key id of that agent's author key in this vault (``author_key``), which
-    `ownmem agent` signs the agent's writes with.  Derived once per agent id."""
-
-    def __init__(self, v: UnlockedVault) -> None:
-        self._v = v
-        self._kids: dict[str, bytes] = {}
-
-    def key_id(self, agent_id: str) -> bytes:
-        kid = self._kids.get(agent_id)
-        if kid is None:
-            kid = self._kids[agent_id] = author_key(self._v, agent_id).key_id
-        return kid
-
-
-def bound_agent(e: Entry, keys: AgentKeys) -> str | None:
-    """The agent that wrote ``e``, proven by its key: the payload's ``agent_id`` claim, only when
-    the key whose signature verified is the one this vault derives for that name.  A claim by any
-    other key (an accepted third-party author, an unverified memory) names no agent."""
-    u, o = uomp_of(e), e.opened
-    name = u.get("agent_id")
-    if u.get("source") != "agent" or not isinstance(name, str) or not valid_agent_id(name):
-        return None
-    if o.trust is not Trust.TRUSTED or not o.signature_verified or o.signer_key_id is None:
-        return None
-    return name if o.signer_key_id == keys.key_id(name) else None
-
-
-# the owner of a staged write whose signer is not the agent it names: no credential can have
-# this agent id (credentials.valid_agent_id), so no agent recalls it, and nobody is asked to confirm it
-NO_AGENT = "(no agent)"
-
-
-def staged_agent(e: Entry, keys: AgentKeys) -> str | None:
-    """The agent whose staged write this is; None for anything else (the owner's own memory,
-    or an agent memory that is not flagged, i.e. written before staging).  A staged flag whose
-    agent_id its key does not match is NO_AGENT: held back from every agent.  An unverified
-    memory (its agent's key revoked since, say) is matched on the key it claims: that claim
-    only narrows who recalls it to the agent named, and it still reads as unverified."""
-    u, o = uomp_of(e), e.opened
-    if u.get("source") != "agent" or u.get("staged") is not True or o.trust is Trust.SELF:
-        return None
-    if o.trust is Trust.UNVERIFIED:
-        name = u.get("agent_id")
-        ok = isinstance(name, str) and valid_agent_id(name) and o.claimed_author_key_id == keys.key_id(name)
-        return str(name) if ok else NO_AGENT
-    return bound_agent(e, keys) or NO_AGENT
-
-
-@dataclass(frozen=True)
-class StagedWrite:
-    entry: Entry
-    agent_id: str
-
-
-def confirmed_ids(entries: Iterable[Entry]) -> frozenset[bytes]:
-    return frozenset(c for c in (confirms(e) for e in entries) if c is not None)
-
-
-def pending(entries: list[Entry], keys: AgentKeys) -> list[StagedWrite]:
-    """The staged writes still waiting for the person: flagged by a proven agent, not
-    confirmed, not superseded."""
-    done = confirmed_ids(entries)
-    out = []
-    for e in entries:
-        a = staged_agent(e, keys)
-        if a is not None and a != NO_AGENT and e.id not in done and e.is_head:
-            out.append(StagedWrite(e, a))
-    return sorted(out, key=lambda s: (s.entry.opened.created, s.entry.id))
-
-
-def hidden_from(e: Entry, caller: str | None, confirmed: frozenset[bytes], keys: AgentKeys) -> bool:
-    """Whether recall by agent ``caller`` must not see ``e``: a confirmation record (bookkeeping,
-    not memory), or another agent's staged write the person has not confirmed."""
-    if is_confirmation(e):
-        return True
-    a = staged_agent(e, keys)
-    return a is not None and e.id not in confirmed and a != caller
 
 
 def check_write(sensitivity: str | None) -> None:
@@ -202,8 +61,6 @@ class AuditSink(Protocol):
 
 def write_entry(agent_id: str, action: str, object_id: str | None, allowed: bool, reason: str,
                 now: float | None = None, session_id: str = "") -> AuditEntry:
-    from ownmem.agent.audit import AuditEntry, new_id     # not at import: this module runs in the browser too
-
     return AuditEntry(new_id(), int(time.time() if now is None else now), session_id, agent_id, action, object_id,
                       None, (), allowed, reason)
 
@@ -224,7 +81,7 @@ class WriteAudit:
     def begin(cls, log: AuditSink | None, agent_id: str, now: float | None = None, *, prefix: str = "write",
               call: str = "saihm_remember", session_id: str = "") -> WriteAudit:
         """``prefix`` "request" (with ``call`` saihm_forget / saihm_share) audits an agent's staged
-        request (ownmem.agent.requests) the same way: request_attempt, then request_staged
+        request (ownmem.usecases.requests) the same way: request_attempt, then request_staged
         (key: the request's id), request_refused or request_failed."""
         e = write_entry(agent_id, prefix + "_attempt", None, False, f"{call} called; its outcome follows", now,
                         session_id)

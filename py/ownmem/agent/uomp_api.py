@@ -60,6 +60,7 @@ from ownmem.uomp import approval, guard
 from ownmem.agent.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
 from ownmem.agent.retention import RETENTION_DAYS
 from ownmem.uomp.items import MAX_KEY, Item
+from ownmem.uomp.control import REVOCATION, Revocation
 from ownmem.usecases.items import item_of, live_items
 from ownmem.agent.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
                        duration_minutes, parse_grant)
@@ -73,7 +74,6 @@ from ownmem.uomp.tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
-REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
 # refused before the quota step: such a request does not consume the session's quota
 _UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
 
@@ -689,17 +689,10 @@ class KeyReads:
 
 
 def revocation_of(e: Any) -> str | None:
-    """The session id an owner-signed revocation record names, or None.  Only a memory that
-    opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
-    that carries it, or an agent writing memories, cannot forge one."""
-    from ownmem.aperto.model import Trust
-
-    o = e.opened
-    rec = o.extensions.get(REVOCATION)
-    if o.trust is not Trust.SELF or not isinstance(rec, dict) or not isinstance(rec.get("session_id"), str):
-        return None
-    sid: str = rec["session_id"]
-    return sid
+    """The session id an owner-signed revocation record names, or None (control.Revocation.parse:
+    the blind server that carries it, or an agent writing memories, cannot forge one)."""
+    r = Revocation.parse(e.opened)
+    return None if r is None else r.session_id
 
 
 def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
@@ -764,4 +757,4 @@ async def _store_error(r: HttpRequest, e: Exception) -> Response:
     return error(503, "STORE_UNAVAILABLE", "the session store or the audit log is unavailable")
 
 
-__all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "TokenExpired"]
+__all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "REVOCATION", "TokenExpired"]

@@ -1,5 +1,6 @@
 """`ownmem records import FILE [--replace] [--format csv|json] [--map SRC=FIELD]... [--sensitivity LEVEL]`
-(uomp-draft-00 "12. Memory Import Format"; the pure parts are ownmem.uomp.records).
+(uomp-draft-00 "12. Memory Import Format"; the pure parts are ownmem.uomp.records, the vault
+side ownmem.usecases.records).
 
 12.8: a record without a sensitivity takes the one the person states with ``--sensitivity``
 (announced, with the count); on a terminal without it the person is asked; with neither the
@@ -9,40 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from ownmem.cli.common import unlock as _unlock
-from ownmem.aperto.model import Memory
-from ownmem.vault.vault import DEFAULT_SCOPE, SUPERSEDES, TOOL, Entry, Listing, UnlockedVault
-from ownmem.uomp.records import SENSITIVITIES, Record, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
-
-
-def live_keys(v: UnlockedVault, listing: Listing | None = None) -> dict[str, Entry]:
-    """The live head of each UOMP key in the vault (``listing``: one already opened, as the PWA's
-    worker holds it with its verified cache)."""
-    out: dict[str, Entry] = {}
-    for e in (listing or v.open_all()).heads():
-        u = e.opened.extensions.get("uomp")
-        if isinstance(u, dict) and isinstance(u.get("key"), str):
-            out[u["key"]] = e
-    return out
-
-
-def write_records(v: UnlockedVault, records: list[Record], heads: dict[str, Entry], *,
-                  now: int | None = None) -> list[bytes]:
-    at = int(time.time()) if now is None else now
-    scope = v.scope(DEFAULT_SCOPE)
-    out = []
-    for r in records:
-        exts: dict[str, object] = {"uomp": r.extension()}
-        old = heads.get(r.key)
-        if old is not None:
-            exts[SUPERSEDES] = old.id          # --replace: the new version supersedes the live head
-        m = Memory(content=r.content(), mem_type=2, confidence=1.0, tags=r.tags, created=at, tool=TOOL,
-                   extensions=exts)
-        out.append(v._seal_into(m, scope).object_id)
-    return out
+from ownmem.uomp.records import SENSITIVITIES, Sensitivity, format_of, missing_sensitivity, parse, parse_map, validate
+from ownmem.usecases.records import live_keys, write_records
 
 
 def _ask_sensitivity(count: int) -> Sensitivity | None:
@@ -56,9 +28,6 @@ def _ask_sensitivity(count: int) -> Sensitivity | None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    # imported here, not at the top: the PWA's worker imports this module under Pyodide, which
-    # has none of what ownmem.cli needs (zxcvbn)
-
     fmt = format_of(args.file, args.format)
     with open(args.file, "rb") as f:
         data = f.read()

@@ -25,6 +25,7 @@ unlocks the vault here, and each request carries an approval made with its purpo
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -37,12 +38,19 @@ from typing import Any
 import httpx
 
 from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock
-from ownmem.errors import MalformedInput, ServiceDown, VaultError
+from ownmem.errors import MalformedInput, ServiceDown, SyncError, VaultError
+from ownmem.scrub import forget_passphrase_env
 from ownmem.termsafe import raw, visible
+from ownmem.agent.audit import AUDIT_INFO, read_on_disk
 from ownmem.agent.audit import DB_NAME as AUDIT_DB
+from ownmem.agent.audit_sync import audit_view, log_anchor_check, log_newer_anchors, prune_batches
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
 from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
+from ownmem.uomp.manifest import did_key_public, load_manifest, retention_level
+from ownmem.usecases.sessions import revoke_session
+from ownmem.vault import Vault
+from ownmem.vault.sync import Syncer, syncer_for
 
 DEFAULT_PORT = 9374
 
@@ -54,8 +62,6 @@ def _base(args: argparse.Namespace) -> str:
 def person_key(args: argparse.Namespace) -> bytes:
     """The approval key (approval.APPROVAL_INFO): the person's proof, from the vault unlocked
     with the passphrase (prompt or OWNMEM_PASSPHRASE) or, with --keyring, the OS keyring entry."""
-    from ownmem.vault import Vault
-
     vault = Vault(_folder(args))
     if not vault.exists():
         raise VaultError(f"no vault at {vault.folder} (create one with `ownmem init`)")
@@ -92,10 +98,6 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *
 
 def _identity_key(m: Any) -> str | None:
     """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
-    import base64
-
-    from ownmem.uomp.manifest import did_key_public
-
     did = m.identity.did if m.identity is not None else None
     if not did or not did.startswith("did:key:"):
         return None
@@ -106,8 +108,6 @@ def _identity_key(m: Any) -> str | None:
 
 
 def _authorize(args: argparse.Namespace) -> dict[str, Any]:
-    from ownmem.uomp.manifest import load_manifest, retention_level
-
     m = load_manifest(args.manifest)          # schema-validated, one problem per line when refused
     read = m.requested_scopes.read
     grant = args.grant if args.grant is not None else list(read.tags if read else ())
@@ -180,8 +180,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _authorize(args)
     # the child must not find the passphrase in /proc/<this process>/environ either (scrub.py);
     # nothing after the grant needs it (the revocation takes the admin file)
-    from ownmem.scrub import forget_passphrase_env
-
     if not forget_passphrase_env():
         print("warning: OWNMEM_PASSPHRASE could not be wiped from this process's /proc environ: the agent "
               "may read it there (prefer the prompt or --keyring)", file=sys.stderr)
@@ -218,13 +216,9 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         print(f"revoked {args.session}")
         return 0
     # another device: an owner-signed revocation record, carried by the sync server
-    from ownmem.vault.sync import syncer_for
-    from ownmem.agent.uomp_api import REVOCATION
-
     v = _unlock(args)
     try:
-        v.add(f"UOMP session {args.session} revoked", tags=("uomp-revocation",),
-              extensions={REVOCATION: {"session_id": args.session, "revoked_at": int(time.time())}})
+        revoke_session(v, args.session)
         syncer_for(v).sync_once()
     finally:
         v.close()
@@ -235,10 +229,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Another device (no agent service here): the batches synced to this vault, each checked
     against its anchor in the public log (ownmem.agent.audit_sync); problems go to stderr."""
-    from ownmem.errors import SyncError
-    from ownmem.vault.sync import Syncer, syncer_for
-    from ownmem.agent.audit_sync import audit_view, log_anchor_check, log_newer_anchors
-
     v = _unlock(args)
     try:
         check, newer = None, None
@@ -285,8 +275,6 @@ def _audit_on_disk(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The agent's machine with its service down (stopped, or killed before it ingested its
     journal): the log read from disk, journal included, opened for reading only (a service that
     runs after all, on another port, keeps writing it undisturbed)."""
-    from ownmem.agent.audit import AUDIT_INFO, read_on_disk
-
     v = _unlock(args)
     try:
         key = v.purpose_key(AUDIT_INFO)
@@ -336,9 +324,6 @@ def _prune(args: argparse.Namespace, before: int) -> tuple[int, int]:
         except ServiceDown as e:
             raise ServiceDown(f"{e}: nothing pruned (start it, or give its --port)") from None
         return int(got["pruned"]), int(got["forgotten"])
-    from ownmem.vault.sync import Syncer, syncer_for
-    from ownmem.agent.audit_sync import prune_batches
-
     v = _unlock(args)
     try:
         return 0, prune_batches(v, syncer_for(v) if Syncer.linked(v.store) is not None else None, before)

@@ -1,6 +1,7 @@
 """`ownmem staged list [--json] | confirm ID | discard ID`: the person's side of staged agent writes
-(ownmem.agent.staging; uomp-draft-00 "20.4 Agent Write Restrictions") and of the agents' staged
-forget and share requests (ownmem.agent.requests; issue 19).
+(ownmem.usecases.staged; uomp-draft-00 "20.4 Agent Write Restrictions") and of the agents' staged
+forget and share requests (ownmem.usecases.requests; issue 19); what confirm and discard do is
+ownmem.usecases.answers, shared with the PWA.
 
 A write: confirm seals an owner-signed confirmation record; discard forgets the staged memory.
 A request: confirm does what it asks here (the forget, or the share through vault/sharing.py)
@@ -14,27 +15,19 @@ import json
 from typing import Any
 
 from ownmem.cli.common import unlock as _unlock, when as _when
-from ownmem.errors import NotFound
 from ownmem.termsafe import visible
-from ownmem.vault.vault import UnlockedVault
-from ownmem.agent import requests as agent_requests
-from ownmem.agent import staging
-
-
-def _find(v: UnlockedVault, ident: str) -> staging.StagedWrite:
-    listing = v.open_all(allow_unverified=True)
-    e = v.resolve(ident, listing)
-    for s in staging.pending(listing.entries, staging.AgentKeys(v)):
-        if s.entry.id == e.id:
-            return s
-    raise NotFound(f"{e.id.hex()[:12]} is not a staged agent write or request waiting for you")
+from ownmem.usecases import answers
+from ownmem.usecases import requests as agent_requests
+from ownmem.usecases.authors import AgentKeys
+from ownmem.usecases.staged import StagedWrite, pending
+from ownmem.vault.sync import syncer_for
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     v = _unlock(args)
     entries = v.open_all(allow_unverified=True).entries
-    keys = staging.AgentKeys(v)
-    items = staging.pending(entries, keys)
+    keys = AgentKeys(v)
+    items = pending(entries, keys)
     asks = agent_requests.pending(entries, keys)
     by_id = {e.id: e for e in entries}
     if args.json:
@@ -55,37 +48,29 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_confirm(args: argparse.Namespace) -> int:
     v = _unlock(args)
-    entries = v.open_all(allow_unverified=True).entries
-    r = agent_requests.find(v, args.id, entries)
-    if r is not None:
-        from ownmem.vault.sync import syncer_for
-
-        done = agent_requests.confirm(v, r, entries, lambda: syncer_for(v))
-        if done.share is not None:
-            print(f"confirmed {r.id.hex()[:12]} ({r.agent_id}): shared as contract {done.share.contract_id.hex()}, "
-                  "offered to each grantee; run `ownmem sync` to tell your other devices")
-        else:
-            print(f"confirmed {r.id.hex()[:12]} ({r.agent_id}): erased {done.erased} object(s) here; "
-                  "run `ownmem sync` to erase them everywhere")
-        return 0
-    s = _find(v, args.id)
-    v.add(f"(confirms the staged write {s.entry.id.hex()[:12]} of agent {s.agent_id})",
-          extensions={"uomp": {"confirms": s.entry.id.hex()}})
-    print(f"confirmed {s.entry.id.hex()[:12]} ({s.agent_id}); run `ownmem sync` to tell your other devices")
+    listing = v.open_all(allow_unverified=True)
+    w = answers.find(v, args.id, listing)
+    done = answers.confirm(v, w, listing.entries, lambda: syncer_for(v))
+    if isinstance(w, StagedWrite):
+        print(f"confirmed {w.entry.id.hex()[:12]} ({w.agent_id}); run `ownmem sync` to tell your other devices")
+    elif done.share is not None:
+        print(f"confirmed {w.id.hex()[:12]} ({w.agent_id}): shared as contract {done.share.contract_id.hex()}, "
+              "offered to each grantee; run `ownmem sync` to tell your other devices")
+    else:
+        print(f"confirmed {w.id.hex()[:12]} ({w.agent_id}): erased {done.erased} object(s) here; "
+              "run `ownmem sync` to erase them everywhere")
     return 0
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
     v = _unlock(args)
-    r = agent_requests.find(v, args.id, v.open_all(allow_unverified=True).entries)
-    if r is not None:
-        agent_requests.discard(v, r)
-        print(f"discarded the {r.kind} request {r.id.hex()[:12]} ({r.agent_id}): nothing was done; "
+    w = answers.find(v, args.id, v.open_all(allow_unverified=True))
+    answers.discard(v, w)
+    if isinstance(w, StagedWrite):
+        print(f"discarded {w.entry.id.hex()[:12]} ({w.agent_id}); run `ownmem sync` to erase it everywhere")
+    else:
+        print(f"discarded the {w.kind} request {w.id.hex()[:12]} ({w.agent_id}): nothing was done; "
               "run `ownmem sync` to drop it everywhere")
-        return 0
-    s = _find(v, args.id)
-    v.forget(s.entry.id.hex())
-    print(f"discarded {s.entry.id.hex()[:12]} ({s.agent_id}); run `ownmem sync` to erase it everywhere")
     return 0
 
 

@@ -9,29 +9,27 @@ non-zero exit; no traceback and no secret ever reaches the terminal.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
-from ownmem import __version__
 from ownmem.aperto.model import MemType, type_name
-from ownmem.errors import NotFound, OwnmemError, VaultError
+from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
-from ownmem.termsafe import guarded, raw, visible
+from ownmem.termsafe import raw, visible
 from ownmem.cli.common import (
-    EXIT_ERROR, EXIT_USAGE, CliError, Parser as _Parser, confidence as _confidence, folder as _folder,
+    CliError, confidence as _confidence, folder as _folder,
     passphrase as _passphrase, progress as _progress, tags as _tags, unlock as _unlock, when as _when,
 )
+from ownmem.usecases.listing import shown
+from ownmem.vault.sync import SyncReport, link, login_new_device, syncer_for
 from ownmem.vault import (
-    DEFAULT_SCOPE, Entry, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
+    DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
 )
 
-if TYPE_CHECKING:
-    from ownmem.vault.sync import SyncReport
 
 def _line(e: Entry) -> str:
     o = e.opened
@@ -74,14 +72,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listing(v: UnlockedVault, args: argparse.Namespace) -> Any:
-    from dataclasses import replace
-
-    from ownmem.uomp.control import is_control
-
-    listing = v.open_all(allow_unverified=args.include_unverified)
+def _listing(v: UnlockedVault, args: argparse.Namespace) -> Listing:
     # control records (session revocations and records, confirmations) are bookkeeping, no memory
-    listing = replace(listing, entries=[e for e in listing.entries if not is_control(e.opened.extensions)])
+    listing = shown(v.open_all(allow_unverified=args.include_unverified))
     if listing.refused:
         print(f"note: {len(listing.refused)} object(s) excluded: they could not be authenticated "
               f"(see `ownmem list --refused`)", file=sys.stderr)
@@ -267,8 +260,6 @@ def cmd_scope(args: argparse.Namespace) -> int:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    from ownmem.vault.sync import link, login_new_device
-
     folder = _folder(args)
     if Vault(folder).exists():
         v = Vault(folder).unlock(_passphrase())
@@ -281,7 +272,7 @@ def cmd_login(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(r: "SyncReport") -> str:
+def _report(r: SyncReport) -> str:
     parts = [f"pushed {r.pushed}", f"pulled {r.pulled}"]
     if r.erased_remote or r.erased_here:
         parts.append(f"erased {r.erased_remote} on the server, {r.erased_here} here")
@@ -294,8 +285,6 @@ def _report(r: "SyncReport") -> str:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from ownmem.vault.sync import syncer_for
-
     v = _unlock(args)
     s = syncer_for(v)
     if not args.watch:
@@ -314,7 +303,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from ownmem.mcp.server import main as serve_mcp   # the keyless SAIHM client: it opens no vault
+    # start-up time: the MCP SDK (the keyless SAIHM client, which opens no vault) loads for `ownmem mcp` only
+    from ownmem.mcp.server import main as serve_mcp
 
     # stdout is the MCP host's JSON-RPC channel, no terminal: the SDK writes its bytes (.buffer),
     # and JSON escapes every control character itself

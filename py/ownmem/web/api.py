@@ -16,67 +16,41 @@ import functools
 import inspect
 import json
 import time
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ownmem.aperto.container import parse_container
-from ownmem.aperto.model import MemType, Trust
-from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
+from ownmem.aperto.model import MemType
+from ownmem.crypto import provider, run_sync, set_provider
+from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError
+from ownmem.uomp.records import (RecordsRefused, accepted, field_names, format_of, missing_sensitivity, parse_map,
+                                 target_of)
+from ownmem import syncwire as wire
+from ownmem.agent.published import read_published
+from ownmem.usecases import answers
+from ownmem.usecases import requests as agent_requests
+from ownmem.usecases.authors import AgentKeys, written_by
+from ownmem.usecases.listing import shown
+from ownmem.usecases.records import write_records
+from ownmem.usecases.sessions import revoke_session
+from ownmem.usecases.staged import StagedWrite, pending
+from ownmem.vault import sharing
+from ownmem.vault.logwatch import log_status
+from ownmem.vault.sync import Syncer, adopt_from_server_async, link
 from ownmem.vault.transfer import export_bytes, import_bytes
-from ownmem.uomp.control import is_control
-from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
-                           unlock_store_async)
+from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, unlock_store_async
+from ownmem.web import history
+from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
+from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
+from ownmem.web.records import checked_file, records_digest
+from ownmem.web.remote import FetchRemote
+from ownmem.web.shares import share_json, shared_json
 from ownmem.web.store import IdbStore
-from ownmem.purposes import Purpose
 
-if TYPE_CHECKING:
-    from ownmem.uomp.records import Checked
+__all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: ownmem.web.cache
 
-CACHE_INFO = Purpose.DEVICE_CACHE
-CACHE_KEY = "verified-v1"
-# An agent's author key: agent/staging.py author_key (the one derivation), which `ownmem agent`
-# signs that agent's memories with and the keyring accepts (trust_add).  An agent id is a
-# credential's "<name>.<id>" (agent/credentials.py), or a bare name of an older credential.
-MAX_AGENT_ID = 96
-MAX_VERSIONS = 1000          # versions of one memory whose receipts are looked up
 PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
 MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
 RECORDS_CHUNK = 25           # records sealed between two progress events
-
-
-@dataclass
-class DeviceCache:
-    """Verified plaintext for this device, sealed under the device-cache key in IndexedDB."""
-
-    entries: dict[bytes, tuple[bytes, bytes, bytes]] = field(default_factory=dict)  # oid -> (digest, payload, pub)
-    dirty: bool = False
-
-    def get(self, oid: bytes, sealed: bytes) -> tuple[bytes, bytes] | None:
-        hit = self.entries.get(oid)
-        if hit is None or hit[0] != _digest(sealed):
-            return None
-        return hit[1], hit[2]
-
-    def put(self, oid: bytes, sealed: bytes, payload: bytes, signer_pub: bytes) -> None:
-        self.entries[oid] = (_digest(sealed), payload, signer_pub)
-        self.dirty = True
-
-    def keep_only(self, live: set[bytes]) -> int:
-        """Drop every entry whose object the store no longer holds (forgotten here, or erased
-        through a sync) -> how many went."""
-        gone = [oid for oid in self.entries if oid not in live]
-        for oid in gone:
-            del self.entries[oid]
-        if gone:
-            self.dirty = True
-        return len(gone)
-
-
-def _digest(b: bytes) -> bytes:
-    from ownmem.crypto import sha256
-
-    return sha256(b)[:16]
 
 
 class App:
@@ -91,7 +65,7 @@ class App:
         self.cache = DeviceCache()
         self.syncer: Any = None
         self.last_sync: int | None = None
-        self._agent_kids: dict[str, bytes] = {}   # agent name -> its derived author key id
+        self._agents: AgentKeys | None = None      # agent id -> its derived author key id, per unlock
         self._anchors_checked: set[str] = set()   # audit anchors proven in the log (op_audit)
 
     # ------------------------------------------------------------ helpers
@@ -102,20 +76,8 @@ class App:
         return self.vault
 
     async def _load_cache(self) -> None:
-        from pyodide.ffi import jsnull
-
-        blob = run_sync(self.js.idb_get("cache", CACHE_KEY))
         self.cache = DeviceCache()
-        if blob is None or blob is jsnull:   # no record yet: JS null arrives as jsnull, not None
-            return
-        raw = bytes(blob.to_bytes())
-        try:
-            key = await self.v.purpose_key_async(CACHE_INFO)
-            plain = await self.v.crypto.aes_gcm_decrypt(key, raw[:12], raw[12:], CACHE_KEY.encode())
-            m = cbor.decode(plain)
-            self.cache.entries = {k: (v[0], v[1], v[2]) for k, v in m.items()}
-        except (OwnmemError, KeyError, TypeError, IndexError):
-            self.cache = DeviceCache(dirty=True)   # unreadable: rebuilt by the next listing
+        self.cache = await load_cache(self.js, self.v)
 
     def _erase_from_cache(self) -> None:
         """Erasure reaches the plaintext cache at once (DESIGN.md "Browser specifics"; issue 9
@@ -129,49 +91,26 @@ class App:
         run_sync(self._save_cache_async())
 
     async def _save_cache_async(self) -> None:
-        if not self.cache.dirty:
-            return
-        live = self.store.object_ids()
-        plain = cbor.encode({k: list(v) for k, v in self.cache.entries.items() if k in live})
-        nonce = random_bytes(12)
-        key = await self.v.purpose_key_async(CACHE_INFO)
-        ct = await self.v.crypto.aes_gcm_encrypt(key, nonce, plain, CACHE_KEY.encode())
-        from pyodide.ffi import to_js
-
-        run_sync(self.js.idb_put("cache", CACHE_KEY, to_js(nonce + ct)))
-        self.cache.dirty = False
+        await save_cache(self.js, self.v, self.cache, self.store.object_ids())
 
     # ------------------------------------------------------------ entries
-    def _agent_key_id(self, name: str) -> bytes:
-        kid = self._agent_kids.get(name)
-        if kid is None:
-            from ownmem.agent.staging import author_key
-
-            kid = self._agent_kids[name] = author_key(self.v, name).key_id
-        return kid
+    @property
+    def agents(self) -> AgentKeys:
+        if self._agents is None:
+            self._agents = AgentKeys(self.v)
+        return self._agents
 
     def _entry_json(self, e: Entry) -> dict[str, Any]:
-        """The list item (Entry.to_json) and, for an agent-written memory, which agent wrote it:
-        ``agent_id`` (payload extension "uomp" "agent_id", when it is a usable name) and
-        ``agent_confirmed``: whether the key whose signature verified is the one this vault
-        derives for that agent name.  A name is a claim inside the signed payload: any key
-        the keyring accepts could claim any agent's name, so only the derived key confirms it.
-        Unverified memories carry no agent claim at all: nothing of them is authenticated."""
+        """The list item (Entry.to_json) and, for an agent-written memory, which agent wrote it
+        (usecases.authors.written_by): ``agent_id`` the agent the memory names, and
+        ``agent_confirmed`` whether its signer is the key this vault derives for that agent."""
         j = e.to_json()
-        o = e.opened
-        uomp = o.extensions.get("uomp")
-        name = uomp.get("agent_id") if isinstance(uomp, dict) else None
-        agent = j.get("source") == "agent" and o.trust is not Trust.UNVERIFIED
-        if not agent or not (isinstance(name, str) and 0 < len(name) <= MAX_AGENT_ID and name.isprintable()):
-            name = None
-        j["agent_id"] = name
-        j["agent_confirmed"] = bool(name is not None and o.signature_verified and o.signer_key_id is not None
-                                    and o.signer_key_id == self._agent_key_id(name))
+        a = written_by(e, self.agents)
+        j["agent_id"] = a.agent_id if a is not None else None
+        j["agent_confirmed"] = a is not None and a.confirmed
         return j
 
     def _linked(self) -> tuple[str, str] | None:
-        from ownmem.vault.sync import Syncer
-
         return Syncer.linked(self.store)
 
     # ------------------------------------------------------------ operations
@@ -207,7 +146,7 @@ class App:
         self.vault = None
         self.cache = DeviceCache()
         self.syncer = None
-        self._agent_kids = {}
+        self._agents = None
         return {}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
@@ -219,13 +158,12 @@ class App:
         return listing
 
     async def op_list(self, include_unverified: bool = False) -> dict[str, Any]:
-        listing = await self._open_all_async(include_unverified)
         # control records (UOMP session records, revocations, confirmations) are no memory:
         # not listed, searched or counted (the search and filters run on this list)
-        shown = [e for e in listing.entries if not is_control(e.opened.extensions)]
-        heads = sorted((e for e in shown if e.is_head), key=lambda e: (-(e.opened.created or 0), e.id))
+        listing = shown(await self._open_all_async(include_unverified))
+        heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
         return {"entries": [self._entry_json(e) for e in heads], "refused": len(listing.refused),
-                "conflicts": [[e.id.hex() for e in g] for g in replace(listing, entries=shown).conflicts()],
+                "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
     async def op_add(self, content: str, tags: list[str] | None = None, type: str = "semantic",
@@ -278,9 +216,6 @@ class App:
 
     # ------------------------------------------------------------ sync
     def _syncer(self) -> Any:
-        from ownmem.vault.sync import Syncer
-        from ownmem.web.remote import FetchRemote
-
         if self.syncer is None:
             linked = self._linked()
             if linked is None:
@@ -289,18 +224,12 @@ class App:
         return self.syncer
 
     def op_link(self, server: str, name: str) -> dict[str, Any]:
-        from ownmem.vault.sync import Syncer, link
-        from ownmem.web.remote import FetchRemote
-
         remote = FetchRemote(server, name)
         link(self.v, server, name, remote=remote)
         self.syncer = Syncer(self.v, remote)
         return {}
 
     async def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
-        from ownmem.vault.sync import adopt_from_server_async
-        from ownmem.web.remote import FetchRemote
-
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
         self.syncer = await adopt_from_server_async(self.store, FetchRemote(server, name), passphrase, provider(),
@@ -331,47 +260,13 @@ class App:
                 "count": self.store.count()}
 
     # ------------------------------------------------------------ the public log
-    def _versions(self, head: bytes) -> list[bytes]:
-        """``head`` and every version it replaced (``supersedes``, ``merges``), following only
-        the links the list honours (vault.link_honoured): a stranger's edit cannot pull the
-        owner's versions, and their receipts, under its own memory."""
-        scopes = {s.scope_id: s for s in self.v.scopes().values()}
-        keyring = self.v.keyring()
-        opened: dict[bytes, Entry | None] = {}
-
-        def open_one(oid: bytes) -> Entry | None:
-            if oid not in opened:
-                row = self.store.get_object(oid)
-                try:
-                    opened[oid] = None if row is None else self.v.open_stored(row, scopes, keyring,
-                                                                               allow_unverified=True)
-                except OwnmemError:
-                    opened[oid] = None
-            return opened[oid]
-
-        first = open_one(head)
-        if first is None:
-            raise NotFound(f"no memory with id {head.hex()}")
-        out, stack = [head], [first]
-        while stack and len(out) < MAX_VERSIONS:
-            e = stack.pop()
-            for parent in ([e.supersedes] if e.supersedes else []) + list(e.merges):
-                p = None if parent in out else open_one(parent)
-                if p is not None and link_honoured(e.opened, p.opened) is None:
-                    out.append(parent)
-                    stack.append(p)
-        return out
-
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
-        from ownmem import syncwire as wire
-        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
-
         oid = bytes.fromhex(id)
         if len(oid) != 16:
             raise MalformedInput("a memory id is 32 hex digits")
-        versions = self._versions(oid)
+        versions = history.versions(self.v, oid)
         cells = self.store.cell_ids_of(versions)
         found: list[ReceiptView] = []
         truncated = False
@@ -392,8 +287,6 @@ class App:
 
     def op_log(self) -> dict[str, Any]:
         """The public log as this device last verified it (vault.logwatch.log_status)."""
-        from ownmem.vault.logwatch import log_status
-
         st = log_status(self.store)
         return {"status": None if st is None else {
             "origin": st.origin, "size": st.size, "root_hash": st.root_hash, "checked_at": st.checked_at,
@@ -402,10 +295,7 @@ class App:
     # ------------------------------------------------------------ sharing between people
     def op_shares(self) -> dict[str, Any]:
         """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
-        from ownmem.vault.sharing import offers
-        from ownmem.web.shares import share_json
-
-        got = offers(self._syncer())
+        got = sharing.offers(self._syncer())
         return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
                 "received": [share_json(x, got.sharers, self.store) for x in got.received],
                 "refused": list(got.refused), "more": got.more, "holder_id": self.v.holder().holder_id.hex()}
@@ -413,27 +303,20 @@ class App:
     def op_shared(self) -> dict[str, Any]:
         """The memories of every active contract offered to this vault and accepted, fetched
         and checked now (vault.sharing.received); nothing of them is stored here."""
-        from ownmem.vault.sharing import received
-        from ownmem.web.shares import shared_json
-
-        got = received(self._syncer())
+        got = sharing.received(self._syncer())
         return {"memories": [shared_json(m) for m in got.memories],
                 "refused": [[cell.hex(), why] for cell, why in got.refused]}
 
     def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
         """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
-        from ownmem.vault import sharing
-
-        answers = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
-        if action not in answers:
+        acts = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
+        if action not in acts:
             raise MalformedInput("a share is answered with accept, decline or withdraw")
-        return {"state": answers[action](self._syncer(), _contract_id(id))}
+        return {"state": acts[action](self._syncer(), _contract_id(id))}
 
     def op_share_revoke(self, id: str) -> dict[str, Any]:
         """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
-        from ownmem.vault.sharing import revoke
-
-        r = revoke(self._syncer(), _contract_id(id))
+        r = sharing.revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
 
     # ------------------------------------------------------------ agents (UOMP, on `ownmem agent`)
@@ -441,19 +324,15 @@ class App:
         """What the agent service published (ownmem.agent.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.agent.staging), from this device's
         store; the live sync keeps it current."""
-        from ownmem.agent import requests as agent_requests
-        from ownmem.agent import staging
-        from ownmem.agent.published import read_published
-
         listing = self._open_all()
         now = int(time.time())
         pub = read_published(listing.entries, now)
-        keys = staging.AgentKeys(self.v)
+        keys = self.agents
         by_id = {e.id: e for e in listing.entries}
         return {"sessions": [s.to_json() for s in pub.sessions], "agents": pub.agents, "now": now,
                 "staged": [{**self._entry_json(w.entry), "agent_id": w.agent_id}
-                           for w in staging.pending(listing.entries, keys)],
-                # the agents' forget and share requests (ownmem.agent.requests), as what each would do
+                           for w in pending(listing.entries, keys)],
+                # the agents' forget and share requests (ownmem.usecases.requests), as what each would do
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
@@ -461,6 +340,8 @@ class App:
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
+        # loaded when the page asks: its reader imports the agent service's audit module and the
+        # cryptography package it seals with, which the rest of the worker never needs
         from ownmem.agent.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
@@ -482,8 +363,6 @@ class App:
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);
         offline, the change waits in the outbox."""
-        from ownmem.errors import SyncError
-
         try:
             return True, None, int(self.op_sync()["pending"])
         except SyncError as e:
@@ -493,113 +372,52 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
-        from ownmem.agent.published import REVOCATION, read_published
-
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
         s = live.get(session_id)
         if s is None:
             raise NotFound("no such agent session on this device")
         if s.status not in ("created", "active"):
             raise VaultError(f"that session is {s.status} already")
-        self.v.add(f"UOMP session {session_id} revoked", tags=("uomp-revocation",),
-                   extensions={REVOCATION: {"session_id": session_id, "revoked_at": int(time.time())}})
+        revoke_session(self.v, session_id)
         synced, problem, pending = self._sync_now()
         return {"session_id": session_id, "synced": synced, "problem": problem, "pending": pending}
 
-    def _staged(self, id: str) -> Any:
-        from ownmem.agent import staging
-
-        for w in staging.pending(self._open_all().entries, staging.AgentKeys(self.v)):
-            if w.entry.id.hex() == id.strip().lower():
-                return w
-        raise NotFound("that is not an agent write waiting for you")
-
-    def _request(self, id: str) -> Any:
-        """The agent request ``id`` names (its full id), or None: it may name a staged write."""
-        from ownmem.agent import requests as agent_requests
-
-        t = id.strip().lower()
-        entries = self._open_all().entries
-        r = agent_requests.find(self.v, t, entries) if len(t) == 32 else None
-        return (r, entries) if r is not None else None
-
     def op_staged_confirm(self, id: str) -> dict[str, Any]:
-        """Accept a staged agent write: the confirmation record of `ownmem staged confirm`.  Or do
-        what an agent's request asks, here, as `ownmem staged confirm` does (agent_requests.confirm):
-        the forget (erased from this device's cache too) or the share."""
-        from ownmem.agent import requests as agent_requests
-
-        asked = self._request(id)
-        if asked is not None:
-            done = agent_requests.confirm(self.v, asked[0], asked[1], self._syncer)
-            if done.erased:
-                self._erase_from_cache()
-            synced, problem, pending = self._sync_now()
-            return {"id": done.confirmation.hex(), "kind": done.request.kind, "erased": done.erased,
-                    "contract_id": done.share.contract_id.hex() if done.share else None,
-                    "synced": synced, "problem": problem, "pending": pending}
-        w = self._staged(id)
-        oid = self.v.add(f"(confirms the staged write {w.entry.id.hex()[:12]} of agent {w.agent_id})",
-                         extensions={"uomp": {"confirms": w.entry.id.hex()}})
+        """Accept a staged agent write, or do what an agent's request asks, here, as `ownmem staged
+        confirm` does (usecases.answers.confirm): a forget is erased from this device's cache too."""
+        listing = self._open_all()
+        waiting = answers.find(self.v, id, listing, whole_id=True)
+        done = answers.confirm(self.v, waiting, listing.entries, self._syncer)
+        if done.erased:
+            self._erase_from_cache()
         synced, problem, pending = self._sync_now()
-        return {"id": oid.hex(), "synced": synced, "problem": problem, "pending": pending}
+        if done.request is None:
+            return {"id": done.confirmation.hex(), "synced": synced, "problem": problem, "pending": pending}
+        return {"id": done.confirmation.hex(), "kind": done.request.kind, "erased": done.erased,
+                "contract_id": done.share.contract_id.hex() if done.share else None,
+                "synced": synced, "problem": problem, "pending": pending}
 
     def op_staged_discard(self, id: str) -> dict[str, Any]:
-        """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does."""
-        from ownmem.agent import requests as agent_requests
-
-        asked = self._request(id)
-        if asked is not None:
-            agent_requests.discard(self.v, asked[0])
-            self._erase_from_cache()
-            synced, problem, pending = self._sync_now()
-            return {"erased": 0, "synced": synced, "problem": problem, "pending": pending}
-        w = self._staged(id)
-        gone = self.v.forget(w.entry.id.hex())
+        """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does
+        (usecases.answers.discard)."""
+        waiting = answers.find(self.v, id, self._open_all(), whole_id=True)
+        gone = answers.discard(self.v, waiting)
         self._erase_from_cache()
         synced, problem, pending = self._sync_now()
-        return {"erased": len(gone), "synced": synced, "problem": problem, "pending": pending}
+        return {"erased": gone if isinstance(waiting, StagedWrite) else 0, "synced": synced, "problem": problem,
+                "pending": pending}
 
     # ------------------------------------------------------------ records import (UOMP section 12)
-    def _records(self, data: Any, name: str, format: str, map: list[str] | None, sensitivity: str,
-                 replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
-        """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
-        the file the page read -> (format, live heads by key, checked records)."""
-        from ownmem.uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
-        from ownmem.cli.records import live_keys
-
-        stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
-        if sensitivity and stated is None:
-            raise MalformedInput(f"sensitivity {sensitivity!r} is not one of low, medium, high")
-        raw_bytes = bytes(data)
-        fmt = format_of(name, format or None)
-        mapping = parse_map(list(map or []))
-        heads = live_keys(self.v, self._open_all())
-        checked = check(parse(raw_bytes, fmt, mapping), default_sensitivity=stated,
-                        existing_keys=frozenset(heads), replace=replace)
-        return fmt, heads, checked
-
-    @staticmethod
-    def _records_digest(checked: list[Checked], replace: bool) -> str:
-        """What the preview showed, as one hash: the import writes only that (a sync that brought
-        a key in between, or other choices, make another preview first)."""
-        from ownmem.crypto import sha256
-
-        rows = [c.to_json() for c in checked]
-        return sha256(json.dumps([rows, replace], sort_keys=True, ensure_ascii=True).encode()).hex()
-
     def op_records_preview(self, data: Any, name: str = "", format: str = "", map: list[str] | None = None,
                            sensitivity: str = "", replace: bool = False) -> dict[str, Any]:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
-        from ownmem.uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
-
         fmt = format_of(name, format or None)
         mapping = parse_map(list(map or []))
         fields = [[n, target_of(n, mapping)] for n in field_names(bytes(data), fmt)[:MAX_RECORD_FIELDS]]
         try:
-            fmt, _, checked = self._records(data, name, format, map, sensitivity, replace)
+            fmt, _, checked = checked_file(self.v, self._open_all(), data, name, format, map, sensitivity, replace)
         except RecordsRefused as e:
             return {"format": fmt, "fields": fields, "rows": [], "total": 0, "valid": 0, "replacing": 0,
                     "missing_sensitivity": [], "problems": [list(p) for p in e.problems], "refused": True,
@@ -615,7 +433,7 @@ class App:
                 "valid": sum(1 for c in checked if not c.problems),
                 "replacing": sum(1 for c in checked if c.exists and not c.problems),
                 "missing_sensitivity": missing_sensitivity([c.raw for c in checked]),
-                "problems": problems, "refused": bool(problems), "digest": self._records_digest(checked, replace)}
+                "problems": problems, "refused": bool(problems), "digest": records_digest(checked, replace)}
 
     def op_records_import(self, data: Any, digest: str, name: str = "", format: str = "",
                           map: list[str] | None = None, sensitivity: str = "", replace: bool = False) -> dict[str, Any]:
@@ -623,11 +441,8 @@ class App:
         record checked again (12.9: any problem refuses the whole file, nothing written), then one
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
-        from ownmem.uomp.records import accepted
-        from ownmem.cli.records import write_records
-
-        _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
-        if digest != self._records_digest(checked, replace):
+        _, heads, checked = checked_file(self.v, self._open_all(), data, name, format, map, sensitivity, replace)
+        if digest != records_digest(checked, replace):
             raise VaultError("the file, the choices or the vault changed since the preview: nothing was written; "
                              "look at the new preview and confirm again")
         records = accepted(checked)
@@ -646,7 +461,7 @@ class App:
         """A progress event to the page while one long operation runs: the worker's thread is
         busy in Python, but a message posted from it reaches the page at once (client.js emits
         it; docs/web.md)."""
-        try:
+        try:   # Pyodide-only modules
             import js
             from pyodide.ffi import to_js
         except ImportError:       # not in a worker (a test's plain CPython): nobody to tell
@@ -655,7 +470,7 @@ class App:
                              dict_converter=js.Object.fromEntries))
 
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
-        from ownmem.web.selftest import run
+        from ownmem.web.selftest import run   # start-up time: the vector checks load when the page asks
 
         return run(vectors)
 
@@ -690,7 +505,7 @@ def _operation(op: str, args: Any) -> functools.partial[Any]:
     if _app is None:
         import ownmem_js  # registered by the worker
 
-        from ownmem.web.provider import BrowserProvider
+        from ownmem.web.provider import BrowserProvider   # Pyodide-only: it drives the page's WebCrypto
 
         set_provider(BrowserProvider())
         _app = App(ownmem_js)
@@ -722,7 +537,7 @@ def _finish(fn: Any) -> Any:
 
 
 def _answer(error: Exception | None, result: Any) -> Any:
-    from pyodide.ffi import to_js
+    from pyodide.ffi import to_js   # Pyodide-only modules
     import js
 
     if error is None:

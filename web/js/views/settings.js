@@ -112,7 +112,7 @@ function wireLink(node) {
     const server = serverUrl(link.elements.server.value);
     const name = link.elements.name.value.trim();
     if (!server) return showError(err, 'Enter the server address, for example https://memory.example.org');
-    if (!NAME_RE.test(name)) return showError(err, 'The vault name is letters, digits, dot, dash or underscore.');
+    if (!NAME_RE.test(name)) return showError(err, 'The vault name is lower-case letters, digits, dot, dash or underscore, starting with a letter or digit.');
     const progress = role(link, 'progress');
     const session = currentSession();
     setBusy(link, true);

@@ -101,7 +101,7 @@ function createForm() {
     e.preventDefault();
     showError(err, '');
     const vname = name.value.trim();
-    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
+    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: lower-case letters, digits, dot, dash or underscore, starting with a letter or digit.');
     if (!pass.value) return refuse(err, pass, 'Choose a passphrase.');
     const verdict = await meter.now();
     // an Error (cannot tell) has no score: below the floor
@@ -217,7 +217,7 @@ function restoreForm() {
     const chosen = file.files && file.files[0];
     const vname = name.value.trim();
     if (!chosen) return refuse(err, file, 'Choose the .amem file to open.');
-    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: letters, digits, dot, dash or underscore.');
+    if (!NAME_RE.test(vname)) return refuse(err, name, 'Give the vault a name: lower-case letters, digits, dot, dash or underscore, starting with a letter or digit.');
     if (!pass.value) return refuse(err, pass, 'Enter the passphrase of the backup.');
     const data = new Uint8Array(await chosen.arrayBuffer());
     const r = await withPassphrase(form, `Checking ${chosen.name} and deriving its keys…`, 'import', { data, passphrase: pass.value });
