@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ownmem_testpaths import ROOT, VECTORS  # noqa: F401 - re-exported for fixtures
+from tests.ownmem_testpaths import ROOT, VECTORS  # noqa: F401 - re-exported for fixtures
 
 
 def load_v2_vectors() -> dict:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ownmem_testpaths import VECTORS
+from tests.ownmem_testpaths import VECTORS
 
 
 def test_every_vector_file_matches_its_recorded_sha256() -> None:

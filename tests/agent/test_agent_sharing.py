@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from agentkit import AgentProcess, LogReader, issue, ownmem_cli
-from agentkit import AgentVault
-from synckit import Backend, ServerProcess
+from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli
+from tests.agent.agentkit import AgentVault
+from tests.sync.synckit import Backend, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 import pytest
-from agentkit import AgentProcess, LogReader, ownmem_cli
-from agentkit import AgentVault
+from tests.agent.agentkit import AgentProcess, LogReader, ownmem_cli
+from tests.agent.agentkit import AgentVault
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
-from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
 
 
 def _text(r: types.CallToolResult) -> str:
@@ -117,7 +117,7 @@ def test_after_an_agents_forget_no_stored_byte_of_server_devices_or_agent_holds_
     stored cannot decrypt the ciphertext copies that remain.  Checked on the files themselves."""
     import time
 
-    from agentkit import issue
+    from tests.agent.agentkit import issue
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note",))

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
-from agentkit import AgentVault
-from synckit import Backend, Devices, ServerProcess
+from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
+from tests.agent.agentkit import AgentVault
+from tests.sync.synckit import Backend, Devices, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -231,7 +231,7 @@ def test_an_agent_whose_author_key_the_person_revoked_cannot_write_again(
 def test_the_passphrase_can_come_from_the_os_keyring_when_the_person_opts_in(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
         tmp_path: Path) -> None:
-    from agentkit import AgentProcess as Agent
+    from tests.agent.agentkit import AgentProcess as Agent
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url)

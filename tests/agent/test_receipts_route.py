@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from agentkit import LogReader
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Devices, ServerProcess
+from tests.agent.agentkit import LogReader
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, random_bytes, run_sync

@@ -6,33 +6,16 @@ OWNMEM_FUZZ_SEED the seed, so a failure seen in CI reproduces exactly.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from tests.aperto import fuzz_harness as harness
 
 from ownmem.aperto import seal as seal_mod
 
 CASES = int(os.environ.get("OWNMEM_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("OWNMEM_FUZZ_SEED", "20260722"))
-
-
-def _harness() -> ModuleType:
-    # Loaded by path: tests/ is not a package, and the benchmark imports the same file.
-    name = "fuzz_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fuzz_harness.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-harness = _harness()
 
 
 def test_open_sealed_raises_only_ownmem_errors() -> None:

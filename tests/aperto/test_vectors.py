@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from ownmem_testpaths import VECTORS
+from tests.ownmem_testpaths import VECTORS
 
 from ownmem.crypto import cbor, cose, provider, run_sync
 from ownmem.aperto import keys

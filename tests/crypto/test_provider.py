@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ownmem_testpaths import SAIHM_SPEC
+from tests.ownmem_testpaths import SAIHM_SPEC
 from dilithium_py.ml_dsa import ML_DSA_65
 
 from ownmem.crypto import provider, run_sync, sha256

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcpkit import HOLDER, TEST_TIMEOUT, TOKEN, Operator, Reply, TestServer, call, make_session
+from tests.mcp.mcpkit import HOLDER, TEST_TIMEOUT, TOKEN, Operator, Reply, TestServer, call, make_session
 
 from ownmem.mcp.server import Session
 from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential

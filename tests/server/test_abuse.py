@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
-from storekit import Store, registered
+from tests.server.storekit import Store, registered
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, provider, run_sync
@@ -421,7 +421,7 @@ def test_a_vault_cannot_store_past_its_quota(backend, start_server, fresh_vault,
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path, request):
     """A store made before the quota counted bytes has its count filled in from what it holds."""
-    from storekit import stocked
+    from tests.server.storekit import stocked
 
     if kind == "postgres":
         import psycopg
@@ -633,7 +633,7 @@ def test_receipt_timestamps_past_the_databases_integers_are_refused(linked_vault
                   json={"receipts": [receipt(lv.v, "FORGET", ids[1], (1 << 63) - 1).hex()]})
     assert r.json()["erased"] == [ids[1].hex()], r.text
     # and the KEY receipt of a registration
-    from test_security import registration
+    from tests.server.test_security import registration
 
     v = fresh_vault(0)
     h = v.holder()

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
+from tests.server.storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
 
 from ownmem.crypto import cbor
 from server.storage.postgres import PostgresStorage

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from storekit import Store, forget, stocked, wait_until
+from tests.server.storekit import Store, forget, stocked, wait_until
 
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.seal import parse_sealed

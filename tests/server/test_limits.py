@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from storekit import registered
+from tests.server.storekit import registered
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor

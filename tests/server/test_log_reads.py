@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from storekit import Store
+from tests.server.storekit import Store
 
 from server.storage.base import LogEntry
 

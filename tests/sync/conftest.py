@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from synckit import Backend, Devices, ServerProcess, make_backend
+from tests.sync.synckit import Backend, Devices, ServerProcess, make_backend
 
 
 def _tag(request: pytest.FixtureRequest) -> str:

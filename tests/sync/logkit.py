@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from hostile import Answer, HostileProxy, Seen
+from tests.sync.hostile import Answer, HostileProxy, Seen
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt

@@ -1,6 +1,6 @@
 """Helpers for the sync tests: real server processes, storage backends, devices, recorders.
 
-A plain module, not a conftest (same reason as ``tests/vault/vaultkit.py``): test
+A plain module, not a conftest: test
 modules import helpers from here by name; ``conftest.py`` in this folder turns them
 into fixtures.
 

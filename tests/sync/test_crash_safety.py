@@ -20,7 +20,7 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from synckit import Backend, Devices, ServerProcess, feed
+from tests.sync.synckit import Backend, Devices, ServerProcess, feed
 
 from ownmem import syncwire as W
 from ownmem.errors import SyncError

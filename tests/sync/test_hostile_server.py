@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Device, Devices, ServerProcess
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.aperto import keys as K
@@ -288,7 +288,7 @@ def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
     assert status is not None and status.problem is not None and cid.hex()[:12] in status.problem
     assert "problem: none" not in status.lines()
     if how == "dropped":        # what the person runs: `ownmem log status` says it, and exits 1
-        from synckit import cli_env, ownmem
+        from tests.sync.synckit import cli_env, ownmem
 
         shown = ownmem("log", "status", env=cli_env(b.folder.parent, b.folder, None))
         assert shown.returncode == 1 and "PROBLEM:" in shown.stdout and cid.hex()[:12] in shown.stdout
@@ -667,7 +667,7 @@ def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
 
 def test_the_cli_shows_what_it_refused(devices: Devices, server: ServerProcess, proxy: HostileProxy,
                                        tmp_path) -> None:
-    from synckit import PASSPHRASE, cli_env, ownmem
+    from tests.sync.synckit import PASSPHRASE, cli_env, ownmem
 
     name = _name()
     a = devices.first(server.url, name)

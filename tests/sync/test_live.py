@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
+from tests.sync.synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
 
 from ownmem.errors import SyncError
 from ownmem.vault import sync as sync_module

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
-from synckit import Backend, Device, Devices, ServerProcess
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.crypto import provider, run_sync

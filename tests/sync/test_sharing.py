@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, run_sync, sha256
@@ -656,7 +656,7 @@ def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, serv
                                                          devices: Devices) -> None:
     """Blindness with sharing: after an offer, an acceptance and a fetch, neither the shared
     plaintext nor its DEK (nor the share key's wrapping key material) is anywhere in the store."""
-    from test_blindness import Needles
+    from tests.sync.test_blindness import Needles
 
     from ownmem.aperto import keys as K
 

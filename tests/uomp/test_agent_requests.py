@@ -5,38 +5,17 @@ second device: nothing changes until `ownmem staged confirm`; discard leaves not
 signed by that agent's key is shown to nobody and does nothing; the per-credential quotas hold."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "agent"))
-sys.path.insert(0, str(HERE.parent / "sync"))
+from tests.agent.agentkit import AgentProcess, issue, ownmem_cli
+from tests.sync.synckit import cli_env
 
-from agentkit import AgentProcess, issue, ownmem_cli  # noqa: E402
-from synckit import cli_env  # noqa: E402
-
-from uompkit import Uomp  # noqa: E402
-
-
-def _agent_fixtures() -> Any:
-    """tests/agent/conftest.py under another name: its server, vault and agent fixtures are this module's."""
-    spec = importlib.util.spec_from_file_location("uomp_agent_requests_conftest", HERE.parent / "agent" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_a = _agent_fixtures()
-backend, sqlite_backend, servers, devices = _a.backend, _a.sqlite_backend, _a.servers, _a.devices
-agent_vault, agents = _a.agent_vault, _a.agents
+from tests.uomp.uompkit import Uomp
 
 
 def _until(what: Callable[[], Any], timeout: float = 30.0) -> Any:

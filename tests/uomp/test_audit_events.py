@@ -11,12 +11,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from uompkit import UompVault
+from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from synckit import Backend, Devices, ServerProcess
-from uompkit import Uomp, error_body
+from tests.sync.synckit import Backend, Devices, ServerProcess
+from tests.uomp.uompkit import Uomp, error_body
 
 from ownmem.uomp import audit_sync as au
 from ownmem.uomp.guard import proof_message

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from agentkit import issue, ownmem_cli
-from uompkit import UompVault
+from tests.agent.agentkit import issue, ownmem_cli
+from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
-from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
-from uompkit import Uomp
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt

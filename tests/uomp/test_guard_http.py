@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import jwt
-from uompkit import UompVault
+from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, code
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, code
 
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import AuthKey, iso

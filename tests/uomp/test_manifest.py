@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import base58
@@ -25,8 +24,7 @@ from ownmem.uomp.manifest import (AgentUnverified, ManifestForged, ManifestInval
                                   parse_manifest, register_manifest, registered, retention_level, save_trust,
                                   signing_document, verify_publisher)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-from synckit import cli_env, ownmem  # noqa: E402
+from tests.sync.synckit import cli_env, ownmem
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 

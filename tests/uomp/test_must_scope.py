@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uompkit import UompVault
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, bearer, error_body, start
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, bearer, error_body, start
 
 from ownmem.uomp.tokens import parse_iso
 

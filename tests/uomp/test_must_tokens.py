@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import jwt
-from uompkit import UompVault
+from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from synckit import Backend, ServerProcess, free_port
-from uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
+from tests.sync.synckit import Backend, ServerProcess, free_port
+from tests.uomp.uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
 
 from ownmem.uomp.sessions import ADMIN_HEADER
 from ownmem.uomp.tokens import AuthKey, iso, parse_iso, token_hash

@@ -10,10 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agentkit import ownmem_cli
-from uompkit import UompVault
-from synckit import Backend, Devices, ServerProcess, cli_env
-from uompkit import Uomp
+from tests.agent.agentkit import ownmem_cli
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust

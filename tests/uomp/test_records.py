@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +10,7 @@ from ownmem.errors import MalformedInput
 from ownmem.uomp.records import (RecordsRefused, accepted, check, field_names, format_of, parse_csv, parse_json,
                                  parse_map, target_of, validate)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-from synckit import cli_env, ownmem  # noqa: E402
+from tests.sync.synckit import cli_env, ownmem
 
 SPEC_CSV = b"key,tags,sensitivity,value.title,value.content\nnote-1,notes,low,Shopping list,Buy milk\n" \
            b"contact-1,contacts,medium,Alice,alice@example.com\n"

@@ -4,35 +4,14 @@ write is refused; every attempt is audited; the person lists, confirms and disca
 CLI, and a confirmation reaches the agent service through sync."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "agent"))
-sys.path.insert(0, str(HERE.parent / "sync"))
+from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ownmem_cli
 
-from agentkit import AgentProcess, credential, issue, ownmem_cli  # noqa: E402
-
-from uompkit import Uomp  # noqa: E402
-
-
-def _agent_fixtures() -> Any:
-    """tests/agent/conftest.py under another name: its server, vault and agent fixtures are this module's."""
-    spec = importlib.util.spec_from_file_location("uomp_agent_conftest", HERE.parent / "agent" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod           # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_a = _agent_fixtures()
-backend, sqlite_backend, servers, devices = _a.backend, _a.sqlite_backend, _a.servers, _a.devices
-agent_vault, agents = _a.agent_vault, _a.agents
+from tests.uomp.uompkit import Uomp
 
 
 def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
@@ -370,7 +349,7 @@ def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to
     d.v.close()
     d.client.close()
     devices.made.remove(d)
-    v = _a.AgentVault(folder, name, srv.url, tmp_path)
+    v = AgentVault(folder, name, srv.url, tmp_path)
     planner, other = issue(v.env, "planner"), issue(v.env, "other")
     # each credential writes as its own agent id, "<name>.<credential id>" (issue 19)
     p_cred, o_cred = credential(v.env, "planner"), credential(v.env, "other")

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkit import issue, ownmem_cli
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, UompVault
+from tests.agent.agentkit import issue, ownmem_cli
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault
 
 from ownmem.termsafe import visible
 

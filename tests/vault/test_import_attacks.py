@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import (  # noqa: F401  (fixtures)
+from tests.vault.vaultkit import (  # noqa: F401  (fixtures)
     OTHER_PASSPHRASE, PASSPHRASE, close, store_state, stranger, third_party, vault,
 )
 

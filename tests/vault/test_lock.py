@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import PASSPHRASE
+from tests.vault.vaultkit import PASSPHRASE
 
 from ownmem.crypto import run_sync
 from ownmem.crypto.cpython import CPythonProvider

@@ -13,7 +13,7 @@ by an accepted third party, by a stranger, and one corrupt.  Properties:
 from __future__ import annotations
 
 import pytest
-from vaultkit import PASSPHRASE, close, third_party, stranger, vault  # noqa: F401  (fixtures)
+from tests.vault.vaultkit import PASSPHRASE, close, third_party, stranger, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Authorship, Custody, Memory, Trust

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import PASSPHRASE, close, store_state, third_party, vault  # noqa: F401  (fixtures)
+from tests.vault.vaultkit import PASSPHRASE, close, store_state, third_party, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Authorship, Memory, MemType, Trust

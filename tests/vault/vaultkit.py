@@ -1,7 +1,6 @@
 """Helpers for the vault tests: a fresh vault per test and a snapshot of what a store holds.
 
-A plain module, not a conftest: a second conftest.py would shadow the top-level one
-for tests that `from conftest import VECTORS`.  Fixtures are imported by name.
+A plain module, not a conftest: the fixtures are imported by name where they are used.
 
 Every vault, unlock and import costs one Argon2id derivation (0.1-0.5 s), so tests
 create only the vaults they need.
