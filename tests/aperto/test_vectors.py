@@ -50,17 +50,17 @@ KID_THIRD_PARTY = h("d05309cbd3b55f3b")
 REFUSED = AuthenticationFailed
 
 
-def _v2(vectors: dict, number: str) -> dict:
+def _v2(vectors: dict[str, Any], number: str) -> dict[str, Any]:
     (key,) = [k for k in vectors if k.startswith(number + "-")]
     return vectors[key]
 
 
-def _v1(name: str) -> dict:
+def _v1(name: str) -> dict[str, Any]:
     return json.loads((VECTORS / "apertomemory-v1" / name).read_text())
 
 
 @pytest.fixture(scope="module")
-def owner(v2_vectors: dict) -> Identity:
+def owner(v2_vectors: dict[str, Any]) -> Identity:
     inp = _v2(v2_vectors, "001")["input"]
     return run_sync(keys.identity_from_passphrase(P, inp["passphrase"], h(inp["salt"])))
 
@@ -70,18 +70,18 @@ def third_party() -> Identity:
     return run_sync(keys.identity_from_passphrase(P, THIRD_PARTY_PASSPHRASE, THIRD_PARTY_SALT))
 
 
-def _keyring(inp: dict) -> Keyring:
+def _keyring(inp: dict[str, Any]) -> Keyring:
     known = {h(kid): h(pub) for kid, pub in inp.get("known_keys", {}).items()}
     return Keyring(h(inp["owner_sign_pub"]), known)
 
 
-def _open(inp: dict, keyring: Keyring | None = None, *, allow_unverified: bool = False) -> OpenedMemory:
+def _open(inp: dict[str, Any], keyring: Keyring | None = None, *, allow_unverified: bool = False) -> OpenedMemory:
     return run_sync(open_sealed(P, h(inp["sealed_object"]), h(inp["dek"]),
                                 keyring if keyring is not None else _keyring(inp),
                                 allow_unverified=allow_unverified))
 
 
-def test_vector_set_is_complete(v2_vectors: dict) -> None:
+def test_vector_set_is_complete(v2_vectors: dict[str, Any]) -> None:
     """A vector added to the set without a verdict here must fail loudly."""
     assert sorted(k[:3] for k in v2_vectors) == [f"{n:03d}" for n in range(1, 15)]
     assert set(_VERDICT_VECTORS) == {f"{n:03d}" for n in range(4, 15)}
@@ -89,7 +89,7 @@ def test_vector_set_is_complete(v2_vectors: dict) -> None:
 
 # ---------------------------------------------------------------- 001-003: reproduction
 
-def test_001_key_hierarchy(v2_vectors: dict, owner: Identity) -> None:
+def test_001_key_hierarchy(v2_vectors: dict[str, Any], owner: Identity) -> None:
     exp = _v2(v2_vectors, "001")["expect"]
     assert owner.master.hex() == exp["master"]
     assert owner.sign_pub.hex() == exp["sign_pub"]
@@ -98,7 +98,7 @@ def test_001_key_hierarchy(v2_vectors: dict, owner: Identity) -> None:
     assert keys.key_id(owner.sign_pub) == KID_OWNER
 
 
-def test_third_party_fixture_identity(v2_vectors: dict, third_party: Identity) -> None:
+def test_third_party_fixture_identity(v2_vectors: dict[str, Any], third_party: Identity) -> None:
     """The README's third-party passphrase derives the key the vectors name."""
     assert third_party.sign_pub.hex() == _v2(v2_vectors, "004")["input"]["signer_sign_pub"]
     assert _v2(v2_vectors, "007")["input"]["known_keys"] == {
@@ -106,7 +106,7 @@ def test_third_party_fixture_identity(v2_vectors: dict, third_party: Identity) -
     assert third_party.key_id == KID_THIRD_PARTY
 
 
-def test_002_kek_wrap(v2_vectors: dict, owner: Identity) -> None:
+def test_002_kek_wrap(v2_vectors: dict[str, Any], owner: Identity) -> None:
     v = _v2(v2_vectors, "002")
     inp, exp = v["input"], v["expect"]
     assert h(inp["ka_pub"]) == owner.ka_pub
@@ -118,12 +118,12 @@ def test_002_kek_wrap(v2_vectors: dict, owner: Identity) -> None:
     assert run_sync(keys.unwrap_kek(P, wrapped, h(inp["scope_id"]), owner)) == h(inp["kek"])
 
 
-def _memory_003(inp: dict) -> Memory:
+def _memory_003(inp: dict[str, Any]) -> Memory:
     return Memory(content=inp["content"], tags=tuple(inp["tags"]), confidence=inp["confidence"],
                   created=inp["created"], tool=TOOL, mem_type=MemType.SEMANTIC)
 
 
-def test_003_sealed_object_bytes(v2_vectors: dict, owner: Identity) -> None:
+def test_003_sealed_object_bytes(v2_vectors: dict[str, Any], owner: Identity) -> None:
     v = _v2(v2_vectors, "003")
     inp, exp = v["input"], v["expect"]
     assert h(inp["object_id"]) == OBJECT_ID and h(inp["scope_id"]) == SCOPE_ID
@@ -133,13 +133,13 @@ def test_003_sealed_object_bytes(v2_vectors: dict, owner: Identity) -> None:
     assert sealed.encoded.hex() == exp["sealed_object"]
 
 
-def test_003_external_aad(v2_vectors: dict) -> None:
+def test_003_external_aad(v2_vectors: dict[str, Any]) -> None:
     v = _v2(v2_vectors, "003")
     inp, exp = v["input"], v["expect"]
     assert envelope_aad(2, h(inp["object_id"]), h(inp["scope_id"])).hex() == exp["external_aad"]
 
 
-def test_003_opens_as_self(v2_vectors: dict, owner: Identity) -> None:
+def test_003_opens_as_self(v2_vectors: dict[str, Any], owner: Identity) -> None:
     v = _v2(v2_vectors, "003")
     inp, exp = v["input"], v["expect"]
     opened = run_sync(open_sealed(P, h(exp["sealed_object"]), h(inp["dek"]),
@@ -173,7 +173,7 @@ _FIELDS: dict[str, Any] = {
 }
 
 
-def _outcome(expect: dict) -> str:
+def _outcome(expect: dict[str, Any]) -> str:
     result = expect.get("result")
     if result == "reject":
         return "refused"
@@ -184,7 +184,7 @@ def _outcome(expect: dict) -> str:
 
 
 @pytest.mark.parametrize("number", _VERDICT_VECTORS)
-def test_verdict(v2_vectors: dict, number: str) -> None:
+def test_verdict(v2_vectors: dict[str, Any], number: str) -> None:
     """The runner: each ``expect`` is one outcome, each refusal one error type."""
     v = _v2(v2_vectors, number)
     inp, exp = v["input"], v["expect"]
@@ -210,7 +210,7 @@ def test_verdict(v2_vectors: dict, number: str) -> None:
         assert exp["schema_violation"] in opened.schema_violations
 
 
-def test_004_forged_authorship_refused_under_every_key(v2_vectors: dict, owner: Identity,
+def test_004_forged_authorship_refused_under_every_key(v2_vectors: dict[str, Any], owner: Identity,
                                                        third_party: Identity) -> None:
     inp = _v2(v2_vectors, "004")["input"]
     signer = h(inp["signer_sign_pub"])
@@ -233,14 +233,14 @@ def test_004_forged_authorship_refused_under_every_key(v2_vectors: dict, owner: 
 
 
 @pytest.mark.parametrize("number", ["005", "006", "010"])
-def test_binding_refusals_hold_even_under_opt_in(v2_vectors: dict, number: str) -> None:
+def test_binding_refusals_hold_even_under_opt_in(v2_vectors: dict[str, Any], number: str) -> None:
     """The opt-in reads unauthenticated objects; it never reads tampered ones."""
     inp = _v2(v2_vectors, number)["input"]
     with pytest.raises(REFUSED):
         _open(inp, allow_unverified=True)
 
 
-def test_009_legacy_v1_never_verified(v2_vectors: dict) -> None:
+def test_009_legacy_v1_never_verified(v2_vectors: dict[str, Any]) -> None:
     inp = _v2(v2_vectors, "009")["input"]
     with pytest.raises(REFUSED):
         _open(inp)
@@ -254,7 +254,7 @@ def test_009_legacy_v1_never_verified(v2_vectors: dict) -> None:
     assert opened.content == "legacy memory"
 
 
-def test_007_custody_attested(v2_vectors: dict) -> None:
+def test_007_custody_attested(v2_vectors: dict[str, Any]) -> None:
     opened = _open(_v2(v2_vectors, "007")["input"])
     assert opened.trust is Trust.TRUSTED
     assert opened.authorship is Authorship.ATTESTED
@@ -264,14 +264,14 @@ def test_007_custody_attested(v2_vectors: dict) -> None:
     assert opened.custody is not None and opened.custody.proven_author == KID_THIRD_PARTY
 
 
-def test_008_custody_unproven(v2_vectors: dict) -> None:
+def test_008_custody_unproven(v2_vectors: dict[str, Any]) -> None:
     opened = _open(_v2(v2_vectors, "008")["input"])
     assert (opened.trust, opened.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN)
     assert opened.author_key_id is None
     assert opened.claimed_author_key_id == KID_THIRD_PARTY
 
 
-def test_011_custody_from_non_owner_not_honoured(v2_vectors: dict) -> None:
+def test_011_custody_from_non_owner_not_honoured(v2_vectors: dict[str, Any]) -> None:
     inp = _v2(v2_vectors, "011")["input"]
     opened = _open(inp)
     assert opened.signer_key_id == KID_THIRD_PARTY       # the signature itself is fine ...
@@ -281,21 +281,21 @@ def test_011_custody_from_non_owner_not_honoured(v2_vectors: dict) -> None:
     assert opened.author_key_id is None
 
 
-def test_012_custody_naming_unaccepted_key(v2_vectors: dict) -> None:
+def test_012_custody_naming_unaccepted_key(v2_vectors: dict[str, Any]) -> None:
     opened = _open(_v2(v2_vectors, "012")["input"])
     assert (opened.trust, opened.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN)
     assert opened.author_key_id is None
     assert opened.author_key_id != h("deadbeefdeadbeef")
 
 
-def test_013_out_of_range_confidence(v2_vectors: dict) -> None:
+def test_013_out_of_range_confidence(v2_vectors: dict[str, Any]) -> None:
     opened = _open(_v2(v2_vectors, "013")["input"])
     assert opened.trust is Trust.SELF
     assert opened.confidence is None
     assert "confidence out of range" in opened.schema_violations
 
 
-def test_014_empty_custody_map_degrades(v2_vectors: dict) -> None:
+def test_014_empty_custody_map_degrades(v2_vectors: dict[str, Any]) -> None:
     opened = _open(_v2(v2_vectors, "014")["input"])       # must not raise
     assert (opened.trust, opened.authorship) == (Trust.UNVERIFIED, Authorship.UNKNOWN)
     assert opened.author_key_id is None
@@ -306,7 +306,7 @@ def test_014_empty_custody_map_degrades(v2_vectors: dict) -> None:
 # ---------------------------------------------------------------- 004, 007-014: rebuilt byte for byte
 
 def _payload(content: str, *, kid: bytes = KID_OWNER, confidence: float = 0.9,
-             custody: dict | None = None) -> bytes:
+             custody: dict[str, Any] | None = None) -> bytes:
     m: dict[int, Any] = {1: MemType.SEMANTIC.value, 2: content, 3: confidence,
                          4: {1: TOOL, 2: kid}, 5: 1, 7: {1: CREATED}}
     if custody is not None:
@@ -353,7 +353,7 @@ def _rebuild(r: Rebuild, signer: Identity, dek: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("number", sorted(REBUILDS))
-def test_rebuild_byte_for_byte(v2_vectors: dict, owner: Identity, third_party: Identity,
+def test_rebuild_byte_for_byte(v2_vectors: dict[str, Any], owner: Identity, third_party: Identity,
                                number: str) -> None:
     r = REBUILDS[number]
     inp = _v2(v2_vectors, number)["input"]
@@ -361,7 +361,7 @@ def test_rebuild_byte_for_byte(v2_vectors: dict, owner: Identity, third_party: I
     assert _rebuild(r, signer, h(inp["dek"])).hex() == inp["sealed_object"]
 
 
-def test_010_signer_found_by_trying(v2_vectors: dict, owner: Identity, third_party: Identity) -> None:
+def test_010_signer_found_by_trying(v2_vectors: dict[str, Any], owner: Identity, third_party: Identity) -> None:
     inp = _v2(v2_vectors, "010")["input"]
     r = REBUILDS["010"]
     matches = [who for who, ident in (("owner", owner), ("third_party", third_party))
@@ -369,7 +369,7 @@ def test_010_signer_found_by_trying(v2_vectors: dict, owner: Identity, third_par
     assert matches == ["owner"]
 
 
-def test_rebuilt_payloads_are_what_the_vectors_carry(v2_vectors: dict) -> None:
+def test_rebuilt_payloads_are_what_the_vectors_carry(v2_vectors: dict[str, Any]) -> None:
     """Decrypting each vector yields exactly the payload the rebuild signs."""
     for number, r in REBUILDS.items():
         inp = _v2(v2_vectors, number)["input"]
@@ -406,7 +406,7 @@ def test_v1_001_key_hierarchy(v1_owner: Identity) -> None:
     assert v1_owner.key_id.hex() == v["ed25519"]["author_key_id_hex"]
 
 
-def _v1_memory(payload: dict) -> Memory:
+def _v1_memory(payload: dict[str, Any]) -> Memory:
     return Memory(content=payload[2], mem_type=payload[1], confidence=payload[3],
                   tags=tuple(payload[6]), created=payload[7][1], tool=payload[4][1])
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,7 @@ def fail(*args: str, env: dict[str, str]) -> str:
     return lines[0]
 
 
-def listing(*args: str, env: dict[str, str]) -> list[dict]:
+def listing(*args: str, env: dict[str, str]) -> list[dict[str, Any]]:
     out = json.loads(ok("list", "--json", *args, env=env))
     assert isinstance(out, list)
     return out
@@ -98,7 +99,7 @@ def add(env: dict[str, str], content: str, *opts: str) -> str:
     return oid
 
 
-def by_content(items: list[dict]) -> dict[str, dict]:
+def by_content(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {i["content"]: i for i in items}
 
 

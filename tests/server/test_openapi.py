@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import httpx
 import hypothesis
 import pytest
+from tests.server.conftest import Backend
 import schemathesis
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -21,7 +23,7 @@ from server.app import Config, create_app
 from server.openapi import OPENAPI
 
 
-def test_every_route_is_described(tmp_path: Path):
+def test_every_route_is_described(tmp_path: Path) -> None:
     app = create_app(Config(data_dir=str(tmp_path)))
     try:
         served = {(r.path, m.lower()) for r in app.routes if isinstance(r, Route)
@@ -33,7 +35,7 @@ def test_every_route_is_described(tmp_path: Path):
                                  "described, not served": described - served}
 
 
-def test_operation_ids_unique_and_errors_described():
+def test_operation_ids_unique_and_errors_described() -> None:
     ops = [op for item in OPENAPI["paths"].values() for op in item.values()]
     ids = [op["operationId"] for op in ops]
     assert len(ids) == len(set(ids))
@@ -42,7 +44,7 @@ def test_operation_ids_unique_and_errors_described():
             assert {"401", "403"} <= set(op["responses"]), op["operationId"]
 
 
-def test_served_document_is_openapi_py(sqlite_server, http):
+def test_served_document_is_openapi_py(sqlite_server: Backend, http: httpx.Client) -> None:
     """The document served is server/openapi.py itself, which the run below is generated from."""
     assert http.get(sqlite_server.url + "/openapi.json").json() == OPENAPI
 
@@ -64,12 +66,12 @@ EXCLUDED = [positive_data_acceptance]
 @schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_to_its_openapi(case, sqlite_server):
+def test_server_conforms_to_its_openapi(case, sqlite_server: Backend) -> None:
     case.call_and_validate(base_url=sqlite_server.url, timeout=10, excluded_checks=EXCLUDED)
 
 
 @pytest.fixture(scope="module")
-def credential(sqlite_server, _identities, tmp_path_factory):
+def credential(sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]], tmp_path_factory: pytest.TempPathFactory):
     """(vault name, bearer token) of a vault with two cells on the SQLite server."""
     import shutil
 
@@ -102,7 +104,7 @@ authed_schema = schemathesis.openapi.from_dict(OPENAPI).exclude(operation_id="ev
 @authed_schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_with_a_credential(case, sqlite_server, credential):
+def test_server_conforms_with_a_credential(case, sqlite_server: Backend, credential) -> None:
     name, token = credential
     path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
     if "name" in (case.path_parameters or {}) and (path is None or path.mode.is_positive):

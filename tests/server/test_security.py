@@ -10,9 +10,12 @@ import hashlib
 import secrets
 import time
 from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem import syncwire as W
 from ownmem.aperto.container import sign_metadata
@@ -81,7 +84,7 @@ def login(http: httpx.Client, lv: Any, seed: bytes | None = None, name: str | No
 
 # ---------------------------------------------------------------- credentials
 
-def test_no_private_route_answers_without_credential(backend, linked_vault, http, tmp_path):
+def test_no_private_route_answers_without_credential(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, tmp_path: Path) -> None:
     victim = linked_vault(3)
     victim.sync()                                    # three cells on the server
     victim.v.add("not pushed yet")
@@ -126,7 +129,7 @@ def test_no_private_route_answers_without_credential(backend, linked_vault, http
     assert victim.snapshot() == before
 
 
-def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault, http):
+def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     a = linked_vault(1, key="a")
     b = linked_vault(3, key="b")
     b.sync()
@@ -155,7 +158,7 @@ def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault, http):
 
 # ---------------------------------------------------------------- login
 
-def test_replayed_challenge_refused(linked_vault, http):
+def test_replayed_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
     body = {"challenge": c.hex(), "signature": sign_ed25519(lv.v.sync_key().seed, W.auth_message(lv.name, c)).hex()}
@@ -181,7 +184,7 @@ def test_a_challenge_is_the_servers_for_one_name_and_one_minute() -> None:
     assert challenges.check(key, "alice", challenges.make(key, "alice", 1_000_100, b"n" * 12), 1_000_000, 60) is None
 
 
-def test_challenges_store_nothing_until_a_login_proves_the_key(backend, linked_vault, http):
+def test_challenges_store_nothing_until_a_login_proves_the_key(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client):
     """A stranger asking for challenges fills no table: only a login that proved the vault's
     sync key writes one row (its replay guard), dropped once the challenge expired."""
     lv = linked_vault(0)
@@ -209,7 +212,7 @@ def test_challenges_store_nothing_until_a_login_proves_the_key(backend, linked_v
         st.close()
 
 
-def test_challenge_of_another_vault_refused(linked_vault, http):
+def test_challenge_of_another_vault_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Same keys under two names: a challenge issued for one name is no good at the other."""
     one, two = linked_vault(0, key="a"), linked_vault(0, key="a")
     c = bytes.fromhex(http.post(one.url("/challenge")).json()["challenge"])
@@ -221,7 +224,7 @@ def test_challenge_of_another_vault_refused(linked_vault, http):
     assert http.post(one.url("/session"), json=body).status_code == 200
 
 
-def test_expired_challenge_refused(backend, linked_vault, http):
+def test_expired_challenge_refused(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     from server import challenge as challenges
 
@@ -241,7 +244,7 @@ def test_expired_challenge_refused(backend, linked_vault, http):
     assert login(http, lv).status_code == 200     # the same signing, on a live challenge, works
 
 
-def test_forged_signature_on_challenge_refused(linked_vault, http):
+def test_forged_signature_on_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0, key="a")
     other = linked_vault(0, key="b")
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
@@ -314,7 +317,7 @@ FORGERIES = ["wrong cellId", "tampered ciphertext", "tampered kekVersion", "tamp
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
-def test_forged_cell_refused(kind, linked_vault):
+def test_forged_cell_refused(kind, linked_vault: Callable[..., LinkedVault]) -> None:
     victim = linked_vault(20, key="a")
     attacker = linked_vault(1, key="b")
     good = victim.cells()
@@ -342,7 +345,7 @@ def test_forged_cell_refused(kind, linked_vault):
     assert r.status_code == 200 and r.json()["stored"] == len(good), r.text
 
 
-def test_push_idempotent_by_cell_id(linked_vault):
+def test_push_idempotent_by_cell_id(linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(3)
     items = lv.cells()
     ids = {parse_cell(c).cell_id for c, _ in items}
@@ -368,7 +371,7 @@ def test_push_idempotent_by_cell_id(linked_vault):
     assert {cell for _, cell in feed} == {c for c, _ in items} | {fresh[0][0]}   # the first bytes stay
 
 
-def test_erased_cell_cannot_be_pushed_again(linked_vault, http):
+def test_erased_cell_cannot_be_pushed_again(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(2)
     items = lv.cells()
     assert lv.push(items).json()["stored"] == 2
@@ -399,7 +402,7 @@ def test_erased_cell_cannot_be_pushed_again(linked_vault, http):
     assert lv.snapshot() == before
 
 
-def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
+def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
     victim = linked_vault(2, key="a")
     attacker = linked_vault(1, key="b")
     victim.sync()
@@ -440,7 +443,7 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
     assert r.json()["erased"] == [cid.hex()]
 
 
-def test_names_no_vault_can_have_are_not_found(linked_vault, http):
+def test_names_no_vault_can_have_are_not_found(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     base = lv.base
     for name in ("UPPER", "-dash", "a" * 65):
@@ -451,7 +454,7 @@ def test_names_no_vault_can_have_are_not_found(linked_vault, http):
                 "unknown_vault")
 
 
-def test_a_credential_tells_nothing_of_other_names(linked_vault, http):
+def test_a_credential_tells_nothing_of_other_names(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A credential of one vault, at any other name, held or not, is answered wrong_vault: having a
     vault of one's own is no oracle for which names exist (test_abuse.py: decoy lookups)."""
     lv = linked_vault(0)
@@ -466,7 +469,7 @@ def test_a_credential_tells_nothing_of_other_names(linked_vault, http):
 
 # ---------------------------------------------------------------- metadata
 
-def test_metadata_stale_version_refused(linked_vault, http):
+def test_metadata_stale_version_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     first = metadata_update(lv, 1)
     r = http.put(lv.url("/metadata"), headers=lv.auth(), json=first)
@@ -480,7 +483,7 @@ def test_metadata_stale_version_refused(linked_vault, http):
     assert http.put(lv.url("/metadata"), headers=lv.auth(), json=metadata_update(lv, 2)).json() == {"version": 3}
 
 
-def test_metadata_bad_owner_signature_refused(linked_vault, http):
+def test_metadata_bad_owner_signature_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
     lv = linked_vault(0, key="a")
     twin = linked_vault(0, key="a")       # the same owner key under another name
     stranger = linked_vault(0, key="b")
@@ -542,7 +545,7 @@ def _doc(v: Any) -> bytes:
                     run_sync(sign_metadata(v.crypto, v.identity, pub))).encode()
 
 
-def test_registration_forgery(linked_vault, http):
+def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
     victim = linked_vault(0, key="a")
     attacker = linked_vault(0, key="b")
     v, a = victim.v, attacker.v
@@ -624,7 +627,7 @@ def test_registration_forgery(linked_vault, http):
     assert r.json()["holder_id"] == vh.holder_id.hex()
 
 
-def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault, http):
+def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """The KEY receipt is public; without the holder's own signature over the registration,
     an attacker who replays it (with keys of their own) is refused."""
     victim = linked_vault(0, key="a")

@@ -115,7 +115,7 @@ class Backend:
             env["OWNMEM_DATA_DIR"] = str(self.data_dir)
         return env
 
-    def rows(self, query: str, params: tuple = ()) -> list[tuple]:
+    def rows(self, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Read the server's store directly (``?`` placeholders on both backends)."""
         if self.kind == "postgres":
             import psycopg
@@ -294,7 +294,9 @@ class Device:
 
     @property
     def folder(self) -> Path:
-        return self.syncer.store.folder
+        folder = self.syncer.store.folder
+        assert folder is not None, "a device's vault lives in a folder"
+        return folder
 
     @property
     def remote(self) -> Remote:

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import pytest
@@ -594,7 +595,7 @@ def test_a_hanging_server_times_out_and_changes_nothing(devices: Devices, server
 # ------------------------------------------------------------------ a new device's login
 
 def test_a_lookup_that_serves_another_vaults_keys_fails_the_login(devices: Devices, server: ServerProcess,
-                                                                   proxy: HostileProxy, tmp_path) -> None:
+                                                                   proxy: HostileProxy, tmp_path: Path) -> None:
     mine, theirs = _name(), _name()
     devices.first(server.url, mine)
     devices.first(server.url, theirs, label="t", passphrase="another vault: eleven quiet herons")
@@ -608,7 +609,7 @@ def test_a_lookup_that_serves_another_vaults_keys_fails_the_login(devices: Devic
 
 @pytest.mark.parametrize("mangle", ["salt_not_hex", "salt_short", "missing_owner", "not_json"])
 def test_a_malformed_lookup_is_one_sync_error_and_creates_nothing(devices: Devices, server: ServerProcess,
-                                                                  proxy: HostileProxy, tmp_path,
+                                                                  proxy: HostileProxy, tmp_path: Path,
                                                                   mangle: str) -> None:
     name = _name()
     devices.first(server.url, name)
@@ -666,7 +667,7 @@ def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
 
 
 def test_the_cli_shows_what_it_refused(devices: Devices, server: ServerProcess, proxy: HostileProxy,
-                                       tmp_path) -> None:
+                                       tmp_path: Path) -> None:
     from tests.sync.synckit import PASSPHRASE, cli_env, ownmem
 
     name = _name()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -204,7 +205,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert ids == {LW.device_id(a.v.store), LW.device_id(b.v.store)} and len(ids) == 2
 
 
-def test_a_vault_never_synced_has_no_log_status(tmp_path) -> None:
+def test_a_vault_never_synced_has_no_log_status(tmp_path: Path) -> None:
     from ownmem.vault.store import Store
 
     assert log_status(Store(tmp_path / "v")) is None

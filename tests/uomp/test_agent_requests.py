@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.agent.agentkit import AgentProcess, issue, ownmem_cli
-from tests.sync.synckit import cli_env
+from tests.sync.synckit import Backend, cli_env
 
 from tests.uomp.uompkit import Uomp
 
@@ -57,7 +57,7 @@ def _erased_on_server(url: str, cell: str) -> bool:
 
 
 def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person_confirms(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess], devices: Any) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the spare key is under the blue pot", "the owner's other note"))
@@ -175,7 +175,7 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
 
 
 def test_a_flood_of_writes_from_one_credential_is_held_to_its_quota(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """200 writes of 64 Ki characters as fast as one credential can send them (bounded): the
     default 30 per minute are staged, every other one answers 429 rate_limited and stores
@@ -206,7 +206,7 @@ def test_a_flood_of_writes_from_one_credential_is_held_to_its_quota(
 
 
 def test_the_staged_total_of_a_credential_is_bounded_and_freed_by_an_answer(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's note",))
@@ -267,7 +267,7 @@ def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) 
 
 
 def test_a_flood_of_malformed_writes_is_held_to_the_quota_too(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """Oversized and empty writes store nothing but each would still cost an audit attempt and
     outcome: they count against the minute like any write, so 100 of them add a bounded audit."""

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import base58
 import pytest
@@ -29,7 +30,7 @@ from tests.sync.synckit import cli_env, ownmem
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 
 
-def base() -> dict:
+def base() -> dict[str, Any]:
     return {"uomp_version": "1.0",
             "agent": {"id": "calendar_agent", "name": "Calendar Assistant", "version": "1.2.0",
                       "publisher": "example-org"},
@@ -37,11 +38,11 @@ def base() -> dict:
             "data_retention_policy": {"max_retention_seconds": 300, "deletion_method": "process_termination"}}
 
 
-def raw(doc: dict) -> bytes:
+def raw(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def did_signed(doc: dict, key: ed25519.Ed25519PrivateKey) -> dict:
+def did_signed(doc: dict[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
     pub = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     did = did_key_of(pub)
     d = copy.deepcopy(doc)
@@ -55,14 +56,14 @@ def did_signed(doc: dict, key: ed25519.Ed25519PrivateKey) -> dict:
 
 # --- schema ----------------------------------------------------------------------------------
 
-def test_the_spec_example_shape_parses_into_typed_fields():
+def test_the_spec_example_shape_parses_into_typed_fields() -> None:
     m = parse_manifest(raw(base()))
     assert m.agent.id == "calendar_agent" and m.requested_scopes.read is not None
     assert m.requested_scopes.read.deny_tags == ("financial",) and m.requested_scopes.write is None
     assert m.data_retention_policy == RetentionPolicy(300.0, "process_termination")
 
 
-def test_every_problem_is_reported_once_and_all_at_once():
+def test_every_problem_is_reported_once_and_all_at_once() -> None:
     d = base()
     d["uomp_version"] = "2.0"
     d["agent"]["id"] = "Not An Id"
@@ -90,13 +91,13 @@ def test_every_problem_is_reported_once_and_all_at_once():
     (b"[]", "is not of type 'object'"),
     (b" " * (300 * 1024), "more than"),
 ])
-def test_malformed_and_oversized_manifests_are_refused(data, problem):
+def test_malformed_and_oversized_manifests_are_refused(data, problem) -> None:
     with pytest.raises(ManifestInvalid) as e:
         parse_manifest(data)
     assert problem in str(e.value)
 
 
-def test_a_proof_time_that_is_not_a_time_is_a_problem():
+def test_a_proof_time_that_is_not_a_time_is_a_problem() -> None:
     d = did_signed(base(), ed25519.Ed25519PrivateKey.generate())
     d["identity"]["proof"]["created"] = "2026-13-45T10:00:00Z"
     with pytest.raises(ManifestInvalid, match="identity.proof.created"):
@@ -112,19 +113,19 @@ def test_a_proof_time_that_is_not_a_time_is_a_problem():
     (1800, "process_termination", 1800, RetentionLevel.LONG_TERM, True),
     (86400 * 30, "secure_wipe", 1800, RetentionLevel.LONG_TERM, True),
 ])
-def test_retention_levels_and_the_red_warning(seconds, method, session, level, red):
+def test_retention_levels_and_the_red_warning(seconds, method, session, level, red) -> None:
     v = retention_level(RetentionPolicy(seconds, method), session)
     assert (v.level, v.warning) == (level, red)
 
 
-def test_no_policy_and_third_party_sharing_are_red():
+def test_no_policy_and_third_party_sharing_are_red() -> None:
     assert retention_level(None).warning
     assert retention_level(RetentionPolicy(0, "process_termination", third_party_sharing=True)).warning
 
 
 # --- did:key ---------------------------------------------------------------------------------
 
-def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted():
+def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted() -> None:
     d = did_signed(base(), ed25519.Ed25519PrivateKey.generate())
     m = parse_manifest(raw(d))
     untrusted = verify_publisher(m, TrustList(), now=NOW)
@@ -134,7 +135,7 @@ def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted():
 
 
 @pytest.mark.parametrize("tamper", ["scope", "retention", "proof_created", "other_did", "signature", "vm"])
-def test_did_key_forged_or_altered_manifests_are_refused(tamper):
+def test_did_key_forged_or_altered_manifests_are_refused(tamper) -> None:
     key = ed25519.Ed25519PrivateKey.generate()
     d = did_signed(base(), key)
     if tamper == "scope":           # widen what is asked after signing
@@ -157,7 +158,7 @@ def test_did_key_forged_or_altered_manifests_are_refused(tamper):
     assert e.value.method == "did"
 
 
-def test_other_did_methods_are_reported_unsupported_not_verified():
+def test_other_did_methods_are_reported_unsupported_not_verified() -> None:
     d = base()
     d["identity"] = {"did": "did:ethr:0xabc123", "verification_methods": ["did"],
                      "proof": {"type": "Ed25519Signature2020", "created": "2026-07-12T10:00:00Z", "proofValue": "z1"}}
@@ -206,7 +207,7 @@ def pki():
     return {"root": root, "inter": inter, "inter_k": inter_k, "leaf": leaf, "leaf_k": leaf_k}
 
 
-def x509_signed(doc: dict, leaf_k, chain) -> dict:
+def x509_signed(doc: dict[str, Any], leaf_k, chain) -> dict[str, Any]:
     d = copy.deepcopy(doc)
     d["identity"] = {"verification_methods": ["x509"], "x509": {"chain": [_pem(c) for c in chain], "signature": "A"}}
     sig = leaf_k.sign(jcs(signing_document(d)), ec.ECDSA(hashes.SHA256()))
@@ -214,13 +215,13 @@ def x509_signed(doc: dict, leaf_k, chain) -> dict:
     return d
 
 
-def test_x509_chain_to_a_trusted_ca_verifies(pki):
+def test_x509_chain_to_a_trusted_ca_verifies(pki) -> None:
     d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
     s = verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
     assert s.verified_by() == ("x509",) and "Calendar Agent Publisher" in s.results[0].signer
 
 
-def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki):
+def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki) -> None:
     d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
     m = parse_manifest(raw(d))
     assert not verify_publisher(m, TrustList(), now=NOW).verified
@@ -232,7 +233,7 @@ def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki):
     assert not verify_publisher(m, TrustList(x509_cas=(_pem(pki["root"]),)), now=later).verified
 
 
-def test_x509_forged_signature_and_altered_manifest_are_refused(pki):
+def test_x509_forged_signature_and_altered_manifest_are_refused(pki) -> None:
     d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
     d["agent"]["name"] = "Totally Legit Bank"
     with pytest.raises(ManifestForged):
@@ -243,7 +244,7 @@ def test_x509_forged_signature_and_altered_manifest_are_refused(pki):
         verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
 
 
-def test_x509_leaf_not_issued_for_code_signing_is_unverified(pki):
+def test_x509_leaf_not_issued_for_code_signing_is_unverified(pki) -> None:
     k = ec.generate_private_key(ec.SECP256R1())
     leaf = _cert("TLS client", k, "Test Intermediate", pki["inter_k"], ca=False, eku=ExtendedKeyUsageOID.CLIENT_AUTH,
                  issuer_cert=pki["inter"])
@@ -258,14 +259,14 @@ needs_gpg = pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg is not i
 
 
 @pytest.fixture()
-def gnupghome(tmp_path, monkeypatch):
+def gnupghome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     monkeypatch.setenv("GNUPGHOME", str(home))
     return home
 
 
-def _gpg(*args: str, inp: bytes | None = None) -> subprocess.CompletedProcess:
+def _gpg(*args: str, inp: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", *args],
                           input=inp, capture_output=True, check=True, timeout=60)
 
@@ -277,7 +278,7 @@ def _gpg_key(uid: str) -> str:
 
 
 @needs_gpg
-def test_gpg_detached_signature_good_and_forged(tmp_path, gnupghome):
+def test_gpg_detached_signature_good_and_forged(tmp_path: Path, gnupghome) -> None:
     fpr = _gpg_key("Publisher <pub@example.org>")
     path = tmp_path / "uom.json"
     path.write_bytes(raw(base()))
@@ -294,7 +295,7 @@ def test_gpg_detached_signature_good_and_forged(tmp_path, gnupghome):
 
 # --- trust list, enterprise mode, registration -----------------------------------------------
 
-def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_path, pki):
+def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_path: Path, pki) -> None:
     save_trust(tmp_path, TrustList(x509_cas=(_pem(pki["root"]),), enterprise_methods=("x509",)))
     assert load_trust(tmp_path).enterprise
     unsigned = tmp_path / "a" / "uom.json"
@@ -317,14 +318,14 @@ def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_pa
     assert r.status.verified and registered(tmp_path, "calendar_agent", now=NOW).status.verified
 
 
-def test_a_damaged_trust_list_does_not_turn_enterprise_mode_off(tmp_path):
+def test_a_damaged_trust_list_does_not_turn_enterprise_mode_off(tmp_path: Path) -> None:
     (tmp_path / "uomp-trust.json").write_text('{"enterprise_methods": "x509"}')
     from ownmem.errors import VaultError
     with pytest.raises(VaultError):
         load_trust(tmp_path)
 
 
-def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_path):
+def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     env = cli_env(tmp_path, vault)
     assert ownmem("init", env=env).returncode == 0
@@ -345,7 +346,7 @@ def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_
 
 
 @needs_gpg
-def test_gpg_garbage_signature_is_forged_and_an_unknown_key_is_unverified(tmp_path, gnupghome):
+def test_gpg_garbage_signature_is_forged_and_an_unknown_key_is_unverified(tmp_path: Path, gnupghome) -> None:
     path = tmp_path / "uom.json"
     path.write_bytes(raw(base()))
     sig = Path(str(path) + ".asc")

@@ -12,6 +12,7 @@ from typing import Any
 from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ownmem_cli
 
 from tests.uomp.uompkit import Uomp
+from tests.sync.synckit import Backend
 
 
 def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
@@ -28,14 +29,14 @@ def write_audit(agent: AgentProcess, folder: Any) -> list[dict[str, Any]]:
     return [e for e in reversed(r.json()["entries"]) if e["action"].startswith("write_")]
 
 
-def _staged(env: dict[str, str]) -> list[dict]:
+def _staged(env: dict[str, str]) -> list[dict[str, Any]]:
     r = ownmem_cli("staged", "list", "--json", env=env)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
 def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discards(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
@@ -122,7 +123,7 @@ def _vault_with_agent_write(tmp_path: Path):
     v.trust_add(agent_key.public)
     v.trust_add(impostor.public)
 
-    def seal(ext: dict, content: str, signer=None) -> bytes:
+    def seal(ext: dict[str, Any], content: str, signer=None) -> bytes:
         return v._seal_into(Memory(content=content, created=1, tool="t", extensions=ext), v.scope("default"),
                             signer).object_id
 
@@ -208,7 +209,7 @@ def test_high_sensitivity_writes_are_refused() -> None:
 
 
 def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """The write audit is written before the write: when it cannot be, saihm_remember answers
     a clean 503 and nothing is sealed, staged or recalled.  Here another process holds the
@@ -259,7 +260,7 @@ def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
 
 
 def test_a_write_refused_for_want_of_the_public_log_is_audited_refused(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
@@ -321,7 +322,7 @@ def test_the_json_lines_write_audit_of_older_versions_is_imported_once(tmp_path:
 
 
 def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to_end(
-        sqlite_backend, servers: Callable[..., Any], devices: Any, tmp_path: Path,
+        sqlite_backend: Backend, servers: Callable[..., Any], devices: Any, tmp_path: Path,
         agents: Callable[..., AgentProcess]) -> None:
     """A key the person accepted (not planner's) seals memories claiming planner wrote them, one
     flagged staged; through sync to a real `ownmem agent`: planner does not recall the staged one
