@@ -11,7 +11,8 @@ from tests.ownmem_testpaths import ROOT, VECTORS  # noqa: F401 - re-exported for
 
 
 def load_v2_vectors() -> dict[str, Any]:
-    return json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text())["vectors"]
+    vectors: dict[str, Any] = json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text())["vectors"]
+    return vectors
 
 
 @pytest.fixture(scope="session")

@@ -283,7 +283,7 @@ def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
         rows = db.execute("SELECT c.object_id, c.cell, o.sealed FROM cells c JOIN objects o USING (object_id)").fetchall()
         assert len(rows) == 3
         (a, ca), (b, cb), (c, cc) = [(oid, cbor.decode(cell)) for oid, cell, _ in rows]
-        sig = bytearray(cb[7])  # type: ignore[arg-type]
+        sig = bytearray(cb[7])
         sig[100] ^= 1
         cb[7] = bytes(sig)
         cc[6] = ca[6]           # another object's sealed bytes under this cell
@@ -291,5 +291,5 @@ def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
         db.execute("UPDATE cells SET cell = ? WHERE object_id = ?", (cbor.encode(cc), c))
     agent = agents(v)
     got = agent.call("saihm_recall", {}, auth=token)[1]
-    assert [g["cellId"] for g in got] == [ca[1].hex()]  # type: ignore[union-attr]
+    assert [g["cellId"] for g in got] == [ca[1].hex()]
     assert "omitted from recall" in agent.logs()

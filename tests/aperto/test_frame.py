@@ -41,9 +41,9 @@ def _profile_example(section: str) -> tuple[int, str]:
     start = text.index(f"### {section}")
     end = text.find("###", start + 4)
     block = text[start:end if end != -1 else None]
-    length = int(re.search(r"Length: (\d+) bytes", block)[1])    # type: ignore[index]
-    digest = re.search(r"`(sha256:[0-9a-f]{64})`", block)[1]     # type: ignore[index]
-    return length, digest
+    length, digest = re.search(r"Length: (\d+) bytes", block), re.search(r"`(sha256:[0-9a-f]{64})`", block)
+    assert length is not None and digest is not None, section
+    return int(length[1]), digest[1]
 
 
 # ------------------------------------------------------------------ §7 worked examples

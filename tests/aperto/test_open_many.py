@@ -2,6 +2,7 @@
 verdicts, and reopen_verified (the device cache) re-derives trust from today's keyring."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,7 +72,7 @@ class DictCache:
         self.puts += 1
 
 
-def test_vault_listing_with_a_cache_skips_verification_but_not_revocation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_vault_listing_with_a_cache_skips_verification_but_not_revocation(tmp_path: Path) -> None:
     v = Vault.create(tmp_path / "v", "pw")
     friend = run_sync(K.signing_key(P, b"\x03" * 32))
     v.trust_add(friend.public)

@@ -52,11 +52,13 @@ REFUSED = AuthenticationFailed
 
 def _v2(vectors: dict[str, Any], number: str) -> dict[str, Any]:
     (key,) = [k for k in vectors if k.startswith(number + "-")]
-    return vectors[key]
+    vector: dict[str, Any] = vectors[key]
+    return vector
 
 
 def _v1(name: str) -> dict[str, Any]:
-    return json.loads((VECTORS / "apertomemory-v1" / name).read_text())
+    vector: dict[str, Any] = json.loads((VECTORS / "apertomemory-v1" / name).read_text())
+    return vector
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +308,7 @@ def test_014_empty_custody_map_degrades(v2_vectors: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- 004, 007-014: rebuilt byte for byte
 
 def _payload(content: str, *, kid: bytes = KID_OWNER, confidence: float = 0.9,
-             custody: dict[str, Any] | None = None) -> bytes:
+             custody: dict[int, Any] | None = None) -> bytes:
     m: dict[int, Any] = {1: MemType.SEMANTIC.value, 2: content, 3: confidence,
                          4: {1: TOOL, 2: kid}, 5: 1, 7: {1: CREATED}}
     if custody is not None:
@@ -406,7 +408,7 @@ def test_v1_001_key_hierarchy(v1_owner: Identity) -> None:
     assert v1_owner.key_id.hex() == v["ed25519"]["author_key_id_hex"]
 
 
-def _v1_memory(payload: dict[str, Any]) -> Memory:
+def _v1_memory(payload: dict[int, Any]) -> Memory:
     return Memory(content=payload[2], mem_type=payload[1], confidence=payload[3],
                   tags=tuple(payload[6]), created=payload[7][1], tool=payload[4][1])
 

@@ -292,7 +292,10 @@ def test_vault_files_and_exports_are_readable_by_their_owner_only(tmp_path: Path
         ok("export", str(tmp_path / "out.amem"), env=env)
     finally:
         os.umask(old)
-    mode = lambda p: p.stat().st_mode & 0o777          # noqa: E731
+
+    def mode(p: Path) -> int:
+        return p.stat().st_mode & 0o777
+
     vault = tmp_path / "vault"
     assert mode(vault) == 0o700
     files = [f for f in vault.iterdir() if f.name.startswith("vault.db")]

@@ -386,7 +386,7 @@ def test_one_key_set_registers_at_most_a_few_names(backend: Backend, start_serve
     assert registered(backend, names[2])
 
 
-def test_a_vault_cannot_store_past_its_quota(backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault], http: httpx.Client):
+def test_a_vault_cannot_store_past_its_quota(backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault], http: httpx.Client) -> None:
     v = fresh_vault(6)
     items = cells_of(v)
     sizes = [len(c) + len(d) for c, d in items]
@@ -421,7 +421,7 @@ def test_a_vault_cannot_store_past_its_quota(backend: Backend, start_server: Cal
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A store made before the quota counted bytes has its count filled in from what it holds."""
     from tests.server.storekit import stocked
 
@@ -444,7 +444,8 @@ def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path
         store = Store("sqlite", str(tmp_path))
     st, vault, pushed = stocked(store, 5)
     want = sum(len(x.cell) + len(x.wrapped_dek) for x in pushed)
-    assert st.vault_by_id(vault.id).stored_bytes == want
+    record = st.vault_by_id(vault.id)
+    assert record is not None and record.stored_bytes == want
     st.close()
     if kind == "postgres":
         import psycopg
@@ -454,12 +455,13 @@ def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path
     else:
         import sqlite3
 
-        with closing(sqlite3.connect(Path(store.where) / "ownmem.db")) as c:
-            c.execute("ALTER TABLE vaults DROP COLUMN stored_bytes")
-            c.commit()
+        with closing(sqlite3.connect(Path(store.where) / "ownmem.db")) as lite:
+            lite.execute("ALTER TABLE vaults DROP COLUMN stored_bytes")
+            lite.commit()
     st = store.open()
     try:
-        assert st.vault_by_id(vault.id).stored_bytes == want
+        record = st.vault_by_id(vault.id)
+        assert record is not None and record.stored_bytes == want
     finally:
         st.close()
 
@@ -604,7 +606,7 @@ def _non_canonical(cell: bytes) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("how", ["timestamp in 8 bytes", "kekVersion in 4 bytes", "tier's length in a byte",
                                  "keys in reverse order", "map length in a byte"])
-def test_a_cell_not_in_deterministic_cbor_is_refused(how, linked_vault: Callable[..., LinkedVault]) -> None:
+def test_a_cell_not_in_deterministic_cbor_is_refused(how: str, linked_vault: Callable[..., LinkedVault]) -> None:
     """One cell, one byte form, as for receipts: a re-encoding of the parsed cell must be its
     bytes.  (Before: each of these verified, and was stored as sent.)"""
     lv = linked_vault(2)
@@ -647,7 +649,7 @@ def test_receipt_timestamps_past_the_databases_integers_are_refused(linked_vault
 
 @pytest.mark.parametrize("route", ["/changes?since=999999999999999999&limit=999999999999999999",
                                    "/changes?since=0&limit=0"])
-def test_page_parameters_at_their_bounds_are_answered(route, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_page_parameters_at_their_bounds_are_answered(route: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     lv.sync()
     r = http.get(lv.url(route), headers=lv.auth())
@@ -657,7 +659,7 @@ def test_page_parameters_at_their_bounds_are_answered(route, linked_vault: Calla
 @pytest.mark.parametrize("route", ["/v1/log?after=999999999999999999&limit=999999999999999999",
                                    "/v1/erasures?after=999999999999999999&limit=999999999999999999",
                                    "/v1/log?after=0&limit=0"])
-def test_public_list_parameters_at_their_bounds_are_answered(route, backend: Backend, http: httpx.Client) -> None:
+def test_public_list_parameters_at_their_bounds_are_answered(route: str, backend: Backend, http: httpx.Client) -> None:
     r = http.get(backend.url + route)
     assert r.status_code == 200 and "entries" in r.json(), r.text
 

@@ -101,7 +101,7 @@ def test_erase_never_makes_another_vault_wait(backend: Backend, linked_vault: Ca
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_erasure_left_pending_by_one_process_is_finished_by_the_next(kind, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_erasure_left_pending_by_one_process_is_finished_by_the_next(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A process that stops with an erasure pending does not lose it: the next one finishes it."""
     store = Store.fresh(kind, tmp_path, request)
     st, vault, cells = stocked(store, 6)
@@ -151,7 +151,7 @@ def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database: str
             vault = st.vault(reg.name)
             assert vault is not None
             with psycopg.connect(url) as c:
-                kinds = dict(c.execute("SELECT relname, relkind::text FROM pg_class "
+                kinds: dict[str, str] = dict(c.execute("SELECT relname, relkind::text FROM pg_class "
                                        "WHERE relname IN ('cells', 'cells_unpartitioned', %s)",
                                        (f"cells_v{vault.id}",)).fetchall())
             assert kinds == {"cells": "p", f"cells_v{vault.id}": "r"}
@@ -186,7 +186,7 @@ def _held(lv: Any) -> set[bytes]:
 @pytest.mark.parametrize("whose", ["held by the other vault", "erased by the other vault",
                                    "only announced (REMEMBER logged, not pushed yet)"])
 def test_a_forget_by_one_vault_for_another_holders_cell_is_refused_and_changes_nothing(
-        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, whose) -> None:
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, whose: str) -> None:
     """Vault A signs a FORGET for vault B's cell (B's cellIds are public: the log lists B's
     REMEMBER and FORGET receipts): refused with wrong_holder, and nothing of either vault changes,
     not the feed, the log or the public erasure list; A's own cell in the same batch stays too."""

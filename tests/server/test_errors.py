@@ -71,7 +71,7 @@ def test_openapi_enumerates_the_registry() -> None:
     assert {s for s, _ in W.ERRORS.values()} - documented == {405}
 
 
-def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.AST | None]]:
+def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.Call | None]]:
     """Every string constant, with the call it is the first argument of (if it is)."""
     first_args = {id(n.args[0]): n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args}
     for node in ast.walk(tree):
@@ -97,10 +97,10 @@ def test_no_error_code_is_spelled_out_outside_the_registry(path: Path) -> None:
         caller = call.func.id if call is not None and isinstance(call.func, ast.Name) else None
         assert caller is not None and SPELLED_OUT_IN.get(rel) == caller, \
             f"{rel}:{node.lineno}: the error code {node.value!r} is spelled out; use syncwire.ErrorCode"
-    for node in ast.walk(tree):   # the error body is built by syncwire.ErrorBody only (openapi.py describes it)
-        if isinstance(node, ast.Dict) and rel != "server/openapi.py":
-            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-            assert "error" not in keys, f"{rel}:{node.lineno}: an error body built by hand"
+    for n in ast.walk(tree):   # the error body is built by syncwire.ErrorBody only (openapi.py describes it)
+        if isinstance(n, ast.Dict) and rel != "server/openapi.py":
+            keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+            assert "error" not in keys, f"{rel}:{n.lineno}: an error body built by hand"
 
 
 def test_refused_takes_registered_codes_only() -> None:

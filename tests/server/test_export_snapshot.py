@@ -94,7 +94,7 @@ def test_export_is_the_vault_as_it_was_when_the_export_began(backend: Backend, l
     assert _object_ids(_export(http, lv)) == after
 
 
-def test_exports_taken_while_threads_push_and_erase_all_decode(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client):
+def test_exports_taken_while_threads_push_and_erase_all_decode(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = _big_vault(linked_vault)
     store = lv.v.store
     base = store.object_ids()
@@ -192,7 +192,7 @@ def test_exports_past_the_slots_are_refused_busy_until_one_ends(backend: Backend
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_exports_are_bounded_in_number_and_in_time(kind, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exports_are_bounded_in_number_and_in_time(kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that opens exports and stops reading cannot hold snapshots (and with them
     physical erasure) for ever: EXPORT_SLOTS at once, each for EXPORT_SECONDS at most."""
     monkeypatch.setattr(export, "EXPORT_SECONDS", 2.0)

@@ -32,7 +32,7 @@ def _chunks(total: int, size: int = 1 << 20) -> Iterator[bytes]:
 # ---------------------------------------------------------------- size
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "streamed"])
-def test_body_over_limit_refused(declared, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_body_over_limit_refused(declared: bool, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     before = lv.snapshot()
     size = W.MAX_BODY + 1
@@ -82,7 +82,7 @@ def test_metadata_up_to_the_body_limit_accepted(linked_vault: Callable[..., Link
 
 
 @pytest.mark.parametrize("n", [W.MAX_BATCH + 1, 5000])
-def test_batch_over_limit_refused(n, linked_vault: Callable[..., LinkedVault]) -> None:
+def test_batch_over_limit_refused(n: int, linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     refused(lv.push([[b"", b""]] * n), 413, "batch_too_large")
@@ -135,7 +135,7 @@ BAD_JSON = [b"{", b"[]", b'"text"', b"1", b"null", b"\xff\xfe", b"[" * 100_000 +
 
 @pytest.mark.parametrize("body", BAD_JSON, ids=["truncated", "array", "string", "number", "null", "not utf-8",
                                                   "deep array", "deep object", "empty"])
-def test_malformed_json_refused(body, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_malformed_json_refused(body: bytes, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     for method, url, auth in (("POST", f"{lv.base}/v1/vaults", False), ("POST", lv.url("/session"), False),
@@ -159,7 +159,7 @@ NOT_HEX: list[Any] = ["zz", "0x00", "abc", " 00", "00 ", "0 0", "AB", "Ab", 12, 
 
 @pytest.mark.parametrize("field", ["salt", "owner_pub", "sync_pub", "ka_pub", "holder_pub", "metadata",
                                    "metadata_sig", "key_receipt", "proof", "holder_proof"])
-def test_registration_non_hex_refused(field, backend: Backend, http: httpx.Client) -> None:
+def test_registration_non_hex_refused(field: str, backend: Backend, http: httpx.Client) -> None:
     for bad in NOT_HEX:
         r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), field: bad})
         assert r.status_code == 400 and r.json()["error"] == "malformed", (field, bad if len(str(bad)) < 50 else "long",
@@ -198,32 +198,32 @@ def test_bad_vault_names(backend: Backend, http: httpx.Client) -> None:
         for method, path in (("GET", ""), ("POST", "/challenge"), ("POST", "/session")):
             r = http.request(method, f"{backend.url}/v1/vaults/{name}{path}")
             assert r.status_code == 404, (name, path, r.status_code, r.text)
-    for name in ("", "UPPER", "-dash", ".dot", "a" * 65, "a b", "a/b", "é", "a\u0000", 5, None, ["a"]):
-        r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), "name": name})
+    for bad in ("", "UPPER", "-dash", ".dot", "a" * 65, "a b", "a/b", "é", "a\u0000", 5, None, ["a"]):
+        r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), "name": bad})
         refused(r, 400, "bad_name")
 
 
 @pytest.mark.parametrize("query", ["since=abc", "since=-1", "since=1.5", "since=1e3", "since=" + "9" * 19,
                                    "since=", "limit=abc", "limit=-5", "since=%EF%BC%91", "since=%C2%B2",
                                    "limit=%C2%B2"])
-def test_changes_bad_parameters_refused(query, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_changes_bad_parameters_refused(query: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     refused(http.get(lv.url(f"/changes?{query}"), headers=lv.auth()), 400, "malformed")
 
 
 @pytest.mark.parametrize("query", ["after=abc", "after=-1", "limit=x", "holder=zz", "holder=00", "subject=" + "g" * 64,
                                    "operation=BOGUS", "operation=key"])
-def test_log_bad_parameters_refused(query, backend: Backend, http: httpx.Client) -> None:
+def test_log_bad_parameters_refused(query: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/log?{query}"), 400, "malformed")
 
 
 @pytest.mark.parametrize("query", ["after=abc", "limit=-1", "after=1.0"])
-def test_erasures_bad_parameters_refused(query, backend: Backend, http: httpx.Client) -> None:
+def test_erasures_bad_parameters_refused(query: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/erasures?{query}"), 400, "malformed")
 
 
 @pytest.mark.parametrize("rid", ["zz", "00", "A" * 64, "0" * 63, "0" * 65])
-def test_log_entry_bad_id_is_not_found(rid, backend: Backend, http: httpx.Client) -> None:
+def test_log_entry_bad_id_is_not_found(rid: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/log/{rid}"), 404, "not_found")
 
 

@@ -13,11 +13,12 @@ from typing import Any
 import httpx
 import hypothesis
 import pytest
-from tests.server.conftest import Backend
 import schemathesis
+from schemathesis.checks import CheckFunction
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from starlette.routing import Route
+from tests.server.conftest import Backend
 
 from server.app import Config, create_app
 from server.openapi import OPENAPI
@@ -60,18 +61,18 @@ schemathesis.serializer.alias("application/cbor", "application/octet-stream")
 # what the server checks beyond shape (signatures, cellIds, a live challenge) no schema can
 # generate.  Every other check runs: no 5xx, documented status codes, content types, response
 # bodies and headers, negative data rejected, unsupported methods answered 405 with Allow.
-EXCLUDED = [positive_data_acceptance]
+EXCLUDED: list[CheckFunction] = [positive_data_acceptance]
 
 
 @schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_to_its_openapi(case, sqlite_server: Backend) -> None:
+def test_server_conforms_to_its_openapi(case: schemathesis.Case[Any], sqlite_server: Backend) -> None:
     case.call_and_validate(base_url=sqlite_server.url, timeout=10, excluded_checks=EXCLUDED)
 
 
 @pytest.fixture(scope="module")
-def credential(sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]], tmp_path_factory: pytest.TempPathFactory):
+def credential(sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(vault name, bearer token) of a vault with two cells on the SQLite server."""
     import shutil
 
@@ -104,7 +105,7 @@ authed_schema = schemathesis.openapi.from_dict(OPENAPI).exclude(operation_id="ev
 @authed_schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_with_a_credential(case, sqlite_server: Backend, credential) -> None:
+def test_server_conforms_with_a_credential(case: schemathesis.Case[Any], sqlite_server: Backend, credential: tuple[str, str]) -> None:
     name, token = credential
     path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
     if "name" in (case.path_parameters or {}) and (path is None or path.mode.is_positive):

@@ -22,6 +22,7 @@ from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell
 from ownmem.saihm.receipt import make_receipt
+from ownmem.vault import UnlockedVault
 from ownmem.vault.sync import Metadata
 
 PUBLIC_ROUTES = {
@@ -139,7 +140,7 @@ def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault: Callable[..., 
     before_a, before_b = a.snapshot(), b.snapshot()
     stolen = a.auth()
 
-    attempts = [
+    attempts: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", "/metadata", {}),
         ("PUT", "/metadata", {"json": metadata_update(b, 1)}),
         ("GET", "/changes?since=0", {}),
@@ -184,7 +185,7 @@ def test_a_challenge_is_the_servers_for_one_name_and_one_minute() -> None:
     assert challenges.check(key, "alice", challenges.make(key, "alice", 1_000_100, b"n" * 12), 1_000_000, 60) is None
 
 
-def test_challenges_store_nothing_until_a_login_proves_the_key(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client):
+def test_challenges_store_nothing_until_a_login_proves_the_key(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A stranger asking for challenges fills no table: only a login that proved the vault's
     sync key writes one row (its replay guard), dropped once the challenge expired."""
     lv = linked_vault(0)
@@ -317,7 +318,7 @@ FORGERIES = ["wrong cellId", "tampered ciphertext", "tampered kekVersion", "tamp
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
-def test_forged_cell_refused(kind, linked_vault: Callable[..., LinkedVault]) -> None:
+def test_forged_cell_refused(kind: str, linked_vault: Callable[..., LinkedVault]) -> None:
     victim = linked_vault(20, key="a")
     attacker = linked_vault(1, key="b")
     good = victim.cells()
@@ -402,7 +403,7 @@ def test_erased_cell_cannot_be_pushed_again(linked_vault: Callable[..., LinkedVa
     assert lv.snapshot() == before
 
 
-def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
+def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     victim = linked_vault(2, key="a")
     attacker = linked_vault(1, key="b")
     victim.sync()
@@ -413,7 +414,7 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[...,
     g = cbor.decode(good)
 
     def receipt(**kw: Any) -> bytes:
-        args = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid, timestamp=int(time.time()))
+        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid, timestamp=int(time.time()))
         args.update(kw)
         return run_sync(make_receipt(p, **args)).to_cbor()
 
@@ -483,7 +484,7 @@ def test_metadata_stale_version_refused(linked_vault: Callable[..., LinkedVault]
     assert http.put(lv.url("/metadata"), headers=lv.auth(), json=metadata_update(lv, 2)).json() == {"version": 3}
 
 
-def test_metadata_bad_owner_signature_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
+def test_metadata_bad_owner_signature_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0, key="a")
     twin = linked_vault(0, key="a")       # the same owner key under another name
     stranger = linked_vault(0, key="b")
@@ -519,7 +520,7 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
     """The body ``link`` sends, built by hand so that each part can be forged."""
     p = provider()
     h, sync, ident = v.holder(), v.sync_key(), v.identity
-    salt = v.store.identity().salt
+    salt = _salt(v)
     doc = override.pop("doc", None) or _doc(v)
     key_receipt = override.pop("key_receipt", None) or run_sync(make_receipt(
         p, xi=h.xi, holder_id=h.holder_id, operation="KEY", subject_id=h.holder_id, timestamp=int(time.time()),
@@ -538,6 +539,12 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
     return body
 
 
+def _salt(v: UnlockedVault) -> bytes:
+    public = v.store.identity()
+    assert public is not None, "a vault has an identity"
+    return public.salt
+
+
 def _doc(v: Any) -> bytes:
     """The metadata document ``link`` registers."""
     pub = v.public()
@@ -545,18 +552,18 @@ def _doc(v: Any) -> bytes:
                     run_sync(sign_metadata(v.crypto, v.identity, pub))).encode()
 
 
-def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: httpx.Client):
+def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     victim = linked_vault(0, key="a")
     attacker = linked_vault(0, key="b")
     v, a = victim.v, attacker.v
     p = provider()
     vh, ah = v.holder(), a.holder()
     ident, sync = v.identity, v.sync_key()
-    salt = v.store.identity().salt
+    salt = _salt(v)
     doc = _doc(v)
 
     def key_receipt(**kw: Any) -> bytes:
-        args = dict(xi=vh.xi, holder_id=vh.holder_id, operation="KEY", subject_id=vh.holder_id,
+        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="KEY", subject_id=vh.holder_id,
                     timestamp=int(time.time()), detail=vh.public)
         args.update(kw)
         return run_sync(make_receipt(p, **args)).to_cbor()
@@ -638,7 +645,7 @@ def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault:
     replayed = bytes.fromhex(log["entries"][0]["receipt"])
     a = attacker.v
     name = "squatter"
-    salt = a.store.identity().salt
+    salt = _salt(a)
     reg = W.register_message(name, salt, a.identity.sign_pub, a.sync_key().public, a.identity.ka_pub, vh.public)
     doc = _doc(a)
     body = {"name": name, "salt": salt.hex(), "owner_pub": a.identity.sign_pub.hex(),

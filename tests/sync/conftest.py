@@ -14,7 +14,8 @@ from tests.sync.synckit import Backend, Devices, ServerProcess, make_backend
 
 
 def _tag(request: pytest.FixtureRequest) -> str:
-    return request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name: str = request.module.__name__
+    return name.rsplit(".", 1)[-1].removeprefix("test_")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

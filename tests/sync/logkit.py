@@ -46,7 +46,7 @@ class MemTree:
 
 
 def log_key(seed: bytes) -> LogKey:
-    return LogKey.load(SimpleNamespace(log_key=lambda _candidate: seed))  # type: ignore[arg-type]
+    return LogKey.load(SimpleNamespace(log_key=lambda _candidate: seed))
 
 
 def real_entries(upstream: str) -> list[bytes]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -79,7 +79,7 @@ def _state(d: Device) -> tuple[frozenset[bytes], frozenset[bytes], frozenset[byt
             st.sync_get("pull_seq"))
 
 
-def _inject(rows: list[list[object]]) -> object:
+def _inject(rows: list[list[object]]) -> Callable[[Seen, Answer], Answer]:
     """A rule that appends ``rows`` to the next non-empty-or-not page B pulls, once."""
     def rule(seen: Seen, ans: Answer) -> Answer:
         page = ans.page()
@@ -123,13 +123,14 @@ def test_an_erase_row_with_a_receipt_the_holder_did_not_sign_for_that_cell_erase
     cid, _, _ = _cell_row(a, m)
     other_cid, _, _ = _cell_row(a, other)
     h = a.v.holder()
-    receipt = {
+    receipts: dict[str, Callable[[], bytes]] = {
         "foreign_holder": lambda: _foreign_holder_receipt(cid),
         "other_cell": lambda: a.v.forget_receipt(other_cid, int(time.time())),
         "not_forget": lambda: run_sync(make_receipt(P, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
                                                     subject_id=cid, timestamp=int(time.time()))).to_cbor(),
         "garbage": lambda: b"\xa1\x01\x02",
-    }[kind]()
+    }
+    receipt = receipts[kind]()
     proxy.on("GET", CHANGES, _inject([[0, "erase", cid, receipt, None]]), once=True)
     report = b.sync()
     assert b.contents() == {"keep me", "and me"}

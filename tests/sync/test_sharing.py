@@ -240,7 +240,9 @@ def _offer(dev: Device, contract: bytes, cid: bytes, pairs: list[tuple[bytes, by
 
 
 def _state(backend: Backend) -> tuple[int, int, int, int]:
-    one = lambda q: int(backend.rows(q)[0][0])   # noqa: E731
+    def one(q: str) -> int:
+        return int(backend.rows(q)[0][0])
+
     return (one("SELECT count(*) FROM contracts"), one("SELECT count(*) FROM contract_grantees"),
             one("SELECT count(*) FROM share_keys"), one("SELECT count(*) FROM log"))
 
@@ -523,14 +525,14 @@ def _drop_proof(backend: Backend, holder_id: bytes) -> None:
     if backend.kind == "postgres":
         import psycopg
 
-        with psycopg.connect(backend.database_url, autocommit=True) as c:
+        with psycopg.connect(backend.pg_url, autocommit=True) as c:
             c.execute("DELETE FROM holder_proofs WHERE holder_id = %s", (holder_id,))
         return
     import sqlite3
     from contextlib import closing
 
-    with closing(sqlite3.connect(backend.sqlite_path, timeout=30)) as c, c:
-        c.execute("DELETE FROM holder_proofs WHERE holder_id = ?", (holder_id,))
+    with closing(sqlite3.connect(backend.sqlite_path, timeout=30)) as lite, lite:
+        lite.execute("DELETE FROM holder_proofs WHERE holder_id = ?", (holder_id,))
 
 
 def test_a_vault_registered_before_the_directory_publishes_its_proof(
@@ -613,7 +615,7 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
     good = {"granteeIdHashesHex": [p.b_id.hex()], "shardIds": [cell[0].hex()], "type": "permanent",
             "scope": "read", "expiryEpoch": None}
     before = _state(sqlite_backend)
-    for label, change, code in [
+    cases: list[tuple[str, dict[str, object], str]] = [
         ("no grantee", {"granteeIdHashesHex": []}, "invalid_grantee"),
         ("a short grantee", {"granteeIdHashesHex": [p.b_id.hex()[:62]]}, "invalid_grantee"),
         ("a grantee twice", {"granteeIdHashesHex": [p.b_id.hex(), "0x" + p.b_id.hex()]}, "invalid_grantee"),
@@ -628,7 +630,8 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
         ("temporary beyond 24 h", {"type": "temporary", "expiryEpoch": str(int(time.time()) + 90000)},
          "invalid_expiry"),
         ("permanent with an expiry", {"expiryEpoch": str(int(time.time()) + 60)}, "invalid_expiry"),
-    ]:
+    ]
+    for label, change, code in cases:
         with pytest.raises(sharing.ToolRefused) as e:
             sharing.tool_share(p.a.syncer, {**good, **change})
         assert e.value.error == code, (label, e.value)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import hypothesis
@@ -191,6 +191,16 @@ def _bad_values(v: Any) -> list[tuple[str, Any]]:
     return out
 
 
+M = TypeVar("M", bound=W.JsonMessage)
+
+
+def _sample(cls: type[M]) -> M:
+    """SAMPLES[cls], typed as that class."""
+    msg = SAMPLES[cls]
+    assert isinstance(msg, cls)
+    return msg
+
+
 def _mutations(msg: W.JsonMessage) -> Iterator[tuple[str, bytes]]:
     good = msg.encode()
     for k in good:
@@ -235,7 +245,7 @@ def test_every_mutation_of_a_message_is_refused_by_its_parse() -> None:
 # ------------------------------------------------------------------ each client call, against the server
 
 @pytest.mark.parametrize("body", _cases(W.VaultInfo))
-def test_lookup_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_lookup_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "", body)
     refused(remote.lookup)
 
@@ -261,9 +271,9 @@ def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server: FakeSer
 
 
 @pytest.mark.parametrize("body", _cases(W.Registered))
-def test_register_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_register_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/v1/vaults", body, status=201)
-    refused(lambda: remote.register(SAMPLES[W.Registration]))
+    refused(lambda: remote.register(_sample(W.Registration)))
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +282,7 @@ def sync_key() -> K.SigningKey:
 
 
 @pytest.mark.parametrize("body", _cases(W.Challenge))
-def test_login_refuses_a_malformed_challenge(body, server: FakeServer, remote: Remote, sync_key) -> None:
+def test_login_refuses_a_malformed_challenge(body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", body)
     server.answer("POST", "/session", SAMPLES[W.Session].encode())
     remote.token = None
@@ -283,7 +293,7 @@ def test_login_refuses_a_malformed_challenge(body, server: FakeServer, remote: R
 @pytest.mark.parametrize("body", _cases(W.Session) + [
     pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
-def test_login_refuses_a_malformed_session(body, server: FakeServer, remote: Remote, sync_key) -> None:
+def test_login_refuses_a_malformed_session(body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", SAMPLES[W.Challenge].encode())
     server.answer("POST", "/session", body)
     remote.token = None
@@ -293,7 +303,7 @@ def test_login_refuses_a_malformed_session(body, server: FakeServer, remote: Rem
 
 
 @pytest.mark.parametrize("body", _cases(W.MetadataVersion))
-def test_get_metadata_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_get_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", body)
     refused(remote.get_metadata)
 
@@ -301,22 +311,22 @@ def test_get_metadata_refuses_a_malformed_answer(body, server: FakeServer, remot
 @pytest.mark.parametrize("body", _cases(W.MetadataAccepted) + [
     pytest.param(b'{"version": 7}', id="not the next version"),
     pytest.param(b'{"version": 9}', id="skipped a version")])
-def test_put_metadata_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_put_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("PUT", "/metadata", body)
-    refused(lambda: remote.put_metadata(SAMPLES[W.MetadataUpdate]))
+    refused(lambda: remote.put_metadata(_sample(W.MetadataUpdate)))
 
 
 PUSH = W.PushRequest((W.PushItem(b"cell", os.urandom(40)),))
 
 
 @pytest.mark.parametrize("body", _cases(W.PushResult))
-def test_push_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_push_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/cells", body)
     refused(lambda: remote.push(PUSH))
 
 
 @pytest.mark.parametrize("body", _cases(W.EraseResult))
-def test_erase_refuses_a_malformed_answer(body, server: FakeServer, remote: Remote) -> None:
+def test_erase_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/erase", body)
     refused(lambda: remote.erase([b"receipt"]))
 
@@ -340,7 +350,7 @@ def _events(*data: str) -> bytes:
 
 @pytest.mark.parametrize("data", ["{}", '{"last_seq": -1}', '{"last_seq": "5"}', '{"last_seq": 1.5}',
                                   '{"last_seq": 99999999999999999999}', "[5]", "5", "not json", ""])
-def test_events_refuse_a_malformed_event(data, server: FakeServer, remote: Remote) -> None:
+def test_events_refuse_a_malformed_event(data: str, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/events", _events('{"last_seq": 4}', data), content_type="text/event-stream")
     it = remote.events()
     assert next(it) == 4
@@ -405,7 +415,7 @@ BAD_PAGES = {
 
 
 @pytest.mark.parametrize("body", BAD_PAGES.values(), ids=BAD_PAGES.keys())
-def test_changes_refuses_a_malformed_page(body, server: FakeServer, remote: Remote) -> None:
+def test_changes_refuses_a_malformed_page(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/changes", body, content_type="application/cbor")
     refused(lambda: remote.changes(2))
 
@@ -441,7 +451,7 @@ def test_pull_stops_when_a_server_says_more_forever(server: FakeServer, tmp_path
                                   json.dumps({"error": "x", "message": "m" * 501}).encode()],
                          ids=["empty", "html", "code number", "no message", "code spelling", "message number",
                               "terminal escape", "array", "message long"])
-def test_a_refusal_with_a_malformed_body_keeps_only_the_status(body, server: FakeServer, remote: Remote) -> None:
+def test_a_refusal_with_a_malformed_body_keeps_only_the_status(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", body, status=409)
     with pytest.raises(SyncError) as e:
         remote.get_metadata()
@@ -478,7 +488,7 @@ def test_a_redirect_is_not_followed_even_by_a_client_that_would(server: FakeServ
 # ------------------------------------------------------------------ round trips
 
 @pytest.mark.parametrize("msg", SAMPLES.values(), ids=lambda m: type(m).__name__)
-def test_json_message_round_trip(msg) -> None:
+def test_json_message_round_trip(msg: W.JsonMessage) -> None:
     cls = type(msg)
     assert cls.parse(msg.encode()) == msg
     assert cls.parse(W.load_json(W.dump_json(msg.encode()))) == msg
@@ -517,7 +527,7 @@ def test_push_request_round_trip_and_wire_format() -> None:
 
 @pytest.mark.parametrize("raw", [b"", b"\xa0", cbor.encode([[b"c"]]), cbor.encode([[b"c", "w"]]), cbor.encode([b"c"]),
                                  cbor.encode([[b"c", b"w"]] * (W.MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
-def test_push_request_parse_refuses_malformed(raw) -> None:
+def test_push_request_parse_refuses_malformed(raw: bytes) -> None:
     with pytest.raises(WireError):
         W.PushRequest.parse(raw)
 
@@ -530,7 +540,7 @@ _row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
                   blobs=st.lists(st.binary(min_size=1, max_size=300), min_size=40, max_size=40),
                   since=st.integers(0, 1 << 20), extra=st.integers(0, 3))
 @hypothesis.settings(max_examples=200, deadline=None, database=None)
-def test_changes_page_round_trip(gaps, kinds, blobs, since, extra) -> None:
+def test_changes_page_round_trip(gaps: list[int], kinds: list[str], blobs: list[bytes], since: int, extra: int) -> None:
     rows: list[W.ChangeRow] = []
     seq = since
     for gap, kind, blob in zip(gaps, kinds, blobs):
