@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from tests.agent.agentkit import AgentVault
-# the agent tests' server, vault and agent fixtures are these tests' too (one definition of each)
-from tests.agent.conftest import agent_vault, agents, backend, devices, servers, sqlite_backend  # noqa: F401
+# the agent and sync tests' server, vault and agent fixtures are these tests' too (one definition of each)
+from tests.agent.conftest import agent_vault, agents  # noqa: F401
+from tests.sync.conftest import backend, devices, servers, sqlite_backend  # noqa: F401
 from tests.sync.synckit import Devices
 from tests.uomp.uompkit import APPROVAL_KEYS, UompVault
 

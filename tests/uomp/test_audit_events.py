@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests.sync.synckit import Backend, Devices, ServerProcess
 from tests.uomp.uompkit import Uomp, error_body
 
+from ownmem.crypto import sha256
 from ownmem.uomp import audit_sync as au
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import iso
@@ -100,7 +101,7 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     for e in b.doc["entries"]:
         if e["action"] == "deletion_proof" and e["allowed"]:
             assert e["key"] == "del_anchor_1"
-            leaves.append(expected + au.sha256(au.canonical(e)))
+            leaves.append(expected + sha256(au.canonical(e)))
         else:
             leaves.append(au.leaf(e, b.doc["sessions"].get(e["session_id"], {})))
     assert au.merkle_root(leaves) == b.root

@@ -22,7 +22,7 @@ from ownmem.uomp.api import REVOCATION
 from ownmem.uomp.control import CONTROL_EXTENSIONS, is_control
 from ownmem.uomp.published import REVOCATION as PUBLISHED_REVOCATION
 from ownmem.uomp.published import SESSION_RECORD, read_published
-from ownmem.vault import Vault
+from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.vault import SUPERSEDES, TOOL
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
@@ -101,7 +101,7 @@ def test_a_sessions_life_shows_on_another_device_one_head_per_session(
     assert found.returncode == 0 and json.loads(found.stdout) == [], found.stdout
 
 
-def _sealed_by(v: Any, key: aperto_keys.SigningKey, ext: dict[str, object]) -> bytes:
+def _sealed_by(v: UnlockedVault, key: aperto_keys.SigningKey, ext: dict[str, object]) -> bytes:
     m = Memory(content="forged", created=int(time.time()), tool=TOOL, extensions=ext)
     return v._seal_into(m, v.scope("default"), signer=key).object_id
 

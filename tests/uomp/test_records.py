@@ -79,7 +79,7 @@ def test_missing_sensitivity_refuses_or_takes_the_stated_default() -> None:
     ("key,tags,sensitivity,value.a,value.a.b\nk,n,low,1,2\n", "collides"),
     ("key,tags,sensitivity\nk,n\n", "has 2 cells"),
 ])
-def test_every_validation_refusal(rows, problem) -> None:
+def test_every_validation_refusal(rows: str, problem: str) -> None:
     with pytest.raises(RecordsRefused) as e:
         validate(parse_csv(rows.encode()))
     assert problem in str(e.value)
@@ -159,18 +159,18 @@ def test_field_names_and_their_targets_as_the_parser_maps_them() -> None:
 # --- through the CLI --------------------------------------------------------------------------
 
 @pytest.fixture()
-def env(tmp_path: Path):
+def env(tmp_path: Path) -> dict[str, str]:
     e = cli_env(tmp_path, tmp_path / "vault")
     assert ownmem("init", env=e).returncode == 0
     return e
 
 
-def _items(env) -> dict[str, dict[str, Any]]:
+def _items(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     listed = json.loads(ownmem("list", "--json", env=env).stdout)
     return {m["content"].split(":")[0]: m for m in listed}
 
 
-def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path: Path, env) -> None:
+def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.csv"
     f.write_bytes(SPEC_CSV)
     r = ownmem("records", "import", str(f), env=env)
@@ -191,7 +191,7 @@ def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path
     assert len(live) == 1 and "Groceries" in live[0]["content"] and live[0]["supersedes"]
 
 
-def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path: Path, env) -> None:
+def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.json"
     f.write_bytes(json.dumps([{"key": "good", "tags": ["n"], "sensitivity": "low", "value": 1},
                               {"key": "bad", "tags": [], "sensitivity": "low", "value": 2}]).encode())
@@ -200,7 +200,7 @@ def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path: Path, env) 
     assert json.loads(ownmem("list", "--json", env=env).stdout) == []
 
 
-def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(tmp_path: Path, env) -> None:
+def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.csv"
     f.write_bytes(b"key,tags,value.x\nk1,notes,1\n")
     r = ownmem("records", "import", str(f), env=env)

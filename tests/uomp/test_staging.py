@@ -14,6 +14,9 @@ from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ow
 from tests.uomp.uompkit import Uomp
 from tests.sync.synckit import Backend
 
+from ownmem.aperto.keys import SigningKey
+from ownmem.vault import UnlockedVault
+
 
 def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
     status, got = agent.call("saihm_recall", {"query": q}, auth=auth)
@@ -32,7 +35,8 @@ def write_audit(agent: AgentProcess, folder: Any) -> list[dict[str, Any]]:
 def _staged(env: dict[str, str]) -> list[dict[str, Any]]:
     r = ownmem_cli("staged", "list", "--json", env=env)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    staged: list[dict[str, Any]] = json.loads(r.stdout)
+    return staged
 
 
 def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discards(
@@ -107,7 +111,8 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
 
 # --- the decisions, on a real vault: who may confirm, what the agent cannot lift ---------------
 
-def _vault_with_agent_write(tmp_path: Path):
+def _vault_with_agent_write(
+        tmp_path: Path) -> tuple[UnlockedVault, SigningKey, SigningKey, Callable[..., bytes], bytes]:
     import os
 
     from ownmem.agent.operator import agent_info
@@ -123,7 +128,7 @@ def _vault_with_agent_write(tmp_path: Path):
     v.trust_add(agent_key.public)
     v.trust_add(impostor.public)
 
-    def seal(ext: dict[str, Any], content: str, signer=None) -> bytes:
+    def seal(ext: dict[str, Any], content: str, signer: SigningKey | None = None) -> bytes:
         return v._seal_into(Memory(content=content, created=1, tool="t", extensions=ext), v.scope("default"),
                             signer).object_id
 

@@ -69,6 +69,7 @@ def test_every_command_prints_foreign_text_inert(
     staged = json.loads(ownmem_cli("staged", "list", "--json", env=env).stdout)
     assert [s["content"] for s in staged] == [PAYLOAD]          # --json: the same text, exactly
     sid = staged[0]["id"]
+    args: tuple[str, ...]
     for args in (("list",), ("search", "green"), ("show", sid[:12])):
         out = inert(ownmem_cli(*args, env=env), " ".join(args))
         assert all(s in out for s in SHOWN), (args, out)
