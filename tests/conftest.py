@@ -11,7 +11,8 @@ from tests.ownmem_testpaths import ROOT, VECTORS  # noqa: F401 - re-exported for
 
 
 def load_v2_vectors() -> dict[str, Any]:
-    vectors: dict[str, Any] = json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text())["vectors"]
+    path = VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json"
+    vectors: dict[str, Any] = json.loads(path.read_text())["vectors"]
     return vectors
 
 

@@ -44,8 +44,8 @@ def test_a_shares_with_b_through_the_agents_and_revokes(
         ({"scope": "write"}, "invalid_scope"), ({"type": "temporary", "expiryEpoch": "1"}, "invalid_expiry"),
         ({"granteeIdHashesHex": ["00" * 31]}, "invalid_grantee"), ({"shardIds": ["ab" * 32]}, "shard_not_found")]
     for change, code in refusals:
-        params: dict[str, object] = {"granteeIdHashesHex": [b_id], "shardIds": shard_ids, "type": "permanent", "scope": "read",
-                  "expiryEpoch": None, **change}
+        params: dict[str, object] = {"granteeIdHashesHex": [b_id], "shardIds": shard_ids, "type": "permanent",
+                                     "scope": "read", "expiryEpoch": None, **change}
         status, res = agent_a.call("saihm_share", params, auth=auth_a)
         assert (status, res) == (400 if code != "shard_not_found" else 404, {"error": code}), (change, status, res)
     assert _keys(backend) == 0

@@ -7,7 +7,6 @@ OWNMEM_FUZZ_SEED the seed, so a failure seen in CI reproduces exactly.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest

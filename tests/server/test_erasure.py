@@ -41,7 +41,8 @@ def _traces(cell: bytes, wrapped_dek: bytes) -> Needles:
     return Needles({"wrapped DEK": [wrapped_dek], "cell": cell_windows(cell)})
 
 
-def test_forgotten_memory_leaves_no_byte_in_any_database_file(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_forgotten_memory_leaves_no_byte_in_any_database_file(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(12)
     lv.sync()
     store = Store.of(backend)
@@ -101,7 +102,8 @@ def test_erase_never_makes_another_vault_wait(backend: Backend, linked_vault: Ca
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_erasure_left_pending_by_one_process_is_finished_by_the_next(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_erasure_left_pending_by_one_process_is_finished_by_the_next(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A process that stops with an erasure pending does not lose it: the next one finishes it."""
     store = Store.fresh(kind, tmp_path, request)
     st, vault, cells = stocked(store, 6)
@@ -220,8 +222,8 @@ def test_a_forget_by_one_vault_for_another_holders_cell_is_refused_and_changes_n
                 and e["holder_id"] == a.v.holder().holder_id.hex()]
 
 
-def test_the_refusal_is_narrow_own_cells_unknown_cells_and_a_twin_vaults_cells_are_erased(backend: Backend, linked_vault: Callable[..., LinkedVault],
-                                                                                          http: httpx.Client) -> None:
+def test_the_refusal_is_narrow_own_cells_unknown_cells_and_a_twin_vaults_cells_are_erased(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """The positive control: a vault erases its own cell, an unknown cellId (a push may still be
     on its way), and a cell of another vault of the same holder (the person's own keys, under two
     names); each answer names the cell and the log holds its FORGET."""

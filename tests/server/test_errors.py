@@ -123,7 +123,8 @@ UNKNOWN_PATHS = ["/nope", "/v1", "/v1/nope", "/v1/vaults/{n}/nope", "/v1/vaults/
                  "/v1/vaults/a%2Fb/challenge", "/no-such-file.js"]   # (the session server may serve web/dist)
 
 
-def test_every_refusal_has_one_shape_and_a_registered_code(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_every_refusal_has_one_shape_and_a_registered_code(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv, other = linked_vault(1, key="a"), linked_vault(0, key="b")
     n, base = lv.name, lv.base
     auth, cbor_auth = lv.auth(), {**lv.auth(), "Content-Type": "application/cbor"}
@@ -178,7 +179,9 @@ def test_every_refusal_has_one_shape_and_a_registered_code(backend: Backend, lin
     assert seen == {c for *_, c in cases}
 
 
-def test_rate_limit_answer_has_the_shape(backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str], http: httpx.Client) -> None:
+def test_rate_limit_answer_has_the_shape(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str],
+        http: httpx.Client) -> None:
     lv = linked_vault(0)
     url = start_server(backend.env, OWNMEM_RATE_PER_SECOND="1", OWNMEM_RATE_BURST="1",
                        OWNMEM_ADDRESS_RATE_PER_SECOND="1", OWNMEM_ADDRESS_BURST="1")

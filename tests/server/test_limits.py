@@ -96,7 +96,9 @@ def test_batch_at_limit_is_checked_item_by_item(linked_vault: Callable[..., Link
 
 # ---------------------------------------------------------------- rate
 
-def test_rate_limited(backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str], http: httpx.Client) -> None:
+def test_rate_limited(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str],
+        http: httpx.Client) -> None:
     """Public routes are limited per client address, a vault's own routes per vault once its
     credential checked (test_abuse.py: a stranger cannot spend a vault's budget)."""
     one, two = linked_vault(0), linked_vault(0)
@@ -206,7 +208,8 @@ def test_bad_vault_names(backend: Backend, http: httpx.Client) -> None:
 @pytest.mark.parametrize("query", ["since=abc", "since=-1", "since=1.5", "since=1e3", "since=" + "9" * 19,
                                    "since=", "limit=abc", "limit=-5", "since=%EF%BC%91", "since=%C2%B2",
                                    "limit=%C2%B2"])
-def test_changes_bad_parameters_refused(query: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_changes_bad_parameters_refused(
+        query: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     refused(http.get(lv.url(f"/changes?{query}"), headers=lv.auth()), 400, "malformed")
 

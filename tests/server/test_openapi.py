@@ -72,7 +72,9 @@ def test_server_conforms_to_its_openapi(case: schemathesis.Case[Any], sqlite_ser
 
 
 @pytest.fixture(scope="module")
-def credential(sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+def credential(
+        sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]],
+        tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(vault name, bearer token) of a vault with two cells on the SQLite server."""
     import shutil
 
@@ -105,7 +107,8 @@ authed_schema = schemathesis.openapi.from_dict(OPENAPI).exclude(operation_id="ev
 @authed_schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_with_a_credential(case: schemathesis.Case[Any], sqlite_server: Backend, credential: tuple[str, str]) -> None:
+def test_server_conforms_with_a_credential(
+        case: schemathesis.Case[Any], sqlite_server: Backend, credential: tuple[str, str]) -> None:
     name, token = credential
     path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
     if "name" in (case.path_parameters or {}) and (path is None or path.mode.is_positive):

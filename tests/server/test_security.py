@@ -85,7 +85,8 @@ def login(http: httpx.Client, lv: Any, seed: bytes | None = None, name: str | No
 
 # ---------------------------------------------------------------- credentials
 
-def test_no_private_route_answers_without_credential(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, tmp_path: Path) -> None:
+def test_no_private_route_answers_without_credential(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, tmp_path: Path) -> None:
     victim = linked_vault(3)
     victim.sync()                                    # three cells on the server
     victim.v.add("not pushed yet")
@@ -130,7 +131,8 @@ def test_no_private_route_answers_without_credential(backend: Backend, linked_va
     assert victim.snapshot() == before
 
 
-def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_credential_of_vault_a_cannot_touch_vault_b(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     a = linked_vault(1, key="a")
     b = linked_vault(3, key="b")
     b.sync()
@@ -185,7 +187,8 @@ def test_a_challenge_is_the_servers_for_one_name_and_one_minute() -> None:
     assert challenges.check(key, "alice", challenges.make(key, "alice", 1_000_100, b"n" * 12), 1_000_000, 60) is None
 
 
-def test_challenges_store_nothing_until_a_login_proves_the_key(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_challenges_store_nothing_until_a_login_proves_the_key(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A stranger asking for challenges fills no table: only a login that proved the vault's
     sync key writes one row (its replay guard), dropped once the challenge expired."""
     lv = linked_vault(0)
@@ -225,7 +228,8 @@ def test_challenge_of_another_vault_refused(linked_vault: Callable[..., LinkedVa
     assert http.post(one.url("/session"), json=body).status_code == 200
 
 
-def test_expired_challenge_refused(backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_expired_challenge_refused(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     from server import challenge as challenges
 
@@ -403,7 +407,8 @@ def test_erased_cell_cannot_be_pushed_again(linked_vault: Callable[..., LinkedVa
     assert lv.snapshot() == before
 
 
-def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_erase_requires_holder_signed_forget_receipt(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     victim = linked_vault(2, key="a")
     attacker = linked_vault(1, key="b")
     victim.sync()
@@ -414,7 +419,8 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault: Callable[...,
     g = cbor.decode(good)
 
     def receipt(**kw: Any) -> bytes:
-        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid, timestamp=int(time.time()))
+        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid,
+                                    timestamp=int(time.time()))
         args.update(kw)
         return run_sync(make_receipt(p, **args)).to_cbor()
 
@@ -455,7 +461,8 @@ def test_names_no_vault_can_have_are_not_found(linked_vault: Callable[..., Linke
                 "unknown_vault")
 
 
-def test_a_credential_tells_nothing_of_other_names(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_a_credential_tells_nothing_of_other_names(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A credential of one vault, at any other name, held or not, is answered wrong_vault: having a
     vault of one's own is no oracle for which names exist (test_abuse.py: decoy lookups)."""
     lv = linked_vault(0)
@@ -634,7 +641,8 @@ def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: ht
     assert r.json()["holder_id"] == vh.holder_id.hex()
 
 
-def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_replayed_key_receipt_cannot_register_someone_elses_holder(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """The KEY receipt is public; without the holder's own signature over the registration,
     an attacker who replays it (with keys of their own) is refused."""
     victim = linked_vault(0, key="a")

@@ -99,7 +99,8 @@ def pushed(http: httpx.Client, syncer: Syncer, base: str, name: str) -> list[byt
 # ---------------------------------------------------------------- on the shared servers
 
 
-def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_receipts_are_proven_in_the_checkpointed_tree(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(4)
     lv.sync()
     log = LogClient(http, lv.base)
@@ -141,7 +142,8 @@ def test_the_log_key_is_kept_and_the_same_for_every_request(backend: Backend, ht
         st.close()
 
 
-def test_entries_by_leaf_index_are_the_tree_in_order(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
+def test_entries_by_leaf_index_are_the_tree_in_order(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     log = LogClient(http, lv.base)
     cp = log.checkpoint(log.key())
@@ -274,7 +276,9 @@ def _with_receipts(own_server: OwnServer, http: httpx.Client, make_vault: Any) -
     return log, key, kept, ids
 
 
-def test_a_rewritten_receipt_fails_its_inclusion_proof(own_server: OwnServer, http: httpx.Client, make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
+def test_a_rewritten_receipt_fails_its_inclusion_proof(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     victim = ids[2]
     forged = parse_receipt(log.check_included(kept, victim))
@@ -285,7 +289,9 @@ def test_a_rewritten_receipt_fails_its_inclusion_proof(own_server: OwnServer, ht
     log.check_included(kept, ids[3])                # the others still prove
 
 
-def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(own_server: OwnServer, http: httpx.Client, make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
+def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     other = bytes.fromhex(http.get(own_server.url + f"/v1/log/{ids[3].hex()}").json()["receipt"])
     own_server.sql("UPDATE log SET receipt = ? WHERE receipt_id = ?", other, ids[2])
@@ -299,7 +305,9 @@ def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(own_serv
         log.check_consistent(kept, log.checkpoint(key))
 
 
-def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(own_server: OwnServer, http: httpx.Client, make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
+def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     own_server.sql("DELETE FROM log WHERE receipt_id = ?", ids[2])
     own_server.rebuild_tree()
@@ -316,7 +324,9 @@ def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(own_server
     assert r.status_code == 404                     # and the log no longer even claims it
 
 
-def test_an_honest_server_stays_consistent_across_restarts_and_receipts(own_server: OwnServer, http: httpx.Client, make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
+def test_an_honest_server_stays_consistent_across_restarts_and_receipts(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     own_server.rebuild_tree()                       # rebuilt from an untouched log: the same tree
     assert log.checkpoint(key) == kept
@@ -327,8 +337,9 @@ def test_an_honest_server_stays_consistent_across_restarts_and_receipts(own_serv
         log.check_included(later, rid)
 
 
-def test_two_server_processes_appending_at_once_keep_one_tree(own_server: OwnServer, http: httpx.Client, start_server: Callable[..., str], tmp_path: Path,
-                                                              _identities: dict[str, tuple[Path, Any]]) -> None:
+def test_two_server_processes_appending_at_once_keep_one_tree(
+        own_server: OwnServer, http: httpx.Client, start_server: Callable[..., str], tmp_path: Path,
+        _identities: dict[str, tuple[Path, Any]]) -> None:
     """Registrations and erasures through two processes sharing one database: the tree stays dense,
     in log order, and its head is the one a monitor rebuilds from the entries it is served."""
     urls = [own_server.url, start_server(own_server.env)]

@@ -282,7 +282,8 @@ def sync_key() -> K.SigningKey:
 
 
 @pytest.mark.parametrize("body", _cases(W.Challenge))
-def test_login_refuses_a_malformed_challenge(body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
+def test_login_refuses_a_malformed_challenge(
+        body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", body)
     server.answer("POST", "/session", SAMPLES[W.Session].encode())
     remote.token = None
@@ -293,7 +294,8 @@ def test_login_refuses_a_malformed_challenge(body: bytes, server: FakeServer, re
 @pytest.mark.parametrize("body", _cases(W.Session) + [
     pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
-def test_login_refuses_a_malformed_session(body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
+def test_login_refuses_a_malformed_session(
+        body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", SAMPLES[W.Challenge].encode())
     server.answer("POST", "/session", body)
     remote.token = None
@@ -468,7 +470,8 @@ def test_a_refusal_carries_the_servers_code(server: FakeServer, remote: Remote) 
                                                                   "server refused: too many requests")
 
 
-def test_an_answer_over_the_size_limit_is_refused_while_read(server: FakeServer, remote: Remote, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_answer_over_the_size_limit_is_refused_while_read(
+        server: FakeServer, remote: Remote, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(W, "MAX_ANSWER", 1 << 16)
     server.answer("GET", "/changes", b"\x00" * ((1 << 16) + 1), content_type="application/cbor")
     assert "over" in str(refused(lambda: remote.changes(0)))

@@ -114,7 +114,8 @@ def test_a_proof_time_that_is_not_a_time_is_a_problem() -> None:
     (1800, "process_termination", 1800, RetentionLevel.LONG_TERM, True),
     (86400 * 30, "secure_wipe", 1800, RetentionLevel.LONG_TERM, True),
 ])
-def test_retention_levels_and_the_red_warning(seconds: int, method: DeletionMethod, session: int | None, level: RetentionLevel, red: bool) -> None:
+def test_retention_levels_and_the_red_warning(
+        seconds: int, method: DeletionMethod, session: int | None, level: RetentionLevel, red: bool) -> None:
     v = retention_level(RetentionPolicy(seconds, method), session)
     assert (v.level, v.warning) == (level, red)
 
@@ -220,7 +221,8 @@ def pki() -> Pki:
     return Pki(root, inter, inter_k, leaf, leaf_k)
 
 
-def x509_signed(doc: dict[str, Any], leaf_k: ec.EllipticCurvePrivateKey, chain: list[x509.Certificate]) -> dict[str, Any]:
+def x509_signed(
+        doc: dict[str, Any], leaf_k: ec.EllipticCurvePrivateKey, chain: list[x509.Certificate]) -> dict[str, Any]:
     d = copy.deepcopy(doc)
     d["identity"] = {"verification_methods": ["x509"], "x509": {"chain": [_pem(c) for c in chain], "signature": "A"}}
     sig = leaf_k.sign(jcs(signing_document(d)), ec.ECDSA(hashes.SHA256()))

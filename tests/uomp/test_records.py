@@ -200,7 +200,8 @@ def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path: Path, env: 
     assert json.loads(ownmem("list", "--json", env=env).stdout) == []
 
 
-def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(tmp_path: Path, env: dict[str, str]) -> None:
+def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(
+        tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.csv"
     f.write_bytes(b"key,tags,value.x\nk1,notes,1\n")
     r = ownmem("records", "import", str(f), env=env)
