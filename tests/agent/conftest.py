@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,8 @@ def agent_vault(devices: Devices, tmp_path: Path) -> Callable[[str], AgentVault]
 def agents(tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
     made: list[AgentProcess] = []
 
-    def start(v: AgentVault, **kw: object) -> AgentProcess:
-        a = AgentProcess(v.folder, v.root, **kw)  # type: ignore[arg-type]
+    def start(v: AgentVault, **kw: Any) -> AgentProcess:
+        a = AgentProcess(v.folder, v.root, **kw)
         made.append(a)
         return a.start()
 

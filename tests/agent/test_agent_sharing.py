@@ -63,7 +63,9 @@ def test_a_shares_with_b_through_the_agents_and_revokes(
     # person A confirms it in the CLI: the share is made on A's device, through vault/sharing.py
     r = ownmem_cli("staged", "confirm", made["ownmemRequest"], env=a.env)
     assert r.returncode == 0, r.stderr
-    cid = re.search(r"contract ([0-9a-f]{64})", r.stdout).group(1)     # type: ignore[union-attr]
+    contract = re.search(r"contract ([0-9a-f]{64})", r.stdout)
+    assert contract is not None, r.stdout
+    cid = contract.group(1)
     assert _keys(backend, cid) == 2
     log = LogReader(srv.url)
     try:

@@ -287,7 +287,8 @@ class LinkedVault:
     def changes(self, since: int = 0) -> dict[int, Any]:
         r = self.http.get(self.url(f"/changes?since={since}&limit=5000"), headers=self.auth())
         assert r.status_code == 200, r.text
-        return cbor.decode(r.content)  # type: ignore[no-any-return]
+        page: dict[int, Any] = cbor.decode(r.content)
+        return page
 
     def last_seq(self) -> int:
         return int(self.changes()[3])

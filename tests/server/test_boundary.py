@@ -51,7 +51,8 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    modules: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return modules
 
 
 def test_server_imports_nothing_that_decrypts(modules: dict[str, list[str]]) -> None:
