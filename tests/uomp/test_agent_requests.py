@@ -229,10 +229,15 @@ def test_the_quota_decision() -> None:
 
     lim = Limits(writes_per_minute=2, bytes_per_minute=100, staged_count=5, staged_bytes=1000)
     assert decide(lim, Usage(1, 50, 0, 0), 50) is None
-    assert decide(lim, Usage(2, 0, 0, 0), 1).code == RATE_LIMITED          # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 60, 0, 0), 41).code == RATE_LIMITED        # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 0, 5, 0), 1).code == QUOTA_EXCEEDED        # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 0, 0, 990), 11).code == QUOTA_EXCEEDED     # type: ignore[union-attr]
+
+    def refused(usage: Usage, size: int) -> str | None:
+        refusal = decide(lim, usage, size)
+        return refusal.code if refusal is not None else None
+
+    assert refused(Usage(2, 0, 0, 0), 1) == RATE_LIMITED
+    assert refused(Usage(0, 60, 0, 0), 41) == RATE_LIMITED
+    assert refused(Usage(0, 0, 5, 0), 1) == QUOTA_EXCEEDED
+    assert refused(Usage(0, 0, 0, 990), 11) == QUOTA_EXCEEDED
     w = Window()
     w.add(0.0, 10)
     w.add(30.0, 20)

@@ -132,7 +132,7 @@ def test_argon2id_runs_once_per_unlock(tmp_path: Path, third_party: K.SigningKey
 
 def test_added_memories_open_as_self(vault: UnlockedVault) -> None:
     vault.add_scope("work")
-    cases = [
+    cases: list[dict[str, Any]] = [
         dict(content="prefers formal B2B emails", tags=("preferences",), mem_type=MemType.SEMANTIC,
              confidence=0.9, scope=DEFAULT_SCOPE),
         dict(content="met Ana at the café\nsecond line 🧠", tags=(), mem_type=MemType.EPISODIC,
@@ -140,7 +140,7 @@ def test_added_memories_open_as_self(vault: UnlockedVault) -> None:
         dict(content="deploy: run build.py test", tags=("ops", "ünïcode"), mem_type=MemType.PROCEDURAL,
              confidence=1.0, scope="work"),
     ]
-    ids = [vault.add(**c, now=1700000000 + i) for i, c in enumerate(cases)]  # type: ignore[arg-type]
+    ids = [vault.add(**c, now=1700000000 + i) for i, c in enumerate(cases)]
     listing = vault.open_all()
     assert listing.refused == []
     by_id = {e.id: e for e in listing.entries}
