@@ -302,10 +302,12 @@ def test_forged_and_rule_breaking_offers_are_refused(backend: Backend, servers: 
         assert e.value.server_code == code, (label, e.value)
         assert _state(backend) == before, label
     # a receipt of another operation, of another subject, of another holder
-    for label, kw, code in [("a FORGET receipt", {"receipt_op": "FORGET"}, "malformed_receipt"),
-                            ("a receipt signed by B", {"signer": p.b}, "wrong_holder")]:
+    wrong: list[tuple[str, dict[str, Any], str]] = [
+        ("a FORGET receipt", {"receipt_op": "FORGET"}, "malformed_receipt"),
+        ("a receipt signed by B", {"signer": p.b}, "wrong_holder")]
+    for label, kw, code in wrong:
         with pytest.raises(SyncError) as e:
-            _offer(p.a, good, good_id, [(bid, cell)], **kw)   # type: ignore[arg-type]
+            _offer(p.a, good, good_id, [(bid, cell)], **kw)
         assert e.value.server_code == code, label
     with pytest.raises(SyncError) as e:
         _offer(p.a, good, b"\x01" * 32, [(bid, cell)])
@@ -549,7 +551,9 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
         sharing.ShareRemote(p.b.syncer).publish(b"\x01" * W.HOLDER_SIG_LEN)
     assert e.value.server_code == "bad_signature"
     h = p.a.v.holder()          # A's holder signing B's registration: not B's holder
-    reg = W.register_message(p.b.remote.name, p.b.v.store.identity().salt, p.b.v.identity.sign_pub,  # type: ignore[union-attr]
+    b_public = p.b.v.store.identity()
+    assert b_public is not None
+    reg = W.register_message(p.b.remote.name, b_public.salt, p.b.v.identity.sign_pub,
                              p.b.v.sync_key().public, p.b.v.identity.ka_pub, p.b.v.holder().public)
     with pytest.raises(SyncError) as e:
         sharing.ShareRemote(p.b.syncer).publish(run_sync(p.a.v.crypto.mldsa65_sign(h.xi, reg,
