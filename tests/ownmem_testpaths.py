@@ -1,7 +1,5 @@
 """Where the tests find their normative data: tests/vectors, copied unchanged from the published
-specs (its README and SHA256SUMS), so a clone with nothing beside it passes its tests.  A module of
-its own name, because each test folder may have a conftest.py and `from conftest import` would be
-ambiguous."""
+specs (its README and SHA256SUMS), so a clone with nothing beside it passes its tests."""
 from __future__ import annotations
 
 from pathlib import Path

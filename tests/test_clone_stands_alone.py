@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from ownmem_testpaths import ROOT
+from tests.ownmem_testpaths import ROOT
 
 VECTOR_TESTS = ["tests/test_vectors_provenance.py", "tests/aperto/test_vectors.py", "tests/aperto/test_frame.py",
                 "tests/crypto/test_provider.py", "tests/web/test_selftest_runner.py"]

@@ -46,7 +46,7 @@ def _exception_classes() -> list[tuple[str, type[BaseException]]]:
 CLASSES = _exception_classes()
 
 
-def test_the_product_defines_its_errors_where_expected():
+def test_the_product_defines_its_errors_where_expected() -> None:
     names = {n for n, _ in CLASSES}
     assert {"ownmem.errors.OwnmemError", "ownmem.errors.StoreError", "ownmem.errors.WireError",
             "ownmem.cli.common.CliError", "server.app.ApiError", "server.verify.Refused",
@@ -57,7 +57,7 @@ RAISED = [(n, c) for n, c in CLASSES if n not in NOT_RAISED_TO_CALLERS]
 
 
 @pytest.mark.parametrize("name, cls", RAISED, ids=[n for n, _ in RAISED])
-def test_every_error_is_an_ownmem_error_with_a_stable_code(name, cls):
+def test_every_error_is_an_ownmem_error_with_a_stable_code(name: str, cls: type[BaseException]) -> None:
     assert issubclass(cls, OwnmemError), f"{name} is not an OwnmemError"
     # a class code, or an instance code its constructor sets (ApiError, Refused: the server's
     # ErrorCode; CellRefused: the step that refused)
@@ -65,7 +65,7 @@ def test_every_error_is_an_ownmem_error_with_a_stable_code(name, cls):
     assert own, f"{name} names no code of its own"
 
 
-def test_library_error_codes_are_distinct():
+def test_library_error_codes_are_distinct() -> None:
     from ownmem import errors
 
     codes = [c.code for c in vars(errors).values() if isinstance(c, type) and issubclass(c, OwnmemError)]
@@ -79,7 +79,7 @@ FORMAT_AND_VAULT = sorted([*(ROOT / "py/ownmem/aperto").glob("*.py"), *(ROOT / "
 
 
 @pytest.mark.parametrize("path", FORMAT_AND_VAULT, ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_bare_builtin_error_is_raised(path: Path):
+def test_no_bare_builtin_error_is_raised(path: Path) -> None:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Raise) and node.exc is not None:
             target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ownmem_testpaths import ROOT
+from tests.ownmem_testpaths import ROOT
 
 # "§8.1" must be followed by its quoted title: §8.1 "Migration" (or 'Migration' inside a string)
 BARE = re.compile(r"§\d+(?:\.\d+)*(?![\d.]*\s*[\"'])")

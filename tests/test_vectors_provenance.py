@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ownmem_testpaths import VECTORS
+from tests.ownmem_testpaths import VECTORS
 
 
 def test_every_vector_file_matches_its_recorded_sha256() -> None:

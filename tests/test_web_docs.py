@@ -84,10 +84,10 @@ def api_ops() -> dict[str, Op]:
         defaulted |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
         params = {p.arg: p.arg in defaulted for p in positional + a.kwonlyargs if p.arg != "self"}
         returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return)]
-        literal = len(returns) == 1 and isinstance(returns[0].value, ast.Dict)
-        top = frozenset(k.value for k in returns[0].value.keys   # type: ignore[union-attr]
-                        if isinstance(k, ast.Constant)) if literal else None
-        ops[fn.name[3:]] = Op(params, top, frozenset().union(*(_str_keys(d) for d in _dict_literals(fn))))
+        only = returns[0].value if len(returns) == 1 else None
+        top = frozenset(k.value for k in only.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)) \
+            if isinstance(only, ast.Dict) else None
+        ops[fn.name[3:]] = Op(params, top, frozenset[str]().union(*(_str_keys(d) for d in _dict_literals(fn))))
     assert ops, f"no op_* methods found in {API}"
     return ops
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,12 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
 
-from synckit import CLI, PASSPHRASE, cli_env, free_port  # noqa: E402
+from tests.sync.synckit import CLI, PASSPHRASE, cli_env, free_port
 
-from ownmem.crypto import provider, run_sync  # noqa: E402
-from ownmem.saihm.receipt import parse_receipt, verify_receipt  # noqa: E402
-from ownmem.saihm.tlog import Checkpoint, check_inclusion, leaf_hash, open_checkpoint, parse_verifier_key  # noqa: E402
+from ownmem.crypto import provider, run_sync
+from ownmem.saihm.receipt import parse_receipt, verify_receipt
+from ownmem.saihm.tlog import Checkpoint, check_inclusion, leaf_hash, open_checkpoint, parse_verifier_key
 
 
 def agent_env(folder: Path, root: Path, passphrase: str | None = PASSPHRASE) -> dict[str, str]:

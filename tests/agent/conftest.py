@@ -2,34 +2,16 @@
 vault linked to it and closed again (the agent process opens it), and agent processes."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-
-from agentkit import AgentProcess, AgentVault  # noqa: E402
-from synckit import Devices  # noqa: E402
-
-
-def _sync_fixtures() -> Any:
-    """tests/sync/conftest.py under another module name: its backends, server processes and
-    devices are this folder's fixtures too (one definition of each)."""
-    path = Path(__file__).resolve().parents[1] / "sync" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("sync_conftest", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_sync = _sync_fixtures()
-backend, sqlite_backend, servers, devices = _sync.backend, _sync.sqlite_backend, _sync.servers, _sync.devices
+from tests.agent.agentkit import AgentProcess, AgentVault
+# the sync tests' backends, server processes and devices are these tests' fixtures too (one definition of each)
+from tests.sync.conftest import backend, devices, servers, sqlite_backend  # noqa: F401
+from tests.sync.synckit import Devices
 
 
 _counter = [0]
@@ -57,8 +39,8 @@ def agent_vault(devices: Devices, tmp_path: Path) -> Callable[[str], AgentVault]
 def agents(tmp_path: Path) -> Iterator[Callable[..., AgentProcess]]:
     made: list[AgentProcess] = []
 
-    def start(v: AgentVault, **kw: object) -> AgentProcess:
-        a = AgentProcess(v.folder, v.root, **kw)  # type: ignore[arg-type]
+    def start(v: AgentVault, **kw: Any) -> AgentProcess:
+        a = AgentProcess(v.folder, v.root, **kw)
         made.append(a)
         return a.start()
 

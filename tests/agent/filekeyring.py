@@ -9,7 +9,7 @@ from keyring.backend import KeyringBackend
 
 
 class FileKeyring(KeyringBackend):
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def _load(self) -> dict[str, str]:
         try:

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentkit import AgentProcess, issue
-from agentkit import AgentVault
-from synckit import Backend, Devices, ServerProcess
+from tests.agent.agentkit import AgentProcess, issue
+from tests.agent.agentkit import AgentVault
+from tests.sync.synckit import Backend, Devices, ServerProcess
 
 from ownmem.agent.uomp_api import REVOCATION
 

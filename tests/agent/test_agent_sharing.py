@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from agentkit import AgentProcess, LogReader, issue, ownmem_cli
-from agentkit import AgentVault
-from synckit import Backend, ServerProcess
+from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli
+from tests.agent.agentkit import AgentVault
+from tests.sync.synckit import Backend, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -40,12 +40,12 @@ def test_a_shares_with_b_through_the_agents_and_revokes(
     shard_ids = [cells["A: the garage code is 2468"], cells["A: the cat is fed at seven"]]
 
     # the tool's refusals first: nothing is offered
-    for change, code in [({"scope": "write"}, "invalid_scope"), ({"type": "temporary", "expiryEpoch": "1"},
-                                                                 "invalid_expiry"),
-                         ({"granteeIdHashesHex": ["00" * 31]}, "invalid_grantee"),
-                         ({"shardIds": ["ab" * 32]}, "shard_not_found")]:
-        params = {"granteeIdHashesHex": [b_id], "shardIds": shard_ids, "type": "permanent", "scope": "read",
-                  "expiryEpoch": None, **change}
+    refusals: list[tuple[dict[str, object], str]] = [
+        ({"scope": "write"}, "invalid_scope"), ({"type": "temporary", "expiryEpoch": "1"}, "invalid_expiry"),
+        ({"granteeIdHashesHex": ["00" * 31]}, "invalid_grantee"), ({"shardIds": ["ab" * 32]}, "shard_not_found")]
+    for change, code in refusals:
+        params: dict[str, object] = {"granteeIdHashesHex": [b_id], "shardIds": shard_ids, "type": "permanent",
+                                     "scope": "read", "expiryEpoch": None, **change}
         status, res = agent_a.call("saihm_share", params, auth=auth_a)
         assert (status, res) == (400 if code != "shard_not_found" else 404, {"error": code}), (change, status, res)
     assert _keys(backend) == 0
@@ -63,7 +63,9 @@ def test_a_shares_with_b_through_the_agents_and_revokes(
     # person A confirms it in the CLI: the share is made on A's device, through vault/sharing.py
     r = ownmem_cli("staged", "confirm", made["ownmemRequest"], env=a.env)
     assert r.returncode == 0, r.stderr
-    cid = re.search(r"contract ([0-9a-f]{64})", r.stdout).group(1)     # type: ignore[union-attr]
+    contract = re.search(r"contract ([0-9a-f]{64})", r.stdout)
+    assert contract is not None, r.stdout
+    cid = contract.group(1)
     assert _keys(backend, cid) == 2
     log = LogReader(srv.url)
     try:

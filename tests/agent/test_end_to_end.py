@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 import pytest
-from agentkit import AgentProcess, LogReader, ownmem_cli
-from agentkit import AgentVault
+from tests.agent.agentkit import AgentProcess, LogReader, ownmem_cli
+from tests.agent.agentkit import AgentVault
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
-from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
 
 
 def _text(r: types.CallToolResult) -> str:
@@ -117,7 +117,7 @@ def test_after_an_agents_forget_no_stored_byte_of_server_devices_or_agent_holds_
     stored cannot decrypt the ciphertext copies that remain.  Checked on the files themselves."""
     import time
 
-    from agentkit import issue
+    from tests.agent.agentkit import issue
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note",))
@@ -165,7 +165,7 @@ def test_an_mcp_agent_asked_by_a_planted_memory_to_forget_and_share_the_persons_
 
     async def attack(s: ClientSession) -> dict[str, types.CallToolResult]:
         recall = await s.call_tool("saihm_recall", {"query": "PIN"})
-        cid = recall.structured_content["cells"][0]["cellId"]      # type: ignore[index]
+        cid = recall.structured_content["cells"][0]["cellId"]
         return {"forget": await s.call_tool("saihm_forget", {"id": cid}),
                 "share": await s.call_tool("saihm_share", {"granteeIdHashesHex": ["ab" * 32], "shardIds": [cid],
                                                            "type": "permanent", "scope": "read"}),
@@ -180,8 +180,8 @@ def test_an_mcp_agent_asked_by_a_planted_memory_to_forget_and_share_the_persons_
                     return await attack(s)
 
     got = anyio.run(run)
-    cid = got["after"].structured_content["cells"][0]["cellId"]      # type: ignore[index]
+    cid = got["after"].structured_content["cells"][0]["cellId"]
     assert not got["forget"].is_error and _text(got["forget"]).startswith(f"FORGET STAGED [{cid}]: not erased.")
     assert not got["share"].is_error and _text(got["share"]).startswith("SHARE STAGED: no contract yet.")
-    assert got["status"].structured_content["contracts"] == []        # type: ignore[index]
+    assert got["status"].structured_content["contracts"] == []
     assert "PIN hint" in _text(got["after"])

@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,8 +34,8 @@ def claims(read: Scope, write: Scope = Scope()) -> Claims:
     return Claims("sess_saihm_0", "claude.0", NOW - 10, NOW + 600, Scopes(read, write), audience=AUD)
 
 
-def req(path: str, **kw: object) -> Request:
-    return Request(path, audience=AUD, **kw)  # type: ignore[arg-type]
+def req(path: str, **kw: Any) -> Request:
+    return Request(path, audience=AUD, **kw)
 
 
 def test_the_any_tag_grant_is_every_tag_and_untagged_memory_minus_denials_and_never_high_by_query() -> None:
@@ -95,10 +96,10 @@ def test_a_plain_memory_is_judged_by_its_object_id_its_tags_and_a_default_that_i
         v.close()
 
 
-def _cred(**kw: object) -> Credential:
+def _cred(**kw: Any) -> Credential:
     base = Credential("claude", token_digest("om_agent_x"), NOW - 100, None, None, id="0123456789abcdef",
                       agent_id="claude.0123456789abcdef")
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return replace(base, **kw)
 
 
 def test_a_credential_is_a_session_of_its_grant_and_its_token() -> None:

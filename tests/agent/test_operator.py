@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
-from agentkit import AgentVault
-from synckit import Backend, Devices, ServerProcess
+from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
+from tests.agent.agentkit import AgentVault
+from tests.sync.synckit import Backend, Devices, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -231,7 +231,7 @@ def test_an_agent_whose_author_key_the_person_revoked_cannot_write_again(
 def test_the_passphrase_can_come_from_the_os_keyring_when_the_person_opts_in(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], agent_vault: Callable[..., AgentVault],
         tmp_path: Path) -> None:
-    from agentkit import AgentProcess as Agent
+    from tests.agent.agentkit import AgentProcess as Agent
 
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url)
@@ -283,7 +283,7 @@ def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
         rows = db.execute("SELECT c.object_id, c.cell, o.sealed FROM cells c JOIN objects o USING (object_id)").fetchall()
         assert len(rows) == 3
         (a, ca), (b, cb), (c, cc) = [(oid, cbor.decode(cell)) for oid, cell, _ in rows]
-        sig = bytearray(cb[7])  # type: ignore[arg-type]
+        sig = bytearray(cb[7])
         sig[100] ^= 1
         cb[7] = bytes(sig)
         cc[6] = ca[6]           # another object's sealed bytes under this cell
@@ -291,5 +291,5 @@ def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
         db.execute("UPDATE cells SET cell = ? WHERE object_id = ?", (cbor.encode(cc), c))
     agent = agents(v)
     got = agent.call("saihm_recall", {}, auth=token)[1]
-    assert [g["cellId"] for g in got] == [ca[1].hex()]  # type: ignore[union-attr]
+    assert [g["cellId"] for g in got] == [ca[1].hex()]
     assert "omitted from recall" in agent.logs()

@@ -21,10 +21,10 @@ from typing import Any
 
 import httpx
 import pytest
-from agentkit import AgentProcess, LogReader, issue, without_audit_batches
-from agentkit import AgentVault
-from hostile import Answer, HostileProxy, Seen
-from synckit import PASSPHRASE, Backend, Devices, ServerProcess
+from tests.agent.agentkit import AgentProcess, LogReader, issue, without_audit_batches
+from tests.agent.agentkit import AgentVault
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess
 
 from ownmem.saihm.receipt import parse_receipt
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
-from agentkit import LogReader
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Devices, ServerProcess
+from tests.agent.agentkit import LogReader
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, random_bytes, run_sync
@@ -22,16 +23,23 @@ from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault.sync import Remote
 
 
-def _receipt(d: object, op: str, subject: bytes, **kw: object) -> bytes:
-    v = d.v  # type: ignore[attr-defined]
+def _receipt(d: Device, op: str, subject: bytes, **kw: Any) -> bytes:
+    v = d.v
     h = v.holder()
     return run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation=op, subject_id=subject,
-                                 timestamp=int(time.time()), **kw)).to_cbor()  # type: ignore[arg-type]
+                                 timestamp=int(time.time()), **kw)).to_cbor()
 
 
-def _post(d: object, body: object, token: str | None = "own") -> httpx.Response:
-    remote: Remote = d.remote  # type: ignore[attr-defined]
-    d.syncer.ensure_login()  # type: ignore[attr-defined]
+def _cell_id(d: Device, oid: bytes) -> str:
+    """The cell id of a pushed object, hex."""
+    cell = d.syncer.store.cell_of(oid)
+    assert cell is not None, "the object has no cell yet"
+    return cell[0].hex()
+
+
+def _post(d: Device, body: object, token: str | None = "own") -> httpx.Response:
+    remote: Remote = d.remote
+    d.syncer.ensure_login()
     auth = {"Authorization": f"Bearer {remote.token if token == 'own' else token}"} if token else {}
     return httpx.post(f"{remote.base}/v1/vaults/{remote.name}/receipts", json=body, headers=auth, timeout=30)
 
@@ -121,7 +129,7 @@ def test_every_pushed_cell_has_its_remember_receipt_in_the_log_before_it_is_push
                     assert cbor.decode(cell)[1] in logged
                     pushed += 1
         assert pushed == 5
-        cell_ids = {d.syncer.store.cell_of(o)[0].hex() for o in d.syncer.store.object_ids()}  # type: ignore[index]
+        cell_ids = {_cell_id(d, o) for o in d.syncer.store.object_ids()}
         assert len(cell_ids) == 5
         for cid in cell_ids:
             got = log.list(subject=cid, operation="REMEMBER")
@@ -152,7 +160,7 @@ def test_a_retried_push_resends_the_same_receipt_and_never_signs_a_second(
                 failures += 1
         assert 2 <= failures < 6 and all(r.fired == 1 for r in proxy.rules)
         (oid,) = d.syncer.store.object_ids()
-        cid = d.syncer.store.cell_of(oid)[0].hex()  # type: ignore[index]
+        cid = _cell_id(d, oid)
         assert len(log.list(subject=cid, operation="REMEMBER")) == 1
         posted = [s for s in proxy.seen if s.path.endswith("/receipts")]
         assert len(posted) == 2 and posted[0].body == posted[1].body    # the same bytes, re-sent

@@ -43,10 +43,7 @@ from ownmem.aperto.keys import Identity
 from ownmem.aperto.model import Authorship, Custody, Memory, OpenedMemory, Trust
 from ownmem.aperto.trust import Keyring
 
-try:  # the container fuzz runs only where the container module exists
-    from ownmem.aperto import container as container_mod
-except ImportError:  # pragma: no cover - a build without containers
-    container_mod = None  # type: ignore[assignment]
+from ownmem.aperto import container as container_mod
 
 P = provider()
 SCOPE_ID = bytes(range(1, 17))
@@ -133,11 +130,8 @@ def build_corpus() -> Corpus:
     return Corpus(owner, alice, keyring, seeds, genuine, _build_container(owner, alice, seeds))
 
 
-def _build_container(owner: Identity, alice: Identity, seeds: tuple[Seed, ...]) -> bytes | None:
-    # HOOK: containers are fuzzed through ownmem.aperto.container.build_container /
-    # parse_container; without that module the harness fuzzes sealed objects only.
-    if container_mod is None:
-        return None
+def _build_container(owner: Identity, alice: Identity, seeds: tuple[Seed, ...]) -> bytes:
+    # containers are fuzzed through ownmem.aperto.container.build_container / parse_container
     kek = sha256(b"fuzz kek")
     wrapped = run_sync(keys.wrap_kek(P, kek, owner.ka_pub, SCOPE_ID, eph_seed=sha256(b"fuzz eph")))
     meta = container_mod.VaultPublic(

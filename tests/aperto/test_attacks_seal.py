@@ -355,7 +355,7 @@ def test_truncated_sealed_object(owner: Identity, keyring: Keyring) -> None:
             _open(cbor.encode(env), keyring, allow_unverified=True)
 
 
-BASE = dict(content="a memory", mem_type=MemType.SEMANTIC, confidence=0.5, created=NOW)
+BASE: dict[str, Any] = dict(content="a memory", mem_type=MemType.SEMANTIC, confidence=0.5, created=NOW)
 
 
 @pytest.mark.parametrize("override", [
@@ -367,8 +367,8 @@ BASE = dict(content="a memory", mem_type=MemType.SEMANTIC, confidence=0.5, creat
     {"mem_type": 0}, {"mem_type": 4}, {"mem_type": -1}, {"mem_type": True}, {"mem_type": "semantic"},
     {"custody": Custody(1, b"", NOW, None)},                 # empty claimed author
     {"custody": Custody(1, b"\x01" * 4, NOW, None)},         # short claimed author
-    {"custody": Custody(None, b"\x01" * 8, NOW, None)},      # type: ignore[arg-type]
-    {"custody": Custody(1, b"\x01" * 8, None, None)},        # type: ignore[arg-type]
+    {"custody": Custody(None, b"\x01" * 8, NOW, None)},      # type: ignore[arg-type]  # ill-typed on purpose
+    {"custody": Custody(1, b"\x01" * 8, None, None)},        # type: ignore[arg-type]  # ill-typed on purpose
     {"custody": Custody(-1, b"\x01" * 8, NOW, None)},
     {"custody": Custody(1, b"\x01" * 8, NOW, b"\x02" * 7)},  # short proven author
 ], ids=repr)

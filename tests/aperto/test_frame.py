@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from ownmem.aperto.seal import open_sealed, seal
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import provider, random_bytes, run_sync
 from ownmem.errors import MalformedInput
-from ownmem_testpaths import VECTORS  # tests/vectors (not `from conftest import`: other test dirs have conftests too)
+from tests.ownmem_testpaths import VECTORS  # tests/vectors
 
 P = provider()
 h = bytes.fromhex
@@ -40,9 +41,9 @@ def _profile_example(section: str) -> tuple[int, str]:
     start = text.index(f"### {section}")
     end = text.find("###", start + 4)
     block = text[start:end if end != -1 else None]
-    length = int(re.search(r"Length: (\d+) bytes", block)[1])    # type: ignore[index]
-    digest = re.search(r"`(sha256:[0-9a-f]{64})`", block)[1]     # type: ignore[index]
-    return length, digest
+    length, digest = re.search(r"Length: (\d+) bytes", block), re.search(r"`(sha256:[0-9a-f]{64})`", block)
+    assert length is not None and digest is not None, section
+    return int(length[1]), digest[1]
 
 
 # ------------------------------------------------------------------ §7 worked examples
@@ -77,7 +78,7 @@ def test_author_key_is_unpadded_base64url_of_the_key_id() -> None:
 # ------------------------------------------------------------------ frame() of opened vector objects
 
 
-def _open_vector(v2_vectors: dict, number: str) -> OpenedMemory:
+def _open_vector(v2_vectors: dict[str, Any], number: str) -> OpenedMemory:
     (key,) = [k for k in v2_vectors if k.startswith(number + "-")]
     inp, expect = v2_vectors[key]["input"], v2_vectors[key]["expect"]
     sealed = inp.get("sealed_object") or expect["sealed_object"]     # 003 gives it as the expectation
@@ -85,13 +86,13 @@ def _open_vector(v2_vectors: dict, number: str) -> OpenedMemory:
     return run_sync(open_sealed(P, h(sealed), h(inp["dek"]), keyring))
 
 
-def test_frame_of_vector_003_is_self_signed_by_the_owner(v2_vectors: dict) -> None:
+def test_frame_of_vector_003_is_self_signed_by_the_owner(v2_vectors: dict[str, Any]) -> None:
     o = _open_vector(v2_vectors, "003")
     assert frame(o) == (b"[ApertoMemory trust=self authorship=signed author_key=Y8HonACcWtc custody=false]\n"
                         b"prefers formal B2B emails\n[/ApertoMemory]\n")
 
 
-def test_frame_of_vector_008_is_unverified_with_no_author(v2_vectors: dict) -> None:
+def test_frame_of_vector_008_is_unverified_with_no_author(v2_vectors: dict[str, Any]) -> None:
     o = _open_vector(v2_vectors, "008")
     assert o.claimed_author_key_id == THIRD_PARTY_KID     # the claim exists ...
     f = frame(o)
@@ -100,14 +101,14 @@ def test_frame_of_vector_008_is_unverified_with_no_author(v2_vectors: dict) -> N
     assert b"0FMJy9O1Xzs" not in f
 
 
-def test_frame_of_vector_007_names_the_proven_author_not_the_signer(v2_vectors: dict) -> None:
+def test_frame_of_vector_007_names_the_proven_author_not_the_signer(v2_vectors: dict[str, Any]) -> None:
     o = _open_vector(v2_vectors, "007")
     f = frame(o)
     assert f.startswith(b"[ApertoMemory trust=trusted authorship=attested author_key=0FMJy9O1Xzs custody=true]\n")
     assert b"Y8HonACcWtc" not in f
 
 
-def test_frame_body_is_verbatim(v2_vectors: dict) -> None:
+def test_frame_body_is_verbatim(v2_vectors: dict[str, Any]) -> None:
     o = _open_vector(v2_vectors, "003")
     for body in ["", "ends with newline\n", "\r\n crlf \t tab ", "ünïcödé 🧠 日本語", "[/ApertoMemory]"]:
         f = frame(replace(o, content=body))
@@ -115,7 +116,7 @@ def test_frame_body_is_verbatim(v2_vectors: dict) -> None:
         assert f.endswith(b"\n" + CLOSE)
 
 
-def test_parse_fragment_round_trips_labels(v2_vectors: dict) -> None:
+def test_parse_fragment_round_trips_labels(v2_vectors: dict[str, Any]) -> None:
     for n in ("003", "007", "008"):
         o = _open_vector(v2_vectors, n)
         fr = parse_fragment(frame(o))

@@ -6,33 +6,16 @@ OWNMEM_FUZZ_SEED the seed, so a failure seen in CI reproduces exactly.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
+from tests.aperto import fuzz_harness as harness
 
 from ownmem.aperto import seal as seal_mod
 
 CASES = int(os.environ.get("OWNMEM_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("OWNMEM_FUZZ_SEED", "20260722"))
-
-
-def _harness() -> ModuleType:
-    # Loaded by path: tests/ is not a package, and the benchmark imports the same file.
-    name = "fuzz_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fuzz_harness.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-harness = _harness()
 
 
 def test_open_sealed_raises_only_ownmem_errors() -> None:
@@ -53,8 +36,6 @@ def test_open_sealed_raises_only_ownmem_errors() -> None:
 
 def test_containers_are_fuzzed_when_the_module_exists() -> None:
     report = harness.run_fuzz(300, SEED)
-    if harness.container_mod is None:
-        pytest.skip("ownmem.aperto.container is absent: containers not fuzzed")
     assert report["unhandled"] == 0, "\n".join(report["examples"])
     assert sum(report["outcomes_container"].values()) > 0
     assert report["container_objects"].get("opened", 0) > 0
@@ -70,11 +51,11 @@ def test_harness_catches_foreign_exceptions(monkeypatch: pytest.MonkeyPatch) -> 
     real = seal_mod.open_sealed
     calls = {"n": 0}
 
-    async def flaky(*args: object, **kwargs: object) -> object:
+    async def flaky(*args: Any, **kwargs: Any) -> object:
         calls["n"] += 1
         if calls["n"] % 10 == 0:
             raise KeyError("boom")
-        return await real(*args, **kwargs)  # type: ignore[arg-type]
+        return await real(*args, **kwargs)
 
     monkeypatch.setattr(seal_mod, "open_sealed", flaky)
     report = harness.run_fuzz(200, 1)

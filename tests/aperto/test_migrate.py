@@ -21,7 +21,7 @@ from ownmem.aperto.seal import open_sealed, parse_sealed, seal, seal_unchecked
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import cbor, provider, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput
-from ownmem_testpaths import VECTORS  # tests/vectors (not `from conftest import`: other test dirs have conftests too)
+from tests.ownmem_testpaths import VECTORS  # tests/vectors
 
 P = provider()
 h = bytes.fromhex

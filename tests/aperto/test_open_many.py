@@ -2,6 +2,9 @@
 verdicts, and reopen_verified (the device cache) re-derives trust from today's keyring."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from ownmem.aperto import keys as K
@@ -15,14 +18,14 @@ from ownmem.vault import Vault
 P = provider()
 
 
-def _keyring(v: dict) -> Keyring:
+def _keyring(v: dict[str, Any]) -> Keyring:
     i = v["input"]
     return Keyring(bytes.fromhex(i["owner_sign_pub"]),
                    {bytes.fromhex(k): bytes.fromhex(x) for k, x in i.get("known_keys", {}).items()})
 
 
 @pytest.mark.parametrize("allow", [False, True])
-def test_open_many_matches_open_sealed_on_every_vector(v2_vectors: dict, allow: bool) -> None:
+def test_open_many_matches_open_sealed_on_every_vector(v2_vectors: dict[str, Any], allow: bool) -> None:
     cases = [(n, v) for n, v in v2_vectors.items() if "sealed_object" in v.get("input", {})]
     items = [(bytes.fromhex(v["input"]["sealed_object"]), bytes.fromhex(v["input"]["dek"])) for _, v in cases]
     owner = cases[0][1]["input"]["owner_sign_pub"]
@@ -69,7 +72,7 @@ class DictCache:
         self.puts += 1
 
 
-def test_vault_listing_with_a_cache_skips_verification_but_not_revocation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_vault_listing_with_a_cache_skips_verification_but_not_revocation(tmp_path: Path) -> None:
     v = Vault.create(tmp_path / "v", "pw")
     friend = run_sync(K.signing_key(P, b"\x03" * 32))
     v.trust_add(friend.public)

@@ -9,9 +9,9 @@ v1 COSE_Sign1 bytes, and the rule that a v1 object opens only under the opt-in.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
-from ownmem_testpaths import VECTORS
 
 from ownmem.aperto import keys
 from ownmem.aperto.keys import Identity
@@ -21,6 +21,7 @@ from ownmem.aperto.seal import open_sealed, seal_unchecked
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import cbor, cose, provider, run_sync
 from ownmem.errors import AuthenticationFailed
+from tests.ownmem_testpaths import VECTORS
 
 P = provider()
 h = bytes.fromhex
@@ -31,8 +32,9 @@ SCOPE_ID = h("0102030405060708090a0b0c0d0e0f10")     # VECTORS-README.md
 REFUSED = AuthenticationFailed
 
 
-def _v1(name: str) -> dict:
-    return json.loads((VECTORS / "apertomemory-v1" / name).read_text())
+def _v1(name: str) -> dict[str, Any]:
+    vector: dict[str, Any] = json.loads((VECTORS / "apertomemory-v1" / name).read_text())
+    return vector
 
 
 # ---------------------------------------------------------------- format_version 1
@@ -60,7 +62,7 @@ def test_v1_001_key_hierarchy(v1_owner: Identity) -> None:
     assert v1_owner.key_id.hex() == v["ed25519"]["author_key_id_hex"]
 
 
-def _v1_memory(payload: dict) -> Memory:
+def _v1_memory(payload: dict[int, Any]) -> Memory:
     return Memory(content=payload[2], mem_type=payload[1], confidence=payload[3],
                   tags=tuple(payload[6]), created=payload[7][1], tool=payload[4][1])
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,7 @@ def fail(*args: str, env: dict[str, str]) -> str:
     return lines[0]
 
 
-def listing(*args: str, env: dict[str, str]) -> list[dict]:
+def listing(*args: str, env: dict[str, str]) -> list[dict[str, Any]]:
     out = json.loads(ok("list", "--json", *args, env=env))
     assert isinstance(out, list)
     return out
@@ -98,7 +99,7 @@ def add(env: dict[str, str], content: str, *opts: str) -> str:
     return oid
 
 
-def by_content(items: list[dict]) -> dict[str, dict]:
+def by_content(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {i["content"]: i for i in items}
 
 
@@ -291,7 +292,10 @@ def test_vault_files_and_exports_are_readable_by_their_owner_only(tmp_path: Path
         ok("export", str(tmp_path / "out.amem"), env=env)
     finally:
         os.umask(old)
-    mode = lambda p: p.stat().st_mode & 0o777          # noqa: E731
+
+    def mode(p: Path) -> int:
+        return p.stat().st_mode & 0o777
+
     vault = tmp_path / "vault"
     assert mode(vault) == 0o700
     files = [f for f in vault.iterdir() if f.name.startswith("vault.db")]

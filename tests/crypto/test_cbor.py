@@ -268,7 +268,7 @@ def test_huge_declared_lengths_fail_without_allocation(encoded: str) -> None:
 
 def test_decode_refuses_non_bytes() -> None:
     with pytest.raises(MalformedInput):
-        cbor.decode("a0")  # type: ignore[arg-type]
+        cbor.decode("a0")  # type: ignore[arg-type]  # a str where bytes belong, on purpose
 
 
 # ---------------------------------------------------------------- decode_map_raw

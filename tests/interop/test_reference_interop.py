@@ -119,7 +119,8 @@ class RefVault:
         sealed, oid = amem.objects.seal(obj, signer or self.ident, scope_id, dek)
         (self.folder / "objects" / f"{oid.hex()}.bin").write_bytes(sealed)
         (self.folder / "objects" / f"{oid.hex()}.dek").write_bytes(amem.keys.wrap_dek(dek, kek))
-        return oid.hex()
+        hid: str = oid.hex()
+        return hid
 
 
 def ref_vault(folder: Path, scopes: list[str], known_keys: dict[bytes, bytes] | None = None) -> RefVault:
@@ -181,15 +182,15 @@ def test_reference_opens_every_ownmem_memory_as_self(tmp_path: Path, ref_kdf_mem
     opened = ref_open_all(tmp_path / "ref")
     assert set(opened) == set(expected)
     mismatches = []
-    for oid, s in expected.items():
-        o = opened[oid]
+    for hid, s in expected.items():
+        o = opened[hid]
         got = (o["content"], tuple(o["tags"]), o["confidence"], o["type"], o["created"], o["scope"],
                o["trust"], o["signature_verified"], o["custody"], o["provenance"]["author_key_id"],
                o["provenance"]["authorship"])
         want = (s.content, s.tags, s.confidence, s.type, s.created, s.scope, "self", True, None, owner_kid,
                 "signed")
         if got != want:
-            mismatches.append((oid, got, want))
+            mismatches.append((hid, got, want))
     assert mismatches == []
 
 

@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from mcpkit import Operator, TestServer, make_session
+from tests.mcp.mcpkit import Operator, TestServer, make_session
 
 from ownmem.mcp.server import Session
 

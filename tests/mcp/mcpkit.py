@@ -103,7 +103,7 @@ class Operator:
             return hook(req)
         if self.token is not None and req.headers.get("authorization") != self.token:
             return Reply.of({"error": "unauthenticated"}, 401, reason=b"Unauthorized")
-        fn = getattr(self, "do_" + method.removeprefix("saihm_"), None)
+        fn: Callable[[dict[str, Any]], Reply] | None = getattr(self, "do_" + method.removeprefix("saihm_"), None)
         if fn is None:
             return Reply.of({"error": "unknown_method"}, 404, reason=b"Not Found")
         return fn(params)

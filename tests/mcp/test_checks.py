@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcpkit import BAD_IDS, FORBIDDEN, HOLDER, OTHER, Operator, Reply, TestServer, call
+from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN, HOLDER, OTHER, Operator, Reply, TestServer, call
 
 from ownmem.aperto.frame import fragment
 from ownmem.mcp.server import Session

@@ -4,7 +4,7 @@ lets an operator send them, and the line breaks recall framing splits at."""
 from __future__ import annotations
 
 import pytest
-from mcpkit import BAD_IDS, FORBIDDEN
+from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN
 
 from ownmem.saihm.client import boolean, ident, lines, number, printable, uint
 

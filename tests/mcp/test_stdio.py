@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
-from mcpkit import HOLDER, OTHER, TOKEN, Operator, Reply, TestServer
+from tests.mcp.mcpkit import HOLDER, OTHER, TOKEN, Operator, Reply, TestServer
 
 from ownmem.aperto.frame import fragment
 

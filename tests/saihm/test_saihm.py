@@ -4,6 +4,8 @@ implementation (dilithium-py)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from dilithium_py.ml_dsa import ML_DSA_65
@@ -11,7 +13,7 @@ from dilithium_py.ml_dsa import ML_DSA_65
 from ownmem.crypto import provider, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput
 from ownmem.saihm.cell import CELL_CONTEXT, Cell, make_cell, parse_cell, signed_message, verify_cell
-from ownmem.saihm.identity import holder_from_master, holder_from_seed, identity_key
+from ownmem.saihm.identity import Holder, holder_from_master, holder_from_seed, identity_key
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, make_receipt, parse_receipt, verify_receipt
 
 P = provider()
@@ -34,20 +36,20 @@ SIG_PREFIX = "8b7466cd59b30c38cdacdf2a55fff14ba39dff905ad20a3fdffe9018f5bacf38"
 
 
 @pytest.fixture(scope="module")
-def holder():  # type: ignore[no-untyped-def]
+def holder() -> Holder:
     seed = hashlib.sha256(SEED_LABEL).digest()
     assert seed.hex() == HOLDER_SEED
     return run_sync(holder_from_seed(P, seed))
 
 
 @pytest.fixture(scope="module")
-def example_cell(holder) -> Cell:  # type: ignore[no-untyped-def]
+def example_cell(holder: Holder) -> Cell:
     ct = run_sync(P.aes_gcm_encrypt(DEK, CELL_NONCE[:12], PLAINTEXT, b""))
     return run_sync(make_cell(P, xi=holder.xi, holder_id=holder.holder_id, kek_version=1, tier="STANDARD",
                               cell_nonce=CELL_NONCE, ciphertext=ct, timestamp=TIMESTAMP, deterministic=True))
 
 
-def test_identity_key_and_holder_id_reproduced(holder) -> None:  # type: ignore[no-untyped-def]
+def test_identity_key_and_holder_id_reproduced(holder: Holder) -> None:
     assert run_sync(identity_key(P, bytes.fromhex(HOLDER_SEED))).hex() == IDENTITY_KEY
     assert holder.holder_id.hex() == HOLDER_ID
     assert len(holder.public) == 1952
@@ -60,18 +62,18 @@ def test_example_cell_reproduced(example_cell: Cell) -> None:
     assert example_cell.signature[:32].hex() == SIG_PREFIX
 
 
-def test_example_cell_verifies_and_round_trips(holder, example_cell: Cell) -> None:  # type: ignore[no-untyped-def]
+def test_example_cell_verifies_and_round_trips(holder: Holder, example_cell: Cell) -> None:
     run_sync(verify_cell(P, example_cell, holder.public))
     assert parse_cell(example_cell.to_cbor()) == example_cell
 
 
-def test_production_signature_verifies_under_independent_implementation(holder, example_cell: Cell) -> None:  # type: ignore[no-untyped-def]
+def test_production_signature_verifies_under_independent_implementation(holder: Holder, example_cell: Cell) -> None:
     hedged = run_sync(P.mldsa65_sign(holder.xi, b"cell message", CELL_CONTEXT))
     assert ML_DSA_65.verify(holder.public, b"cell message", hedged, ctx=CELL_CONTEXT)
     assert not ML_DSA_65.verify(holder.public, b"cell message", hedged, ctx=RECEIPT_CONTEXT)
 
 
-def test_independent_signature_verifies_under_production_provider(holder) -> None:  # type: ignore[no-untyped-def]
+def test_independent_signature_verifies_under_production_provider(holder: Holder) -> None:
     pk, sk = ML_DSA_65.key_derive(holder.xi)
     assert pk == holder.public
     sig = ML_DSA_65.sign(sk, b"receipt body", ctx=RECEIPT_CONTEXT)
@@ -90,7 +92,7 @@ def test_holder_key_derives_from_master_with_its_own_info() -> None:
     ("cell_id", bytes(32)), ("kek_version", 2), ("timestamp", TIMESTAMP + 1),
     ("ciphertext", bytes.fromhex(CIPHERTEXT)[:-1] + b"\x00"), ("cell_nonce", bytes(16)),
 ])
-def test_forged_cell_is_refused(holder, example_cell: Cell, field: str, value: object) -> None:  # type: ignore[no-untyped-def]
+def test_forged_cell_is_refused(holder: Holder, example_cell: Cell, field: str, value: Any) -> None:
     from dataclasses import replace
 
     with pytest.raises(AuthenticationFailed):
@@ -111,12 +113,12 @@ def test_signed_message_layout() -> None:
 @pytest.mark.parametrize("mutate", [
     lambda b: b[:-1], lambda b: b + b"\x00", lambda b: b"\xa0", lambda b: b"\x00" * 10,
 ])
-def test_malformed_cell_bytes_refused(example_cell: Cell, mutate) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_cell_bytes_refused(example_cell: Cell, mutate: Callable[[bytes], bytes]) -> None:
     with pytest.raises(MalformedInput):
         parse_cell(mutate(example_cell.to_cbor()))
 
 
-def test_key_receipt_round_trip_and_forgery(holder) -> None:  # type: ignore[no-untyped-def]
+def test_key_receipt_round_trip_and_forgery(holder: Holder) -> None:
     r = run_sync(make_receipt(P, xi=holder.xi, holder_id=holder.holder_id, operation="KEY",
                               subject_id=holder.holder_id, timestamp=TIMESTAMP, detail=holder.public))
     parsed = parse_receipt(r.to_cbor())

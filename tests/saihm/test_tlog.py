@@ -537,7 +537,7 @@ def test_the_signature_covers_the_text_exactly() -> None:
 
 
 # note_test.go TestOpen's badMsgs, and more
-MALFORMED_NOTES = {
+MALFORMED_NOTES: dict[str, bytes | str] = {
     "no_blank_line": PETER_TEXT,
     "no_signature": PETER_TEXT + "\n",
     "unterminated_signature": PETER_TEXT + "\n" + PETER_SIG[:-1],

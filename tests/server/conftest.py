@@ -8,10 +8,6 @@ PostgreSQL rule: when 127.0.0.1:5432 does not answer, the postgres half is skipp
 visible reason on a developer machine, and FAILS when the CI variable is set, so CI can
 never pass by silently skipping half the matrix.  Every session gets a fresh database
 (``ownmem_test_<random>``), dropped at the end.
-
-Importing note: pytest loads a rootless conftest as the module ``conftest``, replacing the
-top-level one; tests elsewhere ``from conftest import VECTORS``, so the same constants are
-defined here too, which keeps them working whatever order directories are collected in.
 """
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ from ownmem.vault.store import Store
 from ownmem.vault.sync import Syncer, SyncReport, link
 
 ROOT = Path(__file__).resolve().parents[2]
-VECTORS = ROOT / "tests" / "vectors"
 
 PASSPHRASE = "server tests: correct horse battery staple"
 PG_BASE = os.environ.get("OWNMEM_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
@@ -292,7 +287,8 @@ class LinkedVault:
     def changes(self, since: int = 0) -> dict[int, Any]:
         r = self.http.get(self.url(f"/changes?since={since}&limit=5000"), headers=self.auth())
         assert r.status_code == 200, r.text
-        return cbor.decode(r.content)  # type: ignore[no-any-return]
+        page: dict[int, Any] = cbor.decode(r.content)
+        return page
 
     def last_seq(self) -> int:
         return int(self.changes()[3])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -25,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-from test_blindness import Needles  # noqa: E402  the blindness tests' search, reused as it is
+from tests.sync.test_blindness import Needles  # the blindness tests' search, reused as it is
 
-from server.storage import Storage, open_storage  # noqa: E402
-from server.storage.base import LogEntry, PushCell, Registration, VaultRecord  # noqa: E402
+from server.storage import Storage, open_storage
+from server.storage.base import LogEntry, PushCell, Registration, VaultRecord
 
 __all__ = ["Needles", "Store", "cell_windows", "forget", "random_cells", "registered", "registration", "stocked",
            "wait_until"]

@@ -27,7 +27,9 @@ from typing import Any
 
 import httpx
 import pytest
-from storekit import Store, registered
+from tests.server.storekit import Store, registered
+from tests.server.conftest import Backend, LinkedVault
+from tests.vault.vaultkit import folder_of
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, provider, run_sync
@@ -164,8 +166,9 @@ def log_of(tmp_path: Path, index: int = 0) -> str:
 
 # ---------------------------------------------------------------- item 3: who pays for a request
 
-def test_strangers_flooding_lookup_and_challenge_cannot_stop_the_owners_sync(backend, start_server, fresh_vault,
-                                                                             tmp_path):
+def test_strangers_flooding_lookup_and_challenge_cannot_stop_the_owners_sync(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault],
+        tmp_path: Path) -> None:
     """16 connections of a stranger hammer the owner's vault name with lookups and challenges for
     8 s; meanwhile `ownmem sync` runs again and again as the owner would, and succeeds every time.
     (Before: those requests drew from the vault's own bucket, and the owner's sync failed 429.)"""
@@ -174,7 +177,7 @@ def test_strangers_flooding_lookup_and_challenge_cannot_stop_the_owners_sync(bac
     name = "flooded-" + secrets.token_hex(4)
     with httpx.Client(timeout=30) as c:
         link(v, url, name, client=c)
-    folder = v.store.folder
+    folder = folder_of(v)
     v.lock()
     env = {k: x for k, x in os.environ.items() if not k.startswith("OWNMEM_")}
     env.update(OWNMEM_VAULT=str(folder), OWNMEM_PASSPHRASE=PASSPHRASE, HOME=str(tmp_path))
@@ -217,8 +220,9 @@ def test_strangers_flooding_lookup_and_challenge_cannot_stop_the_owners_sync(bac
     assert "pushed 2" in runs[0].stdout, runs[0].stdout
 
 
-def test_a_stranger_behind_the_owners_own_address_cannot_lock_the_owners_sync_out(backend, start_server,
-                                                                                  fresh_vault, tmp_path):
+def test_a_stranger_behind_the_owners_own_address_cannot_lock_the_owners_sync_out(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault],
+        tmp_path: Path) -> None:
     """Issue 19: a flood of lookups and challenges from 127.0.0.1 made the owner's `ownmem sync`,
     from 127.0.0.1 too (a carrier's NAT, a café, an office), fail 8 of 8 times ("too many requests
     from this address").  Now the stranger floods every public route from the owner's address
@@ -230,7 +234,7 @@ def test_a_stranger_behind_the_owners_own_address_cannot_lock_the_owners_sync_ou
     name = "nat-" + secrets.token_hex(4)
     with httpx.Client(timeout=30) as c:
         link(v, url, name, client=c)
-    folder = v.store.folder
+    folder = folder_of(v)
     v.lock()
     env = {k: x for k, x in os.environ.items() if not k.startswith("OWNMEM_")}
     env.update(OWNMEM_VAULT=str(folder), OWNMEM_PASSPHRASE=PASSPHRASE, HOME=str(tmp_path))
@@ -287,7 +291,8 @@ def test_a_stranger_behind_the_owners_own_address_cannot_lock_the_owners_sync_ou
     assert "pushed 2" in runs[0].stdout, runs[0].stdout
 
 
-def test_a_strangers_requests_never_spend_the_vaults_budget(backend, start_server, fresh_vault):
+def test_a_strangers_requests_never_spend_the_vaults_budget(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault]) -> None:
     """Lookups, challenges, failed logins and failed credentials at a vault's name are charged to
     the stranger's address; the owner's own requests, once authenticated, to the vault alone."""
     url = start_server(backend.strict_env(), OWNMEM_ADDRESS_RATE_PER_SECOND="0.01", OWNMEM_ADDRESS_BURST="12",
@@ -318,7 +323,8 @@ def test_a_strangers_requests_never_spend_the_vaults_budget(backend, start_serve
         refused(owner.get(base + "/metadata", headers=cred), 429, "rate_limited")
 
 
-def test_a_devices_log_reads_are_charged_to_its_vault_not_to_a_shared_address(backend, start_server, fresh_vault):
+def test_a_devices_log_reads_are_charged_to_its_vault_not_to_a_shared_address(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault]) -> None:
     """Every sync reads the public log (checkpoint, consistency proof): a person's devices behind
     one address would spend that address's budget and lock each other out.  With the vault's
     credential the reads are the vault's; without one (a stranger, the same address) they stay
@@ -339,7 +345,8 @@ def test_a_devices_log_reads_are_charged_to_its_vault_not_to_a_shared_address(ba
         assert owner.get(f"{url}/v1/log/checkpoint", headers=cred).status_code == 200
 
 
-def test_forwarded_for_is_believed_from_a_trusted_proxy_only(backend, start_server):
+def test_forwarded_for_is_believed_from_a_trusted_proxy_only(
+        backend: Backend, start_server: Callable[..., str]) -> None:
     """A stranger cannot escape its address's limit by naming another in X-Forwarded-For; a
     trusted proxy (127.0.0.1 by default) does name its clients, each with a budget of its own."""
     url = start_server(backend.strict_env(), OWNMEM_ADDRESS_RATE_PER_SECOND="0.01", OWNMEM_ADDRESS_BURST="3")
@@ -352,7 +359,8 @@ def test_forwarded_for_is_believed_from_a_trusted_proxy_only(backend, start_serv
     assert codes == [200] * 6, codes
 
 
-def test_one_address_registers_at_most_its_budget(backend, start_server, fresh_vault):
+def test_one_address_registers_at_most_its_budget(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault]) -> None:
     url = start_server(backend.strict_env(), OWNMEM_REGISTER_PER_HOUR="2")
     vaults = [fresh_vault(0) for _ in range(3)]
     with stranger() as c:
@@ -368,7 +376,8 @@ def test_one_address_registers_at_most_its_budget(backend, start_server, fresh_v
     assert registered(backend, name)
 
 
-def test_one_key_set_registers_at_most_a_few_names(backend, start_server, fresh_vault):
+def test_one_key_set_registers_at_most_a_few_names(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault]) -> None:
     url = start_server(backend.strict_env(), OWNMEM_VAULTS_PER_KEY="2")
     v, other = fresh_vault(0), fresh_vault(0)
     names = ["keys-" + secrets.token_hex(4) for _ in range(3)]
@@ -384,7 +393,9 @@ def test_one_key_set_registers_at_most_a_few_names(backend, start_server, fresh_
     assert registered(backend, names[2])
 
 
-def test_a_vault_cannot_store_past_its_quota(backend, start_server, fresh_vault, http):
+def test_a_vault_cannot_store_past_its_quota(
+        backend: Backend, start_server: Callable[..., str], fresh_vault: Callable[..., UnlockedVault],
+        http: httpx.Client) -> None:
     v = fresh_vault(6)
     items = cells_of(v)
     sizes = [len(c) + len(d) for c, d in items]
@@ -419,9 +430,10 @@ def test_a_vault_cannot_store_past_its_quota(backend, start_server, fresh_vault,
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path, request):
+def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A store made before the quota counted bytes has its count filled in from what it holds."""
-    from storekit import stocked
+    from tests.server.storekit import stocked
 
     if kind == "postgres":
         import psycopg
@@ -442,7 +454,8 @@ def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path
         store = Store("sqlite", str(tmp_path))
     st, vault, pushed = stocked(store, 5)
     want = sum(len(x.cell) + len(x.wrapped_dek) for x in pushed)
-    assert st.vault_by_id(vault.id).stored_bytes == want
+    record = st.vault_by_id(vault.id)
+    assert record is not None and record.stored_bytes == want
     st.close()
     if kind == "postgres":
         import psycopg
@@ -452,12 +465,13 @@ def test_stored_bytes_of_an_older_store_are_counted_when_it_opens(kind, tmp_path
     else:
         import sqlite3
 
-        with closing(sqlite3.connect(Path(store.where) / "ownmem.db")) as c:
-            c.execute("ALTER TABLE vaults DROP COLUMN stored_bytes")
-            c.commit()
+        with closing(sqlite3.connect(Path(store.where) / "ownmem.db")) as lite:
+            lite.execute("ALTER TABLE vaults DROP COLUMN stored_bytes")
+            lite.commit()
     st = store.open()
     try:
-        assert st.vault_by_id(vault.id).stored_bytes == want
+        record = st.vault_by_id(vault.id)
+        assert record is not None and record.stored_bytes == want
     finally:
         st.close()
 
@@ -481,7 +495,8 @@ def in_process(tmp_path: Path, **config: Any) -> Iterator[tuple[Any, Any]]:
             yield client, app.state.server
 
 
-def test_a_repeated_cell_costs_one_verification_and_a_stored_one_none(tmp_path, fresh_vault, monkeypatch):
+def test_a_repeated_cell_costs_one_verification_and_a_stored_one_none(
+        tmp_path: Path, fresh_vault: Callable[..., UnlockedVault], monkeypatch: pytest.MonkeyPatch) -> None:
     """One cell repeated 2,000 times in a push is verified once; pushed again, not at all (it is
     the vault's already); a stored cell behind 1,999 copies of itself, not at all.  (Before:
     2,000 ML-DSA-65 verifications per push, which slowed every other vault's pushes 30-fold.)"""
@@ -519,7 +534,8 @@ def test_a_repeated_cell_costs_one_verification_and_a_stored_one_none(tmp_path, 
                                                              "last_seq": 2, "verified": 1}
 
 
-def test_behind_a_good_cell_a_forgery_of_its_cellid_is_never_stored(backend, linked_vault):
+def test_behind_a_good_cell_a_forgery_of_its_cellid_is_never_stored(
+        backend: Backend, linked_vault: Callable[..., LinkedVault]) -> None:
     """An item claiming a cellId seen earlier in the push is not checked: it cannot be stored."""
     lv = linked_vault(1)
     (cell, dek), = lv.cells()
@@ -531,7 +547,8 @@ def test_behind_a_good_cell_a_forgery_of_its_cellid_is_never_stored(backend, lin
     assert row[3] == cell
 
 
-def test_a_vaults_pushes_are_verified_one_at_a_time(tmp_path, fresh_vault, monkeypatch):
+def test_a_vaults_pushes_are_verified_one_at_a_time(
+        tmp_path: Path, fresh_vault: Callable[..., UnlockedVault], monkeypatch: pytest.MonkeyPatch) -> None:
     """Concurrent pushes of one vault queue behind each other (so one vault cannot hold every
     verification process); another vault's push is not held up by them."""
     import asyncio
@@ -602,7 +619,7 @@ def _non_canonical(cell: bytes) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("how", ["timestamp in 8 bytes", "kekVersion in 4 bytes", "tier's length in a byte",
                                  "keys in reverse order", "map length in a byte"])
-def test_a_cell_not_in_deterministic_cbor_is_refused(how, linked_vault):
+def test_a_cell_not_in_deterministic_cbor_is_refused(how: str, linked_vault: Callable[..., LinkedVault]) -> None:
     """One cell, one byte form, as for receipts: a re-encoding of the parsed cell must be its
     bytes.  (Before: each of these verified, and was stored as sent.)"""
     lv = linked_vault(2)
@@ -617,7 +634,9 @@ def test_a_cell_not_in_deterministic_cbor_is_refused(how, linked_vault):
     assert lv.push([[cell, dek], good]).json()["stored"] == 2
 
 
-def test_receipt_timestamps_past_the_databases_integers_are_refused(linked_vault, http, fresh_vault, backend):
+def test_receipt_timestamps_past_the_databases_integers_are_refused(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client, fresh_vault: Callable[..., UnlockedVault],
+        backend: Backend) -> None:
     """A receipt's timestamp goes into a 64-bit signed column: 2**63 and up are refused with a
     code (before: an OverflowError, answered 500), 2**63 - 1 is taken."""
     lv = linked_vault(3, key="c")
@@ -633,7 +652,7 @@ def test_receipt_timestamps_past_the_databases_integers_are_refused(linked_vault
                   json={"receipts": [receipt(lv.v, "FORGET", ids[1], (1 << 63) - 1).hex()]})
     assert r.json()["erased"] == [ids[1].hex()], r.text
     # and the KEY receipt of a registration
-    from test_security import registration
+    from tests.server.test_security import registration
 
     v = fresh_vault(0)
     h = v.holder()
@@ -645,7 +664,8 @@ def test_receipt_timestamps_past_the_databases_integers_are_refused(linked_vault
 
 @pytest.mark.parametrize("route", ["/changes?since=999999999999999999&limit=999999999999999999",
                                    "/changes?since=0&limit=0"])
-def test_page_parameters_at_their_bounds_are_answered(route, linked_vault, http):
+def test_page_parameters_at_their_bounds_are_answered(
+        route: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     lv.sync()
     r = http.get(lv.url(route), headers=lv.auth())
@@ -655,12 +675,13 @@ def test_page_parameters_at_their_bounds_are_answered(route, linked_vault, http)
 @pytest.mark.parametrize("route", ["/v1/log?after=999999999999999999&limit=999999999999999999",
                                    "/v1/erasures?after=999999999999999999&limit=999999999999999999",
                                    "/v1/log?after=0&limit=0"])
-def test_public_list_parameters_at_their_bounds_are_answered(route, backend, http):
+def test_public_list_parameters_at_their_bounds_are_answered(route: str, backend: Backend, http: httpx.Client) -> None:
     r = http.get(backend.url + route)
     assert r.status_code == 200 and "entries" in r.json(), r.text
 
 
-def test_an_event_stream_ends_when_its_credential_expires(backend, linked_vault, http):
+def test_an_event_stream_ends_when_its_credential_expires(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """(Before: it kept sending keep-alives and changes for as long as the client listened.)"""
     lv = linked_vault(0)
     short = secrets.token_urlsafe(32)
@@ -688,7 +709,7 @@ GUARDED = {"OWNMEM_HEADER_TIMEOUT": "1", "OWNMEM_BODY_TIMEOUT": "1", "OWNMEM_BOD
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_slow_request_headers_are_cut(backend, start_server, tmp_path):
+def test_slow_request_headers_are_cut(backend: Backend, start_server: Callable[..., str], tmp_path: Path) -> None:
     """A client that sends its headers a byte at a time, or nothing at all, is answered 408 and
     closed (before: held open for ever; uvicorn times only the idle time between requests)."""
     url = start_server(backend.strict_env(), **GUARDED)
@@ -714,7 +735,8 @@ def test_slow_request_headers_are_cut(backend, start_server, tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_slow_body_is_cut_and_a_steady_one_is_read(backend, start_server, tmp_path):
+def test_a_slow_body_is_cut_and_a_steady_one_is_read(
+        backend: Backend, start_server: Callable[..., str], tmp_path: Path) -> None:
     url = start_server(backend.strict_env(), **GUARDED)
     port = port_of(url)
     head = (b"POST /v1/vaults HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -740,7 +762,7 @@ def test_a_slow_body_is_cut_and_a_steady_one_is_read(backend, start_server, tmp_
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_connections_are_capped_per_address_and_in_all(backend, start_server):
+def test_connections_are_capped_per_address_and_in_all(backend: Backend, start_server: Callable[..., str]) -> None:
     url = start_server(backend.strict_env(), OWNMEM_CONNECTIONS_PER_ADDRESS="4", OWNMEM_MAX_CONNECTIONS="7",
                        OWNMEM_HEADER_TIMEOUT="30")
     port = port_of(url)
@@ -767,7 +789,8 @@ def test_connections_are_capped_per_address_and_in_all(backend, start_server):
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_client_that_leaves_mid_body_is_one_log_line(backend, start_server, tmp_path):
+def test_a_client_that_leaves_mid_body_is_one_log_line(
+        backend: Backend, start_server: Callable[..., str], tmp_path: Path) -> None:
     url = start_server(backend.strict_env())
     port = port_of(url)
     for path in (b"/v1/vaults", b"/v1/vaults/someone/session"):
@@ -794,7 +817,8 @@ def _is_on_curve25519(u: bytes) -> bool:
     return rhs == 0 or pow(rhs, (p - 1) // 2, p) == 1
 
 
-def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(backend, linked_vault, http):
+def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
 
@@ -820,7 +844,8 @@ def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(backend, linked_v
     assert all(d.owner_pub != lv.v.identity.sign_pub for d in decoys)
 
 
-def test_a_decoy_is_the_same_after_a_restart(backend, start_server, http):
+def test_a_decoy_is_the_same_after_a_restart(
+        backend: Backend, start_server: Callable[..., str], http: httpx.Client) -> None:
     """Every server process on one store answers a name with the same decoy, before and after a
     restart: the secret it is derived from is kept in the store."""
     name = "nobody-" + secrets.token_hex(4)
@@ -831,7 +856,7 @@ def test_a_decoy_is_the_same_after_a_restart(backend, start_server, http):
     assert first.json() == http.get(f"{backend.url}/v1/vaults/{name}").json()
 
 
-def test_decoy_keys_are_keys_of_their_kind():
+def test_decoy_keys_are_keys_of_their_kind() -> None:
     """The decoy's X25519 key is the very key of the scalar its Ed25519 form stands for: the
     distribution real X25519 public keys have (checked with the X25519 the server never loads)."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -847,7 +872,8 @@ def test_decoy_keys_are_keys_of_their_kind():
     assert d.info("a") == d.info("a") and d.info("a") != d.info("b") != Decoys(b"\x02" * 32).info("b")
 
 
-def test_a_decoy_refuses_a_login_exactly_as_a_vault_refuses_a_wrong_signature(backend, linked_vault, http):
+def test_a_decoy_refuses_a_login_exactly_as_a_vault_refuses_a_wrong_signature(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     seed = lv.v.sync_key().seed
     bodies = []
@@ -868,7 +894,8 @@ def test_a_decoy_refuses_a_login_exactly_as_a_vault_refuses_a_wrong_signature(ba
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_a_decoy_answers_in_about_the_time_a_vault_does(backend, linked_vault, http):
+def test_a_decoy_answers_in_about_the_time_a_vault_does(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Lookup, challenge and a failed login take about as long for a name nobody holds as for a
     vault's (medians of interleaved runs; the bound is loose: the machine is shared)."""
     lv = linked_vault(0)
@@ -891,7 +918,8 @@ def test_a_decoy_answers_in_about_the_time_a_vault_does(backend, linked_vault, h
         assert 1 / 3 < decoy / vault < 3, (step, vault, decoy)
 
 
-def test_a_new_device_at_a_name_nobody_holds_fails_as_a_wrong_passphrase_does(backend, linked_vault, tmp_path, http):
+def test_a_new_device_at_a_name_nobody_holds_fails_as_a_wrong_passphrase_does(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], tmp_path: Path, http: httpx.Client) -> None:
     lv = linked_vault(0)
     for name, passphrase in ((lv.name, "not the passphrase at all, no"),
                              ("nobody-" + secrets.token_hex(4), "any passphrase whatsoever here")):
@@ -900,7 +928,9 @@ def test_a_new_device_at_a_name_nobody_holds_fails_as_a_wrong_passphrase_does(ba
         assert not (tmp_path / f"device-{name}").exists() or not any((tmp_path / f"device-{name}").iterdir())
 
 
-def test_link_registers_a_free_name_and_refuses_a_taken_one(backend, linked_vault, fresh_vault, http):
+def test_link_registers_a_free_name_and_refuses_a_taken_one(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], fresh_vault: Callable[..., UnlockedVault],
+        http: httpx.Client) -> None:
     """With no 404 to say a name is free, `link` registers, and a taken name answers name_taken."""
     v = fresh_vault(1)
     name = "free-" + secrets.token_hex(4)

@@ -51,10 +51,11 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    modules: dict[str, list[str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    return modules
 
 
-def test_server_imports_nothing_that_decrypts(modules):
+def test_server_imports_nothing_that_decrypts(modules: dict[str, list[str]]) -> None:
     for stage in ("after_import", "after_serving"):
         loaded = set(modules[stage])
         assert "server.app" in loaded
@@ -62,7 +63,7 @@ def test_server_imports_nothing_that_decrypts(modules):
         assert not found, f"{stage}: the blind server loaded code that can decrypt: {found}"
 
 
-def test_server_verifies_with_public_keys_only(modules):
+def test_server_verifies_with_public_keys_only(modules: dict[str, list[str]]) -> None:
     """What it does load for verification: Ed25519 and ML-DSA-65 public keys, CBOR, and the
     structure code it shares with the client (one definition of each rule, no copy)."""
     loaded = set(modules["after_import"])
@@ -76,7 +77,7 @@ SHARED_WITH_CLIENT = ["ownmem.aperto.envelope", "ownmem.saihm.cell", "ownmem.sai
 
 
 @pytest.mark.parametrize("module", SHARED_WITH_CLIENT)
-def test_shared_module_alone_imports_nothing_that_decrypts(module):
+def test_shared_module_alone_imports_nothing_that_decrypts(module: str) -> None:
     """Each shared module, imported alone in a fresh interpreter, loads nothing that can decrypt,
     whatever the server happens to import beside it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OWNMEM_")}

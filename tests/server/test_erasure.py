@@ -14,11 +14,14 @@ import secrets
 import threading
 import time
 from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
-from storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
+from tests.server.storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.crypto import cbor
 from server.storage.postgres import PostgresStorage
@@ -38,7 +41,8 @@ def _traces(cell: bytes, wrapped_dek: bytes) -> Needles:
     return Needles({"wrapped DEK": [wrapped_dek], "cell": cell_windows(cell)})
 
 
-def test_forgotten_memory_leaves_no_byte_in_any_database_file(backend, linked_vault, http):
+def test_forgotten_memory_leaves_no_byte_in_any_database_file(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(12)
     lv.sync()
     store = Store.of(backend)
@@ -66,7 +70,7 @@ def test_forgotten_memory_leaves_no_byte_in_any_database_file(backend, linked_va
     assert kept.found_in(after), "the search must still see what the server keeps"
 
 
-def test_erase_never_makes_another_vault_wait(backend, linked_vault):
+def test_erase_never_makes_another_vault_wait(backend: Backend, linked_vault: Callable[..., LinkedVault]) -> None:
     """With a reader holding the database, vault A's erase and vault B's pushes answer at once."""
     a, b = linked_vault(3), linked_vault(0, key="b")
     a.sync()
@@ -98,7 +102,8 @@ def test_erase_never_makes_another_vault_wait(backend, linked_vault):
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_erasure_left_pending_by_one_process_is_finished_by_the_next(kind, tmp_path, request):
+def test_erasure_left_pending_by_one_process_is_finished_by_the_next(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A process that stops with an erasure pending does not lose it: the next one finishes it."""
     store = Store.fresh(kind, tmp_path, request)
     st, vault, cells = stocked(store, 6)
@@ -117,7 +122,7 @@ def test_erasure_left_pending_by_one_process_is_finished_by_the_next(kind, tmp_p
         st.close()
 
 
-def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database):
+def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database: str) -> None:
     """A PostgreSQL database made before ``cells`` was partitioned by vault is migrated on open."""
     server = pg_database.rsplit("/", 1)[0]      # the session's database tells where PostgreSQL is
     name = f"ownmem_legacy_{secrets.token_hex(6)}"
@@ -148,7 +153,7 @@ def test_cells_stored_before_partitioning_are_kept_and_erasable(pg_database):
             vault = st.vault(reg.name)
             assert vault is not None
             with psycopg.connect(url) as c:
-                kinds = dict(c.execute("SELECT relname, relkind::text FROM pg_class "
+                kinds: dict[str, str] = dict(c.execute("SELECT relname, relkind::text FROM pg_class "
                                        "WHERE relname IN ('cells', 'cells_unpartitioned', %s)",
                                        (f"cells_v{vault.id}",)).fetchall())
             assert kinds == {"cells": "p", f"cells_v{vault.id}": "r"}
@@ -183,7 +188,7 @@ def _held(lv: Any) -> set[bytes]:
 @pytest.mark.parametrize("whose", ["held by the other vault", "erased by the other vault",
                                    "only announced (REMEMBER logged, not pushed yet)"])
 def test_a_forget_by_one_vault_for_another_holders_cell_is_refused_and_changes_nothing(
-        backend, linked_vault, http, whose):
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, whose: str) -> None:
     """Vault A signs a FORGET for vault B's cell (B's cellIds are public: the log lists B's
     REMEMBER and FORGET receipts): refused with wrong_holder, and nothing of either vault changes,
     not the feed, the log or the public erasure list; A's own cell in the same batch stays too."""
@@ -217,8 +222,8 @@ def test_a_forget_by_one_vault_for_another_holders_cell_is_refused_and_changes_n
                 and e["holder_id"] == a.v.holder().holder_id.hex()]
 
 
-def test_the_refusal_is_narrow_own_cells_unknown_cells_and_a_twin_vaults_cells_are_erased(backend, linked_vault,
-                                                                                          http):
+def test_the_refusal_is_narrow_own_cells_unknown_cells_and_a_twin_vaults_cells_are_erased(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """The positive control: a vault erases its own cell, an unknown cellId (a push may still be
     on its way), and a cell of another vault of the same holder (the person's own keys, under two
     names); each answer names the cell and the log holds its FORGET."""

@@ -11,13 +11,14 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from tests.server.conftest import Backend, LinkedVault
 import uvicorn
 
 from ownmem import syncwire as W
@@ -43,14 +44,14 @@ def error_of(r: httpx.Response) -> str:
 
 # ---------------------------------------------------------------- the registry and its documentation
 
-def test_registry_names_every_code_once_with_one_status():
+def test_registry_names_every_code_once_with_one_status() -> None:
     assert set(W.ERRORS) == set(W.ErrorCode)
     for code, (status, description) in W.ERRORS.items():
         assert 400 <= status < 600 and description and code.status == status and code.description == description
         assert code.value == code.value.lower() and code.value.isidentifier()
 
 
-def test_openapi_enumerates_the_registry():
+def test_openapi_enumerates_the_registry() -> None:
     error = OPENAPI["components"]["schemas"]["Error"]
     assert error["properties"]["error"]["enum"] == [str(c) for c in W.ErrorCode]
     for code, (status, description) in W.ERRORS.items():
@@ -70,7 +71,7 @@ def test_openapi_enumerates_the_registry():
     assert {s for s, _ in W.ERRORS.values()} - documented == {405}
 
 
-def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.AST | None]]:
+def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.Call | None]]:
     """Every string constant, with the call it is the first argument of (if it is)."""
     first_args = {id(n.args[0]): n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args}
     for node in ast.walk(tree):
@@ -87,7 +88,7 @@ SCANNED = sorted([*ROOT.glob("server/*.py"), *ROOT.glob("server/storage/*.py"),
 
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_error_code_is_spelled_out_outside_the_registry(path: Path):
+def test_no_error_code_is_spelled_out_outside_the_registry(path: Path) -> None:
     rel = str(path.relative_to(ROOT))
     tree = ast.parse(path.read_text())
     for node, call in _string_constants(tree):
@@ -96,13 +97,13 @@ def test_no_error_code_is_spelled_out_outside_the_registry(path: Path):
         caller = call.func.id if call is not None and isinstance(call.func, ast.Name) else None
         assert caller is not None and SPELLED_OUT_IN.get(rel) == caller, \
             f"{rel}:{node.lineno}: the error code {node.value!r} is spelled out; use syncwire.ErrorCode"
-    for node in ast.walk(tree):   # the error body is built by syncwire.ErrorBody only (openapi.py describes it)
-        if isinstance(node, ast.Dict) and rel != "server/openapi.py":
-            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-            assert "error" not in keys, f"{rel}:{node.lineno}: an error body built by hand"
+    for n in ast.walk(tree):   # the error body is built by syncwire.ErrorBody only (openapi.py describes it)
+        if isinstance(n, ast.Dict) and rel != "server/openapi.py":
+            keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+            assert "error" not in keys, f"{rel}:{n.lineno}: an error body built by hand"
 
 
-def test_refused_takes_registered_codes_only():
+def test_refused_takes_registered_codes_only() -> None:
     from server.verify import Refused
 
     assert Refused("wrong_holder", "x").code is W.ErrorCode.WRONG_HOLDER
@@ -122,7 +123,8 @@ UNKNOWN_PATHS = ["/nope", "/v1", "/v1/nope", "/v1/vaults/{n}/nope", "/v1/vaults/
                  "/v1/vaults/a%2Fb/challenge", "/no-such-file.js"]   # (the session server may serve web/dist)
 
 
-def test_every_refusal_has_one_shape_and_a_registered_code(backend, linked_vault, http):
+def test_every_refusal_has_one_shape_and_a_registered_code(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv, other = linked_vault(1, key="a"), linked_vault(0, key="b")
     n, base = lv.name, lv.base
     auth, cbor_auth = lv.auth(), {**lv.auth(), "Content-Type": "application/cbor"}
@@ -177,7 +179,9 @@ def test_every_refusal_has_one_shape_and_a_registered_code(backend, linked_vault
     assert seen == {c for *_, c in cases}
 
 
-def test_rate_limit_answer_has_the_shape(backend, linked_vault, start_server, http):
+def test_rate_limit_answer_has_the_shape(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str],
+        http: httpx.Client) -> None:
     lv = linked_vault(0)
     url = start_server(backend.env, OWNMEM_RATE_PER_SECOND="1", OWNMEM_RATE_BURST="1",
                        OWNMEM_ADDRESS_RATE_PER_SECOND="1", OWNMEM_ADDRESS_BURST="1")
@@ -214,7 +218,7 @@ def _ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "ownmem.server" and r.levelno >= logging.ERROR]
 
 
-def test_unexpected_failure_is_a_json_500_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+def test_unexpected_failure_is_a_json_500_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with serving(Config(data_dir=str(tmp_path))) as url, httpx.Client(timeout=10) as http:
         with closing(sqlite3.connect(tmp_path / "ownmem.db")) as db:   # the store breaks under the server
             db.execute("DROP TABLE vaults")
@@ -234,7 +238,7 @@ def test_unexpected_failure_is_a_json_500_logged_once(tmp_path: Path, caplog: py
     assert not [r for r in caplog.records if r.name.startswith("uvicorn") and r.levelno >= logging.ERROR]
 
 
-def test_web_mount_answers_json_for_what_it_lacks(tmp_path: Path):
+def test_web_mount_answers_json_for_what_it_lacks(tmp_path: Path) -> None:
     web = tmp_path / "web"
     web.mkdir()
     (web / "index.html").write_text("<!doctype html><title>app</title>")
@@ -247,7 +251,7 @@ def test_web_mount_answers_json_for_what_it_lacks(tmp_path: Path):
 
 
 def test_failure_inside_a_streamed_answer_is_logged_once_and_cuts_the_stream(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, _identities: dict[str, tuple[Path, Any]]):
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, _identities: dict[str, tuple[Path, Any]]) -> None:
     """Once a streamed answer has begun there is no status left to change: the stream is cut (the
     client sees a truncated body, never a traceback) and the failure is logged once."""
     import shutil

@@ -15,12 +15,14 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+from pathlib import Path
 
 import httpx
 import pytest
-from storekit import Store, forget, stocked, wait_until
+from tests.server.storekit import Store, forget, stocked, wait_until
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.seal import parse_sealed
@@ -68,7 +70,8 @@ def _export(http: httpx.Client, lv: Any) -> bytes:
     return r.content
 
 
-def test_export_is_the_vault_as_it_was_when_the_export_began(backend, linked_vault, http):
+def test_export_is_the_vault_as_it_was_when_the_export_began(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A push and an erase that commit between the export's pages are not in it."""
     lv = _big_vault(linked_vault)
     store = lv.v.store
@@ -92,7 +95,8 @@ def test_export_is_the_vault_as_it_was_when_the_export_began(backend, linked_vau
     assert _object_ids(_export(http, lv)) == after
 
 
-def test_exports_taken_while_threads_push_and_erase_all_decode(backend, linked_vault, http):
+def test_exports_taken_while_threads_push_and_erase_all_decode(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = _big_vault(linked_vault)
     store = lv.v.store
     base = store.object_ids()
@@ -153,7 +157,8 @@ def test_exports_taken_while_threads_push_and_erase_all_decode(backend, linked_v
         assert not ids & {o for o, t in erased_at.items() if t < began}, "an erased object came back"
 
 
-def test_two_cells_of_one_object_export_it_once(backend, linked_vault, http):
+def test_two_cells_of_one_object_export_it_once(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Two cells with one cellNonce (another kekVersion, so another cellId): the first one stored is exported."""
     lv = linked_vault(2)
     items = lv.cells()
@@ -169,7 +174,8 @@ def test_two_cells_of_one_object_export_it_once(backend, linked_vault, http):
     assert c.deks[first.cell_nonce] == items[0][1]
 
 
-def test_exports_past_the_slots_are_refused_busy_until_one_ends(backend, linked_vault, http):
+def test_exports_past_the_slots_are_refused_busy_until_one_ends(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Clients that open exports and stop reading hold EXPORT_SLOTS snapshots at most: the next
     export is refused with 503 busy and Retry-After, and runs once one of them has gone."""
     lv = _big_vault(linked_vault, PAGE + 10)      # a first page the socket does not take in whole
@@ -190,7 +196,8 @@ def test_exports_past_the_slots_are_refused_busy_until_one_ends(backend, linked_
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-def test_exports_are_bounded_in_number_and_in_time(kind, tmp_path, request, monkeypatch):
+def test_exports_are_bounded_in_number_and_in_time(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client that opens exports and stops reading cannot hold snapshots (and with them
     physical erasure) for ever: EXPORT_SLOTS at once, each for EXPORT_SECONDS at most."""
     monkeypatch.setattr(export, "EXPORT_SECONDS", 2.0)
@@ -210,7 +217,8 @@ def test_exports_are_bounded_in_number_and_in_time(kind, tmp_path, request, monk
         st.close()
 
 
-def test_sqlite_refuses_new_exports_while_an_erasure_waits_for_open_ones(tmp_path, monkeypatch):
+def test_sqlite_refuses_new_exports_while_an_erasure_waits_for_open_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On SQLite every open snapshot holds the checkpoint up: exports that overlap without end
     would keep erased bytes in the log for ever, so once an erasure is overdue a new export
     waits (busy) for the open ones to end."""

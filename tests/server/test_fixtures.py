@@ -29,14 +29,14 @@ def _run(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
-def test_unreachable_postgres_skips_visibly_outside_ci(tmp_path: Path):
+def test_unreachable_postgres_skips_visibly_outside_ci(tmp_path: Path) -> None:
     r = _run(tmp_path, None)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 skipped" in r.stdout and "PostgreSQL not reachable on 127.0.0.1:" in r.stdout, r.stdout
     assert "skipping PostgreSQL tests" in r.stdout
 
 
-def test_unreachable_postgres_fails_in_ci(tmp_path: Path):
+def test_unreachable_postgres_fails_in_ci(tmp_path: Path) -> None:
     r = _run(tmp_path, "true")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "1 error" in r.stdout and "CI is set" in r.stdout and "skipped" not in r.stdout, r.stdout

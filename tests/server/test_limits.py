@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from storekit import registered
+from tests.server.storekit import registered
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor
@@ -31,7 +32,7 @@ def _chunks(total: int, size: int = 1 << 20) -> Iterator[bytes]:
 # ---------------------------------------------------------------- size
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "streamed"])
-def test_body_over_limit_refused(declared, linked_vault, http):
+def test_body_over_limit_refused(declared: bool, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     before = lv.snapshot()
     size = W.MAX_BODY + 1
@@ -50,7 +51,7 @@ def test_body_over_limit_refused(declared, linked_vault, http):
     assert lv.snapshot() == before
 
 
-def test_body_at_limit_is_read(linked_vault, http):
+def test_body_at_limit_is_read(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Exactly MAX_BODY bytes is allowed through to the parser (here: not CBOR, so 400, not 413)."""
     lv = linked_vault(0)
     r = http.post(lv.url("/cells"), content=b"\xff" * W.MAX_BODY,
@@ -58,7 +59,7 @@ def test_body_at_limit_is_read(linked_vault, http):
     refused(r, 400, "malformed")
 
 
-def test_json_body_over_limit_refused(linked_vault, http):
+def test_json_body_over_limit_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     big = {"expected_version": 1, "metadata": "00" * (1 << 20), "signature": "00" * 64}
@@ -67,7 +68,7 @@ def test_json_body_over_limit_refused(linked_vault, http):
     assert lv.snapshot() == before
 
 
-def test_metadata_up_to_the_body_limit_accepted(linked_vault, http):
+def test_metadata_up_to_the_body_limit_accepted(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Large metadata (many scopes and accepted keys) is stored, however large, up to the JSON body limit."""
     lv = linked_vault(0)
     doc = lv.syncer.metadata_doc().encode()
@@ -81,21 +82,23 @@ def test_metadata_up_to_the_body_limit_accepted(linked_vault, http):
 
 
 @pytest.mark.parametrize("n", [W.MAX_BATCH + 1, 5000])
-def test_batch_over_limit_refused(n, linked_vault):
+def test_batch_over_limit_refused(n: int, linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     refused(lv.push([[b"", b""]] * n), 413, "batch_too_large")
     assert lv.snapshot() == before
 
 
-def test_batch_at_limit_is_checked_item_by_item(linked_vault):
+def test_batch_at_limit_is_checked_item_by_item(linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(0)
     refused(lv.push([[b"", b""]] * W.MAX_BATCH), 400, "malformed_cell")
 
 
 # ---------------------------------------------------------------- rate
 
-def test_rate_limited(backend, linked_vault, start_server, http):
+def test_rate_limited(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], start_server: Callable[..., str],
+        http: httpx.Client) -> None:
     """Public routes are limited per client address, a vault's own routes per vault once its
     credential checked (test_abuse.py: a stranger cannot spend a vault's budget)."""
     one, two = linked_vault(0), linked_vault(0)
@@ -134,7 +137,7 @@ BAD_JSON = [b"{", b"[]", b'"text"', b"1", b"null", b"\xff\xfe", b"[" * 100_000 +
 
 @pytest.mark.parametrize("body", BAD_JSON, ids=["truncated", "array", "string", "number", "null", "not utf-8",
                                                   "deep array", "deep object", "empty"])
-def test_malformed_json_refused(body, linked_vault, http):
+def test_malformed_json_refused(body: bytes, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     for method, url, auth in (("POST", f"{lv.base}/v1/vaults", False), ("POST", lv.url("/session"), False),
@@ -158,7 +161,7 @@ NOT_HEX: list[Any] = ["zz", "0x00", "abc", " 00", "00 ", "0 0", "AB", "Ab", 12, 
 
 @pytest.mark.parametrize("field", ["salt", "owner_pub", "sync_pub", "ka_pub", "holder_pub", "metadata",
                                    "metadata_sig", "key_receipt", "proof", "holder_proof"])
-def test_registration_non_hex_refused(field, backend, http):
+def test_registration_non_hex_refused(field: str, backend: Backend, http: httpx.Client) -> None:
     for bad in NOT_HEX:
         r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), field: bad})
         assert r.status_code == 400 and r.json()["error"] == "malformed", (field, bad if len(str(bad)) < 50 else "long",
@@ -166,7 +169,7 @@ def test_registration_non_hex_refused(field, backend, http):
     assert not registered(backend, "fields")
 
 
-def test_fields_non_hex_or_wrong_type_refused(linked_vault, http):
+def test_fields_non_hex_or_wrong_type_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
     auth = lv.auth()
@@ -192,42 +195,43 @@ def test_fields_non_hex_or_wrong_type_refused(linked_vault, http):
 BAD_NAMES = ["UPPER", "-dash", ".dot", "_under", "a" * 65, "a%20b", "%C3%A9", "a..b%00", "a%2Fb"]
 
 
-def test_bad_vault_names(backend, http):
+def test_bad_vault_names(backend: Backend, http: httpx.Client) -> None:
     for name in BAD_NAMES:
         for method, path in (("GET", ""), ("POST", "/challenge"), ("POST", "/session")):
             r = http.request(method, f"{backend.url}/v1/vaults/{name}{path}")
             assert r.status_code == 404, (name, path, r.status_code, r.text)
-    for name in ("", "UPPER", "-dash", ".dot", "a" * 65, "a b", "a/b", "é", "a\u0000", 5, None, ["a"]):
-        r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), "name": name})
+    for bad in ("", "UPPER", "-dash", ".dot", "a" * 65, "a b", "a/b", "é", "a\u0000", 5, None, ["a"]):
+        r = http.post(f"{backend.url}/v1/vaults", json={**_registration_fields(), "name": bad})
         refused(r, 400, "bad_name")
 
 
 @pytest.mark.parametrize("query", ["since=abc", "since=-1", "since=1.5", "since=1e3", "since=" + "9" * 19,
                                    "since=", "limit=abc", "limit=-5", "since=%EF%BC%91", "since=%C2%B2",
                                    "limit=%C2%B2"])
-def test_changes_bad_parameters_refused(query, linked_vault, http):
+def test_changes_bad_parameters_refused(
+        query: str, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     refused(http.get(lv.url(f"/changes?{query}"), headers=lv.auth()), 400, "malformed")
 
 
 @pytest.mark.parametrize("query", ["after=abc", "after=-1", "limit=x", "holder=zz", "holder=00", "subject=" + "g" * 64,
                                    "operation=BOGUS", "operation=key"])
-def test_log_bad_parameters_refused(query, backend, http):
+def test_log_bad_parameters_refused(query: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/log?{query}"), 400, "malformed")
 
 
 @pytest.mark.parametrize("query", ["after=abc", "limit=-1", "after=1.0"])
-def test_erasures_bad_parameters_refused(query, backend, http):
+def test_erasures_bad_parameters_refused(query: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/erasures?{query}"), 400, "malformed")
 
 
 @pytest.mark.parametrize("rid", ["zz", "00", "A" * 64, "0" * 63, "0" * 65])
-def test_log_entry_bad_id_is_not_found(rid, backend, http):
+def test_log_entry_bad_id_is_not_found(rid: str, backend: Backend, http: httpx.Client) -> None:
     refused(http.get(f"{backend.url}/v1/log/{rid}"), 404, "not_found")
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_client_push_stays_under_the_body_limit(backend, linked_vault):
+def test_client_push_stays_under_the_body_limit(backend: Backend, linked_vault: Callable[..., LinkedVault]) -> None:
     """Large memories: a push of many must be split by size, not only by count, or the
     server's 413 stops every later sync of that vault."""
     lv = linked_vault(0)
@@ -249,7 +253,7 @@ def test_client_push_stays_under_the_body_limit(backend, linked_vault):
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-def test_client_erase_stays_under_the_json_limit(backend, linked_vault):
+def test_client_erase_stays_under_the_json_limit(backend: Backend, linked_vault: Callable[..., LinkedVault]) -> None:
     """Forgetting many memories at once: their FORGET receipts (~7 KB of hex each) go out in
     requests under the server's 1 MiB JSON limit."""
     lv = linked_vault(200, key="c")   # its own holder: 200 erasures stay out of the others' lists

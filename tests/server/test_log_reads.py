@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from storekit import Store
+from tests.server.storekit import Store
 
 from server.storage.base import LogEntry
 
@@ -29,6 +29,7 @@ def test_log_reads_hand_back_connections_that_still_make_transactions(tmp_path: 
         assert st.log_leaf_index(secrets.token_bytes(32)) is None
         with pytest.raises(RuntimeError, match="lacks"):
             st.read_hashes([10 ** 9])            # a failed read hands its connection back too
+        # the PostgreSQL store's own pool and transaction, below the Storage protocol
         conns = [st.pool.getconn() for _ in range(st.pool.max_size)]   # type: ignore[attr-defined]
         try:
             assert not any(c.autocommit for c in conns)

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import httpx
 import hypothesis
 import pytest
 import schemathesis
+from schemathesis.checks import CheckFunction
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from starlette.routing import Route
+from tests.server.conftest import Backend
 
 from server.app import Config, create_app
 from server.openapi import OPENAPI
 
 
-def test_every_route_is_described(tmp_path: Path):
+def test_every_route_is_described(tmp_path: Path) -> None:
     app = create_app(Config(data_dir=str(tmp_path)))
     try:
         served = {(r.path, m.lower()) for r in app.routes if isinstance(r, Route)
@@ -33,7 +36,7 @@ def test_every_route_is_described(tmp_path: Path):
                                  "described, not served": described - served}
 
 
-def test_operation_ids_unique_and_errors_described():
+def test_operation_ids_unique_and_errors_described() -> None:
     ops = [op for item in OPENAPI["paths"].values() for op in item.values()]
     ids = [op["operationId"] for op in ops]
     assert len(ids) == len(set(ids))
@@ -42,7 +45,7 @@ def test_operation_ids_unique_and_errors_described():
             assert {"401", "403"} <= set(op["responses"]), op["operationId"]
 
 
-def test_served_document_is_openapi_py(sqlite_server, http):
+def test_served_document_is_openapi_py(sqlite_server: Backend, http: httpx.Client) -> None:
     """The document served is server/openapi.py itself, which the run below is generated from."""
     assert http.get(sqlite_server.url + "/openapi.json").json() == OPENAPI
 
@@ -58,18 +61,20 @@ schemathesis.serializer.alias("application/cbor", "application/octet-stream")
 # what the server checks beyond shape (signatures, cellIds, a live challenge) no schema can
 # generate.  Every other check runs: no 5xx, documented status codes, content types, response
 # bodies and headers, negative data rejected, unsupported methods answered 405 with Allow.
-EXCLUDED = [positive_data_acceptance]
+EXCLUDED: list[CheckFunction] = [positive_data_acceptance]
 
 
 @schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_to_its_openapi(case, sqlite_server):
+def test_server_conforms_to_its_openapi(case: schemathesis.Case[Any], sqlite_server: Backend) -> None:
     case.call_and_validate(base_url=sqlite_server.url, timeout=10, excluded_checks=EXCLUDED)
 
 
 @pytest.fixture(scope="module")
-def credential(sqlite_server, _identities, tmp_path_factory):
+def credential(
+        sqlite_server: Backend, _identities: dict[str, tuple[Path, Any]],
+        tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(vault name, bearer token) of a vault with two cells on the SQLite server."""
     import shutil
 
@@ -102,7 +107,8 @@ authed_schema = schemathesis.openapi.from_dict(OPENAPI).exclude(operation_id="ev
 @authed_schema.parametrize()
 @hypothesis.settings(max_examples=20, deadline=None, database=None, derandomize=True,
                      suppress_health_check=list(hypothesis.HealthCheck))
-def test_server_conforms_with_a_credential(case, sqlite_server, credential):
+def test_server_conforms_with_a_credential(
+        case: schemathesis.Case[Any], sqlite_server: Backend, credential: tuple[str, str]) -> None:
     name, token = credential
     path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
     if "name" in (case.path_parameters or {}) and (path is None or path.mode.is_positive):

@@ -29,7 +29,7 @@ def _rows(n: int) -> list[Change]:
 
 
 @pytest.mark.parametrize("n", [0, 1, W.PAGE_SLICE - 1, W.PAGE_SLICE, W.PAGE_SLICE + 1, 2 * W.PAGE_SLICE + 5])
-def test_streamed_page_is_the_deterministic_encoding(n):
+def test_streamed_page_is_the_deterministic_encoding(n: int) -> None:
     rows = _rows(n)
     nxt = rows[-1].seq if rows else 9
     for last in (nxt, nxt + 1, 1 << 40):

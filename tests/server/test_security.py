@@ -10,15 +10,19 @@ import hashlib
 import secrets
 import time
 from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem import syncwire as W
 from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell
 from ownmem.saihm.receipt import make_receipt
+from ownmem.vault import UnlockedVault
 from ownmem.vault.sync import Metadata
 
 PUBLIC_ROUTES = {
@@ -81,7 +85,8 @@ def login(http: httpx.Client, lv: Any, seed: bytes | None = None, name: str | No
 
 # ---------------------------------------------------------------- credentials
 
-def test_no_private_route_answers_without_credential(backend, linked_vault, http, tmp_path):
+def test_no_private_route_answers_without_credential(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client, tmp_path: Path) -> None:
     victim = linked_vault(3)
     victim.sync()                                    # three cells on the server
     victim.v.add("not pushed yet")
@@ -126,7 +131,8 @@ def test_no_private_route_answers_without_credential(backend, linked_vault, http
     assert victim.snapshot() == before
 
 
-def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault, http):
+def test_credential_of_vault_a_cannot_touch_vault_b(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     a = linked_vault(1, key="a")
     b = linked_vault(3, key="b")
     b.sync()
@@ -136,7 +142,7 @@ def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault, http):
     before_a, before_b = a.snapshot(), b.snapshot()
     stolen = a.auth()
 
-    attempts = [
+    attempts: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", "/metadata", {}),
         ("PUT", "/metadata", {"json": metadata_update(b, 1)}),
         ("GET", "/changes?since=0", {}),
@@ -155,7 +161,7 @@ def test_credential_of_vault_a_cannot_touch_vault_b(linked_vault, http):
 
 # ---------------------------------------------------------------- login
 
-def test_replayed_challenge_refused(linked_vault, http):
+def test_replayed_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
     body = {"challenge": c.hex(), "signature": sign_ed25519(lv.v.sync_key().seed, W.auth_message(lv.name, c)).hex()}
@@ -181,7 +187,8 @@ def test_a_challenge_is_the_servers_for_one_name_and_one_minute() -> None:
     assert challenges.check(key, "alice", challenges.make(key, "alice", 1_000_100, b"n" * 12), 1_000_000, 60) is None
 
 
-def test_challenges_store_nothing_until_a_login_proves_the_key(backend, linked_vault, http):
+def test_challenges_store_nothing_until_a_login_proves_the_key(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A stranger asking for challenges fills no table: only a login that proved the vault's
     sync key writes one row (its replay guard), dropped once the challenge expired."""
     lv = linked_vault(0)
@@ -209,7 +216,7 @@ def test_challenges_store_nothing_until_a_login_proves_the_key(backend, linked_v
         st.close()
 
 
-def test_challenge_of_another_vault_refused(linked_vault, http):
+def test_challenge_of_another_vault_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Same keys under two names: a challenge issued for one name is no good at the other."""
     one, two = linked_vault(0, key="a"), linked_vault(0, key="a")
     c = bytes.fromhex(http.post(one.url("/challenge")).json()["challenge"])
@@ -221,7 +228,8 @@ def test_challenge_of_another_vault_refused(linked_vault, http):
     assert http.post(one.url("/session"), json=body).status_code == 200
 
 
-def test_expired_challenge_refused(backend, linked_vault, http):
+def test_expired_challenge_refused(
+        backend: Backend, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     from server import challenge as challenges
 
@@ -241,7 +249,7 @@ def test_expired_challenge_refused(backend, linked_vault, http):
     assert login(http, lv).status_code == 200     # the same signing, on a live challenge, works
 
 
-def test_forged_signature_on_challenge_refused(linked_vault, http):
+def test_forged_signature_on_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0, key="a")
     other = linked_vault(0, key="b")
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
@@ -314,7 +322,7 @@ FORGERIES = ["wrong cellId", "tampered ciphertext", "tampered kekVersion", "tamp
 
 
 @pytest.mark.parametrize("kind", FORGERIES)
-def test_forged_cell_refused(kind, linked_vault):
+def test_forged_cell_refused(kind: str, linked_vault: Callable[..., LinkedVault]) -> None:
     victim = linked_vault(20, key="a")
     attacker = linked_vault(1, key="b")
     good = victim.cells()
@@ -342,7 +350,7 @@ def test_forged_cell_refused(kind, linked_vault):
     assert r.status_code == 200 and r.json()["stored"] == len(good), r.text
 
 
-def test_push_idempotent_by_cell_id(linked_vault):
+def test_push_idempotent_by_cell_id(linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(3)
     items = lv.cells()
     ids = {parse_cell(c).cell_id for c, _ in items}
@@ -368,7 +376,7 @@ def test_push_idempotent_by_cell_id(linked_vault):
     assert {cell for _, cell in feed} == {c for c, _ in items} | {fresh[0][0]}   # the first bytes stay
 
 
-def test_erased_cell_cannot_be_pushed_again(linked_vault, http):
+def test_erased_cell_cannot_be_pushed_again(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(2)
     items = lv.cells()
     assert lv.push(items).json()["stored"] == 2
@@ -399,7 +407,8 @@ def test_erased_cell_cannot_be_pushed_again(linked_vault, http):
     assert lv.snapshot() == before
 
 
-def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
+def test_erase_requires_holder_signed_forget_receipt(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     victim = linked_vault(2, key="a")
     attacker = linked_vault(1, key="b")
     victim.sync()
@@ -410,7 +419,8 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
     g = cbor.decode(good)
 
     def receipt(**kw: Any) -> bytes:
-        args = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid, timestamp=int(time.time()))
+        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="FORGET", subject_id=cid,
+                                    timestamp=int(time.time()))
         args.update(kw)
         return run_sync(make_receipt(p, **args)).to_cbor()
 
@@ -440,7 +450,7 @@ def test_erase_requires_holder_signed_forget_receipt(linked_vault, http):
     assert r.json()["erased"] == [cid.hex()]
 
 
-def test_names_no_vault_can_have_are_not_found(linked_vault, http):
+def test_names_no_vault_can_have_are_not_found(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     base = lv.base
     for name in ("UPPER", "-dash", "a" * 65):
@@ -451,7 +461,8 @@ def test_names_no_vault_can_have_are_not_found(linked_vault, http):
                 "unknown_vault")
 
 
-def test_a_credential_tells_nothing_of_other_names(linked_vault, http):
+def test_a_credential_tells_nothing_of_other_names(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """A credential of one vault, at any other name, held or not, is answered wrong_vault: having a
     vault of one's own is no oracle for which names exist (test_abuse.py: decoy lookups)."""
     lv = linked_vault(0)
@@ -466,7 +477,7 @@ def test_a_credential_tells_nothing_of_other_names(linked_vault, http):
 
 # ---------------------------------------------------------------- metadata
 
-def test_metadata_stale_version_refused(linked_vault, http):
+def test_metadata_stale_version_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     first = metadata_update(lv, 1)
     r = http.put(lv.url("/metadata"), headers=lv.auth(), json=first)
@@ -480,7 +491,7 @@ def test_metadata_stale_version_refused(linked_vault, http):
     assert http.put(lv.url("/metadata"), headers=lv.auth(), json=metadata_update(lv, 2)).json() == {"version": 3}
 
 
-def test_metadata_bad_owner_signature_refused(linked_vault, http):
+def test_metadata_bad_owner_signature_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0, key="a")
     twin = linked_vault(0, key="a")       # the same owner key under another name
     stranger = linked_vault(0, key="b")
@@ -516,7 +527,7 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
     """The body ``link`` sends, built by hand so that each part can be forged."""
     p = provider()
     h, sync, ident = v.holder(), v.sync_key(), v.identity
-    salt = v.store.identity().salt
+    salt = _salt(v)
     doc = override.pop("doc", None) or _doc(v)
     key_receipt = override.pop("key_receipt", None) or run_sync(make_receipt(
         p, xi=h.xi, holder_id=h.holder_id, operation="KEY", subject_id=h.holder_id, timestamp=int(time.time()),
@@ -535,6 +546,12 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
     return body
 
 
+def _salt(v: UnlockedVault) -> bytes:
+    public = v.store.identity()
+    assert public is not None, "a vault has an identity"
+    return public.salt
+
+
 def _doc(v: Any) -> bytes:
     """The metadata document ``link`` registers."""
     pub = v.public()
@@ -542,18 +559,18 @@ def _doc(v: Any) -> bytes:
                     run_sync(sign_metadata(v.crypto, v.identity, pub))).encode()
 
 
-def test_registration_forgery(linked_vault, http):
+def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     victim = linked_vault(0, key="a")
     attacker = linked_vault(0, key="b")
     v, a = victim.v, attacker.v
     p = provider()
     vh, ah = v.holder(), a.holder()
     ident, sync = v.identity, v.sync_key()
-    salt = v.store.identity().salt
+    salt = _salt(v)
     doc = _doc(v)
 
     def key_receipt(**kw: Any) -> bytes:
-        args = dict(xi=vh.xi, holder_id=vh.holder_id, operation="KEY", subject_id=vh.holder_id,
+        args: dict[str, Any] = dict(xi=vh.xi, holder_id=vh.holder_id, operation="KEY", subject_id=vh.holder_id,
                     timestamp=int(time.time()), detail=vh.public)
         args.update(kw)
         return run_sync(make_receipt(p, **args)).to_cbor()
@@ -624,7 +641,8 @@ def test_registration_forgery(linked_vault, http):
     assert r.json()["holder_id"] == vh.holder_id.hex()
 
 
-def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault, http):
+def test_replayed_key_receipt_cannot_register_someone_elses_holder(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """The KEY receipt is public; without the holder's own signature over the registration,
     an attacker who replays it (with keys of their own) is refused."""
     victim = linked_vault(0, key="a")
@@ -635,7 +653,7 @@ def test_replayed_key_receipt_cannot_register_someone_elses_holder(linked_vault,
     replayed = bytes.fromhex(log["entries"][0]["receipt"])
     a = attacker.v
     name = "squatter"
-    salt = a.store.identity().salt
+    salt = _salt(a)
     reg = W.register_message(name, salt, a.identity.sign_pub, a.sync_key().public, a.identity.ka_pub, vh.public)
     doc = _doc(a)
     body = {"name": name, "salt": salt.hex(), "owner_pub": a.identity.sign_pub.hex(),

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from storekit import Store, forget, registration, stocked
+from tests.server.storekit import Store, forget, registration, stocked
 
 from server.storage.base import LogEntry, StorageConflict, StorageQuota
 from server.storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
@@ -160,7 +160,7 @@ def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_
         kind: str, tmp_path: Any, request: Any) -> None:
     from ownmem import syncwire as wire
     from server.share_routes import LISTING_BYTES, within_budget
-    from storekit import random_cells
+    from tests.server.storekit import random_cells
 
     st, friend, cells = stocked(Store.fresh(kind, tmp_path, request), 1)
     try:

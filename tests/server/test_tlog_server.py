@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt, parse_receipt
@@ -98,7 +99,8 @@ def pushed(http: httpx.Client, syncer: Syncer, base: str, name: str) -> list[byt
 # ---------------------------------------------------------------- on the shared servers
 
 
-def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault, http):
+def test_receipts_are_proven_in_the_checkpointed_tree(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(4)
     lv.sync()
     log = LogClient(http, lv.base)
@@ -129,7 +131,7 @@ def test_receipts_are_proven_in_the_checkpointed_tree(linked_vault, http):
     assert r.status_code == 400 and r.json()["error"] == "beyond_log"
 
 
-def test_the_log_key_is_kept_and_the_same_for_every_request(backend, http):
+def test_the_log_key_is_kept_and_the_same_for_every_request(backend: Backend, http: httpx.Client) -> None:
     log = LogClient(http, backend.url)
     assert log.key() == log.key()
     st = backend.storage()
@@ -140,7 +142,8 @@ def test_the_log_key_is_kept_and_the_same_for_every_request(backend, http):
         st.close()
 
 
-def test_entries_by_leaf_index_are_the_tree_in_order(linked_vault, http):
+def test_entries_by_leaf_index_are_the_tree_in_order(
+        linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     log = LogClient(http, lv.base)
     cp = log.checkpoint(log.key())
@@ -159,7 +162,8 @@ def test_entries_by_leaf_index_are_the_tree_in_order(linked_vault, http):
     ({"index": "-1"}, "malformed"),
     ({"index": "0", "size": "999999999999"}, "beyond_log"),
 ])
-def test_inclusion_requests_that_cannot_be_answered(backend, http, query, code):
+def test_inclusion_requests_that_cannot_be_answered(backend: Backend, http: httpx.Client, query: dict[str, str],
+                                                    code: str) -> None:
     r = http.get(backend.url + "/v1/log/proof/inclusion", params=query)
     assert r.status_code in (400, 404) and r.json()["error"] == code, r.text
 
@@ -168,12 +172,13 @@ def test_inclusion_requests_that_cannot_be_answered(backend, http, query, code):
     ({}, "malformed"), ({"from": "x"}, "malformed"), ({"from": "999999999999"}, "beyond_log"),
     ({"from": "2", "to": "1"}, "beyond_log"),
 ])
-def test_consistency_requests_that_cannot_be_answered(backend, http, query, code):
+def test_consistency_requests_that_cannot_be_answered(backend: Backend, http: httpx.Client, query: dict[str, str],
+                                                      code: str) -> None:
     r = http.get(backend.url + "/v1/log/proof/consistency", params=query)
     assert r.status_code == 400 and r.json()["error"] == code, r.text
 
 
-def test_consistency_from_the_empty_tree_needs_no_proof(backend, http):
+def test_consistency_from_the_empty_tree_needs_no_proof(backend: Backend, http: httpx.Client) -> None:
     r = http.get(backend.url + "/v1/log/proof/consistency", params={"from": 0})
     assert r.status_code == 200 and r.json()["proof"] == []
 
@@ -271,7 +276,9 @@ def _with_receipts(own_server: OwnServer, http: httpx.Client, make_vault: Any) -
     return log, key, kept, ids
 
 
-def test_a_rewritten_receipt_fails_its_inclusion_proof(own_server, http, make_vault):
+def test_a_rewritten_receipt_fails_its_inclusion_proof(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     victim = ids[2]
     forged = parse_receipt(log.check_included(kept, victim))
@@ -282,7 +289,9 @@ def test_a_rewritten_receipt_fails_its_inclusion_proof(own_server, http, make_va
     log.check_included(kept, ids[3])                # the others still prove
 
 
-def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(own_server, http, make_vault):
+def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     other = bytes.fromhex(http.get(own_server.url + f"/v1/log/{ids[3].hex()}").json()["receipt"])
     own_server.sql("UPDATE log SET receipt = ? WHERE receipt_id = ?", other, ids[2])
@@ -296,7 +305,9 @@ def test_a_rewritten_history_fails_consistency_with_the_kept_checkpoint(own_serv
         log.check_consistent(kept, log.checkpoint(key))
 
 
-def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(own_server, http, make_vault):
+def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     own_server.sql("DELETE FROM log WHERE receipt_id = ?", ids[2])
     own_server.rebuild_tree()
@@ -313,7 +324,9 @@ def test_a_dropped_receipt_fails_consistency_with_the_kept_checkpoint(own_server
     assert r.status_code == 404                     # and the log no longer even claims it
 
 
-def test_an_honest_server_stays_consistent_across_restarts_and_receipts(own_server, http, make_vault):
+def test_an_honest_server_stays_consistent_across_restarts_and_receipts(
+        own_server: OwnServer, http: httpx.Client,
+        make_vault: Callable[[str], tuple[UnlockedVault, Syncer, str]]) -> None:
     log, key, kept, ids = _with_receipts(own_server, http, make_vault)
     own_server.rebuild_tree()                       # rebuilt from an untouched log: the same tree
     assert log.checkpoint(key) == kept
@@ -324,8 +337,9 @@ def test_an_honest_server_stays_consistent_across_restarts_and_receipts(own_serv
         log.check_included(later, rid)
 
 
-def test_two_server_processes_appending_at_once_keep_one_tree(own_server, http, start_server, tmp_path,
-                                                              _identities):
+def test_two_server_processes_appending_at_once_keep_one_tree(
+        own_server: OwnServer, http: httpx.Client, start_server: Callable[..., str], tmp_path: Path,
+        _identities: dict[str, tuple[Path, Any]]) -> None:
     """Registrations and erasures through two processes sharing one database: the tree stays dense,
     in log order, and its head is the one a monitor rebuilds from the entries it is served."""
     urls = [own_server.url, start_server(own_server.env)]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from synckit import Backend, Devices, ServerProcess, make_backend
+from tests.sync.synckit import Backend, Devices, ServerProcess, make_backend
 
 
 def _tag(request: pytest.FixtureRequest) -> str:
-    return request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name: str = request.module.__name__
+    return name.rsplit(".", 1)[-1].removeprefix("test_")
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -41,8 +43,8 @@ def servers() -> Iterator[Callable[..., ServerProcess]]:
     """Start server processes for one test; every one is stopped afterwards."""
     made: list[ServerProcess] = []
 
-    def start(backend: Backend, **kw: object) -> ServerProcess:
-        s = ServerProcess(backend, **kw)  # type: ignore[arg-type]
+    def start(backend: Backend, **kw: Any) -> ServerProcess:
+        s = ServerProcess(backend, **kw)
         made.append(s)
         return s.start()
 

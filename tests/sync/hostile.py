@@ -14,8 +14,8 @@ A rule sees the request (``Seen``) and the real server's answer (``Answer``) and
 the answer to give instead.  Rules run in the order they were added; ``once=True``
 rules fire a single time.  A rule added with ``forward=False`` swallows the request: the
 real server never sees it, and the rule's answer is all the device gets (it starts from an
-empty 200).  ``python tests/sync/hostile.py UPSTREAM PORT BEHAVIOUR``
-runs one named behaviour standalone (the browser tests start it that way).
+empty 200).  ``python -m tests.sync.hostile UPSTREAM PORT BEHAVIOUR`` (from the repository root, ownmem
+importable) runs one named behaviour standalone.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,9 +36,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
-from ownmem.crypto import cbor  # noqa: E402
+from ownmem.crypto import cbor
 
 HOP_HEADERS = {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"}
 

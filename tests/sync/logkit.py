@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from hostile import Answer, HostileProxy, Seen
+from tests.sync.hostile import Answer, HostileProxy, Seen
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
@@ -46,7 +46,7 @@ class MemTree:
 
 
 def log_key(seed: bytes) -> LogKey:
-    return LogKey.load(SimpleNamespace(log_key=lambda _candidate: seed))  # type: ignore[arg-type]
+    return LogKey.load(SimpleNamespace(log_key=lambda _candidate: seed))
 
 
 def real_entries(upstream: str) -> list[bytes]:

@@ -1,6 +1,6 @@
 """Helpers for the sync tests: real server processes, storage backends, devices, recorders.
 
-A plain module, not a conftest (same reason as ``tests/vault/vaultkit.py``): test
+A plain module, not a conftest: test
 modules import helpers from here by name; ``conftest.py`` in this folder turns them
 into fixtures.
 
@@ -106,6 +106,13 @@ class Backend:
     def database_url(self) -> str | None:
         return f"postgresql://postgres@{PG_HOST}:{PG_PORT}/{self.database}" if self.database else None
 
+    @property
+    def pg_url(self) -> str:
+        """The PostgreSQL database's URL, for code that runs on that backend only."""
+        url = self.database_url
+        assert url is not None, "not a PostgreSQL backend"
+        return url
+
     def server_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OWNMEM_")}
         if self.kind == "postgres":
@@ -115,12 +122,12 @@ class Backend:
             env["OWNMEM_DATA_DIR"] = str(self.data_dir)
         return env
 
-    def rows(self, query: str, params: tuple = ()) -> list[tuple]:
+    def rows(self, query: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """Read the server's store directly (``?`` placeholders on both backends)."""
         if self.kind == "postgres":
             import psycopg
 
-            with psycopg.connect(self.database_url, autocommit=True) as c:
+            with psycopg.connect(self.pg_url, autocommit=True) as c:
                 return [tuple(bytes(x) if isinstance(x, memoryview) else x for x in r)
                         for r in c.execute(query.replace("?", "%s"), params).fetchall()]
         with closing(sqlite3.connect(self.sqlite_path, timeout=30)) as c:
@@ -155,7 +162,7 @@ class Backend:
         from psycopg import sql
 
         chunks: list[bytes] = []
-        with psycopg.connect(self.database_url, autocommit=True) as c:
+        with psycopg.connect(self.pg_url, autocommit=True) as c:
             tables = [t for (t,) in c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
                                               "ORDER BY tablename")]
             for t in tables:
@@ -294,7 +301,9 @@ class Device:
 
     @property
     def folder(self) -> Path:
-        return self.syncer.store.folder
+        folder = self.syncer.store.folder
+        assert folder is not None, "a device's vault lives in a folder"
+        return folder
 
     @property
     def remote(self) -> Remote:

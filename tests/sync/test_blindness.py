@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from synckit import PASSPHRASE, Backend, Devices, Recorder, ServerProcess
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, Recorder, ServerProcess
 
 from ownmem.aperto import keys as K
 from ownmem.crypto import run_sync

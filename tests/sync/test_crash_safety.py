@@ -20,7 +20,7 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from synckit import Backend, Devices, ServerProcess, feed
+from tests.sync.synckit import Backend, Devices, ServerProcess, feed
 
 from ownmem import syncwire as W
 from ownmem.errors import SyncError
@@ -104,7 +104,7 @@ def test_server_killed_mid_push_resumes_with_every_cell_stored_once(
         answers.append(send(req))
         return answers[-1]
 
-    a.remote.push = recording_push  # type: ignore[method-assign]
+    a.remote.push = recording_push  # type: ignore[method-assign]  # the test's spy on this one remote
     report = a.sync()
     assert a.v.store.unpushed_count() == 0
     assert report.pushed == N - at_crash["cells"] + 500

@@ -12,7 +12,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
-from synckit import Backend, ServerProcess
+from tests.sync.synckit import Backend, ServerProcess
 
 
 def mode(p: Path) -> int:

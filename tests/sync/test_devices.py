@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from synckit import (
+from tests.sync.synckit import (
     WRONG_PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, ownmem,
 )
 

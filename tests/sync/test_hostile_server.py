@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Device, Devices, ServerProcess
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.aperto import keys as K
@@ -78,7 +79,7 @@ def _state(d: Device) -> tuple[frozenset[bytes], frozenset[bytes], frozenset[byt
             st.sync_get("pull_seq"))
 
 
-def _inject(rows: list[list[object]]) -> object:
+def _inject(rows: list[list[object]]) -> Callable[[Seen, Answer], Answer]:
     """A rule that appends ``rows`` to the next non-empty-or-not page B pulls, once."""
     def rule(seen: Seen, ans: Answer) -> Answer:
         page = ans.page()
@@ -122,13 +123,14 @@ def test_an_erase_row_with_a_receipt_the_holder_did_not_sign_for_that_cell_erase
     cid, _, _ = _cell_row(a, m)
     other_cid, _, _ = _cell_row(a, other)
     h = a.v.holder()
-    receipt = {
+    receipts: dict[str, Callable[[], bytes]] = {
         "foreign_holder": lambda: _foreign_holder_receipt(cid),
         "other_cell": lambda: a.v.forget_receipt(other_cid, int(time.time())),
         "not_forget": lambda: run_sync(make_receipt(P, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
                                                     subject_id=cid, timestamp=int(time.time()))).to_cbor(),
         "garbage": lambda: b"\xa1\x01\x02",
-    }[kind]()
+    }
+    receipt = receipts[kind]()
     proxy.on("GET", CHANGES, _inject([[0, "erase", cid, receipt, None]]), once=True)
     report = b.sync()
     assert b.contents() == {"keep me", "and me"}
@@ -288,7 +290,7 @@ def test_an_erase_row_the_feed_hides_is_found_in_the_log_applied_and_reported(
     assert status is not None and status.problem is not None and cid.hex()[:12] in status.problem
     assert "problem: none" not in status.lines()
     if how == "dropped":        # what the person runs: `ownmem log status` says it, and exits 1
-        from synckit import cli_env, ownmem
+        from tests.sync.synckit import cli_env, ownmem
 
         shown = ownmem("log", "status", env=cli_env(b.folder.parent, b.folder, None))
         assert shown.returncode == 1 and "PROBLEM:" in shown.stdout and cid.hex()[:12] in shown.stdout
@@ -553,7 +555,8 @@ def test_a_replacement_cell_not_made_by_the_holder_does_not_replace_an_object(
                           8: c.timestamp})
     proxy.on("GET", CHANGES, _inject([[0, "cell", parse_cell(forged).cell_id, forged, owrapped]]), once=True)
     b.sync()
-    assert b.v.store.get_object(m).sealed == parse_cell(cell).ciphertext     # type: ignore[union-attr]
+    kept = b.v.store.get_object(m)
+    assert kept is not None and kept.sealed == parse_cell(cell).ciphertext
 
 
 # ------------------------------------------------------------------ answers a client must not follow
@@ -594,7 +597,7 @@ def test_a_hanging_server_times_out_and_changes_nothing(devices: Devices, server
 # ------------------------------------------------------------------ a new device's login
 
 def test_a_lookup_that_serves_another_vaults_keys_fails_the_login(devices: Devices, server: ServerProcess,
-                                                                   proxy: HostileProxy, tmp_path) -> None:
+                                                                   proxy: HostileProxy, tmp_path: Path) -> None:
     mine, theirs = _name(), _name()
     devices.first(server.url, mine)
     devices.first(server.url, theirs, label="t", passphrase="another vault: eleven quiet herons")
@@ -608,7 +611,7 @@ def test_a_lookup_that_serves_another_vaults_keys_fails_the_login(devices: Devic
 
 @pytest.mark.parametrize("mangle", ["salt_not_hex", "salt_short", "missing_owner", "not_json"])
 def test_a_malformed_lookup_is_one_sync_error_and_creates_nothing(devices: Devices, server: ServerProcess,
-                                                                  proxy: HostileProxy, tmp_path,
+                                                                  proxy: HostileProxy, tmp_path: Path,
                                                                   mangle: str) -> None:
     name = _name()
     devices.first(server.url, name)
@@ -655,7 +658,8 @@ def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
     a.sync()
     old_cid = _cell_row(a, so.object_id)[0]
     b = devices.join(proxy.url, name)
-    assert b.v.store.get_object(so.object_id).format_version == 1      # type: ignore[union-attr]
+    old = b.v.store.get_object(so.object_id)
+    assert old is not None and old.format_version == 1
     assert migrate_vault(a.v).migrated == [so.object_id.hex()]
     a.sync()
     report = b.sync()
@@ -666,8 +670,8 @@ def test_a_migrated_object_reaches_every_device_and_its_v1_cell_is_erased(
 
 
 def test_the_cli_shows_what_it_refused(devices: Devices, server: ServerProcess, proxy: HostileProxy,
-                                       tmp_path) -> None:
-    from synckit import PASSPHRASE, cli_env, ownmem
+                                       tmp_path: Path) -> None:
+    from tests.sync.synckit import PASSPHRASE, cli_env, ownmem
 
     name = _name()
     a = devices.first(server.url, name)

@@ -16,12 +16,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
+from tests.sync.synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
 
 from ownmem.errors import SyncError
 from ownmem.vault import sync as sync_module
@@ -44,8 +44,8 @@ class Watcher:
             t.start()
 
     @staticmethod
-    def _pump(stream: object, put: Callable[[str], None]) -> None:
-        for line in stream:  # type: ignore[attr-defined]
+    def _pump(stream: Iterable[str], put: Callable[[str], None]) -> None:
+        for line in stream:
             put(line.rstrip("\n"))
 
     def wait_for_stderr(self, text: str, timeout: float) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
-from synckit import Backend, Device, Devices, ServerProcess
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem import syncwire as W
 from ownmem.crypto import provider, run_sync
@@ -164,6 +165,20 @@ def _kept(d: Device) -> bytes | None:
     return d.v.store.sync_get(LW.CHECKPOINT)
 
 
+def _kept_size(d: Device) -> int:
+    """The size of the checkpoint the device keeps (it has checked the log at least once)."""
+    cp = LW.kept_checkpoint(d.v.store)
+    assert cp is not None, "no checkpoint kept"
+    return cp.size
+
+
+def _problem(d: Device) -> str | None:
+    """The device's log problem, if any (it has checked the log at least once)."""
+    status = log_status(d.v.store)
+    assert status is not None, "the log was never checked"
+    return status.problem
+
+
 def _pair(devices: Devices, server: ServerProcess, proxy: HostileProxy) -> tuple[Device, Device]:
     """A straight to the server, B joined through the proxy: both synced, both checked."""
     name = _name()
@@ -204,7 +219,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert ids == {LW.device_id(a.v.store), LW.device_id(b.v.store)} and len(ids) == 2
 
 
-def test_a_vault_never_synced_has_no_log_status(tmp_path) -> None:
+def test_a_vault_never_synced_has_no_log_status(tmp_path: Path) -> None:
     from ownmem.vault.store import Store
 
     assert log_status(Store(tmp_path / "v")) is None
@@ -235,7 +250,7 @@ def test_a_rewritten_entry_is_caught_by_the_kept_checkpoint(devices: Devices, se
     proxy = _proxy(proxies, server.url)
     a, b = _pair(devices, server, proxy)
     before = _kept(b)
-    victim = LW.kept_checkpoint(b.v.store).size - 2       # type: ignore[union-attr]
+    victim = _kept_size(b) - 2
 
     def rewrite(es: list[bytes]) -> list[bytes]:
         return es[:victim] + [es[victim] + b"\x00"] + es[victim + 1:]
@@ -251,7 +266,7 @@ def test_a_dropped_entry_is_caught_by_the_kept_checkpoint(devices: Devices, serv
     proxy = _proxy(proxies, server.url)
     a, b = _pair(devices, server, proxy)
     before = _kept(b)
-    victim = LW.kept_checkpoint(b.v.store).size - 3       # type: ignore[union-attr]
+    victim = _kept_size(b) - 3
     ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: es[:victim] + es[victim + 1:]).install(proxy)
     _assert_refused(b, before, "shrank")                                     # a smaller tree
     _grow(a, 2)
@@ -317,14 +332,14 @@ def test_a_forget_is_applied_only_once_proven_in_the_log(devices: Devices, serve
     report = b.sync()
     assert b.contents() == {"forget me", "keep me"} and m not in b.v.store.erased_ids()
     assert any("not proven in the public log" in r for r in report.refusals), report.refusals
-    assert "not proven" in (log_status(b.v.store).problem or "")               # type: ignore[union-attr]
+    assert "not proven" in (_problem(b) or "")
     report = b.sync()                                                       # still lying: still waiting
     assert m not in b.v.store.erased_ids() and any("still not proven" in r for r in report.refusals)
     proxy.clear()
     report = b.sync()                                                       # proven now: applied
     assert report.refusals == [] and report.erased_here == 1
     assert b.contents() == {"keep me"} and m in b.v.store.erased_ids()
-    assert log_status(b.v.store).problem is None                            # type: ignore[union-attr]
+    assert _problem(b) is None
 
 
 # ------------------------------------------------------------------ forks between devices, witnesses
@@ -349,7 +364,7 @@ def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devic
     assert tlog.parse_note(_kept(b) or b"").text != tlog.parse_note(_kept(a) or b"").text
     report = a.sync()                                     # ... and A, on the real server, sees B's witness
     assert any("forked" in r for r in report.refusals), report.refusals
-    assert "forked" in (log_status(a.v.store).problem or "")                  # type: ignore[union-attr]
+    assert "forked" in (_problem(a) or "")
     _grow(a)                                              # the fork stays a fork as the log grows
     assert any("forked" in r for r in b.sync().refusals)
 

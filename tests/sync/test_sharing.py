@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from hostile import Answer, HostileProxy, Seen
-from synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 from ownmem import syncwire as W
 from ownmem.crypto import cbor, run_sync, sha256
@@ -240,7 +240,9 @@ def _offer(dev: Device, contract: bytes, cid: bytes, pairs: list[tuple[bytes, by
 
 
 def _state(backend: Backend) -> tuple[int, int, int, int]:
-    one = lambda q: int(backend.rows(q)[0][0])   # noqa: E731
+    def one(q: str) -> int:
+        return int(backend.rows(q)[0][0])
+
     return (one("SELECT count(*) FROM contracts"), one("SELECT count(*) FROM contract_grantees"),
             one("SELECT count(*) FROM share_keys"), one("SELECT count(*) FROM log"))
 
@@ -300,10 +302,12 @@ def test_forged_and_rule_breaking_offers_are_refused(backend: Backend, servers: 
         assert e.value.server_code == code, (label, e.value)
         assert _state(backend) == before, label
     # a receipt of another operation, of another subject, of another holder
-    for label, kw, code in [("a FORGET receipt", {"receipt_op": "FORGET"}, "malformed_receipt"),
-                            ("a receipt signed by B", {"signer": p.b}, "wrong_holder")]:
+    wrong: list[tuple[str, dict[str, Any], str]] = [
+        ("a FORGET receipt", {"receipt_op": "FORGET"}, "malformed_receipt"),
+        ("a receipt signed by B", {"signer": p.b}, "wrong_holder")]
+    for label, kw, code in wrong:
         with pytest.raises(SyncError) as e:
-            _offer(p.a, good, good_id, [(bid, cell)], **kw)   # type: ignore[arg-type]
+            _offer(p.a, good, good_id, [(bid, cell)], **kw)
         assert e.value.server_code == code, label
     with pytest.raises(SyncError) as e:
         _offer(p.a, good, b"\x01" * 32, [(bid, cell)])
@@ -523,14 +527,14 @@ def _drop_proof(backend: Backend, holder_id: bytes) -> None:
     if backend.kind == "postgres":
         import psycopg
 
-        with psycopg.connect(backend.database_url, autocommit=True) as c:
+        with psycopg.connect(backend.pg_url, autocommit=True) as c:
             c.execute("DELETE FROM holder_proofs WHERE holder_id = %s", (holder_id,))
         return
     import sqlite3
     from contextlib import closing
 
-    with closing(sqlite3.connect(backend.sqlite_path, timeout=30)) as c, c:
-        c.execute("DELETE FROM holder_proofs WHERE holder_id = ?", (holder_id,))
+    with closing(sqlite3.connect(backend.sqlite_path, timeout=30)) as lite, lite:
+        lite.execute("DELETE FROM holder_proofs WHERE holder_id = ?", (holder_id,))
 
 
 def test_a_vault_registered_before_the_directory_publishes_its_proof(
@@ -547,7 +551,9 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
         sharing.ShareRemote(p.b.syncer).publish(b"\x01" * W.HOLDER_SIG_LEN)
     assert e.value.server_code == "bad_signature"
     h = p.a.v.holder()          # A's holder signing B's registration: not B's holder
-    reg = W.register_message(p.b.remote.name, p.b.v.store.identity().salt, p.b.v.identity.sign_pub,  # type: ignore[union-attr]
+    b_public = p.b.v.store.identity()
+    assert b_public is not None
+    reg = W.register_message(p.b.remote.name, b_public.salt, p.b.v.identity.sign_pub,
                              p.b.v.sync_key().public, p.b.v.identity.ka_pub, p.b.v.holder().public)
     with pytest.raises(SyncError) as e:
         sharing.ShareRemote(p.b.syncer).publish(run_sync(p.a.v.crypto.mldsa65_sign(h.xi, reg,
@@ -613,7 +619,7 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
     good = {"granteeIdHashesHex": [p.b_id.hex()], "shardIds": [cell[0].hex()], "type": "permanent",
             "scope": "read", "expiryEpoch": None}
     before = _state(sqlite_backend)
-    for label, change, code in [
+    cases: list[tuple[str, dict[str, object], str]] = [
         ("no grantee", {"granteeIdHashesHex": []}, "invalid_grantee"),
         ("a short grantee", {"granteeIdHashesHex": [p.b_id.hex()[:62]]}, "invalid_grantee"),
         ("a grantee twice", {"granteeIdHashesHex": [p.b_id.hex(), "0x" + p.b_id.hex()]}, "invalid_grantee"),
@@ -628,7 +634,8 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
         ("temporary beyond 24 h", {"type": "temporary", "expiryEpoch": str(int(time.time()) + 90000)},
          "invalid_expiry"),
         ("permanent with an expiry", {"expiryEpoch": str(int(time.time()) + 60)}, "invalid_expiry"),
-    ]:
+    ]
+    for label, change, code in cases:
         with pytest.raises(sharing.ToolRefused) as e:
             sharing.tool_share(p.a.syncer, {**good, **change})
         assert e.value.error == code, (label, e.value)
@@ -656,7 +663,7 @@ def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, serv
                                                          devices: Devices) -> None:
     """Blindness with sharing: after an offer, an acceptance and a fetch, neither the shared
     plaintext nor its DEK (nor the share key's wrapping key material) is anywhere in the store."""
-    from test_blindness import Needles
+    from tests.sync.test_blindness import Needles
 
     from ownmem.aperto import keys as K
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import hypothesis
@@ -191,6 +191,16 @@ def _bad_values(v: Any) -> list[tuple[str, Any]]:
     return out
 
 
+M = TypeVar("M", bound=W.JsonMessage)
+
+
+def _sample(cls: type[M]) -> M:
+    """SAMPLES[cls], typed as that class."""
+    msg = SAMPLES[cls]
+    assert isinstance(msg, cls)
+    return msg
+
+
 def _mutations(msg: W.JsonMessage) -> Iterator[tuple[str, bytes]]:
     good = msg.encode()
     for k in good:
@@ -225,7 +235,7 @@ STILL_VALID = ({f"{k} {what}" for k in ("name", "token", "error", "message")
 STILL_VALID |= {f"{k} {what}" for k in ("contract", "receipt") for what in ("one byte short", "one byte more")}
 
 
-def test_every_mutation_of_a_message_is_refused_by_its_parse():
+def test_every_mutation_of_a_message_is_refused_by_its_parse() -> None:
     """The cases below are the mutations that parse refuses; none is dropped but a still-valid text."""
     for cls, msg in SAMPLES.items():
         kept = {what for what, body in _mutations(msg)} - {p.id for p in _cases(cls)}
@@ -235,23 +245,23 @@ def test_every_mutation_of_a_message_is_refused_by_its_parse():
 # ------------------------------------------------------------------ each client call, against the server
 
 @pytest.mark.parametrize("body", _cases(W.VaultInfo))
-def test_lookup_refuses_a_malformed_answer(body, server, remote):
+def test_lookup_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "", body)
     refused(remote.lookup)
 
 
-def test_lookup_refuses_an_answer_for_another_vault(server, remote):
+def test_lookup_refuses_an_answer_for_another_vault(server: FakeServer, remote: Remote) -> None:
     other = SAMPLES[W.VaultInfo].encode() | {"name": "another"}
     server.answer("GET", "", other)
     refused(remote.lookup)
 
 
-def test_lookup_refuses_a_holder_id_that_is_not_the_holder_keys(server, remote):
+def test_lookup_refuses_a_holder_id_that_is_not_the_holder_keys(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "", SAMPLES[W.VaultInfo].encode() | {"holder_id": os.urandom(32).hex()})
     assert "holder_id" in str(refused(remote.lookup))
 
 
-def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server, remote):
+def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "", {"error": "unknown_vault", "message": "no such vault"}, status=404)
     assert remote.lookup() is None
     server.answer("GET", "", b"<html>not here</html>", status=404, content_type="text/html")   # a wrong base URL
@@ -261,9 +271,9 @@ def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server, remote)
 
 
 @pytest.mark.parametrize("body", _cases(W.Registered))
-def test_register_refuses_a_malformed_answer(body, server, remote):
+def test_register_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/v1/vaults", body, status=201)
-    refused(lambda: remote.register(SAMPLES[W.Registration]))
+    refused(lambda: remote.register(_sample(W.Registration)))
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +282,8 @@ def sync_key() -> K.SigningKey:
 
 
 @pytest.mark.parametrize("body", _cases(W.Challenge))
-def test_login_refuses_a_malformed_challenge(body, server, remote, sync_key):
+def test_login_refuses_a_malformed_challenge(
+        body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", body)
     server.answer("POST", "/session", SAMPLES[W.Session].encode())
     remote.token = None
@@ -283,7 +294,8 @@ def test_login_refuses_a_malformed_challenge(body, server, remote, sync_key):
 @pytest.mark.parametrize("body", _cases(W.Session) + [
     pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
-def test_login_refuses_a_malformed_session(body, server, remote, sync_key):
+def test_login_refuses_a_malformed_session(
+        body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", SAMPLES[W.Challenge].encode())
     server.answer("POST", "/session", body)
     remote.token = None
@@ -293,7 +305,7 @@ def test_login_refuses_a_malformed_session(body, server, remote, sync_key):
 
 
 @pytest.mark.parametrize("body", _cases(W.MetadataVersion))
-def test_get_metadata_refuses_a_malformed_answer(body, server, remote):
+def test_get_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", body)
     refused(remote.get_metadata)
 
@@ -301,27 +313,27 @@ def test_get_metadata_refuses_a_malformed_answer(body, server, remote):
 @pytest.mark.parametrize("body", _cases(W.MetadataAccepted) + [
     pytest.param(b'{"version": 7}', id="not the next version"),
     pytest.param(b'{"version": 9}', id="skipped a version")])
-def test_put_metadata_refuses_a_malformed_answer(body, server, remote):
+def test_put_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("PUT", "/metadata", body)
-    refused(lambda: remote.put_metadata(SAMPLES[W.MetadataUpdate]))
+    refused(lambda: remote.put_metadata(_sample(W.MetadataUpdate)))
 
 
 PUSH = W.PushRequest((W.PushItem(b"cell", os.urandom(40)),))
 
 
 @pytest.mark.parametrize("body", _cases(W.PushResult))
-def test_push_refuses_a_malformed_answer(body, server, remote):
+def test_push_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/cells", body)
     refused(lambda: remote.push(PUSH))
 
 
 @pytest.mark.parametrize("body", _cases(W.EraseResult))
-def test_erase_refuses_a_malformed_answer(body, server, remote):
+def test_erase_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/erase", body)
     refused(lambda: remote.erase([b"receipt"]))
 
 
-def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked():
+def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked() -> None:
     """The pure decision of Syncer.push_erasures: a cell the answer leaves out is not confirmed,
     whatever else it says; a cell it names that was not asked confirms nothing."""
     from ownmem.vault.sync import erasure_answer
@@ -340,7 +352,7 @@ def _events(*data: str) -> bytes:
 
 @pytest.mark.parametrize("data", ["{}", '{"last_seq": -1}', '{"last_seq": "5"}', '{"last_seq": 1.5}',
                                   '{"last_seq": 99999999999999999999}', "[5]", "5", "not json", ""])
-def test_events_refuse_a_malformed_event(data, server, remote):
+def test_events_refuse_a_malformed_event(data: str, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/events", _events('{"last_seq": 4}', data), content_type="text/event-stream")
     it = remote.events()
     assert next(it) == 4
@@ -405,12 +417,12 @@ BAD_PAGES = {
 
 
 @pytest.mark.parametrize("body", BAD_PAGES.values(), ids=BAD_PAGES.keys())
-def test_changes_refuses_a_malformed_page(body, server, remote):
+def test_changes_refuses_a_malformed_page(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/changes", body, content_type="application/cbor")
     refused(lambda: remote.changes(2))
 
 
-def test_changes_reads_a_good_page(server, remote):
+def test_changes_reads_a_good_page(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/changes", _page(), content_type="application/cbor")
     page = remote.changes(2)
     assert page.rows == (W.CellChange(3, CID, b"\x84cell", b"\x01" * 40), W.ErasedCell(4, CID[::-1]),
@@ -418,7 +430,7 @@ def test_changes_reads_a_good_page(server, remote):
     assert (page.next_since, page.last_seq, page.more) == (6, 9, True)
 
 
-def test_pull_stops_when_a_server_says_more_forever(server, tmp_path: Path):
+def test_pull_stops_when_a_server_says_more_forever(server: FakeServer, tmp_path: Path) -> None:
     """An empty page that says "more" ends the pull: a server cannot keep a device spinning."""
     v = Vault.create(tmp_path / "v", "wire tests: a passphrase")
     try:
@@ -441,7 +453,7 @@ def test_pull_stops_when_a_server_says_more_forever(server, tmp_path: Path):
                                   json.dumps({"error": "x", "message": "m" * 501}).encode()],
                          ids=["empty", "html", "code number", "no message", "code spelling", "message number",
                               "terminal escape", "array", "message long"])
-def test_a_refusal_with_a_malformed_body_keeps_only_the_status(body, server, remote):
+def test_a_refusal_with_a_malformed_body_keeps_only_the_status(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", body, status=409)
     with pytest.raises(SyncError) as e:
         remote.get_metadata()
@@ -450,7 +462,7 @@ def test_a_refusal_with_a_malformed_body_keeps_only_the_status(body, server, rem
     assert str(e.value) == "server refused: HTTP 409"
 
 
-def test_a_refusal_carries_the_servers_code(server, remote):
+def test_a_refusal_carries_the_servers_code(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", {"error": "rate_limited", "message": "too many requests"}, status=429)
     with pytest.raises(SyncError) as e:
         remote.get_metadata()
@@ -458,13 +470,14 @@ def test_a_refusal_carries_the_servers_code(server, remote):
                                                                   "server refused: too many requests")
 
 
-def test_an_answer_over_the_size_limit_is_refused_while_read(server, remote, monkeypatch):
+def test_an_answer_over_the_size_limit_is_refused_while_read(
+        server: FakeServer, remote: Remote, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(W, "MAX_ANSWER", 1 << 16)
     server.answer("GET", "/changes", b"\x00" * ((1 << 16) + 1), content_type="application/cbor")
     assert "over" in str(refused(lambda: remote.changes(0)))
 
 
-def test_a_redirect_is_not_followed_even_by_a_client_that_would(server):
+def test_a_redirect_is_not_followed_even_by_a_client_that_would(server: FakeServer) -> None:
     server.answer("GET", "/metadata", b"", status=302, headers={"Location": f"{server.url}/v1/elsewhere"})
     server.answer("GET", "/v1/elsewhere", SAMPLES[W.MetadataVersion].encode())
     with httpx.Client(timeout=10.0, follow_redirects=True) as c:
@@ -478,37 +491,37 @@ def test_a_redirect_is_not_followed_even_by_a_client_that_would(server):
 # ------------------------------------------------------------------ round trips
 
 @pytest.mark.parametrize("msg", SAMPLES.values(), ids=lambda m: type(m).__name__)
-def test_json_message_round_trip(msg):
+def test_json_message_round_trip(msg: W.JsonMessage) -> None:
     cls = type(msg)
     assert cls.parse(msg.encode()) == msg
     assert cls.parse(W.load_json(W.dump_json(msg.encode()))) == msg
     assert W.dump_json(cls.parse(W.load_json(W.dump_json(msg.encode()))).encode()) == W.dump_json(msg.encode())
 
 
-def test_every_message_type_is_sampled():
+def test_every_message_type_is_sampled() -> None:
     messages = {c for c in vars(W).values() if isinstance(c, type) and issubclass(c, W.JsonMessage)} - {W.JsonMessage}
     assert messages == set(SAMPLES)
 
 
-def test_a_share_list_round_trips_its_entries():
+def test_a_share_list_round_trips_its_entries() -> None:
     msg = W.ShareList((_SHARE,), (_SHARE, W.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
     assert W.ShareList.parse(W.load_json(W.dump_json(msg.encode()))) == msg
     with pytest.raises(WireError):
         W.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": [], "more": False})
 
 
-def test_session_repr_hides_the_token():
+def test_session_repr_hides_the_token() -> None:
     assert TOKEN not in repr(SAMPLES[W.Session]) and TOKEN not in str(SAMPLES[W.Session])
 
 
-def test_error_body_of_every_registered_code_parses():
+def test_error_body_of_every_registered_code_parses() -> None:
     for code, (status, description) in W.ERRORS.items():
         assert 400 <= status < 600 and description
         body = W.ErrorBody(code, description)
         assert W.ErrorBody.parse(W.load_json(W.dump_json(body.encode()))) == body
 
 
-def test_push_request_round_trip_and_wire_format():
+def test_push_request_round_trip_and_wire_format() -> None:
     req = W.PushRequest(tuple(W.PushItem(os.urandom(n + 1), os.urandom(40)) for n in range(5)))
     raw = req.encode()
     assert raw == cbor.encode([[i.cell, i.wrapped_dek] for i in req.items])
@@ -517,7 +530,7 @@ def test_push_request_round_trip_and_wire_format():
 
 @pytest.mark.parametrize("raw", [b"", b"\xa0", cbor.encode([[b"c"]]), cbor.encode([[b"c", "w"]]), cbor.encode([b"c"]),
                                  cbor.encode([[b"c", b"w"]] * (W.MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
-def test_push_request_parse_refuses_malformed(raw):
+def test_push_request_parse_refuses_malformed(raw: bytes) -> None:
     with pytest.raises(WireError):
         W.PushRequest.parse(raw)
 
@@ -530,7 +543,7 @@ _row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
                   blobs=st.lists(st.binary(min_size=1, max_size=300), min_size=40, max_size=40),
                   since=st.integers(0, 1 << 20), extra=st.integers(0, 3))
 @hypothesis.settings(max_examples=200, deadline=None, database=None)
-def test_changes_page_round_trip(gaps, kinds, blobs, since, extra):
+def test_changes_page_round_trip(gaps: list[int], kinds: list[str], blobs: list[bytes], since: int, extra: int) -> None:
     rows: list[W.ChangeRow] = []
     seq = since
     for gap, kind, blob in zip(gaps, kinds, blobs):
@@ -546,5 +559,5 @@ def test_changes_page_round_trip(gaps, kinds, blobs, since, extra):
     assert W.ChangesPage.parse(raw) == page
 
 
-def test_vault_names_refuse_a_final_newline():
+def test_vault_names_refuse_a_final_newline() -> None:
     assert W.valid_vault_name("abc") and not W.valid_vault_name("abc\n") and not W.valid_vault_name("")

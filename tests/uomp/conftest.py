@@ -2,38 +2,22 @@
 process, on a vault holding UOMP items written by the person's device."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
+from tests.agent.agentkit import AgentVault
+# the agent and sync tests' server, vault and agent fixtures are these tests' too (one definition of each)
+from tests.agent.conftest import agent_vault, agents  # noqa: F401
+from tests.sync.conftest import backend, devices, servers, sqlite_backend  # noqa: F401
+from tests.sync.synckit import Devices
+from tests.uomp.uompkit import APPROVAL_KEYS, UompVault
 
-from synckit import Devices  # noqa: E402
-from uompkit import APPROVAL_KEYS, UompVault  # noqa: E402
-
-from ownmem.usecases.items import put_item  # noqa: E402
-from ownmem.uomp.approval import APPROVAL_INFO  # noqa: E402
-from ownmem.uomp.tokens import AUTH_INFO  # noqa: E402
-
-
-def _agent_fixtures() -> Any:
-    path = Path(__file__).resolve().parents[1] / "agent" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("agent_conftest_uomp", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod      # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_a = _agent_fixtures()
-backend, sqlite_backend, servers, devices, agents = _a.backend, _a.sqlite_backend, _a.servers, _a.devices, _a.agents
-AgentVault = _a.AgentVault
+from ownmem.usecases.items import put_item
+from ownmem.uomp.approval import APPROVAL_INFO
+from ownmem.uomp.tokens import AUTH_INFO
 
 ITEMS: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("preference.theme", "dark", ("preference", "ui"), "low"),
@@ -75,7 +59,7 @@ def uomp_vault(devices: Devices, tmp_path: Path) -> Callable[..., UompVault]:
 
 @pytest.fixture(autouse=True)
 def _close_clients() -> Any:
-    from uompkit import OPEN
+    from tests.uomp.uompkit import OPEN
 
     yield
     while OPEN:

@@ -5,38 +5,17 @@ second device: nothing changes until `ownmem staged confirm`; discard leaves not
 signed by that agent's key is shown to nobody and does nothing; the per-credential quotas hold."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "agent"))
-sys.path.insert(0, str(HERE.parent / "sync"))
+from tests.agent.agentkit import AgentProcess, issue, ownmem_cli
+from tests.sync.synckit import Backend, cli_env
 
-from agentkit import AgentProcess, issue, ownmem_cli  # noqa: E402
-from synckit import cli_env  # noqa: E402
-
-from uompkit import Uomp  # noqa: E402
-
-
-def _agent_fixtures() -> Any:
-    """tests/agent/conftest.py under another name: its server, vault and agent fixtures are this module's."""
-    spec = importlib.util.spec_from_file_location("uomp_agent_requests_conftest", HERE.parent / "agent" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_a = _agent_fixtures()
-backend, sqlite_backend, servers, devices = _a.backend, _a.sqlite_backend, _a.servers, _a.devices
-agent_vault, agents = _a.agent_vault, _a.agents
+from tests.uomp.uompkit import Uomp
 
 
 def _until(what: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -78,7 +57,7 @@ def _erased_on_server(url: str, cell: str) -> bool:
 
 
 def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person_confirms(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess], devices: Any) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the spare key is under the blue pot", "the owner's other note"))
@@ -198,7 +177,7 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
 
 
 def test_a_flood_of_writes_from_one_credential_is_held_to_its_quota(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """200 writes of 64 Ki characters as fast as one credential can send them (bounded): the
     default 30 per minute are staged, every other one answers 429 rate_limited and stores
@@ -229,7 +208,7 @@ def test_a_flood_of_writes_from_one_credential_is_held_to_its_quota(
 
 
 def test_the_staged_total_of_a_credential_is_bounded_and_freed_by_an_answer(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's note",))
@@ -252,10 +231,15 @@ def test_the_quota_decision() -> None:
 
     lim = Limits(writes_per_minute=2, bytes_per_minute=100, staged_count=5, staged_bytes=1000)
     assert decide(lim, Usage(1, 50, 0, 0), 50) is None
-    assert decide(lim, Usage(2, 0, 0, 0), 1).code == RATE_LIMITED          # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 60, 0, 0), 41).code == RATE_LIMITED        # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 0, 5, 0), 1).code == QUOTA_EXCEEDED        # type: ignore[union-attr]
-    assert decide(lim, Usage(0, 0, 0, 990), 11).code == QUOTA_EXCEEDED     # type: ignore[union-attr]
+
+    def refused(usage: Usage, size: int) -> str | None:
+        refusal = decide(lim, usage, size)
+        return refusal.code if refusal is not None else None
+
+    assert refused(Usage(2, 0, 0, 0), 1) == RATE_LIMITED
+    assert refused(Usage(0, 60, 0, 0), 41) == RATE_LIMITED
+    assert refused(Usage(0, 0, 5, 0), 1) == QUOTA_EXCEEDED
+    assert refused(Usage(0, 0, 0, 990), 11) == QUOTA_EXCEEDED
     w = Window()
     w.add(0.0, 10)
     w.add(30.0, 20)
@@ -290,7 +274,7 @@ def test_what_a_request_would_do_is_described_in_one_inert_line(tmp_path: Path) 
 
 
 def test_a_flood_of_malformed_writes_is_held_to_the_quota_too(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """Oversized and empty writes store nothing but each would still cost an audit attempt and
     outcome: they count against the minute like any write, so 100 of them add a bounded audit."""

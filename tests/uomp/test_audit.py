@@ -51,8 +51,11 @@ def test_an_entry_moved_to_another_session_fails_to_open(tmp_path: Path) -> None
 def test_concurrent_records_share_commits_and_prune_drops_old(tmp_path: Path) -> None:
     a = AuditLog(tmp_path, KEY)
     try:
-        threads = [threading.Thread(target=lambda i=i: [a.record(entry("sess_a", ts=i)) for _ in range(10)])
-                   for i in range(32)]
+        def write(i: int) -> None:
+            for _ in range(10):
+                a.record(entry("sess_a", ts=i))
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(32)]
         for t in threads:
             t.start()
         for t in threads:

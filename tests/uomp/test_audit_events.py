@@ -11,14 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from uompkit import UompVault
+from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from synckit import Backend, Devices, ServerProcess
-from uompkit import Uomp, error_body
+from tests.sync.synckit import Backend, Devices, ServerProcess
+from tests.uomp.uompkit import Uomp, error_body
 
 from ownmem.agent import audit_sync as au
+from ownmem.crypto import sha256
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import iso
 
@@ -100,7 +101,7 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     for e in b.doc["entries"]:
         if e["action"] == "deletion_proof" and e["allowed"]:
             assert e["key"] == "del_anchor_1"
-            leaves.append(expected + au.sha256(au.canonical(e)))
+            leaves.append(expected + sha256(au.canonical(e)))
         else:
             leaves.append(au.leaf(e, b.doc["sessions"].get(e["session_id"], {})))
     assert au.merkle_root(leaves) == b.root

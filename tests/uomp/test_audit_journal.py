@@ -211,7 +211,11 @@ def test_without_group_commit_each_entry_pays_its_own_sync(tmp_path: Path) -> No
     fdatasync per entry, however many writers wait."""
     a = AuditLog(tmp_path, KEY, group=False)
     try:
-        threads = [threading.Thread(target=lambda: [a.record(entry("sess_a")) for _ in range(5)]) for _ in range(16)]
+        def write() -> None:
+            for _ in range(5):
+                a.record(entry("sess_a"))
+
+        threads = [threading.Thread(target=write) for _ in range(16)]
         for t in threads:
             t.start()
         for t in threads:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from agentkit import issue, ownmem_cli
-from uompkit import UompVault
+from tests.agent.agentkit import issue, ownmem_cli
+from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
-from synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
-from uompkit import Uomp
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
@@ -197,11 +197,11 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     phone.client.close()
     devices.made.remove(phone)
     env = cli_env(tmp_path, folder)
-    r = ownmem_cli("agent", "audit", "--session", sid, "--json", env=env)
-    assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    out = ownmem_cli("agent", "audit", "--session", sid, "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
     assert {e["session_id"] for e in rows} == {sid} and any(not e["allowed"] for e in rows)
-    assert "warning" not in r.stderr
+    assert "warning" not in out.stderr
     text = ownmem_cli("agent", "audit", env=env)
     assert text.returncode == 0 and "DENIED" in text.stdout and "preference.card" in text.stdout
     rows_all = json.loads(ownmem_cli("agent", "audit", "--json", env=env).stdout)
@@ -236,7 +236,7 @@ def test_a_hostile_server_dropping_or_spoiling_a_batch_is_flagged(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 6):            # five batches at least: one read, then its batch's anchor
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(lambda: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
     _poll(lambda: len(_batch_cells(phone)) >= 5 if phone.sync() is not None else False, "five batches synced")
     cells = _batch_cells(phone)
     assert _view(phone).warnings == []
@@ -379,9 +379,9 @@ def test_a_prune_inside_the_retention_is_refused_and_deletes_nothing(
         assert r.returncode != 0 and r.stdout == "" and says in r.stderr and "nothing was deleted" in r.stderr, \
             (args, r.stdout, r.stderr)
     # the service's route judges by its own clock whatever the CLI said
-    r = u.admin("POST", "/v1/audit/prune", {"before": 2 ** 40})
-    assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_REQUEST", r.text
-    assert "keeps every entry for 90 days" in r.json()["error"]["message"]
+    answer = u.admin("POST", "/v1/audit/prune", {"before": 2 ** 40})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "INVALID_REQUEST", answer.text
+    assert "keeps every entry for 90 days" in answer.json()["error"]["message"]
     assert u.admin("POST", "/v1/audit/prune", {"before": int(time.time()) - 89 * DAY}).status_code == 400
     # a token is no admin credential for the prune route
     assert u.post("/v1/audit/prune", tok, {"before": 0}).status_code == 401
@@ -448,7 +448,7 @@ def test_a_batch_deleted_on_the_server_shows_as_a_gap_on_another_device(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 4):
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(lambda: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
     cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None and len(_batch_cells(phone)) >= 3
                   else None, "three batches synced")
     agent.stop()                                # nothing sealed while the server is tampered with

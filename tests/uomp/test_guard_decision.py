@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,8 @@ def item(key: str, tags: tuple[str, ...] = ("preference",), sens: str = "low", v
     return Item(key, value, tags, sens, "user", NOW, NOW, None, key.encode())
 
 
-def req(path: str = "key", **kw: object) -> Request:
-    return Request(path, audience=AUD, **kw)  # type: ignore[arg-type]
+def req(path: str = "key", **kw: Any) -> Request:
+    return Request(path, audience=AUD, **kw)
 
 
 @pytest.mark.parametrize("state,code,reason", [

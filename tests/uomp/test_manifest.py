@@ -10,8 +10,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import base58
 import pytest
@@ -20,18 +21,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ownmem.uomp.manifest import (AgentUnverified, ManifestForged, ManifestInvalid, RetentionLevel,
+from ownmem.uomp.manifest import (AgentUnverified, DeletionMethod, ManifestForged, ManifestInvalid, RetentionLevel,
                                   RetentionPolicy, TrustList, did_key_of, did_proof_input, jcs, load_trust,
                                   parse_manifest, register_manifest, registered, retention_level, save_trust,
                                   signing_document, verify_publisher)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-from synckit import cli_env, ownmem  # noqa: E402
+from tests.sync.synckit import cli_env, ownmem
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 
 
-def base() -> dict:
+def base() -> dict[str, Any]:
     return {"uomp_version": "1.0",
             "agent": {"id": "calendar_agent", "name": "Calendar Assistant", "version": "1.2.0",
                       "publisher": "example-org"},
@@ -39,11 +39,11 @@ def base() -> dict:
             "data_retention_policy": {"max_retention_seconds": 300, "deletion_method": "process_termination"}}
 
 
-def raw(doc: dict) -> bytes:
+def raw(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc).encode()
 
 
-def did_signed(doc: dict, key: ed25519.Ed25519PrivateKey) -> dict:
+def did_signed(doc: dict[str, Any], key: ed25519.Ed25519PrivateKey) -> dict[str, Any]:
     pub = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     did = did_key_of(pub)
     d = copy.deepcopy(doc)
@@ -57,14 +57,14 @@ def did_signed(doc: dict, key: ed25519.Ed25519PrivateKey) -> dict:
 
 # --- schema ----------------------------------------------------------------------------------
 
-def test_the_spec_example_shape_parses_into_typed_fields():
+def test_the_spec_example_shape_parses_into_typed_fields() -> None:
     m = parse_manifest(raw(base()))
     assert m.agent.id == "calendar_agent" and m.requested_scopes.read is not None
     assert m.requested_scopes.read.deny_tags == ("financial",) and m.requested_scopes.write is None
     assert m.data_retention_policy == RetentionPolicy(300.0, "process_termination")
 
 
-def test_every_problem_is_reported_once_and_all_at_once():
+def test_every_problem_is_reported_once_and_all_at_once() -> None:
     d = base()
     d["uomp_version"] = "2.0"
     d["agent"]["id"] = "Not An Id"
@@ -92,13 +92,13 @@ def test_every_problem_is_reported_once_and_all_at_once():
     (b"[]", "is not of type 'object'"),
     (b" " * (300 * 1024), "more than"),
 ])
-def test_malformed_and_oversized_manifests_are_refused(data, problem):
+def test_malformed_and_oversized_manifests_are_refused(data: bytes, problem: str) -> None:
     with pytest.raises(ManifestInvalid) as e:
         parse_manifest(data)
     assert problem in str(e.value)
 
 
-def test_a_proof_time_that_is_not_a_time_is_a_problem():
+def test_a_proof_time_that_is_not_a_time_is_a_problem() -> None:
     d = did_signed(base(), ed25519.Ed25519PrivateKey.generate())
     d["identity"]["proof"]["created"] = "2026-13-45T10:00:00Z"
     with pytest.raises(ManifestInvalid, match="identity.proof.created"):
@@ -114,19 +114,20 @@ def test_a_proof_time_that_is_not_a_time_is_a_problem():
     (1800, "process_termination", 1800, RetentionLevel.LONG_TERM, True),
     (86400 * 30, "secure_wipe", 1800, RetentionLevel.LONG_TERM, True),
 ])
-def test_retention_levels_and_the_red_warning(seconds, method, session, level, red):
+def test_retention_levels_and_the_red_warning(
+        seconds: int, method: DeletionMethod, session: int | None, level: RetentionLevel, red: bool) -> None:
     v = retention_level(RetentionPolicy(seconds, method), session)
     assert (v.level, v.warning) == (level, red)
 
 
-def test_no_policy_and_third_party_sharing_are_red():
+def test_no_policy_and_third_party_sharing_are_red() -> None:
     assert retention_level(None).warning
     assert retention_level(RetentionPolicy(0, "process_termination", third_party_sharing=True)).warning
 
 
 # --- did:key ---------------------------------------------------------------------------------
 
-def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted():
+def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted() -> None:
     d = did_signed(base(), ed25519.Ed25519PrivateKey.generate())
     m = parse_manifest(raw(d))
     untrusted = verify_publisher(m, TrustList(), now=NOW)
@@ -136,7 +137,7 @@ def test_did_key_good_signature_is_verified_only_when_the_did_is_trusted():
 
 
 @pytest.mark.parametrize("tamper", ["scope", "retention", "proof_created", "other_did", "signature", "vm"])
-def test_did_key_forged_or_altered_manifests_are_refused(tamper):
+def test_did_key_forged_or_altered_manifests_are_refused(tamper: str) -> None:
     key = ed25519.Ed25519PrivateKey.generate()
     d = did_signed(base(), key)
     if tamper == "scope":           # widen what is asked after signing
@@ -159,7 +160,7 @@ def test_did_key_forged_or_altered_manifests_are_refused(tamper):
     assert e.value.method == "did"
 
 
-def test_other_did_methods_are_reported_unsupported_not_verified():
+def test_other_did_methods_are_reported_unsupported_not_verified() -> None:
     d = base()
     d["identity"] = {"did": "did:ethr:0xabc123", "verification_methods": ["did"],
                      "proof": {"type": "Ed25519Signature2020", "created": "2026-07-12T10:00:00Z", "proofValue": "z1"}}
@@ -174,8 +175,9 @@ def _name(cn: str) -> x509.Name:
                                                                                      "example-org")])
 
 
-def _cert(subject: str, key, issuer: str, issuer_key, *, ca: bool, eku=ExtendedKeyUsageOID.CODE_SIGNING,
-          path_len: int | None = None, issuer_cert=None):
+def _cert(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, issuer_key: ec.EllipticCurvePrivateKey, *,
+          ca: bool, eku: x509.ObjectIdentifier | None = ExtendedKeyUsageOID.CODE_SIGNING, path_len: int | None = None,
+          issuer_cert: x509.Certificate | None = None) -> x509.Certificate:
     b = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
          .public_key(key.public_key()).serial_number(x509.random_serial_number())
          .not_valid_before(NOW - dt.timedelta(days=1)).not_valid_after(NOW + dt.timedelta(days=30))
@@ -194,21 +196,33 @@ def _cert(subject: str, key, issuer: str, issuer_key, *, ca: bool, eku=ExtendedK
     return b.sign(issuer_key, hashes.SHA256())
 
 
-def _pem(c) -> str:
+def _pem(c: x509.Certificate) -> str:
     return c.public_bytes(serialization.Encoding.PEM).decode()
 
 
+@dataclass(frozen=True)
+class Pki:
+    """A root CA, an intermediate and a code-signing leaf, with the keys the tests sign with."""
+
+    root: x509.Certificate
+    inter: x509.Certificate
+    inter_k: ec.EllipticCurvePrivateKey
+    leaf: x509.Certificate
+    leaf_k: ec.EllipticCurvePrivateKey
+
+
 @pytest.fixture(scope="module")
-def pki():
+def pki() -> Pki:
     root_k, inter_k, leaf_k = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
     root = _cert("Test Root CA", root_k, "Test Root CA", root_k, ca=True, path_len=1)
     root = _cert("Test Root CA", root_k, "Test Root CA", root_k, ca=True, path_len=1, issuer_cert=root)
     inter = _cert("Test Intermediate", inter_k, "Test Root CA", root_k, ca=True, path_len=0, issuer_cert=root)
     leaf = _cert("Calendar Agent Publisher", leaf_k, "Test Intermediate", inter_k, ca=False, issuer_cert=inter)
-    return {"root": root, "inter": inter, "inter_k": inter_k, "leaf": leaf, "leaf_k": leaf_k}
+    return Pki(root, inter, inter_k, leaf, leaf_k)
 
 
-def x509_signed(doc: dict, leaf_k, chain) -> dict:
+def x509_signed(
+        doc: dict[str, Any], leaf_k: ec.EllipticCurvePrivateKey, chain: list[x509.Certificate]) -> dict[str, Any]:
     d = copy.deepcopy(doc)
     d["identity"] = {"verification_methods": ["x509"], "x509": {"chain": [_pem(c) for c in chain], "signature": "A"}}
     sig = leaf_k.sign(jcs(signing_document(d)), ec.ECDSA(hashes.SHA256()))
@@ -216,14 +230,14 @@ def x509_signed(doc: dict, leaf_k, chain) -> dict:
     return d
 
 
-def test_x509_chain_to_a_trusted_ca_verifies(pki):
-    d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
-    s = verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
+def test_x509_chain_to_a_trusted_ca_verifies(pki: Pki) -> None:
+    d = x509_signed(base(), pki.leaf_k, [pki.leaf, pki.inter])
+    s = verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki.root),)), now=NOW)
     assert s.verified_by() == ("x509",) and "Calendar Agent Publisher" in s.results[0].signer
 
 
-def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki):
-    d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
+def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki: Pki) -> None:
+    d = x509_signed(base(), pki.leaf_k, [pki.leaf, pki.inter])
     m = parse_manifest(raw(d))
     assert not verify_publisher(m, TrustList(), now=NOW).verified
     other_k = ec.generate_private_key(ec.SECP256R1())
@@ -231,26 +245,26 @@ def test_x509_without_a_trusted_ca_or_with_another_root_is_unverified(pki):
     assert not verify_publisher(m, TrustList(x509_cas=(_pem(other),)), now=NOW).verified
     # after the leaf expired
     later = NOW + dt.timedelta(days=60)
-    assert not verify_publisher(m, TrustList(x509_cas=(_pem(pki["root"]),)), now=later).verified
+    assert not verify_publisher(m, TrustList(x509_cas=(_pem(pki.root),)), now=later).verified
 
 
-def test_x509_forged_signature_and_altered_manifest_are_refused(pki):
-    d = x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])
+def test_x509_forged_signature_and_altered_manifest_are_refused(pki: Pki) -> None:
+    d = x509_signed(base(), pki.leaf_k, [pki.leaf, pki.inter])
     d["agent"]["name"] = "Totally Legit Bank"
     with pytest.raises(ManifestForged):
-        verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
+        verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki.root),)), now=NOW)
     # signed by the intermediate's key but presenting the leaf
-    d = x509_signed(base(), pki["inter_k"], [pki["leaf"], pki["inter"]])
+    d = x509_signed(base(), pki.inter_k, [pki.leaf, pki.inter])
     with pytest.raises(ManifestForged):
-        verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
+        verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki.root),)), now=NOW)
 
 
-def test_x509_leaf_not_issued_for_code_signing_is_unverified(pki):
+def test_x509_leaf_not_issued_for_code_signing_is_unverified(pki: Pki) -> None:
     k = ec.generate_private_key(ec.SECP256R1())
-    leaf = _cert("TLS client", k, "Test Intermediate", pki["inter_k"], ca=False, eku=ExtendedKeyUsageOID.CLIENT_AUTH,
-                 issuer_cert=pki["inter"])
-    d = x509_signed(base(), k, [leaf, pki["inter"]])
-    s = verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki["root"]),)), now=NOW)
+    leaf = _cert("TLS client", k, "Test Intermediate", pki.inter_k, ca=False, eku=ExtendedKeyUsageOID.CLIENT_AUTH,
+                 issuer_cert=pki.inter)
+    d = x509_signed(base(), k, [leaf, pki.inter])
+    s = verify_publisher(parse_manifest(raw(d)), TrustList(x509_cas=(_pem(pki.root),)), now=NOW)
     assert not s.verified and s.results[0].outcome == "untrusted"
 
 
@@ -260,14 +274,14 @@ needs_gpg = pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg is not i
 
 
 @pytest.fixture()
-def gnupghome(tmp_path, monkeypatch):
+def gnupghome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "gnupg"
     home.mkdir(mode=0o700)
     monkeypatch.setenv("GNUPGHOME", str(home))
     return home
 
 
-def _gpg(*args: str, inp: bytes | None = None) -> subprocess.CompletedProcess:
+def _gpg(*args: str, inp: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", *args],
                           input=inp, capture_output=True, check=True, timeout=60)
 
@@ -279,7 +293,7 @@ def _gpg_key(uid: str) -> str:
 
 
 @needs_gpg
-def test_gpg_detached_signature_good_and_forged(tmp_path, gnupghome):
+def test_gpg_detached_signature_good_and_forged(tmp_path: Path, gnupghome: Path) -> None:
     fpr = _gpg_key("Publisher <pub@example.org>")
     path = tmp_path / "uom.json"
     path.write_bytes(raw(base()))
@@ -296,8 +310,8 @@ def test_gpg_detached_signature_good_and_forged(tmp_path, gnupghome):
 
 # --- trust list, enterprise mode, registration -----------------------------------------------
 
-def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_path, pki):
-    save_trust(tmp_path, TrustList(x509_cas=(_pem(pki["root"]),), enterprise_methods=("x509",)))
+def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_path: Path, pki: Pki) -> None:
+    save_trust(tmp_path, TrustList(x509_cas=(_pem(pki.root),), enterprise_methods=("x509",)))
     assert load_trust(tmp_path).enterprise
     unsigned = tmp_path / "a" / "uom.json"
     unsigned.parent.mkdir()
@@ -314,19 +328,19 @@ def test_enterprise_mode_refuses_unverified_and_otherwise_verified_agents(tmp_pa
         register_manifest(tmp_path, unsigned, now=NOW)
     good = tmp_path / "b" / "uom.json"
     good.parent.mkdir()
-    good.write_bytes(raw(x509_signed(base(), pki["leaf_k"], [pki["leaf"], pki["inter"]])))
+    good.write_bytes(raw(x509_signed(base(), pki.leaf_k, [pki.leaf, pki.inter])))
     r = register_manifest(tmp_path, good, now=NOW)
     assert r.status.verified and registered(tmp_path, "calendar_agent", now=NOW).status.verified
 
 
-def test_a_damaged_trust_list_does_not_turn_enterprise_mode_off(tmp_path):
+def test_a_damaged_trust_list_does_not_turn_enterprise_mode_off(tmp_path: Path) -> None:
     (tmp_path / "uomp-trust.json").write_text('{"enterprise_methods": "x509"}')
     from ownmem.errors import VaultError
     with pytest.raises(VaultError):
         load_trust(tmp_path)
 
 
-def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_path):
+def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     env = cli_env(tmp_path, vault)
     assert ownmem("init", env=env).returncode == 0
@@ -347,7 +361,7 @@ def test_cli_register_shows_retention_and_publisher_and_stores_the_manifest(tmp_
 
 
 @needs_gpg
-def test_gpg_garbage_signature_is_forged_and_an_unknown_key_is_unverified(tmp_path, gnupghome):
+def test_gpg_garbage_signature_is_forged_and_an_unknown_key_is_unverified(tmp_path: Path, gnupghome: Path) -> None:
     path = tmp_path / "uom.json"
     path.write_bytes(raw(base()))
     sig = Path(str(path) + ".asc")

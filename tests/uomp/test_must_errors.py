@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from uompkit import UompVault
-from synckit import Backend, ServerProcess
-from uompkit import bearer, error_body, sleep_past_expiry, start
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import bearer, error_body, sleep_past_expiry, start
 
 from ownmem.uomp.approval import APPROVAL_HEADER
 from ownmem.agent.sessions import ADMIN_HEADER

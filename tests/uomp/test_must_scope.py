@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uompkit import UompVault
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, bearer, error_body, start
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, bearer, error_body, start
 
 from ownmem.uomp.tokens import parse_iso
 
@@ -39,8 +39,8 @@ READ = {"tags": ["preference", "identity", "fund", "fund:core", "solo", "pair", 
 SECRETS = ("4111", "1234", "hunter2", "078-05", "1000", "5000", "7000")
 
 
-def _start(*fx: Any) -> tuple[Any, UompVault, Uomp]:
-    return start(*fx, items=ITEMS)
+def _start(backend: Any, servers: Any, uomp_vault: Any, agents: Any) -> tuple[Any, UompVault, Uomp]:
+    return start(backend, servers, uomp_vault, agents, items=ITEMS)
 
 
 def _keys(r: Any) -> set[str]:

@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentkit import ownmem_cli
-from uompkit import UompVault
+from tests.agent.agentkit import ownmem_cli
+from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, bearer, code, error_body, start
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, bearer, code, error_body, start
 
 from ownmem.uomp.guard import PROOF_FIELDS, proof_message
 from ownmem.agent.strangers import WINDOW_ENV

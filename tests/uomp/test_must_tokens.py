@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import jwt
-from uompkit import UompVault
+from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from synckit import Backend, ServerProcess, free_port
-from uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
+from tests.sync.synckit import Backend, ServerProcess, free_port
+from tests.uomp.uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
 
 from ownmem.agent.sessions import ADMIN_HEADER
 from ownmem.uomp.tokens import AuthKey, iso, parse_iso, token_hash
@@ -219,11 +219,13 @@ def test_the_token_travels_only_in_the_authorization_header_and_is_kept_nowhere(
     agent, uv, u = start(sqlite_backend, servers, uomp_vault, agents)
     sid, tok = u.session(READ)
     assert u.http.get(THEME, headers={"authorization": f"bearer {tok}"}).status_code == 200   # RFC 6750: any case
-    for where in ({"params": {"token": tok}}, {"params": {"access_token": tok}},
-                  {"headers": {"Authorization": tok}}, {"headers": {"Authorization": f"Token {tok}"}},
-                  {"headers": {"Authorization": f"Basic {tok}"}}, {"headers": {ADMIN_HEADER: tok}},
-                  {"headers": {"X-UOM-Token": tok}}, {"headers": {"Cookie": f"token={tok}"}}):
-        r = u.http.get(THEME, **where)  # type: ignore[arg-type]
+    wheres: list[dict[str, Any]] = [
+        {"params": {"token": tok}}, {"params": {"access_token": tok}},
+        {"headers": {"Authorization": tok}}, {"headers": {"Authorization": f"Token {tok}"}},
+        {"headers": {"Authorization": f"Basic {tok}"}}, {"headers": {ADMIN_HEADER: tok}},
+        {"headers": {"X-UOM-Token": tok}}, {"headers": {"Cookie": f"token={tok}"}}]
+    for where in wheres:
+        r = u.http.get(THEME, **where)
         error_body(r, 401, "INVALID_TOKEN", None)
     assert code(u.get("/v1/memory/user.password", tok)) == "ACCESS_DENIED"
     assert u.admin("POST", f"/v1/sessions/{sid}/close").status_code == 200

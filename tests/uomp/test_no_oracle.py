@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, UompVault, error_body, start
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, error_body, start
 
 PAY: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("pay.rate", {"v": 4100}, ("pay",), "medium"),

@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 
-from agentkit import ownmem_cli
-from synckit import CLI, PASSPHRASE, Backend, ServerProcess
-from uompkit import Uomp, UompVault, code, error_body
+from tests.agent.agentkit import ownmem_cli
+from tests.sync.synckit import CLI, PASSPHRASE, Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, code, error_body
 
 from ownmem.uomp.approval import APPROVAL_HEADER
 from ownmem.agent.sessions import ADMIN_HEADER

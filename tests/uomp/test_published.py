@@ -10,10 +10,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agentkit import ownmem_cli
-from uompkit import UompVault
-from synckit import Backend, Devices, ServerProcess, cli_env
-from uompkit import Uomp
+from tests.agent.agentkit import ownmem_cli
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
@@ -22,7 +22,7 @@ from ownmem.agent.uomp_api import REVOCATION
 from ownmem.uomp.control import CONTROL_EXTENSIONS, is_control
 from ownmem.agent.published import REVOCATION as PUBLISHED_REVOCATION
 from ownmem.agent.published import SESSION_RECORD, read_published
-from ownmem.vault import Vault
+from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.vault import SUPERSEDES, TOOL
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
@@ -101,7 +101,7 @@ def test_a_sessions_life_shows_on_another_device_one_head_per_session(
     assert found.returncode == 0 and json.loads(found.stdout) == [], found.stdout
 
 
-def _sealed_by(v: Any, key: aperto_keys.SigningKey, ext: dict[str, object]) -> bytes:
+def _sealed_by(v: UnlockedVault, key: aperto_keys.SigningKey, ext: dict[str, object]) -> bytes:
     m = Memory(content="forged", created=int(time.time()), tool=TOOL, extensions=ext)
     return v._seal_into(m, v.scope("default"), signer=key).object_id
 

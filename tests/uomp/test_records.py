@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,8 +12,7 @@ from ownmem.errors import MalformedInput
 from ownmem.uomp.records import (RecordsRefused, accepted, check, field_names, format_of, parse_csv, parse_json,
                                  parse_map, target_of, validate)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sync"))
-from synckit import cli_env, ownmem  # noqa: E402
+from tests.sync.synckit import cli_env, ownmem
 
 SPEC_CSV = b"key,tags,sensitivity,value.title,value.content\nnote-1,notes,low,Shopping list,Buy milk\n" \
            b"contact-1,contacts,medium,Alice,alice@example.com\n"
@@ -23,7 +22,7 @@ SPEC_JSON = json.dumps([
 ]).encode()
 
 
-def test_the_spec_examples_parse_to_the_same_items():
+def test_the_spec_examples_parse_to_the_same_items() -> None:
     c = validate(parse_csv(SPEC_CSV))
     j = validate(parse_json(SPEC_JSON))
     assert [(r.key, r.tags, r.sensitivity) for r in c] == [("note-1", ("notes",), "low"), ("contact-1", ("contacts",), "medium")]
@@ -31,7 +30,7 @@ def test_the_spec_examples_parse_to_the_same_items():
     assert c[0].extension() == {"key": "note-1", "value": c[0].value, "sensitivity": "low", "source": "user"}
 
 
-def test_aliases_nesting_quoting_bom_and_empty_lines():
+def test_aliases_nesting_quoting_bom_and_empty_lines() -> None:
     data = ("\ufeffid,tag,level,desc,created,value.a.b,value.a.c,plain\n\n"
             '"k,1","x;y",high,"said ""hi""",2026-07-01T10:00:00Z,1,2,p\n\n').encode()
     (r,) = validate(parse_csv(data))
@@ -40,13 +39,13 @@ def test_aliases_nesting_quoting_bom_and_empty_lines():
     assert r.value == {"a": {"b": "1", "c": "2"}, "plain": "p"}
 
 
-def test_json_single_object_and_value_from_non_reserved_fields():
+def test_json_single_object_and_value_from_non_reserved_fields() -> None:
     (r,) = validate(parse_json(b'{"record_id": "p1", "tags": "preference", "sensitivity": "low", "theme": "dark",'
                                b' "origin": "user", "updated": "2026-07-12"}'))
     assert (r.key, r.tags, r.value, r.updated_at) == ("p1", ("preference",), {"theme": "dark"}, "2026-07-12")
 
 
-def test_map_renames_before_aliases():
+def test_map_renames_before_aliases() -> None:
     m = parse_map(["名称=key", "类别=tags", "id=value.external_id"])
     (r,) = validate(parse_csv("名称,类别,sensitivity,id\nn1,notes,low,77\n".encode(), m))
     assert r.key == "n1" and r.tags == ("notes",) and r.value == {"external_id": "77"}
@@ -56,7 +55,7 @@ def test_map_renames_before_aliases():
         parse_map(["a=password"])
 
 
-def test_missing_sensitivity_refuses_or_takes_the_stated_default():
+def test_missing_sensitivity_refuses_or_takes_the_stated_default() -> None:
     raw = parse_csv(b"key,tags,value.x\nk1,notes,1\nk2,notes,2\n")
     with pytest.raises(RecordsRefused) as e:
         validate(raw)
@@ -80,13 +79,13 @@ def test_missing_sensitivity_refuses_or_takes_the_stated_default():
     ("key,tags,sensitivity,value.a,value.a.b\nk,n,low,1,2\n", "collides"),
     ("key,tags,sensitivity\nk,n\n", "has 2 cells"),
 ])
-def test_every_validation_refusal(rows, problem):
+def test_every_validation_refusal(rows: str, problem: str) -> None:
     with pytest.raises(RecordsRefused) as e:
         validate(parse_csv(rows.encode()))
     assert problem in str(e.value)
 
 
-def test_json_refusals():
+def test_json_refusals() -> None:
     with pytest.raises(RecordsRefused, match="not an object"):
         validate(parse_json(b'[1]'))
     with pytest.raises(RecordsRefused, match="has a value and other"):
@@ -99,14 +98,14 @@ def test_json_refusals():
         validate(parse_json(b'[]'))
 
 
-def test_a_key_already_in_the_vault_needs_replace():
+def test_a_key_already_in_the_vault_needs_replace() -> None:
     raw = parse_csv(b"key,tags,sensitivity\nk,n,low\n")
     with pytest.raises(RecordsRefused, match="--replace"):
         validate(raw, existing_keys=frozenset({"k"}))
     assert validate(raw, existing_keys=frozenset({"k"}), replace=True)[0].key == "k"
 
 
-def test_every_problem_of_every_record_is_reported():
+def test_every_problem_of_every_record_is_reported() -> None:
     with pytest.raises(RecordsRefused) as e:
         validate(parse_csv(b"key,tags,sensitivity\n,,bad\nok,n,low\nk3,,\n"))
     assert sorted(e.value.problems) == sorted([
@@ -118,7 +117,7 @@ def test_every_problem_of_every_record_is_reported():
 
 # --- the PWA's preview: the same check, record by record ------------------------------------
 
-def test_check_gives_every_record_its_own_problems_and_validate_is_check_refused():
+def test_check_gives_every_record_its_own_problems_and_validate_is_check_refused() -> None:
     raw = parse_csv(b"key,tags,sensitivity,value.x\nk1,notes,low,1\nk2,,low,2\nk3,notes,,3\nold,notes,low,4\n")
     checked = check(raw, existing_keys=frozenset({"old"}))
     rows = [c.to_json() for c in checked]
@@ -144,7 +143,7 @@ def test_check_gives_every_record_its_own_problems_and_validate_is_check_refused
         check([])
 
 
-def test_field_names_and_their_targets_as_the_parser_maps_them():
+def test_field_names_and_their_targets_as_the_parser_maps_them() -> None:
     assert field_names(b"\xef\xbb\xbfid, tag ,level,value.a.b,plain\n1,x,low,2,3\n", "csv") == [
         "id", "tag", "level", "value.a.b", "plain"]
     assert field_names(b'[{"key": 1, "theme": 2}, {"theme": 3, "origin": 4}, 5]', "json") == ["key", "theme", "origin"]
@@ -160,18 +159,18 @@ def test_field_names_and_their_targets_as_the_parser_maps_them():
 # --- through the CLI --------------------------------------------------------------------------
 
 @pytest.fixture()
-def env(tmp_path):
+def env(tmp_path: Path) -> dict[str, str]:
     e = cli_env(tmp_path, tmp_path / "vault")
     assert ownmem("init", env=e).returncode == 0
     return e
 
 
-def _items(env) -> dict[str, dict]:
+def _items(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     listed = json.loads(ownmem("list", "--json", env=env).stdout)
     return {m["content"].split(":")[0]: m for m in listed}
 
 
-def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path, env):
+def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.csv"
     f.write_bytes(SPEC_CSV)
     r = ownmem("records", "import", str(f), env=env)
@@ -192,7 +191,7 @@ def test_cli_import_writes_one_memory_per_record_and_replace_supersedes(tmp_path
     assert len(live) == 1 and "Groceries" in live[0]["content"] and live[0]["supersedes"]
 
 
-def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path, env):
+def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.json"
     f.write_bytes(json.dumps([{"key": "good", "tags": ["n"], "sensitivity": "low", "value": 1},
                               {"key": "bad", "tags": [], "sensitivity": "low", "value": 2}]).encode())
@@ -201,7 +200,8 @@ def test_cli_refusal_writes_nothing_and_names_every_record(tmp_path, env):
     assert json.loads(ownmem("list", "--json", env=env).stdout) == []
 
 
-def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(tmp_path, env):
+def test_cli_without_a_terminal_refuses_a_missing_sensitivity_unless_stated(
+        tmp_path: Path, env: dict[str, str]) -> None:
     f = tmp_path / "r.csv"
     f.write_bytes(b"key,tags,value.x\nk1,notes,1\n")
     r = ownmem("records", "import", str(f), env=env)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkit import ownmem_cli
-from uompkit import UompVault
-from synckit import Backend, Devices, ServerProcess, cli_env
-from uompkit import Uomp, code
+from tests.agent.agentkit import ownmem_cli
+from tests.uomp.uompkit import UompVault
+from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp, code
 
 from ownmem.agent.uomp_api import REVOCATION
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from agentkit import AgentProcess, credential, issue, ownmem_cli
+from tests.agent.agentkit import AgentProcess, credential, issue, ownmem_cli
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
-from synckit import Backend, Devices, ServerProcess
-from uompkit import UompVault
+from tests.sync.synckit import Backend, Devices, ServerProcess
+from tests.uomp.uompkit import UompVault
 
 from ownmem.agent.uomp_api import REVOCATION
 from ownmem.agent.published import read_published

@@ -4,35 +4,18 @@ write is refused; every attempt is audited; the person lists, confirms and disca
 CLI, and a confirmation reaches the agent service through sync."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "agent"))
-sys.path.insert(0, str(HERE.parent / "sync"))
+from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ownmem_cli
 
-from agentkit import AgentProcess, credential, issue, ownmem_cli  # noqa: E402
+from tests.uomp.uompkit import Uomp
+from tests.sync.synckit import Backend
 
-from uompkit import Uomp  # noqa: E402
-
-
-def _agent_fixtures() -> Any:
-    """tests/agent/conftest.py under another name: its server, vault and agent fixtures are this module's."""
-    spec = importlib.util.spec_from_file_location("uomp_agent_conftest", HERE.parent / "agent" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod           # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_a = _agent_fixtures()
-backend, sqlite_backend, servers, devices = _a.backend, _a.sqlite_backend, _a.servers, _a.devices
-agent_vault, agents = _a.agent_vault, _a.agents
+from ownmem.aperto.keys import SigningKey
+from ownmem.vault import UnlockedVault
 
 
 def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
@@ -49,14 +32,15 @@ def write_audit(agent: AgentProcess, folder: Any) -> list[dict[str, Any]]:
     return [e for e in reversed(r.json()["entries"]) if e["action"].startswith("write_")]
 
 
-def _staged(env: dict[str, str]) -> list[dict]:
+def _staged(env: dict[str, str]) -> list[dict[str, Any]]:
     r = ownmem_cli("staged", "list", "--json", env=env)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    staged: list[dict[str, Any]] = json.loads(r.stdout)
+    return staged
 
 
 def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discards(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
@@ -127,7 +111,8 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
 
 # --- the decisions, on a real vault: who may confirm, what the agent cannot lift ---------------
 
-def _vault_with_agent_write(tmp_path: Path):
+def _vault_with_agent_write(
+        tmp_path: Path) -> tuple[UnlockedVault, SigningKey, SigningKey, Callable[..., bytes], bytes]:
     import os
 
     from ownmem.usecases.authors import agent_info
@@ -143,7 +128,7 @@ def _vault_with_agent_write(tmp_path: Path):
     v.trust_add(agent_key.public)
     v.trust_add(impostor.public)
 
-    def seal(ext: dict, content: str, signer=None) -> bytes:
+    def seal(ext: dict[str, Any], content: str, signer: SigningKey | None = None) -> bytes:
         return v._seal_into(Memory(content=content, created=1, tool="t", extensions=ext), v.scope("default"),
                             signer).object_id
 
@@ -232,7 +217,7 @@ def test_high_sensitivity_writes_are_refused() -> None:
 
 
 def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     """The write audit is written before the write: when it cannot be, saihm_remember answers
     a clean 503 and nothing is sealed, staged or recalled.  Here another process holds the
@@ -283,7 +268,7 @@ def test_a_write_whose_audit_cannot_be_written_is_refused_with_nothing_stored(
 
 
 def test_a_write_refused_for_want_of_the_public_log_is_audited_refused(
-        sqlite_backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
+        sqlite_backend: Backend, servers: Callable[..., Any], agent_vault: Callable[..., Any],
         agents: Callable[..., AgentProcess]) -> None:
     srv = servers(sqlite_backend)
     v = agent_vault(srv.url, ("the owner's own note about tea",))
@@ -345,7 +330,7 @@ def test_the_json_lines_write_audit_of_older_versions_is_imported_once(tmp_path:
 
 
 def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to_end(
-        sqlite_backend, servers: Callable[..., Any], devices: Any, tmp_path: Path,
+        sqlite_backend: Backend, servers: Callable[..., Any], devices: Any, tmp_path: Path,
         agents: Callable[..., AgentProcess]) -> None:
     """A key the person accepted (not planner's) seals memories claiming planner wrote them, one
     flagged staged; through sync to a real `ownmem agent`: planner does not recall the staged one
@@ -373,7 +358,7 @@ def test_a_strangers_key_claiming_an_agents_name_is_not_that_agents_write_end_to
     d.v.close()
     d.client.close()
     devices.made.remove(d)
-    v = _a.AgentVault(folder, name, srv.url, tmp_path)
+    v = AgentVault(folder, name, srv.url, tmp_path)
     planner, other = issue(v.env, "planner"), issue(v.env, "other")
     # each credential writes as its own agent id, "<name>.<credential id>" (issue 19)
     p_cred, o_cred = credential(v.env, "planner"), credential(v.env, "other")

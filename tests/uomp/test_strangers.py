@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkit import AgentProcess
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, UompVault, start
+from tests.agent.agentkit import AgentProcess
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, start
 
 from ownmem.agent.audit_sync import STATE_FILE
 from ownmem.agent.strangers import WINDOW_ENV, Summary, Tally
@@ -138,7 +138,7 @@ def test_an_overlong_key_tag_or_query_is_refused_before_the_audit(
         agents: Callable[..., Any]) -> None:
     """One request put a 60,000-character key into the audit (issue 19).  Now a key, tag or
     field longer than any can be is a 400 before the Guard, with or without a token; no entry."""
-    from uompkit import error_body
+    from tests.uomp.uompkit import error_body
 
     _, _, u = start(sqlite_backend, servers, uomp_vault, agents)
     sid, tok = u.session({"tags": ["preference"]})

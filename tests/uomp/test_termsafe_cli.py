@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentkit import issue, ownmem_cli
-from synckit import Backend, ServerProcess
-from uompkit import Uomp, UompVault
+from tests.agent.agentkit import issue, ownmem_cli
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault
 
 from ownmem.termsafe import visible
 
@@ -69,6 +69,7 @@ def test_every_command_prints_foreign_text_inert(
     staged = json.loads(ownmem_cli("staged", "list", "--json", env=env).stdout)
     assert [s["content"] for s in staged] == [PAYLOAD]          # --json: the same text, exactly
     sid = staged[0]["id"]
+    args: tuple[str, ...]
     for args in (("list",), ("search", "green"), ("show", sid[:12])):
         out = inert(ownmem_cli(*args, env=env), " ".join(args))
         assert all(s in out for s in SHOWN), (args, out)

@@ -47,7 +47,7 @@ class SuspendingProvider:
 
 def _vault(tmp_path: Path, n: int) -> tuple[UnlockedVault, SuspendingProvider]:
     p = SuspendingProvider(provider())
-    v = create_in(Store(tmp_path), PASSPHRASE, p)  # type: ignore[arg-type]
+    v = create_in(Store(tmp_path), PASSPHRASE, p)
     for i in range(n):
         v.add(f"memory {i}", tags=["t"], now=1_700_000_000 + i)
     assert p.awaited == []          # the synchronous methods never wait
@@ -58,7 +58,7 @@ def test_the_awaited_operations_wait_for_the_provider_and_answer_as_the_synchron
     p = SuspendingProvider(provider())
 
     async def scenario() -> tuple[list[str], list[str], int]:
-        v = await create_in_async(Store(tmp_path), PASSPHRASE, p)  # type: ignore[arg-type]
+        v = await create_in_async(Store(tmp_path), PASSPHRASE, p)
         first = await v.add_async("green tea over coffee", tags=["drinks"])
         await v.add_async("walks after lunch")
         edited = await v.edit_async(first.hex(), content="green tea, always")
@@ -66,7 +66,7 @@ def test_the_awaited_operations_wait_for_the_provider_and_answer_as_the_synchron
         heads = sorted(e.opened.content for e in listing.heads())
         assert all(e.opened.trust is Trust.SELF for e in listing.entries)
         gone = await v.forget_async(edited.hex())
-        again = await unlock_store_async(v.store, PASSPHRASE, p)  # type: ignore[arg-type]
+        again = await unlock_store_async(v.store, PASSPHRASE, p)
         after = sorted(e.opened.content for e in (await again.open_all_async()).heads())
         return heads, after, len(gone)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import (  # noqa: F401  (fixtures)
-    OTHER_PASSPHRASE, PASSPHRASE, close, store_state, stranger, third_party, vault,
+from tests.vault.vaultkit import (  # noqa: F401  (fixtures)
+    OTHER_PASSPHRASE, PASSPHRASE, close, folder_of, store_state, stranger, third_party, vault,
 )
 
 from ownmem.aperto import keys as K
@@ -42,6 +42,14 @@ def rewrite(data: bytes, edit: Callable[[dict[Any, Any]], None]) -> bytes:
     top = cbor.decode(data)
     edit(top)
     return cbor.encode(top)
+
+
+def both(*edits: Callable[[dict[Any, Any]], None]) -> Callable[[dict[Any, Any]], None]:
+    """One edit made of several, in order."""
+    def edit(top: dict[Any, Any]) -> None:
+        for e in edits:
+            e(top)
+    return edit
 
 
 def strip_signature(top: dict[Any, Any]) -> None:
@@ -98,7 +106,7 @@ def test_wrong_passphrase_refused_before_any_write(tmp_path: Path, victim: Unloc
         import_file(fresh, f, "not the passphrase")
     assert not fresh.exists()                        # not even an empty vault folder
 
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     with pytest.raises(WrongPassphrase):
         import_file(folder, f, PASSPHRASE + "x")
@@ -113,7 +121,7 @@ def test_import_identity_replacement_refused(tmp_path: Path, victim: UnlockedVau
         f = write(tmp_path, "other.amem", export_bytes(other, tmp_path / "o.amem"))
     finally:
         close(other)
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     with pytest.raises(ImportRefused):
         import_file(folder, f, OTHER_PASSPHRASE)
@@ -137,7 +145,7 @@ def test_cross_identity_import_refused(tmp_path: Path, victim: UnlockedVault) ->
         other_pub = other.identity.sign_pub
     finally:
         close(other)
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
 
     # 1. their file with our passphrase: no proof of holdership
@@ -188,7 +196,7 @@ def test_scope_overwrite_refused(tmp_path: Path, victim: UnlockedVault) -> None:
         close(laptop)
     victim.add_scope("notes")
     phone_note = victim.add("phone note", scope="notes")
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     assert before is not None
 
@@ -233,7 +241,7 @@ def test_altered_metadata_cannot_plant_accepted_key(tmp_path: Path, victim: Unlo
         top[2]["known_keys"][attacker.key_id.hex()] = attacker.public
         add_objects(top, planted)
 
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     assert before is not None
 
@@ -248,7 +256,7 @@ def test_altered_metadata_cannot_plant_accepted_key(tmp_path: Path, victim: Unlo
 
     # 2. signature stripped: the planted key is held back; its objects are kept sealed but open
     #    only as unverified (hidden unless asked for) until the person accepts that key (§8.2)
-    unsigned = write(tmp_path, "unsigned.amem", rewrite(data, lambda t: (plant(t), strip_signature(t))))
+    unsigned = write(tmp_path, "unsigned.amem", rewrite(data, both(plant, strip_signature)))
     report, uv = import_file(folder, unsigned, PASSPHRASE)
     try:
         assert report.keys_held_back == [attacker.key_id.hex()]
@@ -315,7 +323,7 @@ def test_altered_metadata_cannot_swap_scope_kek(tmp_path: Path, victim: Unlocked
         finally:
             close(u)
 
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     assert before is not None
 
@@ -328,7 +336,8 @@ def test_altered_metadata_cannot_swap_scope_kek(tmp_path: Path, victim: Unlocked
         import_file(tmp_path / "fresh", signed, PASSPHRASE)
     assert not (tmp_path / "fresh").exists()
 
-    unsigned = write(tmp_path, "unsigned.amem", rewrite(data, lambda t: (swap(t), strip_signature(t))))
+    unsigned = write(tmp_path, "unsigned.amem", rewrite(data, both(swap, strip_signature))
+)
 
     # unsigned into the existing vault: its own scope entry stands; the new scope is not proven
     report, uv = import_file(folder, unsigned, PASSPHRASE)
@@ -370,7 +379,7 @@ def _corruptions(data: bytes) -> list[bytes]:
 
 def test_corrupt_container_single_clean_error(tmp_path: Path, victim: UnlockedVault) -> None:
     data = export_bytes(victim, tmp_path / "e.amem")
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     for i, bad in enumerate(_corruptions(data)):
         f = write(tmp_path, f"bad{i}.amem", bad)
@@ -481,7 +490,7 @@ def test_one_hostile_object_in_many(tmp_path: Path, vault: UnlockedVault, strang
 
 def test_merge_without_overwrite(tmp_path: Path, victim: UnlockedVault) -> None:
     old_export = write(tmp_path, "old.amem", export_bytes(victim, tmp_path / "e.amem"))
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     assert before is not None
 
@@ -520,7 +529,7 @@ def test_merge_adds_only_what_is_new(tmp_path: Path, victim: UnlockedVault) -> N
         data = export_bytes(laptop, tmp_path / "l.amem")
     finally:
         close(laptop)
-    folder = victim.store.folder
+    folder = folder_of(victim)
     before = store_state(folder)
     assert before is not None
     report, uv = import_file(folder, write(tmp_path, "l2.amem", data), PASSPHRASE)
@@ -538,9 +547,9 @@ def test_old_export_cannot_resurrect_a_revoked_key(tmp_path: Path, victim: Unloc
     """Revocation rollback: the friend's key is removed, then an export made before that is imported."""
     old = write(tmp_path, "old.amem", export_bytes(victim, tmp_path / "e.amem"))    # signed, lists the key
     victim.trust_remove(third_party.key_id)
-    report, uv = import_file(victim.store.folder, old, PASSPHRASE)
+    report, uv = import_file(folder_of(victim), old, PASSPHRASE)
     close(uv)
-    after = store_state(victim.store.folder)
+    after = store_state(folder_of(victim))
     assert after is not None and third_party.key_id not in after.known_keys
 
 

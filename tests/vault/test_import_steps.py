@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import PASSPHRASE, close
+from tests.vault.vaultkit import PASSPHRASE, close
 
 from ownmem.aperto.container import SIGNATURE_KEY
 from ownmem.crypto import cbor

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import PASSPHRASE
+from tests.vault.vaultkit import PASSPHRASE
 
 from ownmem.crypto import run_sync
 from ownmem.crypto.cpython import CPythonProvider
@@ -121,7 +121,14 @@ def test_lock_keeps_the_store_open_and_close_closes_it(unlocked: tuple[UnlockedV
         u._store.identity()
 
 
-def test_the_worker_locks_through_the_vault(unlocked: tuple[UnlockedVault, set[bytes]]) -> None:
+def _held(app: App) -> tuple[object, object, object]:
+    """What the worker holds, read through a call: mypy would keep the attributes narrowed to
+    what the test assigned before op_lock."""
+    return app.vault, app.syncer, app.cache.entries
+
+
+def test_the_worker_locks_through_the_vault(
+unlocked: tuple[UnlockedVault, set[bytes]]) -> None:
     """web/api.py ``op_lock``: the vault's lock (every secret, the provider's cached keys), the
     device cache of verified plaintext and the syncer (its session token) are all dropped."""
     v, secrets = unlocked
@@ -129,6 +136,6 @@ def test_the_worker_locks_through_the_vault(unlocked: tuple[UnlockedVault, set[b
     app.vault, app.syncer = v, object()
     app.cache = DeviceCache(entries={bytes(16): (bytes(16), b"verified plaintext", bytes(32))})
     assert app.op_lock() == {}
-    assert app.vault is None and app.syncer is None and app.cache.entries == {}
+    assert _held(app) == (None, None, {})
     assert _left_after_lock(v) == {} and not secrets & _reachable_bytes(v)
     assert len(unlock_store(v._store, PASSPHRASE, v.crypto).open_all().entries) == 2

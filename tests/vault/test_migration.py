@@ -13,10 +13,10 @@ by an accepted third party, by a stranger, and one corrupt.  Properties:
 from __future__ import annotations
 
 import pytest
-from vaultkit import PASSPHRASE, close, third_party, stranger, vault  # noqa: F401  (fixtures)
+from tests.vault.vaultkit import PASSPHRASE, close, folder_of, stranger, third_party, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
-from ownmem.aperto.model import Authorship, Custody, Memory, Trust
+from ownmem.aperto.model import Authorship, Custody, Memory, OpenedMemory, Trust
 from ownmem.aperto.payload import encode_payload
 from ownmem.aperto.seal import seal_unchecked
 from ownmem.crypto import random_bytes, run_sync
@@ -66,7 +66,7 @@ def _rows(v: UnlockedVault) -> dict[bytes, StoredObject]:
     return {r.object_id: r for r in v.store.objects()}
 
 
-def _opened(v: UnlockedVault) -> dict:
+def _opened(v: UnlockedVault) -> dict[bytes, OpenedMemory]:
     listing = v.open_all(allow_unverified=True)
     return {e.id: e.opened for e in listing.entries}
 
@@ -181,7 +181,7 @@ def test_revoking_the_attributed_author_downgrades_without_rewrite(vault: Unlock
 
 def test_migration_survives_reopening_the_vault(vault: UnlockedVault, legacy: dict[str, bytes]) -> None:
     migrate_vault(vault, now=NOW)
-    folder = vault.store.folder
+    folder = folder_of(vault)
     close(vault)
     v = Vault(folder).unlock(PASSPHRASE)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,7 +20,7 @@ def _scope(name: str, sid: bytes) -> ScopeEntry:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(tmp_path)
     with s.transaction():
         s.add_scope(_scope("default", b"\x00" * 16))
@@ -27,12 +28,12 @@ def store(tmp_path: Path) -> Store:
     s.close()
 
 
-def test_store_error_is_a_vault_error():
+def test_store_error_is_a_vault_error() -> None:
     assert issubclass(StoreError, VaultError) and issubclass(StoreError, OwnmemError)
     assert StoreError.code == "store"
 
 
-def test_locked_by_another_process_is_a_store_error(store: Store, tmp_path: Path):
+def test_locked_by_another_process_is_a_store_error(store: Store, tmp_path: Path) -> None:
     store.db.execute("PRAGMA busy_timeout=50")
     with closing(sqlite3.connect(tmp_path / Store.FILENAME, isolation_level=None)) as other:
         other.execute("BEGIN EXCLUSIVE")
@@ -43,7 +44,7 @@ def test_locked_by_another_process_is_a_store_error(store: Store, tmp_path: Path
     assert store.known_keys() == {}
 
 
-def test_damaged_file_is_a_store_error_on_read_and_write(store: Store, tmp_path: Path):
+def test_damaged_file_is_a_store_error_on_read_and_write(store: Store, tmp_path: Path) -> None:
     with closing(sqlite3.connect(tmp_path / Store.FILENAME, isolation_level=None)) as other:
         other.execute("DROP TABLE objects")
     with pytest.raises(StoreError, match="no such table"):
@@ -55,7 +56,7 @@ def test_damaged_file_is_a_store_error_on_read_and_write(store: Store, tmp_path:
             store.erase([b"\x05" * 16])
 
 
-def test_broken_constraint_is_a_store_error_and_rolls_back(store: Store):
+def test_broken_constraint_is_a_store_error_and_rolls_back(store: Store) -> None:
     with pytest.raises(StoreError, match="UNIQUE"):
         with store.transaction():
             store.add_known_key(b"\x03" * 8, b"\x04" * 32)
@@ -63,7 +64,7 @@ def test_broken_constraint_is_a_store_error_and_rolls_back(store: Store):
     assert store.known_keys() == {} and list(store.scopes()) == ["default"]
 
 
-def test_closed_store_is_a_store_error(tmp_path: Path):
+def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
     s = Store(tmp_path)
     s.close()
     with pytest.raises(StoreError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vaultkit import PASSPHRASE, close, store_state, third_party, vault  # noqa: F401  (fixtures)
+from tests.vault.vaultkit import PASSPHRASE, close, folder_of, store_state, third_party, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Authorship, Memory, MemType, Trust
@@ -76,7 +76,7 @@ def test_create_then_unlock_derives_the_same_identity(tmp_path: Path) -> None:
 
 
 def test_wrong_passphrase_is_refused(vault: UnlockedVault) -> None:
-    folder = vault.store.folder
+    folder = folder_of(vault)
     vault.add("something to protect")
     before = store_state(folder)
     for wrong in ["", "owner passphrase", PASSPHRASE + " ", PASSPHRASE.upper()]:
@@ -86,7 +86,7 @@ def test_wrong_passphrase_is_refused(vault: UnlockedVault) -> None:
 
 
 def test_create_refuses_to_overwrite_a_vault(vault: UnlockedVault) -> None:
-    folder = vault.store.folder
+    folder = folder_of(vault)
     before = store_state(folder)
     with pytest.raises(VaultError):
         Vault.create(folder, "another passphrase")
@@ -132,7 +132,7 @@ def test_argon2id_runs_once_per_unlock(tmp_path: Path, third_party: K.SigningKey
 
 def test_added_memories_open_as_self(vault: UnlockedVault) -> None:
     vault.add_scope("work")
-    cases = [
+    cases: list[dict[str, Any]] = [
         dict(content="prefers formal B2B emails", tags=("preferences",), mem_type=MemType.SEMANTIC,
              confidence=0.9, scope=DEFAULT_SCOPE),
         dict(content="met Ana at the café\nsecond line 🧠", tags=(), mem_type=MemType.EPISODIC,
@@ -140,7 +140,7 @@ def test_added_memories_open_as_self(vault: UnlockedVault) -> None:
         dict(content="deploy: run build.py test", tags=("ops", "ünïcode"), mem_type=MemType.PROCEDURAL,
              confidence=1.0, scope="work"),
     ]
-    ids = [vault.add(**c, now=1700000000 + i) for i, c in enumerate(cases)]  # type: ignore[arg-type]
+    ids = [vault.add(**c, now=1700000000 + i) for i, c in enumerate(cases)]
     listing = vault.open_all()
     assert listing.refused == []
     by_id = {e.id: e for e in listing.entries}
@@ -164,7 +164,7 @@ def test_add_defaults_created_to_now(vault: UnlockedVault) -> None:
 @pytest.mark.parametrize("kwargs", [dict(content=""), dict(content="x", confidence=1.5),
                                     dict(content="x", confidence=float("nan")), dict(content="x", mem_type=9),
                                     dict(content="\ud800 lone surrogate")])
-def test_add_refuses_what_a_producer_must_not_write(vault: UnlockedVault, kwargs: dict) -> None:
+def test_add_refuses_what_a_producer_must_not_write(vault: UnlockedVault, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ProducerRefusal):
         vault.add(**kwargs)
     assert vault.store.count() == 0
@@ -248,7 +248,7 @@ def test_edits_on_two_devices_merge_into_a_visible_conflict(tmp_path: Path, vaul
         export_vault(laptop, tmp_path / "b.amem")
     finally:
         close(laptop)
-    report, _ = import_file(vault.store.folder, tmp_path / "b.amem", PASSPHRASE)
+    report, _ = import_file(folder_of(vault), tmp_path / "b.amem", PASSPHRASE)
     assert report.imported == 1
     listing = vault.open_all()
     (group,) = listing.conflicts()
@@ -277,7 +277,7 @@ def test_forget_erases_every_version_from_disk(vault: UnlockedVault) -> None:
     c = vault.edit(b.hex(), content="my address is 9 Elm Road")
     rows = {r.object_id: r for r in vault.store.objects()}
     secrets = [x for oid in (a, b, c) for x in (rows[oid].sealed, rows[oid].dek_wrapped)]
-    folder = vault.store.folder
+    folder = folder_of(vault)
     disk = _disk_bytes(folder)
     assert all(s in disk for s in secrets)              # the search can find them before erasure
 
@@ -293,7 +293,7 @@ def test_forget_erases_every_version_from_disk(vault: UnlockedVault) -> None:
 def test_forget_survives_reopening(vault: UnlockedVault) -> None:
     a = vault.add("to forget")
     vault.forget(a.hex())
-    folder = vault.store.folder
+    folder = folder_of(vault)
     close(vault)
     u = Vault(folder).unlock(PASSPHRASE)
     try:
@@ -384,7 +384,7 @@ def test_scopes(vault: UnlockedVault) -> None:
 def test_scope_kek_is_stored_only_wrapped(vault: UnlockedVault) -> None:
     vault.add_scope("work")
     vault.add("x", scope="work")
-    disk = _disk_bytes(vault.store.folder)
+    disk = _disk_bytes(folder_of(vault))
     for s in vault.scopes().values():
         assert vault.kek(s) not in disk
     assert vault.identity.master not in disk and vault.identity.sign.seed not in disk
@@ -399,7 +399,10 @@ def test_search(vault: UnlockedVault) -> None:
     b = vault.add("likes formal dinners", tags=("home",))
     old = vault.add("email signature: Dr. Rossi")
     new = vault.edit(old.hex(), content="email signature: Prof. Rossi")
-    ids = lambda q: sorted(e.id for e in vault.search(q))      # noqa: E731
+
+    def ids(q: str) -> list[bytes]:
+        return sorted(e.id for e in vault.search(q))
+
     assert ids("formal") == sorted([a, b])
     assert ids("FORMAL work") == [a]                            # every word; content or tags; any case
     assert ids("rossi") == [new]                                # heads only

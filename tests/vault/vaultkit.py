@@ -1,7 +1,6 @@
 """Helpers for the vault tests: a fresh vault per test and a snapshot of what a store holds.
 
-A plain module, not a conftest: a second conftest.py would shadow the top-level one
-for tests that `from conftest import VECTORS`.  Fixtures are imported by name.
+A plain module, not a conftest: the fixtures are imported by name where they are used.
 
 Every vault, unlock and import costs one Argon2id derivation (0.1-0.5 s), so tests
 create only the vaults they need.
@@ -15,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from ownmem.aperto import keys as K
+from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import provider, run_sync
 from ownmem.vault import UnlockedVault, Vault
-from ownmem.vault.store import Store
+from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 PASSPHRASE = "owner passphrase: correct horse battery staple"
 OTHER_PASSPHRASE = "someone else entirely"
@@ -27,14 +27,22 @@ OTHER_PASSPHRASE = "someone else entirely"
 class StoreState:
     """Everything a vault folder holds, for "nothing was written" assertions."""
 
-    identity: object
-    scopes: dict
-    known_keys: dict
-    objects: tuple
-    erased: frozenset
+    identity: PublicIdentity | None
+    scopes: dict[str, ScopeEntry]
+    known_keys: dict[bytes, bytes]
+    objects: tuple[StoredObject, ...]
+    erased: frozenset[bytes]
+
+
+def folder_of(v: UnlockedVault) -> Path:
+    """The folder of a vault the tests made on disk (a store may also live in memory, folder None)."""
+    folder = v.store.folder
+    assert folder is not None, "the vault lives in memory"
+    return folder
 
 
 def store_state(folder: Path) -> StoreState | None:
+
     """None when no vault store exists at all (checked without creating one)."""
     if not (folder / Store.FILENAME).exists():
         return None

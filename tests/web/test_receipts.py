@@ -4,7 +4,8 @@ hands check_entry what a hostile or broken server could send for GET /v1/log?sub
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,7 +21,10 @@ OTHER_CELL = bytes(range(1, 33))
 OID = b"\x07" * 16
 
 
-def run(coro: Any) -> Any:
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
@@ -122,7 +126,8 @@ def test_truncated_receipt_is_malformed(holder: Holder) -> None:
 
 
 def test_log_page_shape_is_checked() -> None:
-    for body in (None, [], {"entries": {}}, {"nothing": []}):
+    bodies: tuple[object, ...] = (None, [], {"entries": {}}, {"nothing": []})
+    for body in bodies:
         with pytest.raises(WireError):
             parse_log_page(body)
     assert len(parse_log_page({"entries": list(range(10 * PER_CELL))})) == PER_CELL + 1

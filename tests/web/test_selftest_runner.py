@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ownmem_testpaths import SAIHM_EXAMPLE, VECTORS
+from tests.ownmem_testpaths import SAIHM_EXAMPLE, VECTORS
 
 from ownmem.web import selftest
 

@@ -1,0 +1,1 @@
+"""Tests of `ownmem agent`: the agent process, its audit and its boundaries."""

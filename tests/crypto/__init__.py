@@ -1,0 +1,1 @@
+"""Tests of the crypto primitives: CBOR, COSE, the provider."""

@@ -1,0 +1,1 @@
+"""Interoperability tests against the reference implementation."""

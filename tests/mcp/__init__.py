@@ -1,0 +1,1 @@
+"""Tests of `ownmem mcp`: the stdio MCP server."""

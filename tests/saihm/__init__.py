@@ -1,0 +1,1 @@
+"""Tests of SAIHM: check_cell, the contract, the transparency log."""

@@ -1,0 +1,1 @@
+"""Tests of sync: devices, a real blind server, a hostile one."""

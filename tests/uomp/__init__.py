@@ -1,0 +1,1 @@
+"""Tests of UOMP: tokens, manifests, the guard, audit, records."""

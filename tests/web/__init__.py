@@ -1,0 +1,1 @@
+"""Tests of the PWA's Python side and its stylesheet."""
