@@ -42,6 +42,7 @@ from ownmem.uomp.tokens import Claims, Scope, Scopes
 from ownmem.vault.vault import Entry
 from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
 from ownmem.agent.operator import OperatorError
+from ownmem.saihm.errors import B
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -232,14 +233,14 @@ class SaihmGuard:
         first = guard.decide(claims, state, req)
         if not first.allowed and first.code in _SESSION_CODES:
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
-            raise OperatorError(401, "unauthenticated")
+            raise OperatorError(B.UNAUTHENTICATED)
         if method == "saihm_recall":
             return self._recall(cred, claims, state, req, fn, params, request_size)
         if method == "saihm_status":
             return self._status(cred, claims, state, req, fn, params, request_size)
         if first.code == "ACCESS_DENIED":        # no write grant: forget, share, remember, revoke_share
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
-            raise OperatorError(403, "write_refused", "this credential may not " + action.replace("_", " "))
+            raise OperatorError(B.WRITE_REFUSED, "this credential may not " + action.replace("_", " "))
         if method == "saihm_forget":
             return self._forget(cred, claims, state, req, fn, params, request_size)
         if method == "saihm_share":
@@ -315,7 +316,7 @@ class SaihmGuard:
                 if not d.allowed:
                     self._record(sid, agent, "share", None, (), False, _public(d), request_size)
                     # a cell it cannot see is, for it, no cell of this holder
-                    raise OperatorError(404, "shard_not_found")
+                    raise OperatorError(B.SHARD_NOT_FOUND)
             self._record(sid, agent, "share", None, (), True, f"share of {len(ids)} cells allowed", request_size)
             return fn(cred, params)
 

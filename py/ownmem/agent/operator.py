@@ -54,6 +54,7 @@ from ownmem.aperto.seal import seal
 from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
+from ownmem.saihm.errors import B, BindingRefusal
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem import syncwire as wire
 from ownmem.vault.store import PendingWrite, StoredObject
@@ -92,14 +93,10 @@ SHARE_STAGED = {"ownmemStaged": True,
                                 "this share in ownmem (`ownmem staged` or the Agents screen); it may be discarded"}
 
 
-class OperatorError(OwnmemError):
-    """A tool call's failure: answered with ``status`` and {"error": error}."""
+class OperatorError(BindingRefusal):
+    """A tool call's failure: answered with its code's status and {"error": code}."""
 
     code = "operator"
-
-    def __init__(self, status: int, error: str, message: str = "") -> None:
-        super().__init__(message or error)
-        self.status, self.error = status, error
 
 
 agent_info = staging.agent_info     # the one derivation of an agent's author key
@@ -134,10 +131,10 @@ def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | No
     v = params.get(name)
     if v is None:
         if required:
-            raise OperatorError(400, "invalid_params", f"{name} is required")
+            raise OperatorError(B.INVALID_PARAMS, f"{name} is required")
         return None
     if not isinstance(v, str):
-        raise OperatorError(400, "invalid_params", f"{name} must be a string")
+        raise OperatorError(B.INVALID_PARAMS, f"{name} must be a string")
     return v
 
 
@@ -317,7 +314,7 @@ class Operator:
             staging.refused(self._write_audit(), name, prefix,
                             f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)",
                             cred.session_id)
-        raise OperatorError(429, no.code, no.message)
+        raise OperatorError(B(no.code), no.message)
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -485,7 +482,7 @@ class Operator:
         if key.key_id in store.revoked_keys():
             # the person revoked this agent's author key (`ownmem trust remove`): the service
             # does not lift that by writing under it again
-            raise OperatorError(401, "unauthenticated", "this agent's author key was revoked in the vault")
+            raise OperatorError(B.UNAUTHENTICATED, "this agent's author key was revoked in the vault")
         if key.key_id not in store.known_keys():
             self.v.trust_add(key.public)
             self._meta_dirty = True
@@ -524,14 +521,14 @@ class Operator:
         content = text_param(params, "content", required=True)
         assert content is not None
         if not content.strip():
-            raise OperatorError(400, "empty_content", "content is empty or only white space")
+            raise OperatorError(B.EMPTY_CONTENT, "content is empty or only white space")
         if len(content) > MAX_CONTENT:
-            raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
+            raise OperatorError(B.CONTENT_TOO_LARGE, f"at most {MAX_CONTENT} characters per memory")
         sensitivity = params.get("sensitivity")
         try:
             staging.check_write(sensitivity if isinstance(sensitivity, str) else None)
         except staging.WriteRefused as e:
-            raise OperatorError(403, "write_refused", str(e)) from None
+            raise OperatorError(B.WRITE_REFUSED, str(e)) from None
         with self.lock:
             w = self._store_signed(cred, content, {"uomp": {"source": "agent", "agent_id": cred.agent,
                                                             "staged": True}})
@@ -610,7 +607,7 @@ class Operator:
             with v.store.transaction():
                 v.store.put_pending(w)
         except StoreError as e:
-            raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+            raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE, str(e)) from None
         return w
 
     def _log_receipt(self, w: PendingWrite) -> None:
@@ -641,7 +638,7 @@ class Operator:
         # (the process died) is settled by ``recover_pending`` from the log.
         with self.v.store.transaction():
             self.v.store.drop_pending(w.obj.object_id)
-        raise OperatorError(503, "operator_log_unavailable", "the receipt could not be written; nothing was stored")
+        raise OperatorError(B.OPERATOR_LOG_UNAVAILABLE, "the receipt could not be written; nothing was stored")
 
     def recall(self, cred: Credential, params: dict[str, Any]) -> list[dict[str, Any]]:
         query = text_param(params, "query", required=False)
@@ -684,23 +681,23 @@ class Operator:
             try:
                 p = parse_share_params(params)
                 if not p.grantees:
-                    raise ToolRefused(400, "invalid_grantee", "name at least one grantee")
+                    raise ToolRefused(B.INVALID_GRANTEE, "name at least one grantee")
                 if not p.cells:
-                    raise ToolRefused(404, "shard_not_found", "name at least one cell to share")
+                    raise ToolRefused(B.SHARD_NOT_FOUND, "name at least one cell to share")
                 check_share_rules(p, self.v.holder().holder_id, now)
             except ToolRefused as e:
-                raise OperatorError(e.status, e.error, str(e)) from None
+                raise OperatorError(e.error, str(e)) from None
             cells = tuple(dict.fromkeys(p.cells))
             objects = []
             for cid in cells:
                 if self.index.is_shared(cid):
                     # a cell another holder shared with this one: not this holder's to share
-                    raise OperatorError(403, "not_holder", "a listed cell is another holder's")
+                    raise OperatorError(B.NOT_HOLDER, "a listed cell is another holder's")
                 oid = self._visible_object(cred, cid)
                 if oid is None or self._opened[oid][0].opened.trust is not Trust.SELF:
                     # only the person's own memories can be shared (vault/sharing.py share_objects):
                     # refused now rather than staged for a confirmation that must fail
-                    raise OperatorError(404, "shard_not_found", "a listed cell is none of the person's own memories")
+                    raise OperatorError(B.SHARD_NOT_FOUND, "a listed cell is none of the person's own memories")
                 objects.append(oid)
             rid = self._request(cred, "share", tuple(objects), cells,
                                 ShareTerms(p.grantees, p.mode, p.scope, p.expires), "saihm_share")
@@ -747,7 +744,7 @@ class Operator:
             try:
                 return tool_revoke_share(self.syncer, params, now=self.now())
             except ToolRefused as e:
-                raise OperatorError(e.status, e.error, str(e)) from None
+                raise OperatorError(e.error, str(e)) from None
 
     def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         ident = text_param(params, "id", required=True)
@@ -758,7 +755,7 @@ class Operator:
             cid = b""
         with self.lock:
             if cid and self.index.is_shared(cid):
-                raise OperatorError(403, "not_holder", "that cell is another holder's")
+                raise OperatorError(B.NOT_HOLDER, "that cell is another holder's")
             store = self.v.store
             oid = self._visible_object(cred, cid)
             if oid is None:
@@ -780,7 +777,7 @@ class Operator:
                 self.v.forget(oid.hex())       # the next refresh finds its versions gone
             except OwnmemError as e:
                 self.index.put(withdrawn)     # nothing changed: the erasure did not happen
-                raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+                raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE, str(e)) from None
             receipt = store.erase_receipt(cid)
             anchor = parse_receipt(receipt).receipt_id.hex() if receipt is not None else None
             self.refresh()
@@ -793,7 +790,7 @@ class Operator:
             except SyncError:
                 confirmed = False
             if not confirmed:
-                raise OperatorError(503, "operator_log_unavailable",
+                raise OperatorError(B.OPERATOR_LOG_UNAVAILABLE,
                                     "access is withdrawn; the FORGET receipt is pending and retried")
             out: dict[str, Any] = {"success": True, "cellId": ident, "epoch": str(now)}
             if anchor is not None:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ownmem.errors import StoreError
+from ownmem.uomp.errors import InvalidRequest
 from ownmem.uomp.guard import Basis
 from ownmem.uomp.items import FIELDS
-from ownmem.uomp.tokens import InvalidRequest, Scopes
+from ownmem.uomp.tokens import Scopes
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"

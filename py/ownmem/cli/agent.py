@@ -236,13 +236,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = binding.app()
     from server.guard import BodyDeadline, BodyTimeout
 
-    from ownmem.agent.uomp_api import KeyReads, mount
+    from ownmem.agent.uomp_api import KeyReads
+    from ownmem.agent.uomp_mount import mount
     from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from ownmem.agent.guarded import SaihmGuard
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
-    app.add_exception_handler(BodyTimeout, body_timeout)
+    app.add_exception_handler(BodyTimeout, body_timeout)     # in the protocol's shape (answers.refusal)
     # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s, as the
     # blind server cuts them (httptools kept: the Guard's hot path parses with it)
     grace, rate = body_limits()

@@ -25,7 +25,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from ownmem.uomp.tokens import AccessDenied
+from ownmem.uomp.errors import AccessDenied
 
 APPROVAL_INFO = b"ownmem/v1/uomp-approval"
 APPROVAL_HEADER = "X-Ownmem-Approval"
