@@ -50,6 +50,11 @@ TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saih
          "saihm_revoke_share", *GOVERNANCE)
 
 
+# The SAIHM binding's routes: (path, methods, the Binding method that answers).  The app is built
+# from this table and the test that walks every route reads it (tests/agent/test_every_route.py).
+ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = ((PATH, ("POST",), "saihm"), ("/health", ("GET",), "health"))
+
+
 class BindRefused(OwnmemError):
     code = "bind_refused"
 
@@ -132,8 +137,8 @@ class Binding:
     def app(self) -> Starlette:
         # one place turns an error into an answer (answers.HANDLERS), for the binding's routes and
         # for the UOMP API's, mounted into this app
-        return Starlette(routes=[Route(PATH, self.saihm, methods=["POST"]), Route("/health", self.health)],
-                         exception_handlers=HANDLERS)
+        return Starlette(routes=[Route(path, getattr(self, name), methods=list(methods))
+                                 for path, methods, name in ROUTES], exception_handlers=HANDLERS)
 
 
 class SyncThread:
