@@ -5,7 +5,7 @@
     vault gives, over this very request; the admin file alone answers 403, audited)
       POST /v1/sessions                 create        -> created
       POST /v1/sessions/{id}/grant      grant         -> {token, token_type, expires_at}
-      POST /v1/audit/prune              (audit_sync.attach)
+      POST /v1/audit/prune              (uomp_mount.attach_audit)
     admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices): narrowing
     and reading only, harmless in the hands of a same-user process that read the file
       POST /v1/sessions/{id}/revoke     revoke        (blacklisted at once, durably)
@@ -28,9 +28,10 @@ notifies the live stream, the agent's watch loop pulls it, and the refresh hook 
 session (durably, blacklisted, audited) before the next read is decided.
 
 Thin: parse, tokens.verify, guard.decide, audit (durable before the answer), answer.  Every
-error is {"error": {"code", "message", "session_id"}}.  GET /v1/memory/{key}, the hot path
-(issue 10's 1,800 req/s), reaches the same Guard through ``KeyReads``, an ASGI layer in front
-of Starlette's routing (same decision, same audit, same answer bytes).  Items are read from a snapshot that
+error is {"error": {"code", "message", "session_id"}} (answers.error, its status from
+ownmem.uomp.errors).  GET /v1/memory/{key}, the hot path (issue 10's 1,800 req/s), reaches the
+same Guard through ``uomp_mount.KeyReads``, an ASGI layer in front of Starlette's routing (same
+decision, same audit, same answer bytes).  Items are read from a snapshot (item_view.py) that
 the operator's refresh replaces (never under the operator's lock on the event loop).
 """
 from __future__ import annotations
@@ -48,27 +49,51 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ownmem.agent.answers import NO_STORE, error, ok, store_error
-from ownmem.agent.item_view import MAX_QUERY, ItemView, in_scope_order, too_long
+from ownmem.agent.approvals import Approvals
 from ownmem.agent.audit import AuditEntry, AuditLog, new_id
 from ownmem.agent.door import parse_json
-from ownmem.agent.retention import RETENTION_DAYS
-from ownmem.agent.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
-                                   duration_minutes, parse_grant)
+from ownmem.agent.item_view import MAX_QUERY, ItemView, in_scope_order, too_long
+from ownmem.agent.sessions import (
+    DEFAULT_MINUTES,
+    MAX_NAME,
+    AdminCredential,
+    Session,
+    SessionStore,
+    duration_minutes,
+    parse_grant,
+)
 from ownmem.agent.strangers import ACTION as STRANGER_ACTION
 from ownmem.agent.strangers import WINDOW as STRANGER_WINDOW
 from ownmem.agent.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
 from ownmem.agent.strangers import Tally
 from ownmem.aperto.model import Trust
 from ownmem.errors import StoreError
-from ownmem.uomp import approval, guard
-from ownmem.uomp.errors import UNCOUNTED, HttpRefusal, InvalidToken, SessionNotFound, UompError, error_body
+from ownmem.uomp import guard
+from ownmem.uomp.errors import (
+    UNCOUNTED,
+    HttpRefusal,
+    InvalidToken,
+    SessionNotFound,
+    UompError,
+    error_body,
+)
 from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.items import Item
-from ownmem.uomp.tokens import (AuthKey, Claims, Scopes, Verified, check_expiry, issue, iso,
-                                token_hash, verify, verify_signature)
+from ownmem.uomp.tokens import (
+    AuthKey,
+    Claims,
+    Scopes,
+    Verified,
+    check_expiry,
+    iso,
+    issue,
+    token_hash,
+    verify,
+    verify_signature,
+)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
@@ -83,9 +108,10 @@ class Uomp:
         self.sessions = SessionStore(folder)
         self.audit = AuditLog(folder, audit_key, group=group_commit)
         self.admin_secret = AdminCredential(folder).ensure()
-        self.approval_key = approval_key      # None: no widening request is ever approved
-        self._nonces = approval.Nonces()
         self.audience = f"http://127.0.0.1:{port}"
+        # approval_key None: no widening request is ever approved
+        self.approvals = Approvals(approval_key, self.audience, self.admin_secret, self.sessions, self.audit,
+                                   lambda: self.now())
         self.items = ItemView()
         self._bodies: dict[tuple[bytes, tuple[str, ...] | None], tuple[Item, bytes]] = {}
         self.search = search
@@ -114,7 +140,7 @@ class Uomp:
 
     # ------------------------------------------------------------------ plumbing
     def _is_admin(self, r: HttpRequest) -> bool:
-        return AdminCredential.matches(self.admin_secret, r.headers.get(ADMIN_HEADER))
+        return self.approvals.is_admin(r)
 
     async def _raw(self, r: HttpRequest) -> bytes:
         declared = r.headers.get("content-length")
@@ -136,43 +162,7 @@ class Uomp:
             raise UompError("body is not JSON text (UTF-8, no lone surrogate)") from None
 
     async def _approved_body(self, r: HttpRequest, what: str) -> bytes | Response:
-        """The body of a request the person approved, or the answer refusing it (a caller with
-        neither header is refused before its body is read)."""
-        if approval.APPROVAL_HEADER not in r.headers and not self._is_admin(r):
-            return error(E.INVALID_TOKEN, "admin credential required")
-        try:
-            raw = await self._raw(r)
-        except UompError as e:
-            return error(E.INVALID_REQUEST, str(e))
-        refused = await self.refuse_unapproved(r, raw, what)
-        return raw if refused is None else refused
-
-    async def refuse_unapproved(self, r: HttpRequest, raw: bytes, what: str) -> Response | None:
-        """None when the person approved exactly this request (approval.check, then the replay
-        cache); else the answer.  No approval header and no admin secret: 401, as before, and
-        not audited (a stranger writes nothing).  The admin secret without a valid approval (a
-        process of the person's OS user that read uomp-admin) or a bad approval: 403, and a
-        refused entry in the audit, so the person sees the attempt."""
-        header = r.headers.get(approval.APPROVAL_HEADER)
-        now = self.now()
-        try:
-            if self.approval_key is None:
-                raise approval.ApprovalRefused("no approval key on this service")
-            a = approval.check(self.approval_key, header, self.audience, r.method, r.scope["path"], raw, now)
-            self._nonces.admit(a, now)
-            return None
-        except approval.ApprovalRefused as e:
-            reason = f"{what} refused: {e} (the admin file is no proof of the person)"
-        sid = r.path_params.get("sid")
-        if not self._is_admin(r):
-            if header is None:
-                return error(E.INVALID_TOKEN, "admin credential required")
-            return error(E.ACCESS_DENIED, f"{what} needs the person's approval", sid)
-        s = self.sessions.get(sid) if isinstance(sid, str) else None
-        await self.audit.arecord(AuditEntry(new_id(), now, s.session_id if s else "", s.agent_id if s else "",
-                                            "approval_refused", None, None, (), False, reason))
-        return error(E.ACCESS_DENIED, f"{what} needs the person's approval (their passphrase), "
-                                           "not the admin file", sid)
+        return await self.approvals.body(r, what, self._raw)
 
     def _bearer(self, r: HttpRequest) -> str | None:
         return _bearer_of(r.headers.get("authorization", ""))
@@ -558,14 +548,14 @@ class Uomp:
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
         Request object, the exception middleware and the route scan (the Bar's hot path: a
-        third of its CPU).  The same _guard decides; a StoreError answers as _store_error."""
+        third of its CPU).  The same _guard decides; a StoreError answers as answers.store_error."""
         bearer = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 bearer = _bearer_of(value.decode("latin-1"))
                 break
         try:
-            resp = await self._guard(bearer, self._req("key", key=scope["path"][len(_KEY_PREFIX):]), "read")
+            resp = await self._guard(bearer, self._req("key", key=scope["path"][len(KEY_PREFIX):]), "read")
         except StoreError as e:
             _log.warning("store failure on %s: %s", scope["path"], e)
             resp = await store_error(HttpRequest(scope), e)
@@ -591,25 +581,9 @@ ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("/v1/memory", ("GET",), "memory_tag"),
     ("/v1/memory/{key:path}", ("GET", "PUT", "DELETE"), "memory_key"),
 )
-_KEY_PREFIX = "/v1/memory/"
+KEY_PREFIX = "/v1/memory/"
 def _bearer_of(h: str) -> str | None:
     return h[7:].strip() if h[:7].lower() == "bearer " else None
-
-
-class KeyReads:
-    """The ASGI app the agent serves, around the Starlette app: GET /v1/memory/{key} straight
-    to Uomp.read_key (what the router would pick: every GET under /v1/memory/ but
-    /v1/memory/aggregate), outside even Starlette's error middleware; all else unchanged."""
-
-    def __init__(self, app: ASGIApp, u: Uomp) -> None:
-        self.app, self.u = app, u
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(_KEY_PREFIX)
-                and scope["path"] != "/v1/memory/aggregate" and not scope.get("root_path")):
-            await self.u.read_key(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
 
 
 def revocation_of(e: Any) -> str | None:
@@ -623,5 +597,3 @@ def revocation_of(e: Any) -> str | None:
     sid: str = rec["session_id"]
     return sid
 
-
-__all__ = ["Uomp", "RETENTION_DAYS"]

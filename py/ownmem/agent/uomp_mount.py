@@ -2,7 +2,7 @@
 (uomp_api.Uomp) keyed from the unlocked vault, its item view kept in step with the operator's
 refreshes, owner-signed revocations from the person's other devices honoured, its sessions
 published (published.py) and its audit batched, anchored and synced (audit_sync.py), with the
-admin route POST /v1/audit/prune."""
+admin route POST /v1/audit/prune; and the ASGI app served around it (KeyReads: the hot path)."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ownmem.agent.answers import error, ok
 from ownmem.agent.audit import AUDIT_INFO
@@ -21,7 +22,13 @@ from ownmem.agent.audit_sync import INTERVAL, INTERVAL_ENV, AuditSync
 from ownmem.agent.operator import Operator
 from ownmem.agent.published import attach as attach_published
 from ownmem.agent.retention import RetentionRefused
-from ownmem.agent.uomp_api import NO_GROUP_COMMIT_ENV, ROUTES, Uomp, revocation_of
+from ownmem.agent.uomp_api import (
+    KEY_PREFIX,
+    NO_GROUP_COMMIT_ENV,
+    ROUTES,
+    Uomp,
+    revocation_of,
+)
 from ownmem.uomp import approval
 from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.tokens import AUTH_INFO
@@ -71,7 +78,7 @@ def mount(app: Starlette, op: Operator, folder: Path, port: int) -> Uomp:
 
 
 def attach_audit(u: Uomp, op: Operator, folder: Path, app: Starlette) -> AuditSync:
-    """Start batching the audit of ``u`` (api.Uomp) over operator ``op``, whose agent write
+    """Start batching the audit of ``u`` (uomp_api.Uomp) over operator ``op``, whose agent write
     attempts it records too; mount the admin route ``POST /v1/audit/prune {"before": unix
     seconds}`` on ``app``."""
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
@@ -83,7 +90,7 @@ def attach_audit(u: Uomp, op: Operator, folder: Path, app: Starlette) -> AuditSy
 
     async def prune(r: Request) -> Response:
         raw = await r.body()
-        refused: Response | None = await u.refuse_unapproved(r, raw, "pruning the audit")   # the person's proof, not the file
+        refused: Response | None = await u.approvals.refuse_unapproved(r, raw, "pruning the audit")   # the person's proof, not the file
         if refused is not None:
             return refused
         try:
@@ -101,3 +108,19 @@ def attach_audit(u: Uomp, op: Operator, folder: Path, app: Starlette) -> AuditSy
 
     app.router.routes.append(Route(PRUNE_ROUTE[0], prune, methods=list(PRUNE_ROUTE[1])))
     return s.start()
+
+
+class KeyReads:
+    """The ASGI app the agent serves, around the Starlette app: GET /v1/memory/{key} straight
+    to Uomp.read_key (what the router would pick: every GET under /v1/memory/ but
+    /v1/memory/aggregate), outside even Starlette's error middleware; all else unchanged."""
+
+    def __init__(self, app: ASGIApp, u: Uomp) -> None:
+        self.app, self.u = app, u
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(KEY_PREFIX)
+                and scope["path"] != "/v1/memory/aggregate" and not scope.get("root_path")):
+            await self.u.read_key(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)

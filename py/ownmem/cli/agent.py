@@ -236,8 +236,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = binding.app()
     from server.guard import BodyDeadline, BodyTimeout
 
-    from ownmem.agent.uomp_api import KeyReads
-    from ownmem.agent.uomp_mount import mount
+    from ownmem.agent.uomp_mount import KeyReads, mount
     from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from ownmem.agent.guarded import SaihmGuard
 

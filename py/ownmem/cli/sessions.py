@@ -237,7 +237,7 @@ def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     against its anchor in the public log (ownmem.agent.audit_sync); problems go to stderr."""
     from ownmem.errors import SyncError
     from ownmem.vault.sync import Syncer, syncer_for
-    from ownmem.agent.audit_sync import audit_view, log_anchor_check, log_newer_anchors
+    from ownmem.agent.audit_batches import audit_view, log_anchor_check, log_newer_anchors
 
     v = _unlock(args)
     try:

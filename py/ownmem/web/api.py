@@ -456,11 +456,11 @@ class App:
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
-        """The UOMP audit synced to this vault (ownmem.agent.audit_sync), newest first, optionally
+        """The UOMP audit synced to this vault (ownmem.agent.audit_batches), newest first, optionally
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
-        from ownmem.agent.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
+        from ownmem.agent.audit_batches import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
         if self._linked() is not None:
