@@ -20,8 +20,6 @@ keccak256 comes from @noble/hashes through the worker's glue.
 """
 from __future__ import annotations
 
-from __future__ import annotations
-
 import functools
 import json
 import time
@@ -30,13 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ownmem import syncwire as wire
+from ownmem.agent.retention import DAY, RETENTION_DAYS, accounted, uncovered
 from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt, verify_receipt
 from ownmem.vault.vault import Entry
-from ownmem.agent.retention import DAY, RETENTION_DAYS, accounted, uncovered
 
 AUDIT_RECORD = "uomp_audit"          # one of control.CONTROL_EXTENSIONS
 RECORD_TAG = "uomp-audit"
@@ -57,6 +56,7 @@ ENTRY_FIELDS = ("id", "timestamp", "session_id", "agent_id", "action", "key", "t
 
 def keccak256(data: bytes) -> bytes:
     """Keccak-256 (Ethereum's, not SHA3-256): pycryptodome; in the browser, @noble/hashes."""
+    # an optional dependency: pycryptodome on a device, the worker's glue in the browser
     try:
         from Crypto.Hash import keccak
     except ImportError:     # Pyodide: the bundle carries no pycryptodome; the worker's glue does it
@@ -368,8 +368,6 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
     anchored a moment before it is sealed and synced).  A vault holding no batch: its anchors of
     the last RETENTION_DAYS, which no deletion can have forgotten (every batch deleted at once, or
     withheld: the audit shown is empty, never silently)."""
-    from ownmem import syncwire as wire
-
     v = syncer.v
     holder = v.holder()
     log = syncer.log_watch().log

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -32,12 +32,10 @@ from starlette.routing import Route
 from ownmem.agent.answers import HANDLERS, saihm_error
 from ownmem.agent.credentials import Credential, CredentialFile, authenticate
 from ownmem.agent.door import parse_json
+from ownmem.agent.guarded import SaihmGuard
 from ownmem.agent.operator import Operator, OperatorError
 from ownmem.errors import OwnmemError
 from ownmem.saihm.errors import B
-
-if TYPE_CHECKING:
-    from ownmem.agent.guarded import SaihmGuard
 
 _log = logging.getLogger("ownmem.agent")
 
