@@ -20,6 +20,7 @@ from uompkit import Uomp, error_body
 
 from ownmem.agent import audit_batches as ab
 from ownmem.agent import audit_sync as au
+from ownmem.crypto import sha256
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import iso
 
@@ -101,7 +102,7 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     for e in b.doc["entries"]:
         if e["action"] == "deletion_proof" and e["allowed"]:
             assert e["key"] == "del_anchor_1"
-            leaves.append(expected + au.sha256(ab.canonical(e)))
+            leaves.append(expected + sha256(ab.canonical(e)))
         else:
             leaves.append(ab.leaf(e, b.doc["sessions"].get(e["session_id"], {})))
     assert ab.merkle_root(leaves) == b.root

@@ -50,14 +50,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ownmem.agent.audit_batches import (ANCHOR_OPERATION, AUDIT_RECORD, ENTRY_FIELDS, RECORD_TAG, Batch, batch_root,
+                                        canonical, read_batches)
+from ownmem.agent.retention import PRUNED_ACTION, Pruned, check_cutoff, pruned_entry
+from ownmem.agent.strangers import ACTION as STRANGER_ACTION
+from ownmem.agent.ticker import Ticker
 from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault.vault import Entry
-from ownmem.agent.retention import PRUNED_ACTION, Pruned, check_cutoff, pruned_entry
-from ownmem.agent.strangers import ACTION as STRANGER_ACTION
-from ownmem.agent.ticker import Ticker
-from ownmem.agent.audit_batches import (ANCHOR_OPERATION, AUDIT_RECORD, Batch, ENTRY_FIELDS, RECORD_TAG, batch_root, canonical, read_batches)
 
 _log = logging.getLogger("ownmem.uomp")
 
