@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ownmem.agent.audit_batches import (ANCHOR_OPERATION, AUDIT_RECORD, ENTRY_FIELDS, RECORD_TAG, Batch, batch_root,
                                         canonical, read_batches)
@@ -59,6 +59,10 @@ from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault.vault import Entry
+
+if TYPE_CHECKING:       # not imported at run time: the CLI's prune_batches needs neither, nor their HTTP stack
+    from ownmem.agent.operator import Operator
+    from ownmem.agent.uomp_api import Uomp
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -201,8 +205,8 @@ class _State:
 class AuditSync:
     """Seals the audit of the running service in batches, anchors and syncs them."""
 
-    op: Any                                  # agent.operator.Operator
-    u: Any                                   # api.Uomp
+    op: Operator
+    u: Uomp
     folder: Path
     interval: float = INTERVAL
     max_entries: int = MAX_ENTRIES

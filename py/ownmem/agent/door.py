@@ -37,8 +37,10 @@ BODY_MIN_RATE = 16384.0            # bytes per second beyond it, as OWNMEM_BODY_
 
 
 HEADER_TIMEOUT = 10.0              # seconds, as the blind server's OWNMEM_HEADER_TIMEOUT
-_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: 19\r\n"
-              b"Connection: close\r\n\r\n{\"error\":\"timeout\"}")
+# headers that never completed name no path: the answer is the SAIHM binding's (the port's first)
+_TIMEOUT_BODY = json.dumps({"error": B.TIMEOUT.value}, separators=(",", ":")).encode()
+_TIMED_OUT = (f"HTTP/1.1 {B.TIMEOUT.status} Request Timeout\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(_TIMEOUT_BODY)}\r\nConnection: close\r\n\r\n").encode() + _TIMEOUT_BODY
 
 
 class TimedHttpTools(HttpToolsProtocol):

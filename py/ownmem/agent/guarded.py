@@ -43,6 +43,7 @@ from ownmem.vault.vault import Entry
 from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
 from ownmem.agent.operator import OperatorError
 from ownmem.saihm.errors import B
+from ownmem.uomp.errors import ErrorCode as E
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -58,7 +59,7 @@ TOOL_PATHS = {"saihm_recall": "query", "saihm_status": "session", "saihm_remembe
               "saihm_forget": "forget", "saihm_share": "share", "saihm_revoke_share": "unshare"}
 ACTIONS = {"saihm_recall": "query", "saihm_status": "status", "saihm_remember": "write",
            "saihm_forget": "forget", "saihm_share": "share", "saihm_revoke_share": "revoke_share"}
-_SESSION_CODES = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "TOKEN_EXPIRED")
+_SESSION_CODES = (E.SESSION_NOT_FOUND, E.SESSION_REVOKED, E.INVALID_TOKEN, E.TOKEN_EXPIRED)
 
 
 # ---------------------------------------------------------------------------- pure
@@ -238,7 +239,7 @@ class SaihmGuard:
             return self._recall(cred, claims, state, req, fn, params, request_size)
         if method == "saihm_status":
             return self._status(cred, claims, state, req, fn, params, request_size)
-        if first.code == "ACCESS_DENIED":        # no write grant: forget, share, remember, revoke_share
+        if first.code == E.ACCESS_DENIED:        # no write grant: forget, share, remember, revoke_share
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
             raise OperatorError(B.WRITE_REFUSED, "this credential may not " + action.replace("_", " "))
         if method == "saihm_forget":

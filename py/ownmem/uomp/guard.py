@@ -19,7 +19,8 @@ in the order of "Access Control" (steps 1-2, signature and expiry, are tokens.ve
   8. sensitivity=high only by exact key (never through a tag, nor the ranked query)
 With ``item`` given the same checks re-filter each item of a tag query by key-level rules.
 ``project`` applies allowed_fields; ``aggregate`` refuses what would reveal one value.
-Nothing here reads a clock, a file or the network: the HTTP layer (api.py) passes them in.
+Nothing here reads a clock, a file or the network: the HTTP layer (ownmem.agent.uomp_api) passes
+them in; every refusal's code is ownmem.uomp.errors', and so is its status.
 """
 from __future__ import annotations
 
