@@ -51,54 +51,31 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ownmem.agent.answers import NO_STORE, error, ok, store_error
+from ownmem.agent.answers import NO_STORE, error, internal_error, ok, store_error
 from ownmem.agent.approvals import Approvals
 from ownmem.agent.audit import AuditEntry, AuditLog, new_id
 from ownmem.agent.door import parse_json
 from ownmem.agent.item_view import MAX_QUERY, ItemView, in_scope_order, too_long
-from ownmem.agent.sessions import (
-    DEFAULT_MINUTES,
-    MAX_NAME,
-    AdminCredential,
-    Session,
-    SessionStore,
-    duration_minutes,
-    parse_grant,
-)
+from ownmem.agent.sessions import (DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore, duration_minutes,
+                                   parse_grant)
 from ownmem.agent.strangers import ACTION as STRANGER_ACTION
 from ownmem.agent.strangers import WINDOW as STRANGER_WINDOW
 from ownmem.agent.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
 from ownmem.agent.strangers import Tally
-from ownmem.aperto.model import Trust
 from ownmem.errors import StoreError
 from ownmem.uomp import guard
-from ownmem.uomp.errors import (
-    UNCOUNTED,
-    HttpRefusal,
-    InvalidToken,
-    SessionNotFound,
-    UompError,
-    error_body,
-)
+from ownmem.uomp.errors import UNCOUNTED, HttpRefusal, InvalidToken, SessionNotFound, UompError, error_body
 from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.items import Item
-from ownmem.uomp.tokens import (
-    AuthKey,
-    Claims,
-    Scopes,
-    Verified,
-    check_expiry,
-    iso,
-    issue,
-    token_hash,
-    verify,
-    verify_signature,
-)
+from ownmem.uomp.tokens import (AuthKey, Claims, Scopes, Verified, check_expiry, iso, issue, token_hash, verify,
+                                verify_signature)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
 REVOCATION = "uomp_revocation"   # payload extension of an owner-signed revocation record
+
+
 class Uomp:
     def __init__(self, folder: Path, auth_seed: bytes, audit_key: bytes, *, port: int,
                  search: Callable[[str], list[bytes]] | None = None,
@@ -546,9 +523,9 @@ class Uomp:
                                        tags=() if hide_tags else e.tags).to_json() for e in entries]})
 
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
-        Request object, the exception middleware and the route scan (the Bar's hot path: a
-        third of its CPU).  The same _guard decides; a StoreError answers as answers.store_error."""
+        """GET /v1/memory/{key} as routing would deliver it to memory_key, without the Request
+        object, the exception middleware and the route scan (the Bar's hot path: a third of its
+        CPU).  The same _guard decides; a failure answers as the app's handlers (answers.py)."""
         bearer = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -557,8 +534,10 @@ class Uomp:
         try:
             resp = await self._guard(bearer, self._req("key", key=scope["path"][len(KEY_PREFIX):]), "read")
         except StoreError as e:
-            _log.warning("store failure on %s: %s", scope["path"], e)
             resp = await store_error(HttpRequest(scope), e)
+        except Exception as e:   # noqa: BLE001 - outside Starlette's middleware: answered as it would
+            _log.exception("failure on %s", scope["path"])
+            resp = await internal_error(HttpRequest(scope), e)
         await resp(scope, receive, send)
 
     def routes(self) -> list[Route]:
@@ -584,16 +563,3 @@ ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
 KEY_PREFIX = "/v1/memory/"
 def _bearer_of(h: str) -> str | None:
     return h[7:].strip() if h[:7].lower() == "bearer " else None
-
-
-def revocation_of(e: Any) -> str | None:
-    """The session id an owner-signed revocation record names, or None.  Only a memory that
-    opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
-    that carries it, or an agent writing memories, cannot forge one."""
-    o = e.opened
-    rec = o.extensions.get(REVOCATION)
-    if o.trust is not Trust.SELF or not isinstance(rec, dict) or not isinstance(rec.get("session_id"), str):
-        return None
-    sid: str = rec["session_id"]
-    return sid
-

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -22,13 +23,8 @@ from ownmem.agent.audit_sync import INTERVAL, INTERVAL_ENV, AuditSync
 from ownmem.agent.operator import Operator
 from ownmem.agent.published import attach as attach_published
 from ownmem.agent.retention import RetentionRefused
-from ownmem.agent.uomp_api import (
-    KEY_PREFIX,
-    NO_GROUP_COMMIT_ENV,
-    ROUTES,
-    Uomp,
-    revocation_of,
-)
+from ownmem.agent.uomp_api import KEY_PREFIX, NO_GROUP_COMMIT_ENV, REVOCATION, ROUTES, Uomp
+from ownmem.aperto.model import Trust
 from ownmem.uomp import approval
 from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.tokens import AUTH_INFO
@@ -124,3 +120,15 @@ class KeyReads:
             await self.u.read_key(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+
+def revocation_of(e: Any) -> str | None:
+    """The session id an owner-signed revocation record names, or None.  Only a memory that
+    opens as the owner's own (Trust.SELF: signed by the owner key) counts: the blind server
+    that carries it, or an agent writing memories, cannot forge one."""
+    o = e.opened
+    rec = o.extensions.get(REVOCATION)
+    if o.trust is not Trust.SELF or not isinstance(rec, dict) or not isinstance(rec.get("session_id"), str):
+        return None
+    sid: str = rec["session_id"]
+    return sid

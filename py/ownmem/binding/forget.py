@@ -7,24 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.binding.fields import (
-    boolean,
-    bracket,
-    details,
-    ident,
-    member,
-    same_id,
-    uint,
-)
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.fields import boolean, bracket, details, ident, member, same_id, uint
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 from ownmem.saihm.errors import BindingError
 
 

@@ -7,26 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.binding.fields import (
-    boolean,
-    bracket,
-    details,
-    ident,
-    member,
-    printable,
-    same_id,
-    uint,
-)
+from ownmem.binding.fields import boolean, bracket, details, ident, member, printable, same_id, uint
 from ownmem.binding.forget import ID_RULE, id_argument
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 
 GOVERNANCE_SCOPES = ("emission_param", "protocol_upgrade")
 

@@ -11,28 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ownmem.aperto.frame import CLOSE, fragment
-from ownmem.binding.fields import (
-    _B64URL_KEY_ID,
-    SURROGATE,
-    boolean,
-    bracket,
-    compact,
-    details,
-    ident,
-    lines,
-    printable,
-    same_id,
-    uint,
-)
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.fields import (_B64URL_KEY_ID, SURROGATE, boolean, bracket, compact, details, ident, lines,
+                                   printable, same_id, uint)
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 
 # Each line of recalled plaintext is printed behind this; no line the client writes itself starts so.
 BODY = "  | "

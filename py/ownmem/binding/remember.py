@@ -7,15 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ownmem.binding.fields import bracket, details, ident, member, printable, uint
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 
 
 class RememberOutcome(str, enum.Enum):

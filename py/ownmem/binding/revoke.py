@@ -8,14 +8,7 @@ from typing import Any
 
 from ownmem.binding.fields import boolean, bracket, details, ident, member, uint
 from ownmem.binding.forget import ID_RULE, LOG_PENDING, id_argument
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.transport import Answer, Failure, Prepared, ready, refuse, result_json
 from ownmem.saihm.errors import BindingError
 
 

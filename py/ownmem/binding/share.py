@@ -6,26 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.binding.fields import (
-    HEX,
-    UINT_TEXT,
-    bracket,
-    details,
-    ident,
-    member,
-    printable,
-    uint,
-)
+from ownmem.binding.fields import HEX, UINT_TEXT, bracket, details, ident, member, printable, uint
 from ownmem.binding.forget import SHARE_STAGED, request_words, staged_request
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    refuse,
-    result_json,
-)
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 
 SHARE_TYPES = ("temporary", "permanent", "syndicate")
 SCOPES = ("read", "write", "readwrite")

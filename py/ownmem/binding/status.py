@@ -8,14 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ownmem.binding.fields import compact, details, ident, number, printable, uint
-from ownmem.binding.transport import (
-    Answer,
-    Failure,
-    Prepared,
-    failed_lines,
-    ready,
-    result_json,
-)
+from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, result_json
 
 MODES = ("TEMPORARY", "PERMANENT", "SYNDICATE")
 

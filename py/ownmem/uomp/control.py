@@ -4,7 +4,7 @@ revocation, the confirmation of a staged agent write, an agent's staged forget o
 
 They travel as ordinary sealed objects so that any of the person's devices can make them
 and every device (and the agent service) receives them through the blind server; only the
-owner's signature gives one effect (see api.revocation_of, staging.confirms).  One predicate
+owner's signature gives one effect (see agent.uomp_mount.revocation_of, staging.confirms).  One predicate
 decides what is control, so every view (SAIHM recall, the Guard, the CLI list, the PWA)
 leaves the same records out.
 """
