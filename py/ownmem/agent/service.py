@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ownmem.agent.answers import HANDLERS, saihm_error
+from ownmem.agent.answers import HANDLERS, ok, saihm_error
 from ownmem.agent.credentials import Credential, CredentialFile, authenticate
 from ownmem.agent.door import parse_json
 from ownmem.agent.guarded import SaihmGuard
@@ -127,7 +127,7 @@ class Binding:
         except OwnmemError as e:
             _log.warning("%s failed: %s", method, type(e).__name__)
             return saihm_error(B.OPERATOR_STORAGE_UNAVAILABLE)
-        return JSONResponse(result, headers={"Cache-Control": "no-store"})
+        return ok(result)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
