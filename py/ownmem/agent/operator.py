@@ -314,7 +314,7 @@ class Operator:
             staging.refused(self._write_audit(), name, prefix,
                             f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)",
                             cred.session_id)
-        raise OperatorError(B(no.code), no.message)
+        raise OperatorError(no.code, no.message)
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
