@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 
 from ownmem.agent import operator as operator_module
 from ownmem.agent.operator import Operator
-from ownmem.agent.uomp_api import mount
+from ownmem.agent.uomp_mount import mount
 from ownmem.uomp.control import is_control
 from ownmem.usecases.items import put_item
 from ownmem.vault import Vault

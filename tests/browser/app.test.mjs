@@ -1736,7 +1736,7 @@ const FORGED_AUDIT = `
 import os, sys, time
 from ownmem.crypto import run_sync
 from ownmem.saihm.receipt import make_receipt
-from ownmem.agent import audit_sync as au
+from ownmem.agent import audit_batches as au
 from ownmem.vault.sync import login_new_device
 folder, server, name, sid = sys.argv[1:5]
 s = login_new_device(folder, server, name, os.environ["PW"])

@@ -12,7 +12,7 @@ from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN, HOLDER, OTHER, Operator, Reply,
 
 from ownmem.aperto.frame import fragment
 from ownmem.mcp.server import Session
-from ownmem.saihm.client import BODY
+from ownmem.binding.recall import BODY
 
 CID = "c" * 64
 PLACEHOLDERS = ("None", "none", "undefined", "null", "NaN")

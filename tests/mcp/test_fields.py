@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN
 
-from ownmem.saihm.client import boolean, ident, lines, number, printable, uint
+from ownmem.binding.fields import boolean, ident, lines, number, printable, uint
 
 
 

@@ -11,7 +11,8 @@ import sys
 PROBE = r"""
 import asyncio, json, sys
 import ownmem.mcp.server as server
-from ownmem.saihm.client import Answer, finish_recall
+from ownmem.binding.recall import finish_recall
+from ownmem.binding.transport import Answer
 
 session = server.Session.from_env({"SAIHM_ENDPOINT_URL": "http://127.0.0.1:9/saihm", "OWNMEM_MCP_TIMEOUT": "2"})
 asyncio.run(session.call("saihm_recall", {}))
@@ -23,10 +24,12 @@ import ownmem.crypto
 print(json.dumps({"modules": sorted(sys.modules), "provider_made": ownmem.crypto._provider is not None}))
 """
 
-# What the keyless client may load of ownmem: itself, the client checks, the frame profile
+# What the keyless client may load of ownmem: itself, the client checks (ownmem.binding), the frame profile
 # (whose model and the CBOR/provider *interfaces* come along; no implementation, no key).
 ALLOWED = {"ownmem", "ownmem.errors", "ownmem.mcp", "ownmem.mcp.server", "ownmem.mcp.tools", "ownmem.mcp.transport",
-           "ownmem.saihm", "ownmem.saihm.client", "ownmem.aperto", "ownmem.aperto.frame", "ownmem.aperto.model",
+           "ownmem.binding", *(f"ownmem.binding.{m}" for m in ("fields", "transport", "remember", "recall", "forget",
+                                                               "status", "share", "revoke", "governance", "tools")),
+           "ownmem.saihm", "ownmem.saihm.errors", "ownmem.aperto", "ownmem.aperto.frame", "ownmem.aperto.model",
            "ownmem.crypto", "ownmem.crypto.interface", "ownmem.crypto.cbor"}
 FORBIDDEN = ("ownmem.vault", "ownmem.aperto.keys", "ownmem.aperto.seal", "ownmem.aperto.container",
              "ownmem.crypto.cpython", "ownmem.crypto.cose", "ownmem.saihm.identity", "ownmem.saihm.cell",
@@ -41,4 +44,4 @@ def test_the_mcp_server_loads_no_vault_no_keys_and_no_crypto_provider() -> None:
     assert ours <= ALLOWED, ours - ALLOWED
     assert not [m for m in modules if m.startswith(FORBIDDEN)]
     assert seen["provider_made"] is False
-    assert {"ownmem.mcp.server", "ownmem.saihm.client", "ownmem.aperto.frame"} <= ours    # the probe is real
+    assert {"ownmem.mcp.server", "ownmem.binding.tools", "ownmem.aperto.frame"} <= ours    # the probe is real

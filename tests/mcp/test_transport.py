@@ -19,7 +19,7 @@ from tests.mcp.mcpkit import HOLDER, TEST_TIMEOUT, TOKEN, Operator, Reply, TestS
 
 from ownmem.mcp.server import Session
 from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential
-from ownmem.saihm.client import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind
+from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind
 
 MIB = 1024 * 1024
 STATUS = Call("saihm_status", {})

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests.sync.synckit import Backend, Devices, ServerProcess
 from tests.uomp.uompkit import Uomp, error_body
 
+from ownmem.agent import audit_batches as ab
 from ownmem.agent import audit_sync as au
 from ownmem.crypto import sha256
 from ownmem.uomp.guard import proof_message
@@ -35,12 +36,12 @@ def _b64(b: bytes) -> str:
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 
 
-def _batch_with(phone: Any, pred: Callable[[dict[str, Any]], bool], since: float) -> au.Batch:
+def _batch_with(phone: Any, pred: Callable[[dict[str, Any]], bool], since: float) -> ab.Batch:
     """The synced batch holding an entry ``pred`` picks, once it reaches the phone (a batch is
     anchored in the log before it is sealed): it must come well before the service's tick."""
     while True:
         phone.sync()
-        for b in au.read_batches(phone.listing().entries):
+        for b in ab.read_batches(phone.listing().entries):
             if any(pred(e) for e in b.doc["entries"]):
                 return b
         assert time.monotonic() - since < TICK - 15, "not anchored before the batch tick"
@@ -88,10 +89,10 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     _batch_with(phone, lambda e: e["action"] == "revoked", t)
 
     # the person's phone: every batch anchored and whole; the proof's event recomputed from the proof
-    view = au.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id,
-                         anchor_check=au.log_anchor_check(phone.syncer))
+    view = ab.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id,
+                         anchor_check=ab.log_anchor_check(phone.syncer))
     assert view.warnings == [] and view.anchored == view.batches >= 3
-    batches = au.read_batches(phone.listing().entries)
+    batches = ab.read_batches(phone.listing().entries)
     assert b.doc["sessions"][sid]["deletion_proofs"] == {"del_anchor_1": "sha256:" + "cd" * 32}
     sh = _k(sid.encode() + b"calendar_agent" + b'["preference"]')
     ah = _k(b"calendar_agent")
@@ -101,20 +102,20 @@ def test_a_deletion_proof_is_anchored_at_once_and_a_device_recomputes_its_event(
     for e in b.doc["entries"]:
         if e["action"] == "deletion_proof" and e["allowed"]:
             assert e["key"] == "del_anchor_1"
-            leaves.append(expected + sha256(au.canonical(e)))
+            leaves.append(expected + sha256(ab.canonical(e)))
         else:
-            leaves.append(au.leaf(e, b.doc["sessions"].get(e["session_id"], {})))
-    assert au.merkle_root(leaves) == b.root
+            leaves.append(ab.leaf(e, b.doc["sessions"].get(e["session_id"], {})))
+    assert ab.merkle_root(leaves) == b.root
     # the replay: GatewayAccess, allowed false, on the deletion-proof path
     replay = next(e for bb in batches for e in bb.doc["entries"]
                   if e["action"] == "deletion_proof" and not e["allowed"])
     assert replay["reason"] == "deletion proof replayed" and replay["key"] is None
     owner = next(bb for bb in batches if replay in bb.doc["entries"])
-    assert au.event_hash(replay, owner.doc["sessions"][sid]) == _k(
+    assert ab.event_hash(replay, owner.doc["sessions"][sid]) == _k(
         _k(b"GatewayAccess(bytes32,bytes32,bytes32,bool)") + sh + ah
         + _k(f"/v1/sessions/{sid}/deletion-proof".encode()) + (0).to_bytes(32, "big"))
     # the grant and the revocation: SessionGranted and SessionRevoked
     rv = next(bb for bb in batches if any(e["action"] == "revoked" for e in bb.doc["entries"]))
     e_rv = next(e for e in rv.doc["entries"] if e["action"] == "revoked")
     sh_o = _k(other.encode() + b"calendar_agent" + b'["preference"]')
-    assert au.event_hash(e_rv, rv.doc["sessions"][other]) == _k(_k(b"SessionRevoked(bytes32,bytes32)") + sh_o + ah)
+    assert ab.event_hash(e_rv, rv.doc["sessions"][other]) == _k(_k(b"SessionRevoked(bytes32,bytes32)") + sh_o + ah)

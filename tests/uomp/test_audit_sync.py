@@ -21,6 +21,7 @@ from tests.uomp.uompkit import Uomp
 
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
+from ownmem.agent import audit_batches as ab
 from ownmem.agent import audit_sync as au
 from ownmem.uomp.control import is_control
 from ownmem.vault import Vault
@@ -57,60 +58,60 @@ def test_a_batched_entry_carries_every_field_of_the_audit_entry() -> None:
     assert set(doc) == {f.name for f in fields(AuditEntry)}
     assert doc == {**asdict(e), "tags": ["preference", "schedule"]}
     same = _entry(1, timestamp=1_800_000_000, tags=["preference", "schedule"], request_size=3, query_count_remaining=7)
-    assert au.canonical(doc) == au.canonical(same)
+    assert ab.canonical(doc) == ab.canonical(same)
 
 
 def test_event_hashes_are_the_drafts_keccak256_and_the_root_covers_every_field() -> None:
-    assert au.keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+    assert ab.keccak256(b"").hex() == "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
     sh = _k(b"sess_a" + b"cal" + b'["preference"]')
     ah = _k(b"cal")
     access = _entry(1)
-    assert au.event_hash(access, SESSIONS["sess_a"]) == _k(
+    assert ab.event_hash(access, SESSIONS["sess_a"]) == _k(
         _k(b"GatewayAccess(bytes32,bytes32,bytes32,bool)") + sh + ah + _k(b"/v1/memory/preference.k1")
         + (1).to_bytes(32, "big"))
     granted = _entry(2, action="grant", key=None, reason="granted")
-    assert au.event_hash(granted, SESSIONS["sess_a"]) == _k(
+    assert ab.event_hash(granted, SESSIONS["sess_a"]) == _k(
         _k(b"SessionGranted(bytes32,bytes32,uint256)") + sh + ah + (1_800_000_600).to_bytes(32, "big"))
     revoked = _entry(3, action="revoked", key=None)
-    assert au.event_hash(revoked, SESSIONS["sess_a"]) == _k(_k(b"SessionRevoked(bytes32,bytes32)") + sh + ah)
+    assert ab.event_hash(revoked, SESSIONS["sess_a"]) == _k(_k(b"SessionRevoked(bytes32,bytes32)") + sh + ah)
     denied = _entry(4, allowed=False, key=None, tag="financial", reason="tag denied")
-    assert au.event_hash(denied, SESSIONS["sess_a"]).hex() != au.event_hash(
+    assert ab.event_hash(denied, SESSIONS["sess_a"]).hex() != ab.event_hash(
         {**denied, "allowed": True}, SESSIONS["sess_a"]).hex()
     # the root is RFC 9162's tree hash over the leaves (the public log's own hashing)
     entries = [access, granted, revoked, denied, _entry(5)]
-    leaves = [au.leaf(e, SESSIONS["sess_a"]) for e in entries]
-    assert au.batch_root(entries, SESSIONS) == tlog.node_hash(
+    leaves = [ab.leaf(e, SESSIONS["sess_a"]) for e in entries]
+    assert ab.batch_root(entries, SESSIONS) == tlog.node_hash(
         tlog.node_hash(tlog.node_hash(tlog.leaf_hash(leaves[0]), tlog.leaf_hash(leaves[1])),
                        tlog.node_hash(tlog.leaf_hash(leaves[2]), tlog.leaf_hash(leaves[3]))),
         tlog.leaf_hash(leaves[4]))
     # every field of an entry is covered, not only what the event names
-    root = au.batch_root(entries, SESSIONS)
+    root = ab.batch_root(entries, SESSIONS)
     for field, value in (("reason", "forged"), ("timestamp", 1), ("response_size", 99), ("tags", [])):
         changed = [dict(e) for e in entries]
         changed[3][field] = value
-        assert au.batch_root(changed, SESSIONS) != root, field
-    assert au.batch_root(entries[:2] + entries[3:], SESSIONS) != root          # one dropped
-    assert au.batch_root(entries, {"sess_a": {**SESSIONS["sess_a"], "granted_tags": ["x"]}}) != root
+        assert ab.batch_root(changed, SESSIONS) != root, field
+    assert ab.batch_root(entries[:2] + entries[3:], SESSIONS) != root          # one dropped
+    assert ab.batch_root(entries, {"sess_a": {**SESSIONS["sess_a"], "granted_tags": ["x"]}}) != root
 
 
 def test_gaps_flag_a_missing_or_doubled_batch_but_not_what_a_deletion_entry_accounts_for() -> None:
     """Issue 19: seqs start at 1, so a batch missing below the oldest held is reported too, unless
     a deletion entry (retention.pruned_entry) in a batch held names it."""
-    def b(seq: int, root: str = "00" * 32, entries: list[dict[str, Any]] | None = None) -> au.Batch:
-        return au.Batch({"stream": "s1", "seq": seq, "root": root, "last": seq, "entries": entries or []}, bytes(16))
-    assert au.gaps([b(5), b(6), b(7)]) == {("s1", 5): "4 earlier batches of this audit (1-4) did not reach this "
+    def b(seq: int, root: str = "00" * 32, entries: list[dict[str, Any]] | None = None) -> ab.Batch:
+        return ab.Batch({"stream": "s1", "seq": seq, "root": root, "last": seq, "entries": entries or []}, bytes(16))
+    assert ab.gaps([b(5), b(6), b(7)]) == {("s1", 5): "4 earlier batches of this audit (1-4) did not reach this "
                                                     "device and no deletion in this audit accounts for them"}
     pruned = _entry(9, action="audit_pruned", key=json.dumps({"batches": {"s1": [1, 4]}, "anchored_until": 0}))
-    assert au.gaps([b(5), b(6), b(7, entries=[pruned])]) == {}      # 1-4 deleted past retention: no warning
+    assert ab.gaps([b(5), b(6), b(7, entries=[pruned])]) == {}      # 1-4 deleted past retention: no warning
     partly = _entry(9, action="audit_pruned", key=json.dumps({"batches": {"s1": [1, 2], "s2": [3, 4]}}))
-    assert "(3-4) did not reach" in au.gaps([b(5), b(6, entries=[partly])])[("s1", 5)]
+    assert "(3-4) did not reach" in ab.gaps([b(5), b(6, entries=[partly])])[("s1", 5)]
     forged = {**pruned, "allowed": False}                            # a refused deletion accounts for nothing
-    assert ("s1", 5) in au.gaps([b(5), b(6, entries=[forged])])
-    got = au.gaps([b(1), b(2), b(5), b(6), b(9), b(9, "11" * 32)])
+    assert ("s1", 5) in ab.gaps([b(5), b(6, entries=[forged])])
+    got = ab.gaps([b(1), b(2), b(5), b(6), b(9), b(9, "11" * 32)])
     assert got[("s1", 9)] == ("2 earlier batches of this audit (7-8) did not reach this device; "
                               "two different batches carry this batch's number")
     assert set(got) == {("s1", 5), ("s1", 9)}
-    assert "did not reach" in au.gaps([b(1), b(3)])[("s1", 3)]
+    assert "did not reach" in ab.gaps([b(1), b(3)])[("s1", 3)]
 
 
 def _poll(fn: Callable[[], Any], what: str, timeout: float = 30) -> Any:
@@ -129,11 +130,11 @@ def _anchors(srv: ServerProcess, holder: str) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
-def _view(d: Any, grace: int = 60) -> au.AuditView:
+def _view(d: Any, grace: int = 60) -> ab.AuditView:
     d.sync()
-    return au.audit_view(d.listing().entries, holder_id=d.v.holder().holder_id,
-                         anchor_check=au.log_anchor_check(d.syncer),
-                         newer_anchors=au.log_newer_anchors(d.syncer, grace=grace))
+    return ab.audit_view(d.listing().entries, holder_id=d.v.holder().holder_id,
+                         anchor_check=ab.log_anchor_check(d.syncer),
+                         newer_anchors=ab.log_newer_anchors(d.syncer, grace=grace))
 
 
 def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_in_the_log(
@@ -153,7 +154,7 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     phone = devices.join(srv.url, uv.vault.name, label="phone")
     holder = phone.v.holder().holder_id.hex()
 
-    def seen() -> au.AuditView | None:
+    def seen() -> ab.AuditView | None:
         v = _view(phone)
         return v if {e["session_id"] for e in v.entries} >= {sid, other} else None
     view = _poll(seen, "the audit reaches the phone")
@@ -168,10 +169,10 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     assert set(theme) >= {"id", "timestamp", "session_id", "agent_id", "action", "key", "tags", "allowed", "reason",
                           "request_size", "response_size", "query_count_remaining"}      # UOMP 18.1
     # filtered by session, the same rows of that session only
-    only = au.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id, session=other)
+    only = ab.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id, session=other)
     assert {e["session_id"] for e in only.entries} == {other} and only.entries[0]["key"] == "user.password"
     # the batches are control records, never listed as memory, nor recalled by an agent (SAIHM)
-    batches = [e for e in phone.listing().entries if au.AUDIT_RECORD in e.opened.extensions]
+    batches = [e for e in phone.listing().entries if ab.AUDIT_RECORD in e.opened.extensions]
     assert batches and all(is_control(e.opened.extensions) for e in batches)
     recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm", headers={"Authorization": issue(uv.vault.env, "notes")},
                           json={"method": "saihm_recall", "params": {"query": ""}}, timeout=30)
@@ -181,7 +182,7 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
 
     # the anchors: RECALL receipts whose subject is a batch root, no detail, no key/value/tag/session
     anchors = _anchors(srv, holder)
-    roots = {b.root for b in au.read_batches(phone.listing().entries)}
+    roots = {b.root for b in ab.read_batches(phone.listing().entries)}
     assert roots <= {bytes.fromhex(a["subject_id"]) for a in anchors}
     for a in anchors:
         raw = bytes.fromhex(a["receipt"])
@@ -219,7 +220,7 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
 
 def _batch_cells(d: Any) -> dict[int, bytes]:
     """seq -> cellId of each audit batch a device holds."""
-    batches = au.read_batches(d.listing().entries)
+    batches = ab.read_batches(d.listing().entries)
     cells = d.v.store.cell_ids_of([b.object_id for b in batches])
     return {b.key[1]: cells[b.object_id] for b in batches}
 
@@ -256,7 +257,7 @@ def test_a_hostile_server_dropping_or_spoiling_a_batch_is_flagged(
         db.close()
     tablet = devices.join(srv.url, uv.vault.name, label="tablet")
     view = _view(tablet, grace=0)          # no batch is being sealed now: the test made no read since
-    held = {b.key[1] for b in au.read_batches(tablet.listing().entries)}
+    held = {b.key[1] for b in ab.read_batches(tablet.listing().entries)}
     assert dropped not in held and spoilt not in held and newest not in held
     # the newest withheld: no later batch shows its gap, the log's anchor of it does
     assert any("has not reached this device" in w and w.startswith("an audit batch anchored")
@@ -278,7 +279,7 @@ def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(
 
         h = v.holder()
         entries = [_entry(i) for i in range(3)]
-        root = au.batch_root(entries, SESSIONS)
+        root = ab.batch_root(entries, SESSIONS)
 
         def anchor(subject: bytes) -> str:
             return run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL",
@@ -287,10 +288,10 @@ def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(
                "sessions": SESSIONS, "entries": entries, "anchor": anchor(root)}
         altered = [dict(e) for e in entries]
         altered[1]["allowed"], altered[1]["reason"] = False, "quietly rewritten"
-        v.add("b1", extensions={au.AUDIT_RECORD: doc})
-        v.add("b2", extensions={au.AUDIT_RECORD: {**doc, "seq": 2, "entries": altered}})
-        v.add("b3", extensions={au.AUDIT_RECORD: {**doc, "seq": 3, "anchor": anchor(b"\x01" * 32)}})
-        view = au.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
+        v.add("b1", extensions={ab.AUDIT_RECORD: doc})
+        v.add("b2", extensions={ab.AUDIT_RECORD: {**doc, "seq": 2, "entries": altered}})
+        v.add("b3", extensions={ab.AUDIT_RECORD: {**doc, "seq": 3, "anchor": anchor(b"\x01" * 32)}})
+        view = ab.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
         problems = {e["batch"]["seq"]: e["batch"]["problem"] for e in view.entries}
         assert problems[1] is None
         assert "do not hash to the root" in problems[2]
@@ -298,7 +299,7 @@ def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(
         assert len(view.warnings) == 2 and view.anchored == 1
         # read again (the PWA does on every sync): the kept verdicts are per batch content, so
         # b1 and b2, one root and one anchor, are still told apart
-        again = au.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
+        again = ab.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
         assert again.to_json() == view.to_json()
     finally:
         v.close()
@@ -315,20 +316,20 @@ def test_a_version_2_batch_carries_its_entries_as_json_text_and_one_that_does_no
 
         h = v.holder()
         entries = [_entry(i) for i in range(3)]
-        root = au.batch_root(entries, SESSIONS)
+        root = ab.batch_root(entries, SESSIONS)
         anchor = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="RECALL",
                                        subject_id=root, timestamp=1)).to_cbor().hex()
         doc = {"v": 1, "stream": "s", "seq": 1, "first": 0, "last": 1_800_000_002, "count": 3, "root": root.hex(),
                "sessions": SESSIONS, "entries": entries, "anchor": anchor}
-        text = "[" + ",".join(au.canonical(e).decode() for e in entries) + "]"
-        v.add("b1", extensions={au.AUDIT_RECORD: doc})
-        v.add("b2", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 2, "entries": text}})
-        v.add("b3", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 3, "entries": text[:-1]}})
-        v.add("b4", extensions={au.AUDIT_RECORD: {**doc, "v": 2, "seq": 4, "entries": "[1, 2]"}})
-        batches = au.read_batches(v.open_all().entries)
+        text = "[" + ",".join(ab.canonical(e).decode() for e in entries) + "]"
+        v.add("b1", extensions={ab.AUDIT_RECORD: doc})
+        v.add("b2", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 2, "entries": text}})
+        v.add("b3", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 3, "entries": text[:-1]}})
+        v.add("b4", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 4, "entries": "[1, 2]"}})
+        batches = ab.read_batches(v.open_all().entries)
         assert [b.key[1] for b in batches] == [1, 2]
         assert batches[0].doc["entries"] == batches[1].doc["entries"] == entries
-        view = au.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
+        view = ab.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
         assert {e["batch"]["seq"]: e["batch"]["problem"] for e in view.entries} == {1: None, 2: None}
     finally:
         v.close()
@@ -417,13 +418,13 @@ def test_a_prune_past_the_retention_is_itself_an_audit_entry_and_its_gap_is_acco
     assert not [e for e in entries if e["session_id"] == "sess_old"]
     (deletion,) = [e for e in entries if e["action"] == "audit_pruned"]
     assert deletion["allowed"] and deletion["reason"].startswith("retention: 3 entries (")
-    assert json.loads(deletion["key"])["batches"] == {au.read_batches(phone.listing().entries)[0].key[0]: [1, 1]}
+    assert json.loads(deletion["key"])["batches"] == {ab.read_batches(phone.listing().entries)[0].key[0]: [1, 1]}
     assert "preference" not in json.dumps(deletion)    # counts and ranges, no content
 
     # the phone: batch 1 erased, the deletion arrives as an entry of its own batch, and the gap it
     # leaves at seq 1 is accounted for: no warning
 
-    def settled() -> au.AuditView | None:
+    def settled() -> ab.AuditView | None:
         view = _view(phone)
         held = _batch_cells(phone)
         ok = 1 not in held and old_cell not in held.values() and \
@@ -507,6 +508,6 @@ def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tm
         first = s._next()
         assert 1 <= len(first) < 10
         assert sum(len(c) for _, _, c in first) <= au.MAX_BYTES
-        assert all(c == au.canonical(d) for _, d, c in first)
+        assert all(c == ab.canonical(d) for _, d, c in first)
     finally:
         log.close()

@@ -61,7 +61,7 @@ def test_only_an_owner_signed_record_revokes(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from ownmem.aperto.model import Trust
-    from ownmem.agent.uomp_api import revocation_of
+    from ownmem.agent.uomp_mount import revocation_of
     from ownmem.vault import Vault
 
     v = Vault.create(tmp_path / "v", "correct horse battery staple 42")

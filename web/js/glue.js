@@ -239,7 +239,7 @@ export const ARGON2 = Object.freeze({ memory_kib: 64 * 1024, iterations: 3, para
 
 /** Argon2id (RFC 9106) via hash-wasm; opts = {memory_kib, iterations, parallelism, length}. */
 // Keccak-256 (Ethereum's, not SHA3-256) of the UOMP audit's event hashes
-// (ownmem.agent.audit_sync.keccak256): WebCrypto has none; synchronous, so glue-sync.js
+// (ownmem.agent.audit_batches.keccak256): WebCrypto has none; synchronous, so glue-sync.js
 // re-exports it for the path without JSPI.
 /** @param {BytesIn} data */
 export function keccak256(data) {

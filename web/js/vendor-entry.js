@@ -25,6 +25,6 @@ export { gcm as nobleGcm, aeskw as nobleAesKw } from "@noble/ciphers/aes.js";
 export { ed25519 as nobleEd25519, x25519 as nobleX25519 } from "@noble/curves/ed25519.js";
 export { hkdf as nobleHkdf } from "@noble/hashes/hkdf.js";
 export { sha256 as nobleSha256 } from "@noble/hashes/sha2.js";
-// Keccak-256 for the UOMP audit's event hashes (ownmem.agent.audit_sync), on both paths
+// Keccak-256 for the UOMP audit's event hashes (ownmem.agent.audit_batches), on both paths
 export { keccak_256 as nobleKeccak256 } from "@noble/hashes/sha3.js";
 export { argon2id as nobleArgon2id } from "@noble/hashes/argon2.js";

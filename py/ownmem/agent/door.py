@@ -11,8 +11,9 @@ A page on any site can send requests to 127.0.0.1 (Chromium and Firefox let it),
 attacker controls can be re-pointed at 127.0.0.1 (DNS rebinding) so the browser believes the
 page's own origin is being read; the first carries an Origin header, the second a Host that is
 not this port's.  No client of this port is a browser (agents, `ownmem mcp`, the CLI): none
-sends Origin.  Refusals answer in the protocol's error shape: UOMP's {"error": {"code",
-"message", "session_id"}} under /v1/, the SAIHM binding's {"error": code} elsewhere.
+sends Origin.  Refusals answer in the protocol's error shape (ownmem.agent.answers.refusal):
+UOMP's {"error": {"code", "message", "session_id"}} under /v1/, the SAIHM binding's {"error":
+code} elsewhere.
 """
 from __future__ import annotations
 
@@ -22,19 +23,23 @@ import os
 from typing import Any, ClassVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-SAIHM_FORBIDDEN = "forbidden"      # the SAIHM binding's code for a refused Host or Origin
-SAIHM_TIMEOUT = "timeout"          # and for a body that did not arrive in time
+from ownmem.agent.answers import refusal
+from ownmem.saihm.errors import B
+from ownmem.uomp.errors import ErrorCode as E, HttpRefusal
+
 BODY_GRACE = 30.0                  # seconds, as the blind server's OWNMEM_BODY_TIMEOUT
 BODY_MIN_RATE = 16384.0            # bytes per second beyond it, as OWNMEM_BODY_MIN_RATE
 
 
 HEADER_TIMEOUT = 10.0              # seconds, as the blind server's OWNMEM_HEADER_TIMEOUT
-_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: 19\r\n"
-              b"Connection: close\r\n\r\n{\"error\":\"timeout\"}")
+# headers that never completed name no path: the answer is the SAIHM binding's (the port's first)
+_TIMEOUT_BODY = json.dumps({"error": B.TIMEOUT.value}, separators=(",", ":")).encode()
+_TIMED_OUT = (f"HTTP/1.1 {B.TIMEOUT.status} Request Timeout\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(_TIMEOUT_BODY)}\r\nConnection: close\r\n\r\n").encode() + _TIMEOUT_BODY
 
 
 class TimedHttpTools(HttpToolsProtocol):
@@ -99,13 +104,6 @@ def body_limits() -> tuple[float, float]:
     return grace, rate
 
 
-def refusal(path: str, status: int, uomp_code: str, saihm_code: str, message: str) -> Response:
-    if path.startswith("/v1/"):
-        return JSONResponse({"error": {"code": uomp_code, "message": message, "session_id": None}},
-                            status_code=status, headers={"Cache-Control": "no-store"})
-    return JSONResponse({"error": saihm_code}, status_code=status, headers={"Cache-Control": "no-store"})
-
-
 def foreign(headers: list[tuple[bytes, bytes]], port: int) -> str | None:
     """Why a request's Host or Origin is refused, or None.  Pure."""
     hosts = [v for k, v in headers if k == b"host"]
@@ -127,7 +125,7 @@ class Door:
         if scope["type"] == "http":
             why = foreign(scope["headers"], self.port)
             if why is not None:
-                await refusal(scope["path"], 403, "ACCESS_DENIED", SAIHM_FORBIDDEN, why)(scope, receive, send)
+                await refusal(scope["path"], E.ACCESS_DENIED, B.FORBIDDEN, why)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -165,4 +163,5 @@ def parse_json(raw: bytes) -> Any:
 
 async def body_timeout(r: Request, e: Exception) -> Response:
     """server.guard.BodyTimeout, raised by BodyDeadline's receive, in the protocol's shape."""
-    return refusal(r.url.path, 408, "INVALID_REQUEST", SAIHM_TIMEOUT, "the request body did not arrive in time")
+    return refusal(r.url.path, E.INVALID_REQUEST, B.TIMEOUT, "the request body did not arrive in time",
+                   http=HttpRefusal.BODY_TIMEOUT)

@@ -37,7 +37,9 @@ from ownmem.agent.operator import OperatorError
 from ownmem.agent.sessions import Session
 from ownmem.agent.ticker import Ticker
 from ownmem.aperto.model import Trust
+from ownmem.saihm.errors import B
 from ownmem.uomp import guard
+from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
 from ownmem.uomp.tokens import Claims, Scope, Scopes
 from ownmem.usecases.items import item_of
@@ -57,7 +59,7 @@ TOOL_PATHS = {"saihm_recall": "query", "saihm_status": "session", "saihm_remembe
               "saihm_forget": "forget", "saihm_share": "share", "saihm_revoke_share": "unshare"}
 ACTIONS = {"saihm_recall": "query", "saihm_status": "status", "saihm_remember": "write",
            "saihm_forget": "forget", "saihm_share": "share", "saihm_revoke_share": "revoke_share"}
-_SESSION_CODES = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "TOKEN_EXPIRED")
+_SESSION_CODES = (E.SESSION_NOT_FOUND, E.SESSION_REVOKED, E.INVALID_TOKEN, E.TOKEN_EXPIRED)
 
 
 # ---------------------------------------------------------------------------- pure
@@ -232,14 +234,14 @@ class SaihmGuard:
         first = guard.decide(claims, state, req)
         if not first.allowed and first.code in _SESSION_CODES:
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
-            raise OperatorError(401, "unauthenticated")
+            raise OperatorError(B.UNAUTHENTICATED)
         if method == "saihm_recall":
             return self._recall(cred, claims, state, req, fn, params, request_size)
         if method == "saihm_status":
             return self._status(cred, claims, state, req, fn, params, request_size)
-        if first.code == "ACCESS_DENIED":        # no write grant: forget, share, remember, revoke_share
+        if first.code == E.ACCESS_DENIED:        # no write grant: forget, share, remember, revoke_share
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
-            raise OperatorError(403, "write_refused", "this credential may not " + action.replace("_", " "))
+            raise OperatorError(B.WRITE_REFUSED, "this credential may not " + action.replace("_", " "))
         if method == "saihm_forget":
             return self._forget(cred, claims, state, req, fn, params, request_size)
         if method == "saihm_share":
@@ -315,7 +317,7 @@ class SaihmGuard:
                 if not d.allowed:
                     self._record(sid, agent, "share", None, (), False, _public(d), request_size)
                     # a cell it cannot see is, for it, no cell of this holder
-                    raise OperatorError(404, "shard_not_found")
+                    raise OperatorError(B.SHARD_NOT_FOUND)
             self._record(sid, agent, "share", None, (), True, f"share of {len(ids)} cells allowed", request_size)
             return fn(cred, params)
 

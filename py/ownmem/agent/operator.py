@@ -34,32 +34,29 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ownmem import syncwire as wire
+from ownmem.agent import quota, staging
+from ownmem.agent.audit import AUDIT_INFO, AuditLog
+from ownmem.agent.credentials import Credential
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
+from ownmem.agent.tools import OperatorError, Tools, text_param
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.aperto.seal import seal
 from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
+from ownmem.saihm.errors import B
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem import syncwire as wire
-from ownmem.vault.store import PendingWrite, StoredObject
-from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
-from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
-from ownmem.agent import staging
-from ownmem.agent.audit import AUDIT_INFO, AuditLog
 from ownmem.uomp.control import is_bookkeeping, is_control
-from ownmem.usecases import requests as agent_requests
-from ownmem.usecases import staged
+from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys, author_key, bound_agent
 from ownmem.usecases.listing import memories
 from ownmem.usecases.requests import AgentRequest
-from ownmem.agent import quota
-from ownmem.agent.credentials import Credential
-from ownmem.vault.sharing import (
-    SharedReader,
-)
-from ownmem.agent.recall_index import RecallEntry, RecallIndex
-from ownmem.agent.tools import OperatorError, Tools, text_param
+from ownmem.vault.sharing import SharedReader
+from ownmem.vault.store import PendingWrite, StoredObject
+from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
+from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 
 _log = logging.getLogger("ownmem.agent")
 __all__ = ["MAX_CONTENT", "AgentSyncer", "Operator", "OperatorError", "recall_entry", "trust_label"]
@@ -74,6 +71,8 @@ MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
 STAGED_NOTICE = {"ownmemStaged": True,
                  "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
                                  "confirms it; other agents do not see it before then"}
+
+
 def trust_label(e: Entry, agents: AgentKeys) -> str:
     """ownmemTrust: the derived trust, with agent-written memories named as such: "agent" only
     when the signer is the author key of the agent the payload names (bound_agent);
@@ -266,7 +265,7 @@ class Operator(Tools):
             staging.refused(self._write_audit(), name, prefix,
                             f"{no.code}: {no.message} (further refusals within a minute are not audited one by one)",
                             cred.session_id)
-        raise OperatorError(429, no.code, no.message)
+        raise OperatorError(no.code, no.message)
 
     # ------------------------------------------------------------------ the index
     def catch_up(self) -> None:
@@ -434,7 +433,7 @@ class Operator(Tools):
         if key.key_id in store.revoked_keys():
             # the person revoked this agent's author key (`ownmem trust remove`): the service
             # does not lift that by writing under it again
-            raise OperatorError(401, "unauthenticated", "this agent's author key was revoked in the vault")
+            raise OperatorError(B.UNAUTHENTICATED, "this agent's author key was revoked in the vault")
         if key.key_id not in store.known_keys():
             self.v.trust_add(key.public)
             self._meta_dirty = True
@@ -473,14 +472,14 @@ class Operator(Tools):
         content = text_param(params, "content", required=True)
         assert content is not None
         if not content.strip():
-            raise OperatorError(400, "empty_content", "content is empty or only white space")
+            raise OperatorError(B.EMPTY_CONTENT, "content is empty or only white space")
         if len(content) > MAX_CONTENT:
-            raise OperatorError(413, "content_too_large", f"at most {MAX_CONTENT} characters per memory")
+            raise OperatorError(B.CONTENT_TOO_LARGE, f"at most {MAX_CONTENT} characters per memory")
         sensitivity = params.get("sensitivity")
         try:
             staging.check_write(sensitivity if isinstance(sensitivity, str) else None)
         except staging.WriteRefused as e:
-            raise OperatorError(403, "write_refused", str(e)) from None
+            raise OperatorError(B.WRITE_REFUSED, str(e)) from None
         with self.lock:
             w = self._store_signed(cred, content, {"uomp": {"source": "agent", "agent_id": cred.agent,
                                                             "staged": True}})
@@ -559,7 +558,7 @@ class Operator(Tools):
             with v.store.transaction():
                 v.store.put_pending(w)
         except StoreError as e:
-            raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+            raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE, str(e)) from None
         return w
 
     def _log_receipt(self, w: PendingWrite) -> None:
@@ -590,7 +589,7 @@ class Operator(Tools):
         # (the process died) is settled by ``recover_pending`` from the log.
         with self.v.store.transaction():
             self.v.store.drop_pending(w.obj.object_id)
-        raise OperatorError(503, "operator_log_unavailable", "the receipt could not be written; nothing was stored")
+        raise OperatorError(B.OPERATOR_LOG_UNAVAILABLE, "the receipt could not be written; nothing was stored")
 
     def close(self) -> None:
         self.index.close()

@@ -21,8 +21,10 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass
 
-RATE_LIMITED = "rate_limited"       # SAIHM's own code for saihm_remember
-QUOTA_EXCEEDED = "quota_exceeded"   # the staged total (the blind server's name for its own quota)
+from ownmem.saihm.errors import B, BindingError
+
+RATE_LIMITED = B.RATE_LIMITED       # SAIHM's own code for saihm_remember
+QUOTA_EXCEEDED = B.QUOTA_EXCEEDED   # the staged total (the blind server's name for its own quota)
 WINDOW = 60.0
 MIB = 1 << 20
 
@@ -47,7 +49,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    code: str
+    code: BindingError
     message: str
 
 

@@ -7,8 +7,8 @@
       -> serve 127.0.0.1:9374 only:
            POST /saihm  {"method": <tool>, "params": {...}}   Authorization: Bearer <credential>
              2xx: the tool's result (an array for saihm_recall), no envelope
-             4xx/5xx: {"error": <code>}  (the codes per tool of the spec, plus
-                      invalid_params, unknown_method, not_enabled, governance_disabled)
+             4xx/5xx: {"error": <code>}  (ownmem.saihm.errors: the codes per tool of the
+                      spec, plus invalid_params, unknown_method, not_enabled, ...)
            GET /health  {"status": "ok"}  (no credential, says nothing of the vault)
 
 Any other bind address is refused before the vault is unlocked: the service hands out
@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -29,13 +29,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ownmem.errors import OwnmemError
+from ownmem.agent.answers import HANDLERS, ok, saihm_error
 from ownmem.agent.credentials import Credential, CredentialFile, authenticate
 from ownmem.agent.door import parse_json
+from ownmem.agent.guarded import SaihmGuard
 from ownmem.agent.operator import Operator, OperatorError
-
-if TYPE_CHECKING:
-    from ownmem.agent.guarded import SaihmGuard
+from ownmem.errors import OwnmemError
+from ownmem.saihm.errors import B
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -46,6 +46,11 @@ MAX_REQUEST = 2 << 20      # a memory of MAX_CONTENT characters, JSON-escaped, f
 GOVERNANCE = ("saihm_governance_propose", "saihm_governance_vote")
 TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saihm_share",
          "saihm_revoke_share", *GOVERNANCE)
+
+
+# The SAIHM binding's routes: (path, methods, the Binding method that answers).  The app is built
+# from this table and the test that walks every route reads it (tests/agent/test_every_route.py).
+ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = ((PATH, ("POST",), "saihm"), ("/health", ("GET",), "health"))
 
 
 class BindRefused(OwnmemError):
@@ -59,10 +64,6 @@ def check_bind(host: str) -> None:
         raise BindRefused(f"ownmem agent listens on {DEFAULT_HOST} only (refused {host!r}): it serves your "
                           "memories in plaintext to credential holders over plain HTTP, which is safe on "
                           "loopback only")
-
-
-def _fail(status: int, error: str) -> Response:
-    return JSONResponse({"error": error}, status_code=status, headers={"Cache-Control": "no-store"})
 
 
 class Binding:
@@ -92,47 +93,50 @@ class Binding:
     async def saihm(self, request: Request) -> Response:
         cred = authenticate(await run_in_threadpool(self.creds.all), request.headers.get("authorization"), self.now())
         if cred is None:
-            return _fail(401, "unauthenticated")
+            return saihm_error(B.UNAUTHENTICATED)
         try:
             raw = await self._body(request)
         except ClientDisconnect:
-            return _fail(400, "invalid_params")
+            return saihm_error(B.INVALID_PARAMS)
         if raw is None:
-            return _fail(413, "request_too_large")
+            return saihm_error(B.REQUEST_TOO_LARGE)
         try:
             doc = parse_json(raw)      # not UTF-8 text, or a lone surrogate: 400, not a 503 later
         except ValueError:
-            return _fail(400, "invalid_params")
+            return saihm_error(B.INVALID_PARAMS)
         if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
-            return _fail(400, "invalid_params")
+            return saihm_error(B.INVALID_PARAMS)
         method, params = doc["method"], doc.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return _fail(400, "invalid_params")
+            return saihm_error(B.INVALID_PARAMS)
         if method in GOVERNANCE:
-            return _fail(403, "governance_disabled")
+            return saihm_error(B.GOVERNANCE_DISABLED)
         fn = self.tools.get(method)
         if fn is None:
-            return _fail(501, "not_enabled") if method in TOOLS else _fail(400, "unknown_method")
+            return saihm_error(B.NOT_ENABLED if method in TOOLS else B.UNKNOWN_METHOD)
         guard = self.guard
         if guard is None:
-            return _fail(503, "operator_storage_unavailable")
+            return saihm_error(B.OPERATOR_STORAGE_UNAVAILABLE)
         await run_in_threadpool(self.creds.touch, cred, self.now())
         try:
             result = await run_in_threadpool(guard.call, cred, method, fn, params, len(raw))
         except OperatorError as e:
-            return _fail(e.status, e.error)
+            return saihm_error(e.error)
         except OwnmemError as e:
             _log.warning("%s failed: %s", method, type(e).__name__)
-            return _fail(503, "operator_storage_unavailable")
-        return JSONResponse(result, headers={"Cache-Control": "no-store"})
+            return saihm_error(B.OPERATOR_STORAGE_UNAVAILABLE)
+        return ok(result)
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route(PATH, self.saihm, methods=["POST"]), Route("/health", self.health)])
+        # one place turns an error into an answer (answers.HANDLERS), for the binding's routes and
+        # for the UOMP API's, mounted into this app
+        return Starlette(routes=[Route(path, getattr(self, name), methods=list(methods))
+                                 for path, methods, name in ROUTES], exception_handlers=HANDLERS)
 
 
 class SyncThread:

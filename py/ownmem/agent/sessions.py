@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ownmem.errors import StoreError
+from ownmem.uomp.errors import InvalidRequest
 from ownmem.uomp.guard import Basis
 from ownmem.uomp.items import FIELDS
-from ownmem.uomp.tokens import InvalidRequest, Scopes, iso
+from ownmem.uomp.tokens import Scopes, iso
 
 DB_NAME = "uomp.db"
 ADMIN_FILE = "uomp-admin"
@@ -341,7 +342,7 @@ class SessionStore:
 
     def proofs_of(self, session_id: str) -> dict[str, str]:
         """The deletion proofs accepted for a session: deletion_proof_id -> its memory_hash (what
-        the DataDeletionProofSubmitted event hashes, audit_sync.event_hash)."""
+        the DataDeletionProofSubmitted event hashes, audit_batches.event_hash)."""
         with self._lock:
             rows = self._db.execute("SELECT deletion_proof_id, doc FROM deletion_proofs WHERE session_id = ?",
                                     (session_id,)).fetchall()

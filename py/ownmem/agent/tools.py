@@ -33,14 +33,19 @@ from ownmem.agent.credentials import Credential
 from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.aperto.model import Trust
 from ownmem.errors import OwnmemError, SyncError
+from ownmem.saihm.errors import B, BindingRefusal
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.uomp.control import is_control
-from ownmem.usecases import requests as agent_requests
-from ownmem.usecases import staged
+from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys
 from ownmem.usecases.requests import AgentRequest, ShareTerms
 from ownmem.vault.sharing import (
-    SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
+    SharedReader,
+    ToolRefused,
+    check_share_rules,
+    parse_share_params,
+    tool_contracts,
+    tool_revoke_share,
 )
 from ownmem.vault.store import PendingWrite
 from ownmem.vault.sync import Syncer, SyncReport
@@ -58,14 +63,10 @@ SHARE_STAGED = {"ownmemStaged": True,
                                 "this share in ownmem (`ownmem staged` or the Agents screen); it may be discarded"}
 
 
-class OperatorError(OwnmemError):
-    """A tool call's failure: answered with ``status`` and {"error": error}."""
+class OperatorError(BindingRefusal):
+    """A tool call's failure: answered with its code's status and {"error": code}."""
 
     code = "operator"
-
-    def __init__(self, status: int, error: str, message: str = "") -> None:
-        super().__init__(message or error)
-        self.status, self.error = status, error
 
 
 def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: AgentKeys) -> bool:
@@ -79,10 +80,10 @@ def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | No
     v = params.get(name)
     if v is None:
         if required:
-            raise OperatorError(400, "invalid_params", f"{name} is required")
+            raise OperatorError(B.INVALID_PARAMS, f"{name} is required")
         return None
     if not isinstance(v, str):
-        raise OperatorError(400, "invalid_params", f"{name} must be a string")
+        raise OperatorError(B.INVALID_PARAMS, f"{name} must be a string")
     return v
 
 
@@ -156,23 +157,23 @@ class Tools:
             try:
                 p = parse_share_params(params)
                 if not p.grantees:
-                    raise ToolRefused(400, "invalid_grantee", "name at least one grantee")
+                    raise ToolRefused(B.INVALID_GRANTEE, "name at least one grantee")
                 if not p.cells:
-                    raise ToolRefused(404, "shard_not_found", "name at least one cell to share")
+                    raise ToolRefused(B.SHARD_NOT_FOUND, "name at least one cell to share")
                 check_share_rules(p, self.v.holder().holder_id, now)
             except ToolRefused as e:
-                raise OperatorError(e.status, e.error, str(e)) from None
+                raise OperatorError(e.error, str(e)) from None
             cells = tuple(dict.fromkeys(p.cells))
             objects = []
             for cid in cells:
                 if self.index.is_shared(cid):
                     # a cell another holder shared with this one: not this holder's to share
-                    raise OperatorError(403, "not_holder", "a listed cell is another holder's")
+                    raise OperatorError(B.NOT_HOLDER, "a listed cell is another holder's")
                 oid = self._visible_object(cred, cid)
                 if oid is None or self._opened[oid][0].opened.trust is not Trust.SELF:
                     # only the person's own memories can be shared (vault/sharing.py share_objects):
                     # refused now rather than staged for a confirmation that must fail
-                    raise OperatorError(404, "shard_not_found", "a listed cell is none of the person's own memories")
+                    raise OperatorError(B.SHARD_NOT_FOUND, "a listed cell is none of the person's own memories")
                 objects.append(oid)
             rid = self._request(cred, "share", tuple(objects), cells,
                                 ShareTerms(p.grantees, p.mode, p.scope, p.expires), "saihm_share")
@@ -219,7 +220,7 @@ class Tools:
             try:
                 return tool_revoke_share(self.syncer, params, now=self.now())
             except ToolRefused as e:
-                raise OperatorError(e.status, e.error, str(e)) from None
+                raise OperatorError(e.error, str(e)) from None
 
     def forget(self, cred: Credential, params: dict[str, Any]) -> dict[str, Any]:
         ident = text_param(params, "id", required=True)
@@ -230,7 +231,7 @@ class Tools:
             cid = b""
         with self.lock:
             if cid and self.index.is_shared(cid):
-                raise OperatorError(403, "not_holder", "that cell is another holder's")
+                raise OperatorError(B.NOT_HOLDER, "that cell is another holder's")
             store = self.v.store
             oid = self._visible_object(cred, cid)
             if oid is None:
@@ -252,7 +253,7 @@ class Tools:
                 self.v.forget(oid.hex())       # the next refresh finds its versions gone
             except OwnmemError as e:
                 self.index.put(withdrawn)     # nothing changed: the erasure did not happen
-                raise OperatorError(503, "operator_storage_unavailable", str(e)) from None
+                raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE, str(e)) from None
             receipt = store.erase_receipt(cid)
             anchor = parse_receipt(receipt).receipt_id.hex() if receipt is not None else None
             self.refresh()
@@ -265,7 +266,7 @@ class Tools:
             except SyncError:
                 confirmed = False
             if not confirmed:
-                raise OperatorError(503, "operator_log_unavailable",
+                raise OperatorError(B.OPERATOR_LOG_UNAVAILABLE,
                                     "access is withdrawn; the FORGET receipt is pending and retried")
             out: dict[str, Any] = {"success": True, "cellId": ident, "epoch": str(now)}
             if anchor is not None:

@@ -5,7 +5,7 @@
     vault gives, over this very request; the admin file alone answers 403, audited)
       POST /v1/sessions                 create        -> created
       POST /v1/sessions/{id}/grant      grant         -> {token, token_type, expires_at}
-      POST /v1/audit/prune              (audit_sync.attach)
+      POST /v1/audit/prune              (uomp_mount.attach_audit)
     admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices): narrowing
     and reading only, harmless in the hands of a same-user process that read the file
       POST /v1/sessions/{id}/revoke     revoke        (blacklisted at once, durably)
@@ -28,104 +28,77 @@ notifies the live stream, the agent's watch loop pulls it, and the refresh hook 
 session (durably, blacklisted, audited) before the next read is decided.
 
 Thin: parse, tokens.verify, guard.decide, audit (durable before the answer), answer.  Every
-error is {"error": {"code", "message", "session_id"}}.  GET /v1/memory/{key}, the hot path
-(issue 10's 1,800 req/s), reaches the same Guard through ``KeyReads``, an ASGI layer in front
-of Starlette's routing (same decision, same audit, same answer bytes).  Items are read from a snapshot that
+error is {"error": {"code", "message", "session_id"}} (answers.error, its status from
+ownmem.uomp.errors).  GET /v1/memory/{key}, the hot path (issue 10's 1,800 req/s), reaches the
+same Guard through ``uomp_mount.KeyReads``, an ASGI layer in front of Starlette's routing (same
+decision, same audit, same answer bytes).  Items are read from a snapshot (item_view.py) that
 the operator's refresh replaces (never under the operator's lock on the event loop).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
+from ownmem.agent.answers import NO_STORE, error, internal_error, ok, store_error
+from ownmem.agent.approvals import Approvals
+from ownmem.agent.audit import AuditEntry, AuditLog, new_id
 from ownmem.agent.door import parse_json
+from ownmem.agent.item_view import MAX_QUERY, ItemView, in_scope_order, too_long
+from ownmem.agent.sessions import (
+    DEFAULT_MINUTES,
+    MAX_NAME,
+    AdminCredential,
+    Session,
+    SessionStore,
+    duration_minutes,
+    parse_grant,
+)
+from ownmem.agent.strangers import (
+    ACTION as STRANGER_ACTION,
+    WINDOW as STRANGER_WINDOW,
+    WINDOW_ENV as STRANGER_WINDOW_ENV,
+    Tally,
+)
 from ownmem.errors import StoreError
-from ownmem.uomp import approval, guard
-from ownmem.agent.audit import AUDIT_INFO, AuditEntry, AuditLog, new_id
-from ownmem.agent.retention import RETENTION_DAYS
-from ownmem.uomp.items import MAX_KEY, Item
-from ownmem.uomp.control import REVOCATION, Revocation
-from ownmem.usecases.items import item_of, live_items
-from ownmem.agent.sessions import (ADMIN_HEADER, DEFAULT_MINUTES, MAX_NAME, AdminCredential, Session, SessionStore,
-                       duration_minutes, parse_grant)
-from ownmem.agent.strangers import ACTION as STRANGER_ACTION
-from ownmem.agent.strangers import WINDOW as STRANGER_WINDOW
-from ownmem.agent.strangers import WINDOW_ENV as STRANGER_WINDOW_ENV
-from ownmem.agent.strangers import Tally
-from ownmem.uomp.tokens import (AUTH_INFO, AuthKey, Claims, InvalidToken, Scopes, TokenExpired, UompError, Verified,
-                     check_expiry, issue, iso, token_hash, verify, verify_signature)
+from ownmem.uomp import guard
+from ownmem.uomp.errors import (
+    UNCOUNTED,
+    ErrorCode as E,
+    HttpRefusal,
+    InvalidToken,
+    SessionNotFound,
+    UompError,
+    error_body,
+)
+from ownmem.uomp.items import Item
+from ownmem.uomp.tokens import (
+    AuthKey,
+    Claims,
+    Scopes,
+    Verified,
+    check_expiry,
+    iso,
+    issue,
+    token_hash,
+    verify,
+    verify_signature,
+)
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
-# refused before the quota step: such a request does not consume the session's quota
-_UNCOUNTED = ("SESSION_NOT_FOUND", "SESSION_REVOKED", "INVALID_TOKEN", "QUOTA_EXCEEDED")
-
-
-def error(status: int, code: str, message: str, session_id: str | None = None) -> Response:
-    return JSONResponse({"error": {"code": code, "message": message, "session_id": session_id}},
-                        status_code=status, headers={"Cache-Control": "no-store"})
-
-
-_NO_STORE = {"Cache-Control": "no-store"}
-
-
-def ok(doc: Any, status: int = 200) -> Response:
-    return JSONResponse(doc, status_code=status, headers=_NO_STORE)
-
-
-class ItemView:
-    """The live items and cellId -> item, rebuilt after each operator refresh."""
-
-    def __init__(self) -> None:
-        self.by_key: dict[str, Item] = {}
-        self.by_cell: dict[bytes, Item] = {}
-        self.by_tag: dict[str, list[Item]] = {}     # a tag query reads its tag's items, not all
-        # the operator keeps one OpenedMemory per object until it opens it again (new trust,
-        # new cell); item_of reads nothing else of an Entry, so the same OpenedMemory gives the
-        # same item: each refresh (one per audit batch sealed, under load) parses only what is new
-        self._of: dict[bytes, tuple[Any, Item | None]] = {}
-
-    def _item(self, e: Any) -> Item | None:
-        got = self._of.get(e.id)
-        if got is not None and got[0] is e.opened:
-            return got[1]
-        it = item_of(e)
-        self._of[e.id] = (e.opened, it)
-        return it
-
-    def rebuild(self, heads: Iterable[Any], opened: dict[bytes, tuple[Any, bytes, bytes]]) -> None:
-        """``heads``: the operator's heads, links honoured once (Operator.item_heads: agent
-        writes the person has not confirmed are no item yet)."""
-        heads = list(heads)
-        live = live_items(heads, self._item)
-        keep = {e.id for e in heads}
-        if len(self._of) > 2 * len(keep) + 64:
-            self._of = {oid: v for oid, v in self._of.items() if oid in keep}
-        cell_of = {oid: cid for oid, (_, cid, _) in opened.items()}
-        self.by_cell = {cell_of[it.object_id]: it for it in live.values() if it.object_id in cell_of}
-        by_tag: dict[str, list[Item]] = {}
-        for it in live.values():
-            for t in set(it.tags):
-                by_tag.setdefault(t, []).append(it)
-        self.by_tag = by_tag
-        self.by_key = live          # one assignment each: readers see the old or the new view
 
 
 class Uomp:
@@ -137,9 +110,10 @@ class Uomp:
         self.sessions = SessionStore(folder)
         self.audit = AuditLog(folder, audit_key, group=group_commit)
         self.admin_secret = AdminCredential(folder).ensure()
-        self.approval_key = approval_key      # None: no widening request is ever approved
-        self._nonces = approval.Nonces()
         self.audience = f"http://127.0.0.1:{port}"
+        # approval_key None: no widening request is ever approved
+        self.approvals = Approvals(approval_key, self.audience, self.admin_secret, self.sessions, self.audit,
+                                   lambda: self.now())
         self.items = ItemView()
         self._bodies: dict[tuple[bytes, tuple[str, ...] | None], tuple[Item, bytes]] = {}
         self.search = search
@@ -148,12 +122,14 @@ class Uomp:
         self._count_lock = threading.Lock()
         self._verified: dict[str, tuple[Verified, str]] = {}   # token -> (its claims, token_hash)
         self.on_grant: Callable[[Claims], None] = lambda claims: None   # published.Publisher.granted
+        self.before_close: Callable[[], None] = lambda: None            # uomp_mount: the audit's batching stops
         self.strangers = Tally(int(os.environ.get(STRANGER_WINDOW_ENV) or STRANGER_WINDOW))
         self._sweeper = threading.Thread(target=self._sweep_loop, name="ownmem-uomp-sweep", daemon=True)
         self._stopping = threading.Event()
         self._sweeper.start()
 
     def close(self) -> None:
+        self.before_close()
         self._stopping.set()
         try:
             # the open window's count (uvicorn re-raises SIGTERM after its shutdown, so a
@@ -166,7 +142,7 @@ class Uomp:
 
     # ------------------------------------------------------------------ plumbing
     def _is_admin(self, r: HttpRequest) -> bool:
-        return AdminCredential.matches(self.admin_secret, r.headers.get(ADMIN_HEADER))
+        return self.approvals.is_admin(r)
 
     async def _raw(self, r: HttpRequest) -> bytes:
         declared = r.headers.get("content-length")
@@ -188,43 +164,7 @@ class Uomp:
             raise UompError("body is not JSON text (UTF-8, no lone surrogate)") from None
 
     async def _approved_body(self, r: HttpRequest, what: str) -> bytes | Response:
-        """The body of a request the person approved, or the answer refusing it (a caller with
-        neither header is refused before its body is read)."""
-        if approval.APPROVAL_HEADER not in r.headers and not self._is_admin(r):
-            return error(401, "INVALID_TOKEN", "admin credential required")
-        try:
-            raw = await self._raw(r)
-        except UompError as e:
-            return error(400, "INVALID_REQUEST", str(e))
-        refused = await self.refuse_unapproved(r, raw, what)
-        return raw if refused is None else refused
-
-    async def refuse_unapproved(self, r: HttpRequest, raw: bytes, what: str) -> Response | None:
-        """None when the person approved exactly this request (approval.check, then the replay
-        cache); else the answer.  No approval header and no admin secret: 401, as before, and
-        not audited (a stranger writes nothing).  The admin secret without a valid approval (a
-        process of the person's OS user that read uomp-admin) or a bad approval: 403, and a
-        refused entry in the audit, so the person sees the attempt."""
-        header = r.headers.get(approval.APPROVAL_HEADER)
-        now = self.now()
-        try:
-            if self.approval_key is None:
-                raise approval.ApprovalRefused("no approval key on this service")
-            a = approval.check(self.approval_key, header, self.audience, r.method, r.scope["path"], raw, now)
-            self._nonces.admit(a, now)
-            return None
-        except approval.ApprovalRefused as e:
-            reason = f"{what} refused: {e} (the admin file is no proof of the person)"
-        sid = r.path_params.get("sid")
-        if not self._is_admin(r):
-            if header is None:
-                return error(401, "INVALID_TOKEN", "admin credential required")
-            return error(403, "ACCESS_DENIED", f"{what} needs the person's approval", sid)
-        s = self.sessions.get(sid) if isinstance(sid, str) else None
-        await self.audit.arecord(AuditEntry(new_id(), now, s.session_id if s else "", s.agent_id if s else "",
-                                            "approval_refused", None, None, (), False, reason))
-        return error(403, "ACCESS_DENIED", f"{what} needs the person's approval (their passphrase), "
-                                           "not the admin file", sid)
+        return await self.approvals.body(r, what, self._raw)
 
     def _bearer(self, r: HttpRequest) -> str | None:
         return _bearer_of(r.headers.get("authorization", ""))
@@ -290,7 +230,7 @@ class Uomp:
         if why is not None:
             # no key, tag or field is this long (items.MAX_KEY, sessions.MAX_NAME): a malformed
             # request, refused before any token check and never audited (issue 19)
-            return error(400, "INVALID_REQUEST", why)
+            return error(E.INVALID_REQUEST, why)
         try:
             claims, token = self._claims_of(bearer)
         except UompError as e:
@@ -298,7 +238,7 @@ class Uomp:
             # window (strangers.py): anyone, any web page, can send these, and one entry each
             # filled the person's audit, quota and log (issue 19)
             self.strangers.note(e.error_code, self.now())
-            return error(e.status, e.error_code, str(e))
+            return error(e.error_code, str(e))
         with self.audit.coming():         # its audit entry is on its way: it may share a batch's fsync
             return await self._decided(req, action, claims, token)
 
@@ -308,19 +248,19 @@ class Uomp:
         if req.path == "key":
             item = self.items.by_key.get(req.key or "")
             d = guard.decide(claims, state, req, item)
-            if d.code not in _UNCOUNTED:
+            if d.code not in UNCOUNTED:
                 self._count(claims, req.action)
             await self._audit(claims, action, req, d, item.tags if item and d.allowed else ())
             if not d.allowed:
-                return error(d.status, d.code or "ACCESS_DENIED", guard.shown(d).reason, sid)
+                return error(d.code or E.ACCESS_DENIED, guard.shown(d).reason, sid)
             assert item is not None
             return self._item_body(claims, item)
         first = guard.decide(claims, state, req)
-        if first.code not in _UNCOUNTED:
+        if first.code not in UNCOUNTED:
             self._count(claims, req.action)
         if not first.allowed:
             await self._audit(claims, action, req, first)
-            return error(first.status, first.code or "ACCESS_DENIED", first.reason, sid)
+            return error(first.code or E.ACCESS_DENIED, first.reason, sid)
         if req.path == "query":
             text = req.key or ""
             cells = await run_in_threadpool(self.search, text) if self.search else []
@@ -343,7 +283,7 @@ class Uomp:
                 await run_in_threadpool(self.sessions.save_answered, aid, agg.basis)   # durable: a restart keeps it
             await self._audit(claims, action, req, agg.decision)
             if not agg.decision.allowed:
-                return error(agg.decision.status, agg.decision.code or "ACCESS_DENIED", agg.decision.reason, sid)
+                return error(agg.decision.code or E.ACCESS_DENIED, agg.decision.reason, sid)
             out: dict[str, Any] = {"op": req.op, "result": agg.result}
             out.update({"tag": req.tag} if req.op == "count" else {"field": req.field})
             return ok(out)
@@ -364,7 +304,7 @@ class Uomp:
                 self._bodies.clear()
             body = bytes(ok(guard.project(claims, item)).body)
             self._bodies[(item.object_id, fields)] = (item, body)
-        return Response(body, media_type="application/json", headers=_NO_STORE)
+        return Response(body, media_type="application/json", headers=NO_STORE)
 
     def _req(self, path: str, **kw: Any) -> guard.Request:
         return guard.Request(path, profile="local", audience=self.audience, **kw)
@@ -378,13 +318,13 @@ class Uomp:
     async def memory_tag(self, r: HttpRequest) -> Response:
         tag = r.query_params.get("tag")
         if not tag:
-            return error(400, "INVALID_REQUEST", "tag is required")
+            return error(E.INVALID_REQUEST, "tag is required")
         return await self._guarded(r, self._req("tag", tag=tag), "read")
 
     async def memory_aggregate(self, r: HttpRequest) -> Response:
         q = r.query_params
         if not q.get("tag") or not q.get("op"):
-            return error(400, "INVALID_REQUEST", "tag and op are required")
+            return error(E.INVALID_REQUEST, "tag and op are required")
         return await self._guarded(r, self._req("aggregate", tag=q["tag"], op=q["op"], field=q.get("field")),
                                    "aggregate")
 
@@ -392,9 +332,9 @@ class Uomp:
         try:
             doc = await self._json(r)
         except UompError as e:
-            return error(400, "INVALID_REQUEST", str(e))
+            return error(E.INVALID_REQUEST, str(e))
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
-            return error(400, "INVALID_REQUEST", f"query must be a string of at most {MAX_QUERY} characters")
+            return error(E.INVALID_REQUEST, f"query must be a string of at most {MAX_QUERY} characters")
         return await self._guarded(r, self._req("query", key=doc["query"]), "query")
 
     # ------------------------------------------------------------------ Auth Service
@@ -415,7 +355,7 @@ class Uomp:
                 if d.get(name) is not None and not isinstance(d[name], str):
                     raise UompError(f"{name} must be a string")
         except (UompError, ValueError) as e:
-            return error(400, "INVALID_REQUEST", str(e))
+            return error(E.INVALID_REQUEST, str(e))
         now = self.now()
         s = Session(self.sessions.new_id(), d["agent_id"], d.get("agent_name") or d["agent_id"], "created", now,
                     now + int(minutes * 60), None, requested, None, None, bool(d.get("proof_required", False)),
@@ -425,8 +365,6 @@ class Uomp:
                    "requested_scopes": requested.to_json(), "expires_at": iso(s.expires_at)}, 201)
 
     def _session(self, r: HttpRequest) -> Session:
-        from ownmem.uomp.tokens import SessionNotFound
-
         s = self.sessions.get(r.path_params["sid"])
         if s is None:
             raise SessionNotFound("no such session")
@@ -439,15 +377,16 @@ class Uomp:
         try:
             s = self._session(r)
         except UompError as e:
-            return error(e.status, e.error_code, str(e))
+            return error(e.error_code, str(e))
         try:
             g = parse_grant(await self._json(r, raw), s, self.now())
         except (UompError, ValueError) as e:
-            return error(400, "INVALID_REQUEST", str(e), s.session_id)
+            return error(E.INVALID_REQUEST, str(e), s.session_id)
         now = self.now()
         if s.state(now) != "created":
-            return error(409 if s.state(now) == "active" else 401, "SESSION_REVOKED" if s.state(now) != "active"
-                         else "INVALID_REQUEST", f"session is {s.state(now)}", s.session_id)
+            if s.state(now) == "active":
+                return error(E.INVALID_REQUEST, "session is active", s.session_id, http=HttpRefusal.ALREADY_GRANTED)
+            return error(E.SESSION_REVOKED, f"session is {s.state(now)}", s.session_id)
         claims = Claims(s.session_id, s.agent_id, now, g.expires_at, g.scopes, g.max_read_queries,
                         g.max_write_queries, "local", self.audience, ("127.0.0.1",), g.allowed_fields,
                         g.aggregation_only, g.task_bound)
@@ -462,7 +401,7 @@ class Uomp:
         try:
             s = self._session(r)
         except UompError as e:
-            return error(e.status, e.error_code, str(e))
+            return error(e.error_code, str(e))
         allowed = self._is_admin(r)
         if not allowed and status == "closed":
             # the agent may end its own session with its own (valid) token
@@ -472,7 +411,7 @@ class Uomp:
             except UompError:
                 allowed = False
         if not allowed:
-            return error(401, "INVALID_TOKEN", "admin credential required", s.session_id)
+            return error(E.INVALID_TOKEN, "admin credential required", s.session_id)
         now = self.now()
         if s.status in ("closed", "revoked"):
             return ok({"session_id": s.session_id, "status": s.status})
@@ -531,24 +470,28 @@ class Uomp:
 
     async def list_sessions(self, r: HttpRequest) -> Response:
         if not self._is_admin(r):
-            return error(401, "INVALID_TOKEN", "admin credential required")
+            return error(E.INVALID_TOKEN, "admin credential required")
         now = self.now()
         return ok({"sessions": [s.to_json(now) for s in self.sessions.all()]})
 
     async def validate(self, r: HttpRequest) -> Response:
+        """9.5: a token that fails is answered {"valid": false, "error": ...}; a request that is
+        no validation request (a body that is not JSON, no token) is the Error Format's 400."""
         try:
             d = await self._json(r)
-            token = d.get("token") if isinstance(d, dict) else None
-            if not isinstance(token, str):
-                raise UompError("token is required")
+        except UompError as e:
+            return error(E.INVALID_REQUEST, str(e))
+        token = d.get("token") if isinstance(d, dict) else None
+        if not isinstance(token, str):
+            return error(E.INVALID_REQUEST, "token is required")
+        try:
             claims = verify(token, self.key, self.now())
         except UompError as e:
-            return ok({"valid": False, "error": {"code": e.error_code, "message": str(e), "session_id": None}})
+            return ok({"valid": False, **error_body(e.error_code, str(e))})
         st = self._state(claims, token)
         d2 = guard.decide(claims, st, self._req("session"))
         if not d2.allowed:
-            return ok({"valid": False, "error": {"code": d2.code, "message": d2.reason,
-                                                 "session_id": claims.session_id}})
+            return ok({"valid": False, **error_body(d2.code or E.ACCESS_DENIED, d2.reason, claims.session_id)})
         return ok({"valid": True, "session_id": claims.session_id, "expires_at": iso(claims.expires_at)})
 
     async def deletion_proof(self, r: HttpRequest) -> Response:
@@ -557,7 +500,7 @@ class Uomp:
             s = self._session(r)
             doc = await self._json(r)
         except UompError as e:
-            return error(e.status, e.error_code, str(e))
+            return error(e.error_code, str(e))
         st = self._state(claims, token)
         d = guard.decide(claims, st, self._req("session"))       # steps 3-4b: a live session's own token
         if d.allowed:
@@ -567,13 +510,13 @@ class Uomp:
         if d.allowed:
             assert isinstance(doc, dict)
             if not await run_in_threadpool(self.sessions.accept_proof, doc["deletion_proof_id"], s, doc, self.now()):
-                d = guard.Decision(False, "ACCESS_DENIED", "deletion proof replayed")
+                d = guard.Decision(False, E.ACCESS_DENIED, "deletion proof replayed")
         # an accepted proof's id is its entry's key: its DataDeletionProofSubmitted event hashes it
         await self.audit.arecord(AuditEntry(new_id(), self.now(), claims.session_id, claims.agent_id,
                                             "deletion_proof", doc["deletion_proof_id"] if d.allowed else None, None,
                                             (), d.allowed, d.reason))
         if not d.allowed:
-            return error(d.status, d.code or "ACCESS_DENIED", d.reason, claims.session_id)
+            return error(d.code or E.ACCESS_DENIED, d.reason, claims.session_id)
         if claims.task_bound:
             s2 = self.sessions.get(s.session_id) or s
             ended = await run_in_threadpool(self.sessions.end, s2, "closed", self.now())
@@ -587,13 +530,13 @@ class Uomp:
             try:
                 claims, token = self._claims(r)
             except UompError as e:
-                return error(e.status, e.error_code, str(e))
+                return error(e.error_code, str(e))
             st = self._state(claims, token)
             d = guard.decide(claims, st, self._req("session"))
             if not d.allowed:
-                return error(d.status, d.code or "ACCESS_DENIED", d.reason, claims.session_id)
+                return error(d.code or E.ACCESS_DENIED, d.reason, claims.session_id)
             if want is not None and want != claims.session_id:
-                return error(403, "ACCESS_DENIED", "another session's audit", claims.session_id)
+                return error(E.ACCESS_DENIED, "another session's audit", claims.session_id)
             want = claims.session_id
         entries = await run_in_threadpool(self.audit.entries, want)
         if claims is None:                 # the person's admin credential: every entry as recorded
@@ -605,156 +548,43 @@ class Uomp:
                                        tags=() if hide_tags else e.tags).to_json() for e in entries]})
 
     async def read_key(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """GET /v1/memory/{key} as routing would deliver it to memory_key, without the
-        Request object, the exception middleware and the route scan (the Bar's hot path: a
-        third of its CPU).  The same _guard decides; a StoreError answers as _store_error."""
+        """GET /v1/memory/{key} as routing would deliver it to memory_key, without the Request
+        object, the exception middleware and the route scan (the Bar's hot path: a third of its
+        CPU).  The same _guard decides; a failure answers as the app's handlers (answers.py)."""
         bearer = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 bearer = _bearer_of(value.decode("latin-1"))
                 break
         try:
-            resp = await self._guard(bearer, self._req("key", key=scope["path"][len(_KEY_PREFIX):]), "read")
+            resp = await self._guard(bearer, self._req("key", key=scope["path"][len(KEY_PREFIX):]), "read")
         except StoreError as e:
-            _log.warning("store failure on %s: %s", scope["path"], e)
-            resp = error(503, "STORE_UNAVAILABLE", "the session store or the audit log is unavailable")
+            resp = await store_error(HttpRequest(scope), e)
+        except Exception as e:   # noqa: BLE001 - outside Starlette's middleware: answered as it would
+            _log.exception("failure on %s", scope["path"])
+            resp = await internal_error(HttpRequest(scope), e)
         await resp(scope, receive, send)
 
     def routes(self) -> list[Route]:
-        return [
-            Route("/v1/sessions", self.create, methods=["POST"]),
-            Route("/v1/sessions", self.list_sessions, methods=["GET"]),
-            Route("/v1/sessions/{sid}/grant", self.grant, methods=["POST"]),
-            Route("/v1/sessions/{sid}/close", self.close_session, methods=["POST"]),
-            Route("/v1/sessions/{sid}/revoke", self.revoke, methods=["POST"]),
-            Route("/v1/sessions/{sid}/deletion-proof", self.deletion_proof, methods=["POST"]),
-            Route("/v1/tokens/validate", self.validate, methods=["POST"]),
-            Route("/v1/audit", self.audit_log, methods=["GET"]),
-            Route("/v1/memory/aggregate", self.memory_aggregate, methods=["GET"]),
-            Route("/v1/memory/query", self.memory_query, methods=["POST"]),
-            Route("/v1/memory", self.memory_tag, methods=["GET"]),
-            Route("/v1/memory/{key:path}", self.memory_key, methods=["GET", "PUT", "DELETE"]),
-        ]
+        return [Route(path, getattr(self, name), methods=list(methods)) for path, methods, name in ROUTES]
 
 
-_KEY_PREFIX = "/v1/memory/"
-MAX_QUERY = 4096          # characters of a ranked query's text (it is audited as the entry's key)
-
-
-def too_long(req: guard.Request) -> str | None:
-    """Why a request's key, tag, op or field is longer than any can be, or None.  Pure."""
-    if req.key is not None and len(req.key) > (MAX_QUERY if req.path == "query" else MAX_KEY):
-        return f"a key is at most {MAX_KEY} characters" if req.path != "query" else \
-            f"query must be a string of at most {MAX_QUERY} characters"
-    for name, v in (("tag", req.tag), ("field", req.field), ("op", req.op)):
-        if v is not None and len(v) > MAX_NAME:
-            return f"{name} is at most {MAX_NAME} characters"
-    return None
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def in_scope_order(query: str, items: list[Item]) -> list[Item]:
-    """The ranked query's answer order, from the served items alone: most query words found (as
-    a word prefix, as the index matched them) in the item's key, value, tags and description,
-    then by key.  The index's BM25 order is not used: its weights come from every memory in the
-    vault, so the order of two served items would tell of the items that were not served
-    (issue 19, "No oracle"); ties by insertion order would tell of when each was written."""
-    words = set(_WORD.findall(query.lower()))
-
-    def found(it: Item) -> int:
-        text = set(_WORD.findall(" ".join([it.key, json.dumps(it.value, ensure_ascii=False), *it.tags,
-                                           it.description or ""]).lower()))
-        return sum(1 for w in words if any(t.startswith(w) for t in text))
-    return sorted(items, key=lambda it: (-found(it), it.key))
-
-
+# The UOMP API's routes: (path, methods, the Uomp method that answers).  The app is built from
+# this table and the test that walks every route reads it (tests/agent/test_every_route.py).
+ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("/v1/sessions", ("POST",), "create"),
+    ("/v1/sessions", ("GET",), "list_sessions"),
+    ("/v1/sessions/{sid}/grant", ("POST",), "grant"),
+    ("/v1/sessions/{sid}/close", ("POST",), "close_session"),
+    ("/v1/sessions/{sid}/revoke", ("POST",), "revoke"),
+    ("/v1/sessions/{sid}/deletion-proof", ("POST",), "deletion_proof"),
+    ("/v1/tokens/validate", ("POST",), "validate"),
+    ("/v1/audit", ("GET",), "audit_log"),
+    ("/v1/memory/aggregate", ("GET",), "memory_aggregate"),
+    ("/v1/memory/query", ("POST",), "memory_query"),
+    ("/v1/memory", ("GET",), "memory_tag"),
+    ("/v1/memory/{key:path}", ("GET", "PUT", "DELETE"), "memory_key"),
+)
+KEY_PREFIX = "/v1/memory/"
 def _bearer_of(h: str) -> str | None:
     return h[7:].strip() if h[:7].lower() == "bearer " else None
-
-
-class KeyReads:
-    """The ASGI app the agent serves, around the Starlette app: GET /v1/memory/{key} straight
-    to Uomp.read_key (what the router would pick: every GET under /v1/memory/ but
-    /v1/memory/aggregate), outside even Starlette's error middleware; all else unchanged."""
-
-    def __init__(self, app: ASGIApp, u: Uomp) -> None:
-        self.app, self.u = app, u
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "GET" and scope["path"].startswith(_KEY_PREFIX)
-                and scope["path"] != "/v1/memory/aggregate" and not scope.get("root_path")):
-            await self.u.read_key(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-
-def revocation_of(e: Any) -> str | None:
-    """The session id an owner-signed revocation record names, or None (control.Revocation.parse:
-    the blind server that carries it, or an agent writing memories, cannot forge one)."""
-    r = Revocation.parse(e.opened)
-    return None if r is None else r.session_id
-
-
-def mount(app: Starlette, op: Any, folder: Path, port: int) -> Uomp:
-    """Mount the UOMP API in the agent's app, keyed from the unlocked vault, with its item view
-    kept in step with the operator's index (rebuilt after every refresh)."""
-    v = op.v
-    # the bench's anchor only (benchmarks/uomp_bench.py): the uomp-core MVP's one fsync per
-    # audit entry; as durable, only slower
-    group = os.environ.get(NO_GROUP_COMMIT_ENV) != "1"
-    u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
-             search=lambda q: [e.cell_id for e in op.index.search(q)], group_commit=group,
-             approval_key=v.purpose_key(approval.APPROVAL_INFO))
-    inner = op.refresh
-    built = [-1]          # the operator's version the item view was built from
-    started = [False]
-
-    def refresh() -> None:
-        with op.lock:
-            inner()
-            if op.version != built[0]:
-                u.items.rebuild(op.item_heads(), op._opened)
-                built[0] = op.version
-            # the first time, all the operator opened before the API was mounted; then only what
-            # each refresh opened (revoke_remote is idempotent: one opened again changes nothing)
-            if started[0]:
-                fresh = [op._opened[oid][0] for oid in op.added if oid in op._opened]
-            else:
-                fresh, started[0] = [e for e, _, _ in op._opened.values()], True
-        for e in fresh:
-            sid = revocation_of(e)
-            if sid is not None:
-                u.revoke_remote(sid)
-    op.refresh = refresh          # the operator calls self.refresh after syncs, writes and erasures
-    refresh()
-    from ownmem.agent.published import attach
-
-    attach(u, op, Path(folder))   # session records for the person's other devices
-    from ownmem.agent.audit_sync import attach as attach_audit
-
-    attach_audit(u, op, Path(folder), app)   # the audit for them too, in anchored batches
-    app.router.routes.extend(u.routes())
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(StoreError, _store_error)
-    return u
-
-
-async def _http_error(r: HttpRequest, e: Exception) -> Response:
-    """"Error Format": an unknown /v1 path or method answers in it too; other paths (the SAIHM
-    binding's) keep Starlette's plain answer."""
-    assert isinstance(e, HTTPException)
-    if r.url.path.startswith("/v1/"):
-        return error(e.status_code, "INVALID_REQUEST", str(e.detail))
-    return PlainTextResponse(str(e.detail), status_code=e.status_code, headers=e.headers)
-
-
-async def _store_error(r: HttpRequest, e: Exception) -> Response:
-    """The session store or the audit log refused a write: nothing is answered but STORE_UNAVAILABLE
-    (a decision that could not be audited is not served)."""
-    _log.warning("store failure on %s: %s", r.url.path, e)
-    if not r.url.path.startswith("/v1/"):
-        return PlainTextResponse("Internal Server Error", status_code=500)
-    return error(503, "STORE_UNAVAILABLE", "the session store or the audit log is unavailable")
-
-
-__all__ = ["Uomp", "mount", "error", "RETENTION_DAYS", "REVOCATION", "TokenExpired"]

@@ -42,7 +42,6 @@ from ownmem.agent.operator import Operator
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
-from ownmem.agent.uomp_api import KeyReads, mount
 from ownmem.cli import manifest as manifest_cli
 from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
 from ownmem.cli.sessions import register as register_uomp
@@ -231,9 +230,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
     binding = Binding(op, creds)
     app = binding.app()
+
+    from ownmem.agent.uomp_mount import KeyReads, mount
+
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session
-    app.add_exception_handler(BodyTimeout, body_timeout)
+    app.add_exception_handler(BodyTimeout, body_timeout)     # in the protocol's shape (answers.refusal)
     # door.py: Host and Origin first, then the body's deadline; headers are cut at 10 s, as the
     # blind server cuts them (httptools kept: the Guard's hot path parses with it)
     grace, rate = body_limits()

@@ -37,16 +37,15 @@ from typing import Any
 
 import httpx
 
+from ownmem.agent.audit import AUDIT_INFO, DB_NAME as AUDIT_DB, read_on_disk
+from ownmem.agent.audit_sync import prune_batches
+from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
+from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
 from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock
 from ownmem.errors import MalformedInput, ServiceDown, SyncError, VaultError
 from ownmem.scrub import forget_passphrase_env
 from ownmem.termsafe import raw, visible
-from ownmem.agent.audit import AUDIT_INFO, read_on_disk
-from ownmem.agent.audit import DB_NAME as AUDIT_DB
-from ownmem.agent.audit_sync import audit_view, log_anchor_check, log_newer_anchors, prune_batches
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
-from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
 from ownmem.uomp.manifest import did_key_public, load_manifest, retention_level
 from ownmem.usecases.sessions import revoke_session
 from ownmem.vault import Vault
@@ -229,6 +228,9 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Another device (no agent service here): the batches synced to this vault, each checked
     against its anchor in the public log (ownmem.agent.audit_sync); problems go to stderr."""
+    from ownmem.agent.audit_batches import audit_view, log_anchor_check, log_newer_anchors
+    from ownmem.vault.sync import Syncer, syncer_for
+
     v = _unlock(args)
     try:
         check, newer = None, None

@@ -16,8 +16,7 @@ from typing import Any
 
 from ownmem.cli.common import unlock as _unlock, when as _when
 from ownmem.termsafe import visible
-from ownmem.usecases import answers
-from ownmem.usecases import requests as agent_requests
+from ownmem.usecases import answers, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys
 from ownmem.usecases.staged import StagedWrite, pending
 from ownmem.vault.sync import syncer_for

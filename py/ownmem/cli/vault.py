@@ -17,18 +17,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from ownmem.aperto.model import MemType, type_name
+from ownmem.cli.common import (
+    CliError,
+    confidence as _confidence,
+    folder as _folder,
+    passphrase as _passphrase,
+    progress as _progress,
+    tags as _tags,
+    unlock as _unlock,
+    when as _when,
+)
 from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
 from ownmem.termsafe import raw, visible
-from ownmem.cli.common import (
-    CliError, confidence as _confidence, folder as _folder,
-    passphrase as _passphrase, progress as _progress, tags as _tags, unlock as _unlock, when as _when,
-)
 from ownmem.usecases.listing import shown
+from ownmem.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault
 from ownmem.vault.sync import SyncReport, link, login_new_device, syncer_for
-from ownmem.vault import (
-    DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault,
-)
 
 
 def _line(e: Entry) -> str:

@@ -2,9 +2,9 @@
 4, "Agent access"; SAIHM "Client conformance").
 
     MCP host --stdio--> Server (official MCP SDK, low-level) --> Session.call(tool, arguments)
-                                                                   prepare  (ownmem.saihm.client)
+                                                                   prepare  (ownmem.binding)
                                                                    send     (ownmem.mcp.transport)
-                                                                   finish   (ownmem.saihm.client)
+                                                                   finish   (ownmem.binding)
                         <-- CallToolResult: the report as text, the result as structuredContent
 
 Configured only by its environment: SAIHM_ENDPOINT_URL, SAIHM_AUTH_HEADER (the Authorization
@@ -27,7 +27,9 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from ownmem import __version__
-from ownmem.saihm.client import DEFAULT_TIMEOUT, TOOLS, Failure, Kind, Result, StatusResult, prepare
+from ownmem.binding.status import StatusResult
+from ownmem.binding.tools import TOOLS, prepare
+from ownmem.binding.transport import DEFAULT_TIMEOUT, Failure, Kind, Result
 from ownmem.mcp.tools import BOOTSTRAP, BOOTSTRAP_DESCRIPTION, BOOTSTRAP_TEXT, SPECS, ToolSpec
 from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential
 

@@ -1,13 +1,15 @@
 """The eight SAIHM tools as an MCP server declares them (SAIHM "Tool surface (MCP binding)":
 each tool's "MCP input" as JSON Schema and its "Annotations"), and the session prompt
-(SAIHM "Session prompt").  Data only: what each tool does is ownmem.saihm.client's.
+(SAIHM "Session prompt").  Data only: what each tool does is ownmem.binding's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.saihm.client import GOVERNANCE_SCOPES, SCOPES, SHARE_TYPES, TOOLS
+from ownmem.binding.governance import GOVERNANCE_SCOPES
+from ownmem.binding.share import SCOPES, SHARE_TYPES
+from ownmem.binding.tools import TOOLS
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ requirements", "Credential handling").
 
     POST <endpoint>  Content-Type: application/json  Authorization: <credential, verbatim>
          {"method": <tool>, "params": {...}}
-    -> status, reason phrase, Content-Type, body   (ownmem.saihm.client.interpret judges them)
+    -> status, reason phrase, Content-Type, body   (ownmem.binding.transport.interpret judges them)
 
 What this layer holds to:
 
@@ -33,7 +33,7 @@ import anyio
 import httpx
 
 from ownmem.errors import OwnmemError
-from ownmem.saihm.client import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind, interpret
+from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind, interpret
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _PRINTABLE_ASCII = frozenset(range(0x21, 0x7F))

@@ -28,6 +28,7 @@ from typing import Any
 
 from ownmem.crypto import CryptoProvider, cbor, random_bytes, sha256
 from ownmem.errors import OwnmemError
+from ownmem.saihm.errors import B
 
 CONTRACT_CONTEXT = b"SAIHM-CONTRACT-v1"
 MODES = ("TEMPORARY", "PERMANENT", "SYNDICATE")
@@ -88,16 +89,16 @@ def contract_rules(grantee_ids: Sequence[Any], shard_ids: Sequence[Any], mode: A
     if type(timestamp) is not int or not 0 <= timestamp < 1 << 63:
         raise ContractRefused("malformed_contract", "timestamp must be an unsigned integer")
     if type(expires_at) is not int or not 0 <= expires_at < 1 << 63:
-        raise ContractRefused("invalid_expiry", "expiresAt must be an unsigned integer")
+        raise ContractRefused(B.INVALID_EXPIRY, "expiresAt must be an unsigned integer")
     if not isinstance(grantee_ids, (list, tuple)) or not grantee_ids:
-        raise ContractRefused("invalid_grantee", "a contract names at least one grantee")
+        raise ContractRefused(B.INVALID_GRANTEE, "a contract names at least one grantee")
     if len(grantee_ids) > MAX_GRANTEES:
-        raise ContractRefused("invalid_grantee", f"at most {MAX_GRANTEES} grantees per contract")
+        raise ContractRefused(B.INVALID_GRANTEE, f"at most {MAX_GRANTEES} grantees per contract")
     for g in grantee_ids:
         if not isinstance(g, bytes) or len(g) != 32:
-            raise ContractRefused("invalid_grantee", "every granteeId is a 32-byte holderId")
+            raise ContractRefused(B.INVALID_GRANTEE, "every granteeId is a 32-byte holderId")
     if len(set(grantee_ids)) != len(grantee_ids):
-        raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+        raise ContractRefused(B.INVALID_GRANTEE, "a grantee is listed twice")
     if not isinstance(shard_ids, (list, tuple)) or not shard_ids:
         raise ContractRefused("malformed_contract", "a contract covers at least one cell")
     if len(shard_ids) > MAX_SHARDS:
@@ -110,16 +111,16 @@ def contract_rules(grantee_ids: Sequence[Any], shard_ids: Sequence[Any], mode: A
         raise ContractRefused("malformed_contract", "scope is read, write or readwrite")
     if scope in RESERVED_SCOPES:
         # SAIHM: no tool lets a grantee write into another holder's memory
-        raise ContractRefused("invalid_scope", f"scope {scope!r} is reserved; only 'read' is defined")
+        raise ContractRefused(B.INVALID_SCOPE, f"scope {scope!r} is reserved; only 'read' is defined")
     if mode not in MODES:
-        raise ContractRefused("invalid_mode", "mode is TEMPORARY, PERMANENT or SYNDICATE")
+        raise ContractRefused(B.INVALID_MODE, "mode is TEMPORARY, PERMANENT or SYNDICATE")
     if mode == "TEMPORARY" and not timestamp < expires_at <= timestamp + TEMPORARY_MAX:
-        raise ContractRefused("invalid_expiry", "a TEMPORARY contract expires after its timestamp and "
+        raise ContractRefused(B.INVALID_EXPIRY, "a TEMPORARY contract expires after its timestamp and "
                                                 "within 24 hours of it")
     if mode == "PERMANENT" and expires_at != 0:
-        raise ContractRefused("invalid_expiry", "a PERMANENT contract has expiresAt 0")
+        raise ContractRefused(B.INVALID_EXPIRY, "a PERMANENT contract has expiresAt 0")
     if mode == "SYNDICATE" and expires_at != 0 and expires_at <= timestamp:
-        raise ContractRefused("invalid_expiry", "a SYNDICATE contract expires after its timestamp, or never (0)")
+        raise ContractRefused(B.INVALID_EXPIRY, "a SYNDICATE contract expires after its timestamp, or never (0)")
 
 
 async def make_contract(p: CryptoProvider, *, xi: bytes, holder_id: bytes, grantee_ids: Sequence[bytes],

@@ -25,8 +25,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from ownmem.uomp.tokens import AccessDenied
 from ownmem.purposes import Purpose
+from ownmem.uomp.errors import AccessDenied
 
 APPROVAL_INFO = Purpose.UOMP_APPROVAL
 APPROVAL_HEADER = "X-Ownmem-Approval"

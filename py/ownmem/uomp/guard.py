@@ -19,7 +19,8 @@ in the order of "Access Control" (steps 1-2, signature and expiry, are tokens.ve
   8. sensitivity=high only by exact key (never through a tag, nor the ranked query)
 With ``item`` given the same checks re-filter each item of a tag query by key-level rules.
 ``project`` applies allowed_fields; ``aggregate`` refuses what would reveal one value.
-Nothing here reads a clock, a file or the network: the HTTP layer (api.py) passes them in.
+Nothing here reads a clock, a file or the network: the HTTP layer (ownmem.agent.uomp_api) passes
+them in; every refusal's code is ownmem.uomp.errors', and so is its status.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from ownmem.uomp.errors import ErrorCode, ErrorCode as E
 from ownmem.uomp.items import Item
 from ownmem.uomp.tokens import Claims, parse_iso
 
@@ -83,14 +85,12 @@ class SessionState:
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
-    code: str | None              # the "Error Format" code when refused
+    code: ErrorCode | None        # the "Error Format" code when refused
     reason: str
 
     @property
     def status(self) -> int:
-        return {None: 200, "INVALID_TOKEN": 401, "TOKEN_EXPIRED": 401, "SESSION_REVOKED": 401,
-                "SESSION_NOT_FOUND": 404, "NOT_FOUND": 404, "ACCESS_DENIED": 403, "QUOTA_EXCEEDED": 429,
-                "WRITE_NOT_AVAILABLE": 501, "INVALID_REQUEST": 400}.get(self.code, 400)
+        return 200 if self.code is None else ErrorCode(self.code).status
 
 
 ALLOW = Decision(True, None, "scope matched")
@@ -119,77 +119,77 @@ def served(n: int) -> Decision:
     return Decision(True, None, f"{n} items in scope")
 
 
-def _deny(code: str, reason: str) -> Decision:
+def _deny(code: ErrorCode, reason: str) -> Decision:
     return Decision(False, code, reason)
 
 
 def decide(claims: Claims, state: SessionState, request: Request, item: Item | None = None) -> Decision:
     # 3. session state
     if state.status == "missing":
-        return _deny("SESSION_NOT_FOUND", "the token's session does not exist")
+        return _deny(E.SESSION_NOT_FOUND, "the token's session does not exist")
     if state.status != "active":
-        return _deny("SESSION_REVOKED", f"session {state.status}")
+        return _deny(E.SESSION_REVOKED, f"session {state.status}")
     if not state.current_token:
-        return _deny("SESSION_REVOKED", "not the session's current token")
+        return _deny(E.SESSION_REVOKED, "not the session's current token")
     # 4. blacklist
     if state.blacklisted:
-        return _deny("SESSION_REVOKED", "token blacklisted")
+        return _deny(E.SESSION_REVOKED, "token blacklisted")
     # 4a/4b. profile, audience ("Validity")
     if claims.profile != request.profile:
-        return _deny("INVALID_TOKEN", f"profile {claims.profile!r} is not this deployment's")
+        return _deny(E.INVALID_TOKEN, f"profile {claims.profile!r} is not this deployment's")
     if claims.audience is not None and claims.audience != request.audience:
-        return _deny("INVALID_TOKEN", "audience is another endpoint")
+        return _deny(E.INVALID_TOKEN, "audience is another endpoint")
     if claims.profile == "remote" and claims.audience is None:
-        return _deny("INVALID_TOKEN", "a remote token needs an audience")
+        return _deny(E.INVALID_TOKEN, "a remote token needs an audience")
     # 5. quota
     if request.action == "read":
         if claims.max_read_queries is not None and state.reads_used >= claims.max_read_queries:
-            return _deny("QUOTA_EXCEEDED", "max_read_queries reached")
+            return _deny(E.QUOTA_EXCEEDED, "max_read_queries reached")
     elif request.action == "write" and claims.max_write_queries is not None and state.writes_used >= claims.max_write_queries:
-        return _deny("QUOTA_EXCEEDED", "max_write_queries reached")
+        return _deny(E.QUOTA_EXCEEDED, "max_write_queries reached")
     # 5b. aggregation_only
     if claims.aggregation_only and request.path in ("key", "tag", "query"):
-        return _deny("ACCESS_DENIED", "aggregation_only token on a raw-data path")
+        return _deny(E.ACCESS_DENIED, "aggregation_only token on a raw-data path")
     if request.action == "write":
         if request.path in ("write", "delete"):
-            return _deny("WRITE_NOT_AVAILABLE", "agent writes are not served by the Guard")
+            return _deny(E.WRITE_NOT_AVAILABLE, "agent writes are not served by the Guard")
         if ANY_TAG not in claims.scopes.write.tag_set:
-            return _deny("ACCESS_DENIED", "writes not within granted scope")
+            return _deny(E.ACCESS_DENIED, "writes not within granted scope")
         if request.path in ("stage", "unshare"):
             return ALLOW
         if item is None:
-            return _deny("NOT_FOUND", "no such memory")
+            return _deny(E.NOT_FOUND, "no such memory")
     scope = claims.scopes.read
     every_tag = ANY_TAG in scope.tag_set
     # 6. the request's own target is within scope
     if request.path == "key":
         if item is None and request.key not in scope.key_set:
-            return _deny("ACCESS_DENIED", OUT_OF_SCOPE)
+            return _deny(E.ACCESS_DENIED, OUT_OF_SCOPE)
     elif request.path in ("tag", "aggregate"):
         if request.tag not in scope.tag_set and not every_tag:
-            return _deny("ACCESS_DENIED", "tag not within granted scope")
+            return _deny(E.ACCESS_DENIED, "tag not within granted scope")
         # 7. for the tag itself
         if request.tag in scope.deny_tag_set:
-            return _deny("ACCESS_DENIED", "tag explicitly denied")
+            return _deny(E.ACCESS_DENIED, "tag explicitly denied")
     if item is None:
         if request.path == "key":
             if request.key in scope.deny_key_set:
-                return _deny("ACCESS_DENIED", "key explicitly denied")
-            return _deny("NOT_FOUND", "no such key")
+                return _deny(E.ACCESS_DENIED, "key explicitly denied")
+            return _deny(E.NOT_FOUND, "no such key")
         return ALLOW
     # 6 for the item: by exact key or by one of its tags
     by_key = item.key in scope.key_set
     by_tag = every_tag or not scope.tag_set.isdisjoint(item.tags)
     if not by_key and not by_tag:
-        return _deny("ACCESS_DENIED", OUT_OF_SCOPE)
+        return _deny(E.ACCESS_DENIED, OUT_OF_SCOPE)
     # 7. deny over allow
     if item.key in scope.deny_key_set:
-        return _deny("ACCESS_DENIED", "key explicitly denied")
+        return _deny(E.ACCESS_DENIED, "key explicitly denied")
     if not scope.deny_tag_set.isdisjoint(item.tags):
-        return _deny("ACCESS_DENIED", "item carries a denied tag")
+        return _deny(E.ACCESS_DENIED, "item carries a denied tag")
     # 8. high sensitivity only by exact key, and only on the by-key path
     if item.sensitivity == "high" and not (by_key and request.path == "key"):
-        return _deny("ACCESS_DENIED", "high-sensitivity item outside an exact-key read")
+        return _deny(E.ACCESS_DENIED, "high-sensitivity item outside an exact-key read")
     return ALLOW
 
 
@@ -276,26 +276,26 @@ def aggregate(claims: Claims, request: Request, items: Iterable[Item], answered:
     path, and "value" must be among allowed_fields when the token lists them."""
     op, fld = request.op, request.field
     if op not in OPS:
-        return Aggregate(_deny("INVALID_REQUEST", "op must be one of sum, avg, count, min, max"))
+        return Aggregate(_deny(E.INVALID_REQUEST, "op must be one of sum, avg, count, min, max"))
     items = list(items)
     if op == "count":
         return Aggregate(ALLOW, len(items))
     if op in ("min", "max"):
-        return Aggregate(_deny("ACCESS_DENIED", f"{op} reveals a single item's value"))
+        return Aggregate(_deny(E.ACCESS_DENIED, f"{op} reveals a single item's value"))
     if not fld or not (fld == "value" or fld.startswith("value.")):
-        return Aggregate(_deny("INVALID_REQUEST", "field must be value or value.<path>"))
+        return Aggregate(_deny(E.INVALID_REQUEST, "field must be value or value.<path>"))
     if claims.allowed_fields is not None and "value" not in claims.allowed_fields:
-        return Aggregate(_deny("ACCESS_DENIED", "value is not among allowed_fields"))
+        return Aggregate(_deny(E.ACCESS_DENIED, "value is not among allowed_fields"))
     pairs = [(i, n) for i, n in ((i, _number_at(i, fld)) for i in items) if n is not None]
     nums = [n for _, n in pairs]
     if len(nums) < MIN_AGGREGATE:
-        return Aggregate(_deny("ACCESS_DENIED", f"fewer than {MIN_AGGREGATE} values would reveal single values"))
+        return Aggregate(_deny(E.ACCESS_DENIED, f"fewer than {MIN_AGGREGATE} values would reveal single values"))
     basis: Basis = frozenset((fld, i.object_id) for i, _ in pairs)
     if basis not in answered:
         if len(set(answered)) >= MAX_AGGREGATE_SETS:
-            return Aggregate(_deny("ACCESS_DENIED", f"this agent has had {MAX_AGGREGATE_SETS} distinct aggregates"))
+            return Aggregate(_deny(E.ACCESS_DENIED, f"this agent has had {MAX_AGGREGATE_SETS} distinct aggregates"))
         if determines_few([*dict.fromkeys(answered), basis]):
-            return Aggregate(_deny("ACCESS_DENIED", "with this agent's earlier aggregates it would reveal "
+            return Aggregate(_deny(E.ACCESS_DENIED, "with this agent's earlier aggregates it would reveal "
                                                     "single values"))
     total = sum(nums)
     res: float | int = total if op == "sum" else total / len(nums)
@@ -328,29 +328,29 @@ def check_deletion_proof(claims: Claims, path_session: str, identity_key: str | 
     (and not in the future), the signature by the agent's identity key."""
     if not isinstance(doc, dict) or not all(isinstance(doc.get(f), str) for f in PROOF_FIELDS) \
             or not isinstance(doc.get("proof_value"), str):
-        return _deny("INVALID_REQUEST", "a deletion proof needs " + ", ".join(PROOF_FIELDS) + ", proof_value")
+        return _deny(E.INVALID_REQUEST, "a deletion proof needs " + ", ".join(PROOF_FIELDS) + ", proof_value")
     if doc["session_id"] != path_session or path_session != claims.session_id:
-        return _deny("ACCESS_DENIED", "session_id does not match the path and the token")
+        return _deny(E.ACCESS_DENIED, "session_id does not match the path and the token")
     if doc["agent_id"] != claims.agent_id:
-        return _deny("ACCESS_DENIED", "agent_id is not the token's")
+        return _deny(E.ACCESS_DENIED, "agent_id is not the token's")
     if len(doc["deletion_proof_id"]) > MAX_PROOF_ID or not doc["deletion_proof_id"]:
-        return _deny("INVALID_REQUEST", "deletion_proof_id is 1 to 128 characters")
+        return _deny(E.INVALID_REQUEST, "deletion_proof_id is 1 to 128 characters")
     if seen:
-        return _deny("ACCESS_DENIED", "deletion proof replayed")
+        return _deny(E.ACCESS_DENIED, "deletion proof replayed")
     if deletion_method is not None and doc["method"] != deletion_method:
-        return _deny("ACCESS_DENIED", "method does not match the manifest's deletion_method")
+        return _deny(E.ACCESS_DENIED, "method does not match the manifest's deletion_method")
     try:
         deleted_at = parse_iso(doc["deleted_at"])
     except ValueError:
-        return _deny("INVALID_REQUEST", "deleted_at is not an ISO 8601 time")
+        return _deny(E.INVALID_REQUEST, "deleted_at is not an ISO 8601 time")
     if deleted_at > claims.expires_at:
-        return _deny("ACCESS_DENIED", "deleted_at is after the token's expires_at")
+        return _deny(E.ACCESS_DENIED, "deleted_at is after the token's expires_at")
     if deleted_at > now + 60:
-        return _deny("ACCESS_DENIED", "deleted_at is in the future")
+        return _deny(E.ACCESS_DENIED, "deleted_at is in the future")
     if identity_key is None:
-        return _deny("ACCESS_DENIED", "no identity key registered for this agent")
+        return _deny(E.ACCESS_DENIED, "no identity key registered for this agent")
     try:
         Ed25519PublicKey.from_public_bytes(_b64(identity_key)).verify(_b64(doc["proof_value"]), proof_message(doc))
     except (InvalidSignature, ValueError):
-        return _deny("ACCESS_DENIED", "proof_value does not verify under the agent's identity key")
+        return _deny(E.ACCESS_DENIED, "proof_value does not verify under the agent's identity key")
     return Decision(True, None, "deletion proof accepted")

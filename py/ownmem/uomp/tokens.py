@@ -23,69 +23,12 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from ownmem.errors import OwnmemError
 from ownmem.purposes import Purpose
+from ownmem.uomp.errors import InvalidToken, TokenExpired
 
 AUTH_INFO = Purpose.UOMP_AUTH
 VERSION = "1.0"
 MAX_TOKEN = 16 * 1024      # bytes of a bearer token we parse at all
-
-
-class UompError(OwnmemError):
-    """A UOMP request refused: ``status`` and the section "Error Format" ``error_code``."""
-
-    code = "uomp"
-    status = 400
-    error_code = "INVALID_REQUEST"
-
-    def __init__(self, message: str = "", *, reason: str | None = None) -> None:
-        super().__init__(message or self.error_code)
-        self.reason = reason or message or self.error_code
-
-
-class InvalidToken(UompError):
-    status, error_code = 401, "INVALID_TOKEN"
-    code = "uomp_invalid_token"
-
-
-class TokenExpired(UompError):
-    status, error_code = 401, "TOKEN_EXPIRED"
-    code = "uomp_token_expired"
-
-
-class SessionRevoked(UompError):
-    status, error_code = 401, "SESSION_REVOKED"
-    code = "uomp_session_revoked"
-
-
-class AccessDenied(UompError):
-    status, error_code = 403, "ACCESS_DENIED"
-    code = "uomp_access_denied"
-
-
-class QuotaExceeded(UompError):
-    status, error_code = 429, "QUOTA_EXCEEDED"
-    code = "uomp_quota_exceeded"
-
-
-class WriteNotAvailable(UompError):
-    status, error_code = 501, "WRITE_NOT_AVAILABLE"
-    code = "uomp_write_not_available"
-
-
-class SessionNotFound(UompError):
-    status, error_code = 404, "SESSION_NOT_FOUND"
-    code = "uomp_session_not_found"
-
-
-class InvalidRequest(UompError):
-    status, error_code = 400, "INVALID_REQUEST"
-    code = "uomp_invalid_request"
-
-
-class StoreUnavailable(UompError):
-    status, error_code = 503, "STORE_UNAVAILABLE"
-    code = "uomp_store_unavailable"
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -308,3 +251,4 @@ def verify(token: str, key: AuthKey, now: int) -> Claims:
     token reports TOKEN_EXPIRED only once its signature verified (a forgery is never
     told apart from another forgery)."""
     return check_expiry(verify_signature(token, key), now)
+

@@ -43,6 +43,7 @@ from ownmem.saihm.cell import Cell, CellRefused, check_cell
 from ownmem.saihm.contract import (
     Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
 )
+from ownmem.saihm.errors import B, BindingError, BindingRefusal
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.sync import Syncer, SyncReport
 
@@ -102,10 +103,10 @@ def verify_holder_record(p: CryptoProvider, rec: wire.HolderRecord, holder_id: b
     """The checks that keep a server from giving a sharer its own X25519 key for a grantee."""
     if rec.holder_id != holder_id or sha256(rec.holder_pub) != holder_id:
         raise ShareRefused(f"the server's directory answered for holder {holder_id.hex()} with another holder",
-                           "invalid_grantee")
+                           B.INVALID_GRANTEE)
     if not run_sync(p.mldsa65_verify(rec.holder_pub, rec.message(), rec.holder_proof, wire.REGISTER_HOLDER_CONTEXT)):
         raise ShareRefused(f"the keys the server publishes for holder {holder_id.hex()} are not signed by that "
-                           "holder (a substituted key?): refused, nothing shared", "invalid_grantee")
+                           "holder (a substituted key?): refused, nothing shared", B.INVALID_GRANTEE)
     return VerifiedHolder(holder_id, rec.holder_pub, rec.ka_pub, rec.owner_pub, rec.name)
 
 
@@ -179,7 +180,7 @@ def lookup_holder(syncer: Syncer, holder_id: bytes) -> VerifiedHolder:
     rec = ShareRemote(syncer).holder(holder_id)
     if rec is None:
         raise ShareRefused(f"no ownmem vault of holder {holder_id.hex()} is registered on this server",
-                           "invalid_grantee")
+                           B.INVALID_GRANTEE)
     return verify_holder_record(syncer.v.crypto, rec, holder_id)
 
 
@@ -208,7 +209,7 @@ def mode_and_expiry(mode: str, expires: int | None, at: int) -> tuple[str, int]:
     spec lets the operator choose within the bound), PERMANENT and SYNDICATE to 0."""
     m = mode.upper() if mode.upper() in MODES.values() else MODES.get(mode.lower())
     if m is None:
-        raise ContractRefused("invalid_mode", "mode is temporary, permanent or syndicate")
+        raise ContractRefused(B.INVALID_MODE, "mode is temporary, permanent or syndicate")
     if expires is None:
         return m, at + TEMPORARY_DEFAULT if m == "TEMPORARY" else 0
     return m, expires
@@ -219,7 +220,7 @@ def share(syncer: Syncer, memories: Sequence[str], grantees: Sequence[bytes], mo
     """Share ``memories`` (ids or unique prefixes) with ``grantees`` (holderIds)."""
     v = syncer.v
     if not memories:
-        raise ShareRefused("name at least one memory to share", "shard_not_found")
+        raise ShareRefused("name at least one memory to share", B.SHARD_NOT_FOUND)
     listing = v.open_all(allow_unverified=True)
     oids: list[bytes] = []
     for ident in memories:
@@ -237,11 +238,11 @@ def share_cells(syncer: Syncer, cell_ids: Sequence[bytes], grantees: Sequence[by
     for cid in cell_ids:
         oid = store.object_of_cell(cid)
         if oid is None or store.get_object(oid) is None:
-            raise ShareRefused(f"no cell {cid.hex()} of this holder", "shard_not_found")
+            raise ShareRefused(f"no cell {cid.hex()} of this holder", B.SHARD_NOT_FOUND)
         if oid not in oids:
             oids.append(oid)
     if not oids:
-        raise ShareRefused("name at least one cell to share", "shard_not_found")
+        raise ShareRefused("name at least one cell to share", B.SHARD_NOT_FOUND)
     return share_objects(syncer, oids, grantees, mode, scope=scope, expires=expires, now=now)
 
 
@@ -251,17 +252,17 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
     at = int(time.time()) if now is None else now
     m, expires_at = mode_and_expiry(mode, expires, at)
     if not grantees:
-        raise ContractRefused("invalid_grantee", "name at least one grantee")
+        raise ContractRefused(B.INVALID_GRANTEE, "name at least one grantee")
     if len(set(grantees)) != len(grantees):
-        raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+        raise ContractRefused(B.INVALID_GRANTEE, "a grantee is listed twice")
     if len(grantees) * len(object_ids) > wire.MAX_SHARE_KEYS:
         # one re-wrapped key per grantee and cell: the server takes at most this many per offer,
         # so say so before opening, pushing or asking the directory anything
         raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories), not "
-                           f"{len(grantees) * len(object_ids)}: share fewer memories at once", "invalid_params")
+                           f"{len(grantees) * len(object_ids)}: share fewer memories at once", B.INVALID_PARAMS)
     me = v.holder()
     if me.holder_id in grantees:
-        raise ContractRefused("invalid_grantee", "you cannot share with yourself")
+        raise ContractRefused(B.INVALID_GRANTEE, "you cannot share with yourself")
     # the rules before any work or request: a contract that breaks one is never made
     contract_rules(list(grantees), [b"\x00" * 32], m, scope, expires_at, at)
     scopes_by_id = {s.scope_id: s for s in v.scopes().values()}
@@ -270,11 +271,11 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
     for oid in object_ids:
         row = v.store.get_object(oid)
         if row is None:
-            raise ShareRefused(f"no memory {oid.hex()} in this vault", "shard_not_found")
+            raise ShareRefused(f"no memory {oid.hex()} in this vault", B.SHARD_NOT_FOUND)
         if v.open_stored(row, scopes_by_id, keyring, allow_unverified=True).opened.trust is not Trust.SELF:
             # the grantee verifies every shared object against the sharer's owner key
             raise ShareRefused(f"memory {oid.hex()} was not written by you (an agent's or another author's): "
-                               "only your own memories can be shared", "shard_not_found")
+                               "only your own memories can be shared", B.SHARD_NOT_FOUND)
         rows.append(row)
     # the memories must be on the server as cells: push what is not
     if any(v.store.cell_of(r.object_id) is None for r in rows) or v.store.unpushed_count():
@@ -284,7 +285,7 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
         have = v.store.cell_of(r.object_id)
         if have is None:
             raise ShareRefused(f"memory {r.object_id.hex()} is not on the server yet: run `ownmem sync`",
-                               "shard_not_found")
+                               B.SHARD_NOT_FOUND)
         cells.append(have[0])
     holders = [lookup_holder(syncer, g) for g in grantees]
     contract = run_sync(make_contract(p, xi=me.xi, holder_id=me.holder_id, grantee_ids=list(grantees),
@@ -529,41 +530,42 @@ def _open_shared(syncer: Syncer, row: wire.SharedCell, active: dict[bytes, Share
 # "saihm_share", "saihm_revoke_share", "saihm_status"): parameters in, result objects out, and
 # every failure as ``ToolRefused`` with the tool's error code and an HTTP status.
 
-class ToolRefused(OwnmemError):
-    """A sharing tool call refused: answer ``status`` with {"error": error}."""
+class ToolRefused(BindingRefusal):
+    """A sharing tool call refused: answer its code's status with {"error": error}."""
 
     code = "tool_refused"
 
-    def __init__(self, status: int, error: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.error = status, error
+
+# the codes a broken sharing rule or a refused contract answers with (ownmem.saihm.errors)
+_RULES = frozenset({B.NOT_HOLDER, B.SHARD_NOT_FOUND, B.CONTRACT_NOT_FOUND, B.INVALID_GRANTEE, B.INVALID_MODE,
+                    B.INVALID_SCOPE, B.INVALID_EXPIRY})
 
 
-_STATUS = {"not_holder": 403, "shard_not_found": 404, "contract_not_found": 404, "invalid_grantee": 400,
-           "invalid_mode": 400, "invalid_scope": 400, "invalid_expiry": 400}
+def _rule(code: object) -> BindingError:
+    return B(str(code)) if code in _RULES else B.INVALID_PARAMS
 
 
-def _tool_error(e: OwnmemError, unavailable: str) -> ToolRefused:
+def _tool_error(e: OwnmemError, unavailable: BindingError) -> ToolRefused:
     """``e`` as the tool's error: a rule or check it broke, else ``unavailable``."""
     if isinstance(e, ContractRefused):
-        code = e.code if e.code in _STATUS else "invalid_params"
+        code = _rule(e.code)
     elif isinstance(e, ShareRefused):
-        code = e.reason if e.reason in _STATUS else "invalid_params"
-    elif isinstance(e, SyncError) and e.server_code in _STATUS:
-        code = str(e.server_code)
+        code = _rule(e.reason)
+    elif isinstance(e, SyncError) and e.server_code in _RULES:
+        code = B(e.server_code)
     else:
-        return ToolRefused(503, unavailable, str(e))
-    return ToolRefused(_STATUS.get(code, 400), code, str(e))
+        return ToolRefused(unavailable, str(e))
+    return ToolRefused(code, str(e))
 
 
-def _hex32_list(v: object, what: str, code: str) -> list[bytes]:
+def _hex32_list(v: object, what: str, code: BindingError) -> list[bytes]:
     if not isinstance(v, list):
-        raise ToolRefused(400, code, f"{what} must be an array of hex strings")
+        raise ToolRefused(code, f"{what} must be an array of hex strings")
     out = []
     for x in v:
         t = x.lower().removeprefix("0x") if isinstance(x, str) else ""
         if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
-            raise ToolRefused(400, code, f"every entry of {what} is 32 bytes of hex")
+            raise ToolRefused(code, f"every entry of {what} is 32 bytes of hex")
         out.append(bytes.fromhex(t))
     return out
 
@@ -582,18 +584,18 @@ class ShareParams:
 def parse_share_params(params: dict[str, object]) -> ShareParams:
     """{"granteeIdHashesHex", "shardIds", "type", "scope", "expiryEpoch"} -> ShareParams, or
     ToolRefused with the tool's error code."""
-    grantees = _hex32_list(params.get("granteeIdHashesHex"), "granteeIdHashesHex", "invalid_grantee")
-    cells = _hex32_list(params.get("shardIds"), "shardIds", "shard_not_found")
+    grantees = _hex32_list(params.get("granteeIdHashesHex"), "granteeIdHashesHex", B.INVALID_GRANTEE)
+    cells = _hex32_list(params.get("shardIds"), "shardIds", B.SHARD_NOT_FOUND)
     kind, scope, expiry = params.get("type"), params.get("scope"), params.get("expiryEpoch")
     if not isinstance(kind, str) or kind.lower() not in MODES:
-        raise ToolRefused(400, "invalid_mode", "type is temporary, permanent or syndicate")
+        raise ToolRefused(B.INVALID_MODE, "type is temporary, permanent or syndicate")
     if not isinstance(scope, str):
-        raise ToolRefused(400, "invalid_scope", "scope is read, write or readwrite")
+        raise ToolRefused(B.INVALID_SCOPE, "scope is read, write or readwrite")
     if scope != "read":
         # SAIHM: write and readwrite are reserved; an operator MUST reject them with invalid_scope
-        raise ToolRefused(400, "invalid_scope", f"scope {scope!r} is not defined: only 'read'")
+        raise ToolRefused(B.INVALID_SCOPE, f"scope {scope!r} is not defined: only 'read'")
     if expiry is not None and not (isinstance(expiry, str) and (expiry == "" or (expiry.isascii() and expiry.isdigit()))):
-        raise ToolRefused(400, "invalid_expiry", "expiryEpoch is a string of decimal digits, or null")
+        raise ToolRefused(B.INVALID_EXPIRY, "expiryEpoch is a string of decimal digits, or null")
     expires = int(expiry) if isinstance(expiry, str) and expiry else None
     return ShareParams(tuple(cells), tuple(grantees), kind.lower(), scope, expires)
 
@@ -603,15 +605,15 @@ def check_share_rules(p: ShareParams, me: bytes, at: int) -> None:
     try:
         m, expires_at = mode_and_expiry(p.mode, p.expires, at)
         if len(set(p.grantees)) != len(p.grantees):
-            raise ContractRefused("invalid_grantee", "a grantee is listed twice")
+            raise ContractRefused(B.INVALID_GRANTEE, "a grantee is listed twice")
         if me in p.grantees:
-            raise ContractRefused("invalid_grantee", "a holder does not share with itself")
+            raise ContractRefused(B.INVALID_GRANTEE, "a holder does not share with itself")
         if len(p.grantees) * len(set(p.cells)) > wire.MAX_SHARE_KEYS:
             raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories)",
-                               "invalid_params")
+                               B.INVALID_PARAMS)
         contract_rules(list(p.grantees), list(p.cells) or [b"\x00" * 32], m, p.scope, expires_at, at)
     except OwnmemError as e:
-        raise _tool_error(e, "operator_storage_unavailable") from None
+        raise _tool_error(e, B.OPERATOR_STORAGE_UNAVAILABLE) from None
 
 
 def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = None) -> dict[str, object]:
@@ -622,7 +624,7 @@ def tool_share(syncer: Syncer, params: dict[str, object], *, now: int | None = N
     try:
         made = share_cells(syncer, p.cells, p.grantees, p.mode, scope=p.scope, expires=p.expires, now=at)
     except OwnmemError as e:
-        raise _tool_error(e, "operator_storage_unavailable") from None
+        raise _tool_error(e, B.OPERATOR_STORAGE_UNAVAILABLE) from None
     return {"contractId": made.contract_id.hex(), "type": made.mode.lower(), "granteeCount": len(made.grantee_ids),
             "epoch": str(at), "receiptId": made.receipt_id.hex()}
 
@@ -634,13 +636,13 @@ def tool_revoke_share(syncer: Syncer, params: dict[str, object], *, now: int | N
     ident = params.get("contractId")
     t = ident.lower() if isinstance(ident, str) else ""
     if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
-        raise ToolRefused(404, "contract_not_found", "a contractId is 64 hex digits")
+        raise ToolRefused(B.CONTRACT_NOT_FOUND, "a contractId is 64 hex digits")
     try:
         r = revoke(syncer, bytes.fromhex(t), now=at)
     except OwnmemError as e:
         # the server withdraws access before it logs the receipt; one that did not answer may
         # have done either: repeating the call shows the outcome
-        raise _tool_error(e, "operator_storage_unavailable") from None
+        raise _tool_error(e, B.OPERATOR_STORAGE_UNAVAILABLE) from None
     return {"revoked": True, "epoch": str(at), "receiptId": r.receipt_id.hex()}
 
 

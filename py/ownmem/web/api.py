@@ -18,16 +18,22 @@ import json
 import time
 from typing import Any
 
+from ownmem import syncwire as wire
+from ownmem.agent.published import read_published
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.model import MemType
 from ownmem.crypto import provider, run_sync, set_provider
 from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError
-from ownmem.uomp.records import (RecordsRefused, accepted, field_names, format_of, missing_sensitivity, parse_map,
-                                 target_of)
-from ownmem import syncwire as wire
-from ownmem.agent.published import read_published
-from ownmem.usecases import answers
-from ownmem.usecases import requests as agent_requests
+from ownmem.uomp.records import (
+    RecordsRefused,
+    accepted,
+    field_names,
+    format_of,
+    missing_sensitivity,
+    parse_map,
+    target_of,
+)
+from ownmem.usecases import answers, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.usecases.records import write_records
@@ -336,13 +342,13 @@ class App:
                 "requests": [agent_requests.to_json(r, by_id) for r in agent_requests.pending(listing.entries, keys)]}
 
     def op_audit(self, session: str | None = None) -> dict[str, Any]:
-        """The UOMP audit synced to this vault (ownmem.agent.audit_sync), newest first, optionally
+        """The UOMP audit synced to this vault (ownmem.agent.audit_batches), newest first, optionally
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
         # loaded when the page asks: its reader imports the agent service's audit module and the
         # cryptography package it seals with, which the rest of the worker never needs
-        from ownmem.agent.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
+        from ownmem.agent.audit_batches import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
         if self._linked() is not None:
@@ -470,7 +476,7 @@ class App:
                              dict_converter=js.Object.fromEntries))
 
     def op_selftest(self, vectors: str = "") -> dict[str, Any]:
-        from ownmem.web.selftest import run   # start-up time: the vector checks load when the page asks
+        from ownmem.web.selftest import run  # start-up time: the vector checks load when the page asks
 
         return run(vectors)
 
@@ -505,7 +511,7 @@ def _operation(op: str, args: Any) -> functools.partial[Any]:
     if _app is None:
         import ownmem_js  # registered by the worker
 
-        from ownmem.web.provider import BrowserProvider   # Pyodide-only: it drives the page's WebCrypto
+        from ownmem.web.provider import BrowserProvider  # Pyodide-only: it drives the page's WebCrypto
 
         set_provider(BrowserProvider())
         _app = App(ownmem_js)
@@ -537,8 +543,8 @@ def _finish(fn: Any) -> Any:
 
 
 def _answer(error: Exception | None, result: Any) -> Any:
-    from pyodide.ffi import to_js   # Pyodide-only modules
     import js
+    from pyodide.ffi import to_js  # Pyodide-only modules
 
     if error is None:
         out: dict[str, Any] = {"ok": True, "result": result}

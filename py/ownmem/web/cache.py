@@ -8,8 +8,8 @@ from typing import Any
 
 from ownmem.crypto import cbor, random_bytes, run_sync, sha256
 from ownmem.errors import OwnmemError
-from ownmem.vault.vault import UnlockedVault
 from ownmem.purposes import Purpose
+from ownmem.vault.vault import UnlockedVault
 
 CACHE_INFO = Purpose.DEVICE_CACHE
 CACHE_KEY = "verified-v1"
@@ -50,7 +50,7 @@ def _digest(b: bytes) -> bytes:
 async def load_cache(js: Any, v: UnlockedVault) -> DeviceCache:
     """The cache IndexedDB holds for this vault; an empty one when there is none, a dirty empty
     one (rebuilt by the next listing) when it does not open."""
-    from pyodide.ffi import jsnull   # Pyodide-only module: the worker's JS null
+    from pyodide.ffi import jsnull  # Pyodide-only module: the worker's JS null
 
     blob = run_sync(js.idb_get("cache", CACHE_KEY))
     if blob is None or blob is jsnull:   # no record yet: JS null arrives as jsnull, not None
@@ -74,7 +74,7 @@ async def save_cache(js: Any, v: UnlockedVault, cache: DeviceCache, live: set[by
     nonce = random_bytes(12)
     key = await v.purpose_key_async(CACHE_INFO)
     ct = await v.crypto.aes_gcm_encrypt(key, nonce, plain, CACHE_KEY.encode())
-    from pyodide.ffi import to_js   # Pyodide-only module: bytes to a JS Uint8Array
+    from pyodide.ffi import to_js  # Pyodide-only module: bytes to a JS Uint8Array
 
     run_sync(js.idb_put("cache", CACHE_KEY, to_js(nonce + ct)))
     cache.dirty = False

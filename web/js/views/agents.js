@@ -13,7 +13,7 @@
 //   Registered agents what each registered manifest asks for, its retention, its publisher
 //   Ended sessions    closed, revoked, expired
 //   Access audit      who read what, when, allowed or denied and why, newest first, by session
-//                     (`audit`: the batches the agent service syncs, py/ownmem/agent/audit_sync.py);
+//                     (`audit`: the batches the agent service syncs, py/ownmem/agent/audit_batches.py);
 //                     a batch that fails its check against the public log's anchor, or that
 //                     follows a batch that never arrived, is a warning on its rows
 //
