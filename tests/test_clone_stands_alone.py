@@ -8,6 +8,8 @@ import shutil
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 from tests.ownmem_testpaths import ROOT
 
@@ -15,7 +17,7 @@ VECTOR_TESTS = ["tests/test_vectors_provenance.py", "tests/aperto/test_vectors.p
                 "tests/crypto/test_provider.py", "tests/web/test_selftest_runner.py"]
 
 
-def test_the_vector_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: os.PathLike[str]) -> None:
+def test_the_vector_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: Path) -> None:
     if not (ROOT / ".git").exists() or shutil.which("git") is None:
         if os.environ.get("CI"):
             pytest.fail("CI runs on a git checkout: the clone test must run there")

@@ -13,7 +13,7 @@ from tests.agent.agentkit import AgentProcess, issue
 from tests.agent.agentkit import AgentVault
 from tests.sync.synckit import Backend, Devices, ServerProcess
 
-from ownmem.agent.uomp_api import REVOCATION
+from ownmem.uomp.control import REVOCATION
 
 
 def _until(agent: AgentProcess, token: str, want: Callable[[list[dict[str, Any]]], bool],

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from agentkit import AgentProcess, AgentVault, issue
+from tests.agent.agentkit import AgentProcess, AgentVault, issue
 from starlette.routing import Match, Route
-from synckit import PASSPHRASE, Backend, ServerProcess
+from tests.sync.synckit import PASSPHRASE, Backend, ServerProcess
 
 from ownmem.agent import service, uomp_mount
 from ownmem.agent.answers import speaks_uomp

@@ -23,6 +23,7 @@ from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.agent import audit_batches as ab
 from ownmem.agent import audit_sync as au
+from ownmem.uomp.control import AUDIT as AUDIT_RECORD
 from ownmem.uomp.control import is_control
 from ownmem.vault import Vault
 
@@ -172,7 +173,7 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     only = ab.audit_view(phone.listing().entries, holder_id=phone.v.holder().holder_id, session=other)
     assert {e["session_id"] for e in only.entries} == {other} and only.entries[0]["key"] == "user.password"
     # the batches are control records, never listed as memory, nor recalled by an agent (SAIHM)
-    batches = [e for e in phone.listing().entries if ab.AUDIT_RECORD in e.opened.extensions]
+    batches = [e for e in phone.listing().entries if AUDIT_RECORD in e.opened.extensions]
     assert batches and all(is_control(e.opened.extensions) for e in batches)
     recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm", headers={"Authorization": issue(uv.vault.env, "notes")},
                           json={"method": "saihm_recall", "params": {"query": ""}}, timeout=30)
@@ -288,9 +289,9 @@ def test_an_entry_altered_inside_a_batch_or_an_anchor_not_in_the_log_is_flagged(
                "sessions": SESSIONS, "entries": entries, "anchor": anchor(root)}
         altered = [dict(e) for e in entries]
         altered[1]["allowed"], altered[1]["reason"] = False, "quietly rewritten"
-        v.add("b1", extensions={ab.AUDIT_RECORD: doc})
-        v.add("b2", extensions={ab.AUDIT_RECORD: {**doc, "seq": 2, "entries": altered}})
-        v.add("b3", extensions={ab.AUDIT_RECORD: {**doc, "seq": 3, "anchor": anchor(b"\x01" * 32)}})
+        v.add("b1", extensions={AUDIT_RECORD: doc})
+        v.add("b2", extensions={AUDIT_RECORD: {**doc, "seq": 2, "entries": altered}})
+        v.add("b3", extensions={AUDIT_RECORD: {**doc, "seq": 3, "anchor": anchor(b"\x01" * 32)}})
         view = ab.audit_view(v.open_all().entries, holder_id=h.holder_id, anchor_check=lambda b: None)
         problems = {e["batch"]["seq"]: e["batch"]["problem"] for e in view.entries}
         assert problems[1] is None
@@ -322,10 +323,10 @@ def test_a_version_2_batch_carries_its_entries_as_json_text_and_one_that_does_no
         doc = {"v": 1, "stream": "s", "seq": 1, "first": 0, "last": 1_800_000_002, "count": 3, "root": root.hex(),
                "sessions": SESSIONS, "entries": entries, "anchor": anchor}
         text = "[" + ",".join(ab.canonical(e).decode() for e in entries) + "]"
-        v.add("b1", extensions={ab.AUDIT_RECORD: doc})
-        v.add("b2", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 2, "entries": text}})
-        v.add("b3", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 3, "entries": text[:-1]}})
-        v.add("b4", extensions={ab.AUDIT_RECORD: {**doc, "v": 2, "seq": 4, "entries": "[1, 2]"}})
+        v.add("b1", extensions={AUDIT_RECORD: doc})
+        v.add("b2", extensions={AUDIT_RECORD: {**doc, "v": 2, "seq": 2, "entries": text}})
+        v.add("b3", extensions={AUDIT_RECORD: {**doc, "v": 2, "seq": 3, "entries": text[:-1]}})
+        v.add("b4", extensions={AUDIT_RECORD: {**doc, "v": 2, "seq": 4, "entries": "[1, 2]"}})
         batches = ab.read_batches(v.open_all().entries)
         assert [b.key[1] for b in batches] == [1, 2]
         assert batches[0].doc["entries"] == batches[1].doc["entries"] == entries
@@ -492,7 +493,7 @@ def test_the_cursor_survives_an_audit_db_pruned_empty_and_batches_are_bounded(tm
             return AuditEntry(f"log_{i}", ts, "sess_a", "cal", "read", "k", None, (), True, "scope matched")
         for i in range(3):
             log.record(entry(i, 10))
-        s = au.AuditSync(op=None, u=SimpleNamespace(audit=log), folder=tmp_path)
+        s = au.AuditSync(op=None, u=SimpleNamespace(audit=log), folder=tmp_path)  # type: ignore[arg-type]  # _next reads the audit only
         assert [d["id"] for _, d, _ in s._next()] == ["log_0", "log_1", "log_2"]
         s.state.rowid = 3                       # batched
         assert s._next() == []

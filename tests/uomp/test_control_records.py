@@ -1,7 +1,7 @@
 """What counts as a control record (ownmem.uomp.control): the extensions every view leaves out."""
 from __future__ import annotations
 
-from ownmem.agent.uomp_api import REVOCATION
+from ownmem.uomp.control import REVOCATION
 from ownmem.uomp.control import is_bookkeeping, is_control
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from ownmem.uomp.guard import ALLOW, Request, SessionState, aggregate, decide, project
 from ownmem.uomp.items import Item
-from ownmem.uomp.tokens import (AuthKey, Claims, InvalidToken, Scope, Scopes, TokenExpired, issue, verify)
+from ownmem.uomp.errors import InvalidToken, TokenExpired
+from ownmem.uomp.tokens import AuthKey, Claims, Scope, Scopes, issue, verify
 
 NOW = int(time.time())      # PyJWT checks iat against the real clock
 AUD = "http://127.0.0.1:9374"

@@ -18,7 +18,7 @@ from tests.uomp.uompkit import Uomp
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.crypto import run_sync
-from ownmem.agent.uomp_api import REVOCATION
+from ownmem.uomp.control import REVOCATION
 from ownmem.uomp.control import CONTROL_EXTENSIONS, is_control
 from ownmem.agent.published import REVOCATION as PUBLISHED_REVOCATION
 from ownmem.agent.published import SESSION_RECORD, read_published

@@ -12,7 +12,7 @@ from tests.uomp.uompkit import UompVault
 from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
 from tests.uomp.uompkit import Uomp, code
 
-from ownmem.agent.uomp_api import REVOCATION
+from ownmem.uomp.control import REVOCATION
 
 READ = {"tags": ["preference"], "keys": []}
 

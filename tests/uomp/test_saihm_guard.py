@@ -20,7 +20,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from tests.sync.synckit import Backend, Devices, ServerProcess
 from tests.uomp.uompkit import UompVault
 
-from ownmem.agent.uomp_api import REVOCATION
+from ownmem.uomp.control import REVOCATION
 from ownmem.agent.published import read_published
 
 # the high-sensitivity items of conftest.ITEMS, as put_item writes their text

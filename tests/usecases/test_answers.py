@@ -18,11 +18,12 @@ from ownmem.usecases.requests import AgentRequest
 from ownmem.usecases.requests import pending as pending_requests
 from ownmem.usecases.staged import StagedWrite, pending
 from ownmem.vault import UnlockedVault, Vault
+from ownmem.vault.sync import Syncer
 
 AGENT = "planner.0123456789abcdef"
 
 
-def _syncer() -> object:
+def _syncer() -> Syncer:
     raise AssertionError("a forget or a staged write needs no server")
 
 

@@ -22,6 +22,7 @@ from ownmem.usecases.sessions import revoke_session
 from ownmem.vault import Entry, UnlockedVault, Vault
 
 Seal = Callable[..., bytes]
+Sealed = tuple[UnlockedVault, Seal, aperto_keys.SigningKey, aperto_keys.SigningKey]
 
 
 @pytest.fixture
@@ -43,9 +44,9 @@ def _by_id(v: UnlockedVault) -> dict[bytes, Entry]:
     return {e.id: e for e in v.open_all(allow_unverified=True).entries}
 
 
-def test_each_record_parses_what_make_wrote_and_only_the_owners(sealed) -> None:
+def test_each_record_parses_what_make_wrote_and_only_the_owners(sealed: Sealed) -> None:
     v, seal, agent, stranger = sealed
-    records = [Revocation("sess_a", 7), Confirmation(b"\x05" * 16),
+    records: list[Revocation | Confirmation | SessionRecord] = [Revocation("sess_a", 7), Confirmation(b"\x05" * 16),
                SessionRecord({"kind": "agent", "agent_id": "planner"})]
     mine = [seal(r.make()) for r in records]
     theirs = [seal(r.make(), signer=agent) for r in records] + [seal(r.make(), signer=stranger) for r in records]
@@ -62,7 +63,7 @@ def test_each_record_parses_what_make_wrote_and_only_the_owners(sealed) -> None:
         assert Revocation.parse(replace(e.opened, trust=trust)) is None
 
 
-def test_a_request_round_trips_and_a_malformed_one_is_none(sealed) -> None:
+def test_a_request_round_trips_and_a_malformed_one_is_none(sealed: Sealed) -> None:
     v, seal, agent, _ = sealed
     terms = ShareTerms((b"\x02" * 32,), "temporary", "read", None)
     r = Request.of("share", "planner.0123456789abcdef", [b"\x01" * 16], [b"\x03" * 32], terms)
@@ -76,7 +77,7 @@ def test_a_request_round_trips_and_a_malformed_one_is_none(sealed) -> None:
     assert is_bookkeeping(got[good].opened.extensions) and not is_bookkeeping(Revocation("s").make())
 
 
-def test_revoke_session_seals_the_one_revocation_record(sealed) -> None:
+def test_revoke_session_seals_the_one_revocation_record(sealed: Sealed) -> None:
     v, _, _, _ = sealed
     oid = revoke_session(v, "sess_garden", now=1234)
     e = _by_id(v)[oid]
@@ -84,7 +85,7 @@ def test_revoke_session_seals_the_one_revocation_record(sealed) -> None:
     assert Revocation.TAG in e.opened.tags
 
 
-def test_the_listing_leaves_every_control_record_out(sealed) -> None:
+def test_the_listing_leaves_every_control_record_out(sealed: Sealed) -> None:
     v, seal, agent, _ = sealed
     memory = seal({}, "the person's note")
     for r in (Revocation("s", 1), Confirmation(memory), SessionRecord({"kind": "agent", "agent_id": "a"})):
@@ -96,7 +97,7 @@ def test_the_listing_leaves_every_control_record_out(sealed) -> None:
     assert len(shown(listing).refused) == len(listing.refused)
 
 
-def test_written_by_names_an_agent_only_under_one_rule_and_its_key_proves_it(sealed) -> None:
+def test_written_by_names_an_agent_only_under_one_rule_and_its_key_proves_it(sealed: Sealed) -> None:
     v, seal, agent, stranger = sealed
     name = "planner.0123456789abcdef"
     claim = {"uomp": {"source": "agent", "agent_id": name}}
@@ -116,7 +117,7 @@ def test_written_by_names_an_agent_only_under_one_rule_and_its_key_proves_it(sea
     assert written_by(got[plain], keys) is None
 
 
-def test_the_author_key_is_the_one_derivation(sealed) -> None:
+def test_the_author_key_is_the_one_derivation(sealed: Sealed) -> None:
     v, _, agent, _ = sealed
     assert agent_info("planner").info == b"ownmem/v1/agent/planner"
     assert agent.key_id == AgentKeys(v).key_id("planner.0123456789abcdef")
