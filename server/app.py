@@ -1,8 +1,8 @@
 """The blind server's HTTP layer (Starlette).  Thin: parse, check, call storage, answer.
 
-Requests and answers are the typed messages of ``ownmem.syncwire``.  Every answer that is
+Requests and answers are the typed messages of ``ownmem.wire``.  Every answer that is
 not 2xx -- a refusal, an unknown route, a wrong method, an unexpected failure -- is
-``{"error": code, "message": text}`` with a code of the registry ``syncwire.ErrorCode``
+``{"error": code, "message": text}`` with a code of the registry ``ownmem.wire.errors.ErrorCode``
 and that code's status; nothing is stored unless every check of the request passed, and
 a failure is logged here once, never shown to the client.  Public routes: health, vault
 lookup (salt and public keys, what a new device needs), login challenge and
@@ -21,8 +21,8 @@ well-formed name the server does not hold answers as a vault would, with a decoy
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import base64
+import contextlib
 import hashlib
 import logging
 import os
@@ -33,6 +33,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from ownmem.crypto import cbor
+from ownmem.errors import OwnmemError, WireError
+from ownmem.saihm.receipt import OPERATIONS, parse_receipt
+from ownmem.wire import codec, messages, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import (
+    CHALLENGE_TTL,
+    MAX_BATCH,
+    MAX_BODY,
+    MAX_JSON,
+    MAX_PAGE,
+    MAX_PAGE_BYTES,
+    MAX_RECEIPTS,
+    TOKEN_TTL,
+    valid_vault_name,
+)
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -44,28 +60,38 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import NotModifiedResponse, StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ownmem import syncwire as wire
-from ownmem.crypto import cbor
-from ownmem.errors import OwnmemError, WireError
-from ownmem.saihm.receipt import OPERATIONS, parse_receipt
-
 from server import challenge as challenges
 from server.decoy import Decoys
 from server.guard import BodyDeadline, BodyTimeout
 from server.live import Live
 from server.openapi import OPENAPI
 from server.ratelimit import RateLimiter, client_key
+from server.share_routes import share_routes, sweep_every, sweep_expired
 from server.storage import Storage, StorageConflict, open_storage
-from server.storage.base import Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord
-from server.share_routes import share_routes, sweep_expired, sweep_every
+from server.storage.base import (
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    Registration,
+    StorageBusy,
+    StorageLimit,
+    StorageQuota,
+    VaultRecord,
+)
 from server.tlog_routes import log_routes
-from server.witness_routes import witness_routes
-from server.verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
+from server.verify import (
+    HolderKey,
+    Refused,
+    check_receipt,
+    claimed_cell_id,
+    ed25519_valid,
+)
 from server.verifypool import VerifyPool, default_processes
+from server.witness_routes import witness_routes
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"
-E = wire.ErrorCode
+E = ErrorCode
 P = ParamSpec("P")
 T = TypeVar("T")
 _log = logging.getLogger("ownmem.server")
@@ -77,9 +103,9 @@ LOGGED_HERE = frozenset({"REMEMBER", "RECALL", "STATUS"})
 class ApiError(OwnmemError):
     """A refusal, answered with its code's status as ``{"error": code, "message": message}``."""
 
-    code: wire.ErrorCode
+    code: ErrorCode
 
-    def __init__(self, code: wire.ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.headers = code, message, headers
 
@@ -142,7 +168,7 @@ def _parsed(parse: Callable[[Any], T], value: Any) -> T:
 
 
 def _hex_param(v: str, what: str) -> bytes:
-    return _parsed(lambda x: wire.Hex(32).load(x, what), v)
+    return _parsed(lambda x: codec.Hex(32).load(x, what), v)
 
 
 class Server:
@@ -163,7 +189,7 @@ class Server:
     async def call(self, fn: Callable[P, T], *args: P.args, **kw: P.kwargs) -> T:
         return await run_in_threadpool(fn, *args, **kw)
 
-    async def body(self, request: Request, limit: int = wire.MAX_BODY) -> bytes:
+    async def body(self, request: Request, limit: int = MAX_BODY) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None:
             try:
@@ -180,7 +206,7 @@ class Server:
         return b"".join(chunks)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
-        v = _parsed(wire.load_json, await self.body(request, wire.MAX_JSON))
+        v = _parsed(codec.load_json, await self.body(request, MAX_JSON))
         if not isinstance(v, dict):
             raise ApiError(E.MALFORMED, "body must be a JSON object")
         return v
@@ -210,20 +236,20 @@ class Server:
                 return
         self.limit_address(request)
 
-    async def named(self, request: Request) -> tuple[VaultRecord | None, wire.VaultInfo]:
+    async def named(self, request: Request) -> tuple[VaultRecord | None, messages.VaultInfo]:
         """The vault a public route names (None for a decoy) and what its lookup shows."""
         self.limit_address(request)
         name = request.path_params["name"]
-        if not wire.valid_vault_name(name):
+        if not valid_vault_name(name):
             raise ApiError(E.UNKNOWN_VAULT, "no such vault")
         return await self.call(self._find, name)
 
-    def _find(self, name: str) -> tuple[VaultRecord | None, wire.VaultInfo]:
+    def _find(self, name: str) -> tuple[VaultRecord | None, messages.VaultInfo]:
         decoy = self.decoys.info(name)    # made for every name, held or not: the answer takes as long
         v = self.storage.vault(name)
         if v is None:
             return None, decoy
-        return v, wire.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id)
+        return v, messages.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id)
 
     async def authed(self, request: Request) -> tuple[VaultRecord, float]:
         """The vault named in the path and its credential's expiry, for a bearer credential issued
@@ -261,15 +287,15 @@ class Server:
         self.limit_address(request)
         b = await self.json_body(request)
         name = b.get("name")
-        if not isinstance(name, str) or not wire.valid_vault_name(name):
+        if not isinstance(name, str) or not valid_vault_name(name):
             raise ApiError(E.BAD_NAME, E.BAD_NAME.description)
-        reg = _parsed(wire.Registration.parse, b)
+        reg = _parsed(messages.Registration.parse, b)
         # before any signature is verified: four verifications (two of them ML-DSA-65) and a
         # vault's storage per attempt
         self._charge(self.register_limiter, client_key(request.scope), "too many registrations from this address")
         if not ed25519_valid(reg.sync_pub, reg.proof, reg.message()):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its sync key")
-        if not ed25519_valid(reg.owner_pub, reg.metadata_sig, wire.metadata_message(name, 1, reg.metadata)):
+        if not ed25519_valid(reg.owner_pub, reg.metadata_sig, signed.metadata_message(name, 1, reg.metadata)):
             raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key")
         holder_id = hashlib.sha256(reg.holder_pub).digest()
         try:
@@ -283,7 +309,7 @@ class Server:
             raise ApiError(E.MALFORMED_RECEIPT, "a KEY receipt names the holder and carries its public key")
         # The KEY receipt is public (it is in the log), so it proves nothing about who
         # registers; the holder's own signature over this registration does.
-        if not hk.valid(reg.message(), reg.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
+        if not hk.valid(reg.message(), reg.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its holder key")
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
                               reg.metadata, reg.metadata_sig, entry, reg.holder_proof)
@@ -294,7 +320,7 @@ class Server:
         except StorageLimit:
             raise ApiError(E.TOO_MANY_VAULTS, f"a key of this registration is in {self.config.vaults_per_key} "
                                               "vaults on this server already") from None
-        return JSONResponse(wire.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
+        return JSONResponse(messages.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
 
     async def lookup(self, request: Request) -> Response:
         _, info = await self.named(request)
@@ -302,7 +328,7 @@ class Server:
 
     def _vault_name(self, request: Request) -> str:
         name: str = request.path_params["name"]
-        if not wire.valid_vault_name(name):
+        if not valid_vault_name(name):
             self.limit_address(request)
             raise ApiError(E.UNKNOWN_VAULT, "no such vault")
         return name
@@ -311,24 +337,24 @@ class Server:
         """Stateless (challenge.py): an HMAC, no row, no read, charged to nobody.  A stranger
         behind the owner's address who floods it spends nothing the owner's login needs."""
         name = self._vault_name(request)
-        expires = int(time.time()) + wire.CHALLENGE_TTL
+        expires = int(time.time()) + CHALLENGE_TTL
         c = challenges.make(self.challenge_key, name, expires, secrets.token_bytes(challenges.NONCE_LEN))
-        return JSONResponse(wire.Challenge(c, expires).encode())
+        return JSONResponse(messages.Challenge(c, expires).encode())
 
     async def session(self, request: Request) -> Response:
         """A login that proves the vault's sync key is charged to the vault; one that does not,
         to the address (after the check: charging first would let a stranger's flood refuse
         the owner's login before its proof is even read)."""
         name = self._vault_name(request)
-        req = _parsed(wire.SessionRequest.parse, await self.json_body(request))
+        req = _parsed(messages.SessionRequest.parse, await self.json_body(request))
         now = time.time()
-        live_until = challenges.check(self.challenge_key, name, req.challenge, now, wire.CHALLENGE_TTL)
+        live_until = challenges.check(self.challenge_key, name, req.challenge, now, CHALLENGE_TTL)
         if live_until is None:
             self.limit_address(request)
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
         v, info = await self.call(self._find, name)
         # a decoy is checked against its sync key as well, and refused with the very same answer
-        valid = ed25519_valid(info.sync_pub, req.signature, wire.auth_message(info.name, req.challenge))
+        valid = ed25519_valid(info.sync_pub, req.signature, signed.auth_message(info.name, req.challenge))
         if v is None or not valid:
             self.limit_address(request)
             raise ApiError(E.UNAUTHENTICATED, "could not authenticate")
@@ -337,9 +363,9 @@ class Server:
         if not await self.call(self.storage.use_challenge, v.id, req.challenge, live_until, now):
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
-        expires = time.time() + wire.TOKEN_TTL
+        expires = time.time() + TOKEN_TTL
         await self.call(self.storage.add_token, hashlib.sha256(token.encode()).digest(), v.id, expires)
-        return JSONResponse(wire.Session(token, int(expires)).encode())
+        return JSONResponse(messages.Session(token, int(expires)).encode())
 
     # ---------------------------------------------------------------- vault routes
     async def metadata(self, request: Request) -> Response:
@@ -350,14 +376,14 @@ class Server:
     async def get_metadata(self, request: Request) -> Response:
         v, _ = await self.authed(request)
         version, meta, sig = await self.call(self.storage.metadata, v.id)
-        return JSONResponse(wire.MetadataVersion(version, meta, sig).encode())
+        return JSONResponse(messages.MetadataVersion(version, meta, sig).encode())
 
     async def put_metadata(self, request: Request) -> Response:
         v, _ = await self.authed(request)
         # the expected version is bounded (MAX_VERSION): a version is a 64-bit database integer,
         # and 2**80 used to end in a 500
-        up = _parsed(wire.MetadataUpdate.parse, await self.json_body(request))
-        if not ed25519_valid(v.owner_pub, up.signature, wire.metadata_message(v.name, up.expected_version + 1,
+        up = _parsed(messages.MetadataUpdate.parse, await self.json_body(request))
+        if not ed25519_valid(v.owner_pub, up.signature, signed.metadata_message(v.name, up.expected_version + 1,
                                                                             up.metadata)):
             raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key for that version")
         try:
@@ -365,7 +391,7 @@ class Server:
         except StorageConflict:
             raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
         self.live.notify(v.id)
-        return JSONResponse(wire.MetadataAccepted(version).encode())
+        return JSONResponse(messages.MetadataAccepted(version).encode())
 
     async def push(self, request: Request) -> Response:
         v, _ = await self.authed(request)
@@ -384,13 +410,13 @@ class Server:
             self.live.notify(v.id)
         return JSONResponse(res.encode())
 
-    async def _push(self, request: Request, v: VaultRecord) -> wire.PushResult:
+    async def _push(self, request: Request, v: VaultRecord) -> messages.PushResult:
         raw = await self.body(request)
         # the array's declared length first: a batch of 5000 would otherwise trip the item
         # cap of the decoder below and be called malformed instead of too large
-        if _cbor_array_len(raw) > wire.MAX_BATCH:
-            raise ApiError(E.BATCH_TOO_LARGE, f"at most {wire.MAX_BATCH} cells per push")
-        req = _parsed(wire.PushRequest.parse, raw)
+        if _cbor_array_len(raw) > MAX_BATCH:
+            raise ApiError(E.BATCH_TOO_LARGE, f"at most {MAX_BATCH} cells per push")
+        req = _parsed(messages.PushRequest.parse, raw)
         # 1. What is worth verifying: each cellId once, and none the vault holds or erased.  The
         #    cellId is read from the cell's head; an item skipped here could never be stored
         #    (the storage keeps the first cell of an id, and never one it holds or erased), so
@@ -427,22 +453,22 @@ class Server:
             res = await self.call(self.storage.push, v.id, checked, quota=quota)
         except StorageQuota as e:
             raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
-        return wire.PushResult(res.stored, res.duplicates + duplicates, res.erased + gone, res.last_seq)
+        return messages.PushResult(res.stored, res.duplicates + duplicates, res.erased + gone, res.last_seq)
 
     async def changes(self, request: Request) -> Response:
         v, _ = await self.authed(request)
         since, limit = _int_param(request, "since", 0), _int_param(request, "limit", 1000)
-        limit = max(1, min(limit, wire.MAX_PAGE))
+        limit = max(1, min(limit, MAX_PAGE))
         rows, last = await self.call(self.storage.changes, v.id, since, limit)
         # bounded in bytes as well as in count: one response never grows past MAX_PAGE_BYTES
         size, keep = 0, 0
         for c in rows:
             size += len(c.cell or b"") + 64
-            if keep and size > wire.MAX_PAGE_BYTES:
+            if keep and size > MAX_PAGE_BYTES:
                 break
             keep += 1
         rows = rows[:keep]
-        page = wire.ChangesPage(tuple(_change(c) for c in rows), rows[-1].seq if rows else since, last)
+        page = messages.ChangesPage(tuple(_change(c) for c in rows), rows[-1].seq if rows else since, last)
         # Streamed in slices rather than built whole: a page runs to ~20 MB, and the device
         # starts reading while the rest is encoded (docs/benchmarks.md, area `server`).
         return StreamingResponse(page.chunks(), media_type=CBOR)
@@ -458,7 +484,7 @@ class Server:
                     return
                 if seq != last:
                     last = seq
-                    yield b"event: changes\ndata: " + wire.dump_json(wire.LiveEvent(seq).encode()) + b"\n\n"
+                    yield b"event: changes\ndata: " + codec.dump_json(messages.LiveEvent(seq).encode()) + b"\n\n"
                 else:
                     yield b": keep-alive\n\n"
 
@@ -467,7 +493,7 @@ class Server:
 
     async def erase(self, request: Request) -> Response:
         v, _ = await self.authed(request)
-        req = _parsed(wire.EraseRequest.parse, await self.json_body(request))
+        req = _parsed(messages.EraseRequest.parse, await self.json_body(request))
         holder = self.holder(v)
         # off the event loop, the ML-DSA-65 verifications spread over the pool (verifypool.py)
         checked = await self.verifier.check_receipts([(raw, "FORGET") for raw in req.receipts], holder, v.holder_pub)
@@ -488,7 +514,7 @@ class Server:
         # the same receipts again is how a client asks until it reads false
         pending = await self.call(self.storage.erasure_pending, v.id)
         erased = set(done)
-        return JSONResponse(wire.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
+        return JSONResponse(messages.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
 
     async def receipts(self, request: Request) -> Response:
         """Holder-signed receipts of this vault for the public log (SAIHM "Audit log", "Receipt
@@ -499,9 +525,9 @@ class Server:
         b = await self.json_body(request)
         raw = b.get("receipts")
         # the count before the hex of each is decoded: over the cap is its own 413, not "malformed"
-        if isinstance(raw, list) and len(raw) > wire.MAX_RECEIPTS:
-            raise ApiError(E.TOO_MANY_RECEIPTS, f"at most {wire.MAX_RECEIPTS} receipts per request")
-        req = _parsed(wire.ReceiptsRequest.parse, b)
+        if isinstance(raw, list) and len(raw) > MAX_RECEIPTS:
+            raise ApiError(E.TOO_MANY_RECEIPTS, f"at most {MAX_RECEIPTS} receipts per request")
+        req = _parsed(messages.ReceiptsRequest.parse, b)
         holder = self.holder(v)
         ops: list[tuple[bytes, str]] = []
         for i, one in enumerate(req.receipts):
@@ -521,7 +547,7 @@ class Server:
         for entry in checked:
             entries.setdefault(entry.receipt_id, entry)
         await self.call(self.storage.log_receipts, list(entries.values()))
-        return JSONResponse(wire.ReceiptsLogged(tuple(entries)).encode())
+        return JSONResponse(messages.ReceiptsLogged(tuple(entries)).encode())
 
     async def export(self, request: Request) -> Response:
         """A streamed `.amem` of the vault, byte-identical to what the owner's device exports."""
@@ -585,8 +611,8 @@ class Server:
         return built if built.exists() else None
 
 
-def _change(c: Change) -> wire.ChangeRow:
-    return wire.change_row([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek])
+def _change(c: Change) -> messages.ChangeRow:
+    return messages.change_row([c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek])
 
 
 def _cbor_array_len(raw: bytes) -> int:
@@ -705,9 +731,9 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
 
 # ---------------------------------------------------------------- every answer that is not 2xx
 
-def refusal(code: wire.ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
+def refusal(code: ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """The one shape of every answer that is not 2xx."""
-    return JSONResponse(wire.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
+    return JSONResponse(messages.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
 
 
 # what Starlette raises itself: no route for the path (also a file the web mount lacks), and a

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
+from ownmem.errors import OwnmemError
+from ownmem.wire import codec, messages
+from ownmem.wire.errors import ErrorCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
-
-from ownmem import syncwire as wire
-from ownmem.errors import OwnmemError
 
 from server.ratelimit import client_key
 
@@ -93,9 +93,9 @@ class ConnectionLimits:
         return False
 
 
-def raw_answer(code: wire.ErrorCode, message: str, headers: dict[str, str] | None = None) -> bytes:
+def raw_answer(code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> bytes:
     """A whole HTTP/1.1 answer of the registry's shape, for a connection that is closed after it."""
-    body = wire.dump_json(wire.ErrorBody(code, message).encode())
+    body = codec.dump_json(messages.ErrorBody(code, message).encode())
     head = [f"HTTP/1.1 {code.status} {code.name.replace('_', ' ').title()}", "Content-Type: application/json",
             f"Content-Length: {len(body)}", "Connection: close", *(f"{k}: {v}" for k, v in (headers or {}).items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
@@ -122,11 +122,11 @@ class GuardedH11Protocol(H11Protocol):
         host = self.client[0] if self.client else ""
         self._address = client_key({"client": self.client})
         if len(self.connections) > self._limits.max_connections:
-            self._refuse(wire.ErrorCode.BUSY, "too many connections to this server", {"Retry-After": "1"})
+            self._refuse(ErrorCode.BUSY, "too many connections to this server", {"Retry-After": "1"})
             return
         if not self._limits.trusts(host):
             if self._open[self._address] >= self._limits.per_address:
-                self._refuse(wire.ErrorCode.RATE_LIMITED, "too many connections from this address",
+                self._refuse(ErrorCode.RATE_LIMITED, "too many connections from this address",
                              {"Retry-After": "1"})
                 return
             self._open[self._address] += 1
@@ -170,10 +170,10 @@ class GuardedH11Protocol(H11Protocol):
         _log.info("closed a connection from %s: no complete request in %g s", self._address,
                   self._limits.header_timeout)
         if self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:
-            self.transport.write(raw_answer(wire.ErrorCode.TIMEOUT, "the request headers took too long"))
+            self.transport.write(raw_answer(ErrorCode.TIMEOUT, "the request headers took too long"))
         self.transport.close()
 
-    def _refuse(self, code: wire.ErrorCode, message: str, headers: dict[str, str]) -> None:
+    def _refuse(self, code: ErrorCode, message: str, headers: dict[str, str]) -> None:
         _log.info("refused a connection from %s: %s", self._address, message)
         self.transport.write(raw_answer(code, message, headers))
         self.transport.close()

@@ -28,29 +28,38 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from ownmem.errors import WireError
+from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
+from ownmem.wire import shares as wire_shares
+from ownmem.wire import signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_ANSWER, MAX_PAGE, MAX_PAGE_BYTES
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ownmem import syncwire as wire
-from ownmem.errors import WireError
-from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
-
 from server.storage.base import LogEntry, StorageConflict, StorageQuota
-from server.storage.shares import (ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow,
-                             shares_of)
+from server.storage.shares import (
+    ContractClosed,
+    ContractMissing,
+    NewContract,
+    NotContractHolder,
+    ShardsMissing,
+    ShareRow,
+    shares_of,
+)
 from server.verify import HolderKey
 
 if TYPE_CHECKING:
     from server.app import Server
 
-E = wire.ErrorCode
+E = ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
 CBOR = "application/cbor"
 SWEEP_AT_MOST_EVERY = 1.0   # seconds between the sweeps sharing requests make, per process
 # bytes of contracts per side of a listing: hex doubles them, so both sides stay under a
-# third of wire.MAX_ANSWER
-LISTING_BYTES = wire.MAX_ANSWER // 12
+# third of MAX_ANSWER
+LISTING_BYTES = MAX_ANSWER // 12
 ENTRY_OVERHEAD = 200        # the JSON of an entry beside its contract
 _log = logging.getLogger("ownmem.server")
 
@@ -76,18 +85,18 @@ async def sweep_expired(srv: Server, every: float) -> None:
             _log.exception("the sweep of expired contracts' keys failed; retried in %s s", every)
 
 
-def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire.ShareEntry, ...], bool]:
+def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire_shares.ShareEntry, ...], bool]:
     """The entries of one side of a listing that fit LISTING_BYTES, in the storage's order
     (active contracts first, then the newest) -> (entries, whether any were left out).  A
-    listing must stay far below what a device reads of one answer (wire.MAX_ANSWER), or
+    listing must stay far below what a device reads of one answer (MAX_ANSWER), or
     strangers' unanswered offers of large contracts would stop a grantee listing anything."""
-    out: list[wire.ShareEntry] = []
+    out: list[wire_shares.ShareEntry] = []
     size = 0
     for r in rows:
         size += len(r.contract) + ENTRY_OVERHEAD
         if size > LISTING_BYTES:
             return tuple(out), True
-        out.append(wire.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired))
+        out.append(wire_shares.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired))
     return tuple(out), False
 
 
@@ -145,24 +154,24 @@ def share_routes(srv: Server) -> list[Route]:
         row = await srv.call(shares.holder, bytes.fromhex(v))
         if row is None:
             raise ApiError(E.NOT_FOUND, "no vault of that holder published its registration here")
-        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+        return JSONResponse(wire_shares.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
                                               row.holder_pub, row.holder_id, row.proof).encode())
 
     async def publish(request: Request) -> Response:
         v, _ = await srv.authed(request)
-        req = _parsed(wire.HolderProof.parse, await srv.json_body(request))
-        msg = wire.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
-        if not srv.holder(v).valid(msg, req.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
+        req = _parsed(wire_shares.HolderProof.parse, await srv.json_body(request))
+        msg = signed.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
+        if not srv.holder(v).valid(msg, req.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the proof is not the holder's signature over this vault's registration")
         await srv.call(shares.publish, v.id, v.holder_id, req.holder_proof)
         row = await srv.call(shares.holder, v.holder_id)
         assert row is not None
-        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+        return JSONResponse(wire_shares.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
                                               row.holder_pub, row.holder_id, row.proof).encode())
 
     async def offer(request: Request) -> Response:
         v, _ = await srv.authed(request)
-        req = _parsed(wire.ShareOffer.parse, await srv.json_body(request))
+        req = _parsed(wire_shares.ShareOffer.parse, await srv.json_body(request))
         now = int(time.time())
         try:
             c = parse_contract(req.contract)
@@ -206,7 +215,7 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.SHARD_NOT_FOUND, str(e)) from None
         except StorageQuota as e:
             raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
-        return JSONResponse(wire.ShareOffered(c.contract_id, entry.receipt_id).encode(), status_code=201)
+        return JSONResponse(wire_shares.ShareOffered(c.contract_id, entry.receipt_id).encode(), status_code=201)
 
     async def listing(request: Request) -> Response:
         v, _ = await srv.authed(request)
@@ -217,7 +226,7 @@ def share_routes(srv: Server) -> list[Route]:
 
         mine, more_mine = within_budget(offered)
         theirs, more_theirs = within_budget(received)
-        return JSONResponse(wire.ShareList(mine, theirs, more_mine or more_theirs).encode())
+        return JSONResponse(wire_shares.ShareList(mine, theirs, more_mine or more_theirs).encode())
 
     async def act(request: Request) -> Response:
         v, _ = await srv.authed(request)
@@ -234,13 +243,13 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.CONTRACT_NOT_FOUND, str(e)) from None
         except ContractClosed as e:
             raise ApiError(E.CONTRACT_CLOSED, str(e)) from None
-        return JSONResponse(wire.ShareAnswer(cid, state).encode())
+        return JSONResponse(wire_shares.ShareAnswer(cid, state).encode())
 
     async def revoke(request: Request, v: object, cid: bytes) -> Response:
         from server.storage.base import VaultRecord
 
         assert isinstance(v, VaultRecord)
-        req = _parsed(wire.RevokeRequest.parse, await srv.json_body(request))
+        req = _parsed(wire_shares.RevokeRequest.parse, await srv.json_body(request))
         entry = await checked_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
         if entry.subject_id != cid:
             raise ApiError(E.MALFORMED_RECEIPT, "a REVOKE receipt names the contract as its subject")
@@ -254,7 +263,7 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.NOT_HOLDER, str(e)) from None
         rid = await srv.call(shares.log_revoke, v.holder_id, cid, entry)
         assert rid is not None
-        return JSONResponse(wire.RevokeResult(True, rid, already).encode())
+        return JSONResponse(wire_shares.RevokeResult(True, rid, already).encode())
 
     async def shared(request: Request) -> Response:
         v, _ = await srv.authed(request)
@@ -264,15 +273,15 @@ def share_routes(srv: Server) -> list[Route]:
         after = bytes.fromhex(after_hex) if after_hex is not None else b"\x00" * 64
         now = int(time.time())
         await sweep_soon(now)
-        rows = await srv.call(shares.shared, v.holder_id, now, after, wire.MAX_PAGE + 1)
-        keep: list[wire.SharedCell] = []
+        rows = await srv.call(shares.shared, v.holder_id, now, after, MAX_PAGE + 1)
+        keep: list[wire_shares.SharedCell] = []
         size = 0
-        for row in rows[:wire.MAX_PAGE]:
+        for row in rows[:MAX_PAGE]:
             size += len(row[2]) + 200
-            if keep and size > wire.MAX_PAGE_BYTES:
+            if keep and size > MAX_PAGE_BYTES:
                 break
-            keep.append(wire.SharedCell(*row))
-        page = wire.SharedPage(tuple(keep), len(keep) < len(rows))
+            keep.append(wire_shares.SharedCell(*row))
+        page = wire_shares.SharedPage(tuple(keep), len(keep) < len(rows))
         return Response(page.encode(), media_type=CBOR)
 
     async def contracts(request: Request) -> Response:

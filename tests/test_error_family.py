@@ -9,7 +9,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from ownmem.errors import OwnmemError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +74,7 @@ def test_library_error_codes_are_distinct():
 BARE = {"ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "Exception",
         "RuntimeError"}
 FORMAT_AND_VAULT = sorted([*(ROOT / "py/ownmem/aperto").glob("*.py"), *(ROOT / "py/ownmem/vault").glob("*.py"),
-                           *(ROOT / "py/ownmem/saihm").glob("*.py"), ROOT / "py/ownmem/syncwire.py"])
+                           *(ROOT / "py/ownmem/saihm").glob("*.py"), *(ROOT / "py/ownmem/wire").glob("*.py")])
 
 
 @pytest.mark.parametrize("path", FORMAT_AND_VAULT, ids=lambda p: str(p.relative_to(ROOT)))

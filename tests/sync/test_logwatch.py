@@ -17,13 +17,12 @@ import httpx
 import pytest
 from hostile import Answer, HostileProxy, Seen
 from logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
-from synckit import Backend, Device, Devices, ServerProcess
-
-from ownmem import syncwire as W
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import tlog
 from ownmem.vault import logwatch as LW
 from ownmem.vault.logwatch import log_status
+from ownmem.wire import publiclog, signed
+from synckit import Backend, Device, Devices, ServerProcess
 
 P = provider()
 WITNESSES = r"/witnesses$"
@@ -36,8 +35,8 @@ def _cp(t: MemTree, size: int | None = None, origin: str = "ownmem.log/test") ->
     return tlog.Checkpoint(origin, n, t.root(n))
 
 
-def _proof(t: MemTree, old: int, new: int) -> W.LogConsistency:
-    return W.LogConsistency(old, new, tuple(tlog.prove_consistency(old, new, t)))
+def _proof(t: MemTree, old: int, new: int) -> publiclog.LogConsistency:
+    return publiclog.LogConsistency(old, new, tuple(tlog.prove_consistency(old, new, t)))
 
 
 ENTRIES = [f"receipt {i}".encode() for i in range(20)]
@@ -66,7 +65,7 @@ def test_what_must_not_advance_the_kept_checkpoint() -> None:
     assert "does not extend" in (LW.advance_problem(kept, _cp(rewritten), _proof(rewritten, 10, 20)) or "")
     assert "does not extend" in (LW.advance_problem(kept, _cp(dropped), _proof(dropped, 10, 19)) or "")
     good = _proof(t, 10, 20)
-    broken = W.LogConsistency(10, 20, (bytes(32),) + good.proof[1:])
+    broken = publiclog.LogConsistency(10, 20, (bytes(32),) + good.proof[1:])
     assert "does not extend" in (LW.advance_problem(kept, _cp(t), broken) or "")
     assert "another log" in (LW.advance_problem(kept, _cp(t, origin="ownmem.log/other"), good) or "")
 
@@ -94,11 +93,11 @@ def test_two_devices_views_are_one_log_only_if_one_extends_the_other() -> None:
 def test_an_inclusion_proof_must_lead_to_the_kept_head() -> None:
     t = MemTree(ENTRIES)
     cp = _cp(t)
-    proof = W.LogInclusion(4, 20, tuple(tlog.prove_inclusion(20, 4, t)))
+    proof = publiclog.LogInclusion(4, 20, tuple(tlog.prove_inclusion(20, 4, t)))
     assert LW.inclusion_problem(cp, ENTRIES[4], proof) is None
     assert LW.inclusion_problem(cp, b"another receipt", proof) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], W.LogInclusion(5, 20, proof.proof)) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], W.LogInclusion(4, 19, proof.proof)) is not None
+    assert LW.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(5, 20, proof.proof)) is not None
+    assert LW.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(4, 19, proof.proof)) is not None
     assert LW.inclusion_problem(cp, ENTRIES[4], None) is not None
 
 
@@ -198,7 +197,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert sb is not None and sb.problem is None and sb.compared_devices == 1 and sb.size >= st.size + 2
     # each device published one current witness, under its own random id
     b.syncer.ensure_login()
-    got = W.WitnessList.parse(httpx.get(any_server.url + f"/v1/vaults/{name}/witnesses",
+    got = publiclog.WitnessList.parse(httpx.get(any_server.url + f"/v1/vaults/{name}/witnesses",
                                         headers={"Authorization": f"Bearer {b.remote.token}"}).json())
     ids = {w.device_id for w in got.witnesses}
     assert ids == {LW.device_id(a.v.store), LW.device_id(b.v.store)} and len(ids) == 2
@@ -403,8 +402,8 @@ def test_a_forged_witness_is_refused(devices: Devices, server: ServerProcess, pr
 def _witness(d: Device, name: str, device_id: bytes, note: bytes, *, seed: bytes | None = None) -> dict[str, object]:
     vkey = (d.v.store.sync_get(LW.KEY) or b"").decode()
     now = int(time.time())
-    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed, W.witness_message(name, device_id, vkey, note, now)))
-    return W.Witness(device_id, vkey, note, now, sig).encode()
+    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed, signed.witness_message(name, device_id, vkey, note, now)))
+    return publiclog.Witness(device_id, vkey, note, now, sig).encode()
 
 
 def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_server: ServerProcess) -> None:
@@ -421,22 +420,22 @@ def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_se
         r = c.post(url, headers=auth, json=_witness(d, "another-vault", b"\x01" * 16, note))
         assert r.status_code == 400 and r.json()["error"] == "bad_signature"
         # malformed: a note over the bound, a device id of another length
-        big = _witness(d, name, b"\x01" * 16, b"x" * (W.MAX_NOTE + 1))
+        big = _witness(d, name, b"\x01" * 16, b"x" * (publiclog.MAX_NOTE + 1))
         assert c.post(url, headers=auth, json=big).json()["error"] == "malformed"
         short = {**_witness(d, name, b"\x01" * 16, note), "device_id": "01" * 8}
         assert c.post(url, headers=auth, json=short).json()["error"] == "malformed"
         # no credential: no witness, either way
         assert c.get(url).status_code == 401 and c.post(url, json=_witness(d, name, b"\x01" * 16, note)).status_code == 401
         # one current record per device id; at most MAX_WITNESSES a vault, the least recently updated going first
-        for i in range(W.MAX_WITNESSES + 3):
+        for i in range(publiclog.MAX_WITNESSES + 3):
             r = c.post(url, headers=auth, json=_witness(d, name, i.to_bytes(16, "big"), note))
             assert r.status_code == 200, r.text
             time.sleep(0.002)
         again = c.post(url, headers=auth, json=_witness(d, name, (5).to_bytes(16, "big"), note))
         assert again.status_code == 200
-        got = W.WitnessList.parse(c.get(url, headers=auth).json()).witnesses
+        got = publiclog.WitnessList.parse(c.get(url, headers=auth).json()).witnesses
     ids = [w.device_id for w in got]
-    assert len(ids) == W.MAX_WITNESSES == len(set(ids))
+    assert len(ids) == publiclog.MAX_WITNESSES == len(set(ids))
     assert ids[0] == (5).to_bytes(16, "big")                          # newest first
     assert LW.device_id(d.v.store) not in ids                          # d's own, the oldest, went first
     assert (2).to_bytes(16, "big") not in ids and (3).to_bytes(16, "big") in ids

@@ -57,15 +57,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ownmem.agent.retention import (
+    DAY,
+    PRUNED_ACTION,
+    RETENTION_DAYS,
+    Pruned,
+    accounted,
+    check_cutoff,
+    pruned_entry,
+    uncovered,
+)
+from ownmem.agent.strangers import ACTION as STRANGER_ACTION
+from ownmem.agent.ticker import Ticker
 from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault.vault import Entry
-from ownmem.agent.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
-from ownmem.agent.strangers import ACTION as STRANGER_ACTION
-from ownmem.agent.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -408,7 +417,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
     anchored a moment before it is sealed and synced).  A vault holding no batch: its anchors of
     the last RETENTION_DAYS, which no deletion can have forgotten (every batch deleted at once, or
     withheld: the audit shown is empty, never silently)."""
-    from ownmem import syncwire as wire
+    from ownmem.wire import codec
 
     v = syncer.v
     holder = v.holder()
@@ -416,7 +425,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
 
     def anchors(after: int) -> list[tuple[int, Any]]:
         """This holder's verified anchors after log index ``after`` (one page): (index, receipt)."""
-        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
+        page = codec.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
                                       f"&after={after}&limit=1000"))
         out = []
         for row in (page.get("entries") or []) if isinstance(page, dict) else []:
@@ -448,7 +457,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
         if not batches:
             return none_held()
         newest = batches[-1]
-        found = wire.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
+        found = codec.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
         rows = found.get("entries") if isinstance(found, dict) else None
         idx = [r["index"] for r in rows or [] if isinstance(r, dict) and type(r.get("index")) is int]
         if not idx:
@@ -727,8 +736,8 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from ownmem.agent.uomp_api import error, ok
     from ownmem.agent.retention import RetentionRefused
+    from ownmem.agent.uomp_api import error, ok
 
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ownmem import syncwire as wire
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
 from ownmem.saihm import tlog
@@ -37,10 +36,17 @@ from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
 from ownmem.vault.logwatch import (
-    PublicLog, advance_problem, consistency_needed, inclusion_problem, log_status, open_served_checkpoint,
-    pinned_key, served_key,
+    PublicLog,
+    advance_problem,
+    consistency_needed,
+    inclusion_problem,
+    log_status,
+    open_served_checkpoint,
+    pinned_key,
+    served_key,
 )
 from ownmem.vault.store import Store
+from ownmem.wire.limits import MAX_ANSWER
 
 TIMEOUT = 30.0
 
@@ -134,8 +140,8 @@ def http_get(base: str) -> tuple[PublicLog, Any]:
                 data = bytearray()
                 for chunk in r.iter_bytes():
                     data += chunk
-                    if len(data) > wire.MAX_ANSWER:
-                        raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+                    if len(data) > MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {base} ({type(e).__name__})") from None
         if not 200 <= r.status_code < 300:

@@ -51,12 +51,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ownmem import syncwire as wire
 from ownmem.crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, WireError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt, verify_receipt
 from ownmem.saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
+from ownmem.wire import codec, publiclog, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_JSON
 
 if TYPE_CHECKING:
     from ownmem.vault.store import Store
@@ -141,9 +143,9 @@ def device_id(store: Store) -> bytes:
     """This device's id: 16 random bytes made on first use and kept in its store.  Random,
     not derived from the vault's keys: every device holds the same keys."""
     got = store.sync_get(DEVICE_ID)
-    if got is not None and len(got) == wire.DEVICE_ID_LEN:
+    if got is not None and len(got) == publiclog.DEVICE_ID_LEN:
         return got
-    new = random_bytes(wire.DEVICE_ID_LEN)
+    new = random_bytes(publiclog.DEVICE_ID_LEN)
     with store.transaction():
         store.sync_set(DEVICE_ID, new)
     return new
@@ -152,7 +154,7 @@ def device_id(store: Store) -> bytes:
 # ---------------------------------------------------------------- decisions (pure)
 
 
-def served_key(info: wire.LogKeyInfo) -> VerifierKey:
+def served_key(info: publiclog.LogKeyInfo) -> VerifierKey:
     """The verifier key a /v1/log/key answer names (its fields agree: ``LogKeyInfo.check``)."""
     return tlog.parse_verifier_key(info.vkey)
 
@@ -173,7 +175,7 @@ def consistency_needed(kept: Checkpoint | None, new: Checkpoint) -> tuple[int, i
     return kept.size, new.size
 
 
-def advance_problem(kept: Checkpoint | None, new: Checkpoint, proof: wire.LogConsistency | None) -> str | None:
+def advance_problem(kept: Checkpoint | None, new: Checkpoint, proof: publiclog.LogConsistency | None) -> str | None:
     """Why ``new`` must not replace ``kept``, or None (RFC 9162 consistency, decision 39 for
     an empty kept tree)."""
     if kept is None:
@@ -213,7 +215,7 @@ def witness_proof_needed(mine: Checkpoint, theirs: Checkpoint) -> tuple[int, int
     return None if lo == hi or lo == 0 else (lo, hi)
 
 
-def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: wire.LogConsistency | None,
+def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: publiclog.LogConsistency | None,
                     device: str) -> str | None:
     """Why another device's view and this one's cannot both be the one log, or None."""
     if mine.origin != theirs.origin:
@@ -238,7 +240,7 @@ def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: wire.LogConsist
     return None
 
 
-def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: wire.Witness) -> str | None:
+def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: publiclog.Witness) -> str | None:
     """Why a witness record is not one a device of this vault signed, or None."""
     if not run_sync(p.ed25519_verify(sync_pub, w.signature, w.message(name))):
         return (f"the server offered a log witness for device {w.device_id.hex()[:8]} that no device of this "
@@ -246,23 +248,23 @@ def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: wire.Witne
     return None
 
 
-def parse_witnesses(value: Any) -> tuple[list[wire.Witness], int]:
+def parse_witnesses(value: Any) -> tuple[list[publiclog.Witness], int]:
     """The well-formed witnesses of a /witnesses answer, and how many were not: one bad record
     must not hide the others."""
     if not isinstance(value, dict) or not isinstance(value.get("witnesses"), list):
         raise WireError("a witness list is {witnesses: [...]}")
-    if len(value["witnesses"]) > wire.MAX_WITNESSES:
-        raise WireError(f"at most {wire.MAX_WITNESSES} witnesses a vault")
+    if len(value["witnesses"]) > publiclog.MAX_WITNESSES:
+        raise WireError(f"at most {publiclog.MAX_WITNESSES} witnesses a vault")
     good, bad = [], 0
     for w in value["witnesses"]:
         try:
-            good.append(wire.Witness.parse(w))
+            good.append(publiclog.Witness.parse(w))
         except WireError:
             bad += 1
     return good, bad
 
 
-def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: wire.LogInclusion | None) -> str | None:
+def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: publiclog.LogInclusion | None) -> str | None:
     """Why ``receipt`` (its bytes, as logged) is not proven in the tree of ``cp``, or None."""
     if proof is None:
         return "the server gave no inclusion proof"
@@ -284,23 +286,23 @@ class PublicLog:
     def __init__(self, base: str, get: Get) -> None:
         self.base, self.get = base.rstrip("/"), get
 
-    def key(self) -> wire.LogKeyInfo:
-        return wire.LogKeyInfo.parse(wire.load_json(self.get(self.base + "/v1/log/key")))
+    def key(self) -> publiclog.LogKeyInfo:
+        return publiclog.LogKeyInfo.parse(codec.load_json(self.get(self.base + "/v1/log/key")))
 
     def checkpoint(self) -> bytes:
         return self.get(self.base + "/v1/log/checkpoint")
 
-    def consistency(self, old: int, new: int) -> wire.LogConsistency:
-        return wire.LogConsistency.parse(wire.load_json(
+    def consistency(self, old: int, new: int) -> publiclog.LogConsistency:
+        return publiclog.LogConsistency.parse(codec.load_json(
             self.get(self.base + f"/v1/log/proof/consistency?from={old}&to={new}")))
 
-    def inclusion(self, receipt_id: bytes, size: int) -> wire.LogInclusion:
-        return wire.LogInclusion.parse(wire.load_json(
+    def inclusion(self, receipt_id: bytes, size: int) -> publiclog.LogInclusion:
+        return publiclog.LogInclusion.parse(codec.load_json(
             self.get(self.base + f"/v1/log/proof/inclusion?receipt={receipt_id.hex()}&size={size}")))
 
     def receipt(self, receipt_id: bytes) -> bytes:
         """The receipt's bytes as the log holds them (``GET /v1/log/{id}``)."""
-        got = wire.load_json(self.get(self.base + f"/v1/log/{receipt_id.hex()}"))
+        got = codec.load_json(self.get(self.base + f"/v1/log/{receipt_id.hex()}"))
         return _hex_field(got, "receipt")
 
     def receipts(self, **query: str) -> list[bytes]:
@@ -311,7 +313,7 @@ class PublicLog:
         """(the listing's index, the receipt) of every entry ``/v1/log`` lists for the query (one
         page of up to 1000; ``after=N`` pages on)."""
         q = "&".join(f"{k}={v}" for k, v in query.items())
-        got = wire.load_json(self.get(self.base + f"/v1/log?{q}&limit={LISTING_PAGE}"))
+        got = codec.load_json(self.get(self.base + f"/v1/log?{q}&limit={LISTING_PAGE}"))
         if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
             raise WireError("a log listing is {entries: [...]}")
         if len(got["entries"]) > LISTING_PAGE:
@@ -328,7 +330,7 @@ class PublicLog:
 def _hex_field(v: Any, name: str) -> bytes:
     if not isinstance(v, dict):
         raise WireError("a log entry is a JSON object")
-    return wire.Hex(limit=wire.MAX_JSON).load(v.get(name), name)
+    return codec.Hex(limit=MAX_JSON).load(v.get(name), name)
 
 
 def open_served_checkpoint(p: CryptoProvider, note: bytes, key: VerifierKey) -> Checkpoint:
@@ -455,8 +457,8 @@ class LogWatch:
         if publish and key is not None and self.store.sync_get(WITNESS_SENT) != sha256(note):
             now = int(time.time())
             seed = s.v.sync_key().seed
-            sig = run_sync(self.p.ed25519_sign(seed, wire.witness_message(name, mine, str(key), note, now)))
-            w = wire.Witness(mine, str(key), note, now, sig)
+            sig = run_sync(self.p.ed25519_sign(seed, signed.witness_message(name, mine, str(key), note, now)))
+            w = publiclog.Witness(mine, str(key), note, now, sig)
             s._call(lambda: s.remote._json("POST", s.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
             with self.store.transaction():
                 self.store.sync_set(WITNESS_SENT, sha256(note))
@@ -626,7 +628,7 @@ class LogWatch:
             try:
                 proof = self.log.inclusion(rid, cp.size)
             except SyncError as e:
-                if e.server_code == wire.ErrorCode.BEYOND_LOG and not fresh:
+                if e.server_code == ErrorCode.BEYOND_LOG and not fresh:
                     continue            # logged after this sync's checkpoint: verify a newer one
                 return f"the server gave no inclusion proof ({e})"
             return inclusion_problem(cp, receipt, proof)

@@ -30,17 +30,37 @@ try:
 except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
     httpx = None  # type: ignore[assignment]
 
-from ownmem import syncwire as wire
 from ownmem.aperto import keys as aperto_keys
-from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
+from ownmem.aperto.container import (
+    ScopeEntry,
+    VaultPublic,
+    parse_vault_public,
+    sign_metadata,
+)
 from ownmem.aperto.model import LEGACY_VERSION
 from ownmem.crypto import CryptoProvider, cbor, run_sync, sha256
-from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
+from ownmem.errors import (
+    MalformedInput,
+    OwnmemError,
+    SyncError,
+    VaultError,
+    WireError,
+    WrongPassphrase,
+)
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.vault.vault import SYNC_INFO, UnlockedVault, Vault
+from ownmem.wire import codec, messages, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import (
+    MAX_ANSWER,
+    MAX_BATCH,
+    MAX_BODY,
+    MAX_RECEIPTS,
+    valid_vault_name,
+)
 
 T = TypeVar("T")
 
@@ -50,7 +70,7 @@ PUSH_BATCH = 1000
 # Requests are bounded by size as well as count: a sealed object may be up to 1 MiB, so 1000
 # cells can be far over the server's 32 MiB body limit, and 2000 hex FORGET receipts (~7 KB
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
-PUSH_BYTES = wire.MAX_BODY // 2
+PUSH_BYTES = MAX_BODY // 2
 ERASE_BYTES = 1 << 19
 # while an erasure waits for the server's confirmation, ``watch`` asks again this often rather
 # than only at the server's next event (a server that swallowed it sends none)
@@ -124,7 +144,7 @@ def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metada
     return scopes, keys, revoked, conflicts
 
 
-def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: bytes) -> str | None:
+def erasure_refusal(p: CryptoProvider, row: messages.EraseChange, holder_public: bytes) -> str | None:
     """Why an erasure from the feed must not be applied, or None: it needs the FORGET receipt
     of that very cellId, signed by this vault's own holder (SAIHM "Erasure")."""
     refused = f"the server asked to erase the memory of cell {row.cell_id.hex()[:12]}"
@@ -140,7 +160,7 @@ def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: byt
     return None
 
 
-def erasure_answer(asked: list[bytes], res: wire.EraseResult) -> tuple[set[bytes], list[bytes]]:
+def erasure_answer(asked: list[bytes], res: messages.EraseResult) -> tuple[set[bytes], list[bytes]]:
     """Pure: which of the ``asked`` cells the server's answer to POST /erase names as erased or
     already erased, and which it omits (not confirmed: a refusal, asked again).  Ids the answer
     names that were not asked are nothing."""
@@ -180,7 +200,7 @@ def refusal(status: int, body: bytes) -> SyncError:
     """A non-2xx answer as one SyncError, with the server's stable code when its body is a
     well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
     try:
-        err = wire.ErrorBody.parse(wire.load_json(body))
+        err = messages.ErrorBody.parse(codec.load_json(body))
     except WireError:
         return SyncError(f"server refused: HTTP {status}", None, status)
     return SyncError(f"server refused: {err.message}", err.error, status)
@@ -188,13 +208,13 @@ def refusal(status: int, body: bytes) -> SyncError:
 
 class Remote:
     """The blind server's sync API for one vault name.  Every answer is parsed into its
-    ``ownmem.syncwire`` message before anything of it is used; a malformed one is a
+    ``ownmem.wire`` message before anything of it is used; a malformed one is a
     ``WireError``.  Only ``_exchange`` touches the network (the browser's subclass speaks fetch)."""
 
     def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise SyncError("the server URL must start with http:// or https://")
-        if not wire.valid_vault_name(name):
+        if not valid_vault_name(name):
             raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
         self.base = base_url.rstrip("/")
         self.name = name
@@ -206,7 +226,7 @@ class Remote:
         return f"{self.base}/v1/vaults/{self.name}{path}"
 
     def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request -> (status, body), the body read to at most ``wire.MAX_ANSWER`` bytes."""
+        """One request -> (status, body), the body read to at most ``MAX_ANSWER`` bytes."""
         if self.http is None:
             raise SyncError("no HTTP client in this runtime")
         try:
@@ -214,8 +234,8 @@ class Remote:
                 data = bytearray()
                 for chunk in r.iter_bytes():
                     data += chunk
-                    if len(data) > wire.MAX_ANSWER:
-                        raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+                    if len(data) > MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
                 return r.status_code, bytes(data)
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
@@ -231,58 +251,58 @@ class Remote:
             raise refusal(status, data)
         return data
 
-    def _json(self, method: str, url: str, msg: wire.JsonMessage | None = None, *, auth: bool = False) -> Any:
-        body = wire.dump_json(msg.encode()) if msg is not None else None
-        return wire.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
+    def _json(self, method: str, url: str, msg: codec.JsonMessage | None = None, *, auth: bool = False) -> Any:
+        body = codec.dump_json(msg.encode()) if msg is not None else None
+        return codec.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
 
-    def lookup(self) -> wire.VaultInfo | None:
+    def lookup(self) -> messages.VaultInfo | None:
         """The vault's public keys, or None if the server has no vault of that name."""
         try:
-            info = wire.VaultInfo.parse(self._json("GET", self._url("")))
+            info = messages.VaultInfo.parse(self._json("GET", self._url("")))
         except SyncError as e:
-            if e.server_code == wire.ErrorCode.UNKNOWN_VAULT:
+            if e.server_code == ErrorCode.UNKNOWN_VAULT:
                 return None
             raise
         if info.name != self.name:
             raise WireError("the server answered with another vault")
         return info
 
-    def register(self, reg: wire.Registration) -> wire.Registered:
-        return wire.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
+    def register(self, reg: messages.Registration) -> messages.Registered:
+        return messages.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
 
     def login(self, sync_key: aperto_keys.SigningKey) -> None:
         from ownmem.crypto import provider
 
-        c = wire.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
-        sig = run_sync(provider().ed25519_sign(sync_key.seed, wire.auth_message(self.name, c)))
-        self.token = wire.Session.parse(self._json("POST", self._url("/session"), wire.SessionRequest(c, sig))).token
+        c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
+        sig = run_sync(provider().ed25519_sign(sync_key.seed, signed.auth_message(self.name, c)))
+        self.token = messages.Session.parse(self._json("POST", self._url("/session"), messages.SessionRequest(c, sig))).token
 
-    def get_metadata(self) -> wire.MetadataVersion:
-        return wire.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
+    def get_metadata(self) -> messages.MetadataVersion:
+        return messages.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
 
-    def put_metadata(self, update: wire.MetadataUpdate) -> int:
+    def put_metadata(self, update: messages.MetadataUpdate) -> int:
         """Compare-and-swap -> the new version (a 409 ``stale_version`` if it moved on)."""
-        got = wire.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
+        got = messages.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
         if got.version != update.expected_version + 1:
             raise WireError("the server stored the metadata under another version than the next")
         return got.version
 
-    def push(self, req: wire.PushRequest) -> wire.PushResult:
-        return wire.PushResult.parse(wire.load_json(self._req("POST", self._url("/cells"), req.encode(),
+    def push(self, req: messages.PushRequest) -> messages.PushResult:
+        return messages.PushResult.parse(codec.load_json(self._req("POST", self._url("/cells"), req.encode(),
                                                         "application/cbor", auth=True)))
 
-    def changes(self, since: int, limit: int = PULL_PAGE) -> wire.ChangesPage:
+    def changes(self, since: int, limit: int = PULL_PAGE) -> messages.ChangesPage:
         raw = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
-        return wire.ChangesPage.parse(raw, since)
+        return messages.ChangesPage.parse(raw, since)
 
-    def erase(self, receipts: list[bytes]) -> wire.EraseResult:
-        return wire.EraseResult.parse(self._json("POST", self._url("/erase"), wire.EraseRequest(tuple(receipts)),
+    def erase(self, receipts: list[bytes]) -> messages.EraseResult:
+        return messages.EraseResult.parse(self._json("POST", self._url("/erase"), messages.EraseRequest(tuple(receipts)),
                                               auth=True))
 
     def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
         """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""
-        got = wire.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),
-                                                   wire.ReceiptsRequest(tuple(receipts)), auth=True))
+        got = messages.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),
+                                                   messages.ReceiptsRequest(tuple(receipts)), auth=True))
         return got.logged
 
     def get_receipt(self, receipt_id: bytes) -> bytes | None:
@@ -292,7 +312,7 @@ class Remote:
             # with this vault's credential the read is the vault's, not its address's (issue 19)
             entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}", auth=self.token is not None)
         except SyncError as e:
-            if e.server_code == wire.ErrorCode.NOT_FOUND:
+            if e.server_code == ErrorCode.NOT_FOUND:
                 return None
             raise
         raw = entry.get("receipt") if isinstance(entry, dict) else None
@@ -316,14 +336,14 @@ class Remote:
                     raise SyncError("the server refused the event stream", None, r.status_code)
                 for line in r.iter_lines():
                     if line.startswith("data: "):
-                        yield wire.LiveEvent.parse(wire.load_json(line[6:])).last_seq
+                        yield messages.LiveEvent.parse(codec.load_json(line[6:])).last_seq
         except httpx.HTTPError as e:
             raise SyncError(f"lost the event stream ({type(e).__name__})") from None
 
 
 # ---------------------------------------------------------------- the client
 
-def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = wire.MAX_BATCH) -> Iterator[list[T]]:
+def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = MAX_BATCH) -> Iterator[list[T]]:
     """Consecutive runs of ``items``, each at most ``cap`` items and ``budget`` bytes by ``size``
     (an item over the budget alone still goes, as a run of one)."""
     run: list[T] = []
@@ -393,7 +413,7 @@ class Syncer:
 
     def _signed(self, version: int, doc: bytes) -> bytes:
         return run_sync(self.v.crypto.ed25519_sign(self.v.identity.sign.seed,
-                                              wire.metadata_message(self.remote.name, version, doc)))
+                                              signed.metadata_message(self.remote.name, version, doc)))
 
     def _revoked_base(self) -> frozenset[bytes]:
         """The revocation list this device and the server last agreed on (empty if never)."""
@@ -409,7 +429,7 @@ class Syncer:
             held = self._call(self.remote.get_metadata)
             version, doc = held.version, held.metadata
             if not run_sync(self.v.crypto.ed25519_verify(self.v.identity.sign_pub, held.signature,
-                                                    wire.metadata_message(self.remote.name, version, doc))):
+                                                    signed.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
             check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
@@ -443,13 +463,13 @@ class Syncer:
             new = mine.encode()
             try:
                 report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(wire.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                    lambda: self.remote.put_metadata(messages.MetadataUpdate(version, new, self._signed(version + 1, new))))
                 with self.store.transaction():
                     note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
-                if e.server_code != wire.ErrorCode.STALE_VERSION:
+                if e.server_code != ErrorCode.STALE_VERSION:
                     raise
         raise SyncError("the vault metadata keeps changing on the server; try again")
 
@@ -463,7 +483,7 @@ class Syncer:
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
-    def push_rows(self, rows: list[StoredObject]) -> list[wire.PushResult]:
+    def push_rows(self, rows: list[StoredObject]) -> list[messages.PushResult]:
         """These objects' cells to the server, each REMEMBER receipt logged first -> the
         server's answers (one per request)."""
         now = int(time.time())
@@ -472,8 +492,8 @@ class Syncer:
             for r, (cid, cell) in zip(rows, cells):
                 self.store.put_cell(r.object_id, cid, cell, pushed=False)
         self._log_remembers([cid for cid, _ in cells], now)
-        items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
-        out = [self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
+        items = [messages.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
+        out = [self._call(functools.partial(self.remote.push, messages.PushRequest(tuple(part))))
                for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES)]
         with self.store.transaction():
             self.store.mark_pushed(r.object_id for r in rows)
@@ -547,7 +567,7 @@ class Syncer:
                     self.store.put_remember_receipt(cid, r)
             have.update((cid, (r, False)) for cid, r in made)
         todo = [(cid, have[cid][0]) for cid in cell_ids if not have[cid][1]]
-        for chunk in _runs(todo, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES, wire.MAX_RECEIPTS):
+        for chunk in _runs(todo, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES, MAX_RECEIPTS):
             logged = set(self._call(functools.partial(self.remote.post_receipts, [r for _, r in chunk])))
             if any(parse_receipt(r).receipt_id not in logged for _, r in chunk):
                 raise WireError("the server did not log every REMEMBER receipt it was sent")
@@ -575,9 +595,9 @@ class Syncer:
             gone: list[bytes] = []
             refused_cells = 0
             for row in page.rows:
-                if isinstance(row, wire.MetaChange):
+                if isinstance(row, messages.MetaChange):
                     meta_changed = True
-                elif isinstance(row, wire.EraseChange):
+                elif isinstance(row, messages.EraseChange):
                     why = erasure_refusal(self.v.crypto, row, holder.public)
                     if why is not None:
                         report.refusals.append(why)
@@ -591,7 +611,7 @@ class Syncer:
                             report.refusals.append(why)
                             continue
                         gone.append(oid)
-                elif isinstance(row, wire.CellChange):   # an ErasedCell has nothing to store
+                elif isinstance(row, messages.CellChange):   # an ErasedCell has nothing to store
                     cell, wrapped = row.cell, row.wrapped_dek
                     try:
                         # the server's checks except the signature, so a lying server cannot
@@ -736,14 +756,14 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         doc = s.metadata_doc().encode()
         key_receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="KEY",
                                             subject_id=h.holder_id, timestamp=int(time.time()), detail=h.public))
-        reg = wire.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
+        reg = signed.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
         proof = run_sync(v.crypto.ed25519_sign(sync.seed, reg))
-        holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, wire.REGISTER_HOLDER_CONTEXT))
+        holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, signed.REGISTER_HOLDER_CONTEXT))
         try:
-            remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
+            remote.register(messages.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
                                               doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
         except SyncError as e:
-            if e.server_code == wire.ErrorCode.NAME_TAKEN:
+            if e.server_code == ErrorCode.NAME_TAKEN:
                 raise SyncError(f"the vault name {name!r} is taken on this server by another identity",
                                 e.server_code, e.status) from None
             raise
@@ -804,7 +824,7 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     sync_seed = await aperto_keys.derive_purpose_key(p, master, SYNC_INFO)
     remote.login(await aperto_keys.signing_key(p, sync_seed))
     held = remote.get_metadata()
-    if not await p.ed25519_verify(ident.sign_pub, held.signature, wire.metadata_message(name, held.version,
+    if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
                                                                                      held.metadata)):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
     meta = parse_metadata(held.metadata)
