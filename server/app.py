@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE, BodyDeadline, BodyTimeout
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError, WireError
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
@@ -62,7 +63,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import challenge as challenges
 from server.decoy import Decoys
-from server.guard import BodyDeadline, BodyTimeout
 from server.live import Live
 from server.openapi import OPENAPI
 from server.ratelimit import RateLimiter, client_key
@@ -146,8 +146,8 @@ class Config:
                    register_per_hour=int(number("OWNMEM_REGISTER_PER_HOUR", "60", 1)),
                    vaults_per_key=int(number("OWNMEM_VAULTS_PER_KEY", "5", 1)),
                    vault_quota_bytes=int(number("OWNMEM_VAULT_QUOTA_BYTES", str(1 << 30), 0)),
-                   body_timeout=number("OWNMEM_BODY_TIMEOUT", "30", 0.1),
-                   body_min_rate=number("OWNMEM_BODY_MIN_RATE", "16384", 1),
+                   body_timeout=number("OWNMEM_BODY_TIMEOUT", str(BODY_GRACE), 0.1),
+                   body_min_rate=number("OWNMEM_BODY_MIN_RATE", str(BODY_MIN_RATE), 1),
                    verify_processes=int(env("OWNMEM_VERIFY_PROCESSES") or default_processes()))
 
 

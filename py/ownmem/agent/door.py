@@ -4,7 +4,7 @@ API reads it (issue 19, "Strangers write nothing"; DESIGN.md "Agent access").
     connection  -- headers within 10 s (TimedHttpTools; the blind server's deadline)
     request     -- Host is 127.0.0.1:PORT or localhost:PORT, else 403     (DNS rebinding)
                 -- no Origin header at all, else 403                      (a web page's fetch)
-                -- body within 30 s + size / 16 KiB/s (server.guard.BodyDeadline), else 408
+                -- body within 30 s + size / 16 KiB/s (ownmem.asgi.BodyDeadline), else 408
     JSON body   -- parse_json: valid UTF-8, no lone surrogate in any string, else 400
 
 A page on any site can send requests to 127.0.0.1 (Chromium and Firefox let it), and a name the
@@ -26,13 +26,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE, HEADER_TIMEOUT
+
 SAIHM_FORBIDDEN = "forbidden"      # the SAIHM binding's code for a refused Host or Origin
 SAIHM_TIMEOUT = "timeout"          # and for a body that did not arrive in time
-BODY_GRACE = 30.0                  # seconds, as the blind server's OWNMEM_BODY_TIMEOUT
-BODY_MIN_RATE = 16384.0            # bytes per second beyond it, as OWNMEM_BODY_MIN_RATE
-
-
-HEADER_TIMEOUT = 10.0              # seconds, as the blind server's OWNMEM_HEADER_TIMEOUT
 _TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: 19\r\n"
               b"Connection: close\r\n\r\n{\"error\":\"timeout\"}")
 
@@ -164,5 +161,5 @@ def parse_json(raw: bytes) -> Any:
 
 
 async def body_timeout(r: Request, e: Exception) -> Response:
-    """server.guard.BodyTimeout, raised by BodyDeadline's receive, in the protocol's shape."""
+    """ownmem.asgi.BodyTimeout, raised by BodyDeadline's receive, in the protocol's shape."""
     return refusal(r.url.path, 408, "INVALID_REQUEST", SAIHM_TIMEOUT, "the request body did not arrive in time")

@@ -234,9 +234,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{', '.join(adopted)} (review them: `ownmem agent credential list`)", file=sys.stderr, flush=True)
     binding = Binding(op, creds)
     app = binding.app()
-    from server.guard import BodyDeadline, BodyTimeout
-
     from ownmem.agent.uomp_api import KeyReads, mount
+    from ownmem.asgi import BodyDeadline, BodyTimeout
     from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
     from ownmem.agent.guarded import SaihmGuard
 
