@@ -26,7 +26,6 @@ import hashlib
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
 
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
@@ -38,7 +37,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from server.storage.base import LogEntry, StorageConflict, StorageQuota
+from server.context import ApiError, Context, parsed
+from server.storage.base import LogEntry, StorageConflict, StorageQuota, VaultRecord
 from server.storage.shares import (
     ContractClosed,
     ContractMissing,
@@ -49,9 +49,6 @@ from server.storage.shares import (
     shares_of,
 )
 from server.verify import HolderKey
-
-if TYPE_CHECKING:
-    from server.app import Server
 
 E = ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
@@ -72,7 +69,7 @@ def sweep_every() -> float:
     return value
 
 
-async def sweep_expired(srv: Server, every: float) -> None:
+async def sweep_expired(srv: Context, every: float) -> None:
     """For as long as the server runs: delete the share keys of every expired contract, so an
     expired grant's keys are gone within ``every`` seconds even if nobody asks (every sharing
     request sweeps as well)."""
@@ -100,9 +97,7 @@ def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire_shares.ShareEntry, .
     return tuple(out), False
 
 
-def share_routes(srv: Server) -> list[Route]:
-    from server.app import ApiError, _parsed
-
+def share_routes(srv: Context) -> list[Route]:
     shares = shares_of(srv.storage)
 
     async def checked_receipt(raw: bytes, hk: HolderKey, holder_pub: bytes, operation: str) -> LogEntry:
@@ -125,7 +120,7 @@ def share_routes(srv: Server) -> list[Route]:
 
     async def caller_vault(request: Request) -> None:
         """A live credential of any vault here, charged to that vault; else the address pays and
-        the answer is 401, whatever the path names (the same as `Server.authed` without a vault)."""
+        the answer is 401, whatever the path names (the same as `Context.authed` without a vault)."""
         auth = request.headers.get("authorization", "")
         found = None
         if auth.startswith("Bearer ") and len(auth) <= 200:
@@ -159,7 +154,7 @@ def share_routes(srv: Server) -> list[Route]:
 
     async def publish(request: Request) -> Response:
         v, _ = await srv.authed(request)
-        req = _parsed(wire_shares.HolderProof.parse, await srv.json_body(request))
+        req = parsed(wire_shares.HolderProof.parse, await srv.json_body(request))
         msg = signed.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
         if not srv.holder(v).valid(msg, req.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the proof is not the holder's signature over this vault's registration")
@@ -171,7 +166,7 @@ def share_routes(srv: Server) -> list[Route]:
 
     async def offer(request: Request) -> Response:
         v, _ = await srv.authed(request)
-        req = _parsed(wire_shares.ShareOffer.parse, await srv.json_body(request))
+        req = parsed(wire_shares.ShareOffer.parse, await srv.json_body(request))
         now = int(time.time())
         try:
             c = parse_contract(req.contract)
@@ -245,11 +240,8 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.CONTRACT_CLOSED, str(e)) from None
         return JSONResponse(wire_shares.ShareAnswer(cid, state).encode())
 
-    async def revoke(request: Request, v: object, cid: bytes) -> Response:
-        from server.storage.base import VaultRecord
-
-        assert isinstance(v, VaultRecord)
-        req = _parsed(wire_shares.RevokeRequest.parse, await srv.json_body(request))
+    async def revoke(request: Request, v: VaultRecord, cid: bytes) -> Response:
+        req = parsed(wire_shares.RevokeRequest.parse, await srv.json_body(request))
         entry = await checked_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
         if entry.subject_id != cid:
             raise ApiError(E.MALFORMED_RECEIPT, "a REVOKE receipt names the contract as its subject")

@@ -34,13 +34,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from server.context import ApiError, Context
 from server.storage import Storage
 from server.storage.base import LoggedReceipt
 
 MAX_ENTRIES = 1000            # receipts a page of /v1/log/entries
-# The app's refusal (server.app.ApiError), which its exception handler answers; passed in, as
-# the app imports this module.
-Refusal = Callable[[E, str], Exception]
 
 
 @dataclass(frozen=True)
@@ -67,8 +65,8 @@ class LogKey:
 
 
 class LogRoutes:
-    def __init__(self, storage: Storage, refuse: Refusal) -> None:
-        self.storage, self.refuse = storage, refuse
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
         self._key: LogKey | None = None
         # the last checkpoint signed, by its size and root: signed again only once the tree
         # changed.  Size and root are read from storage on every request (another server
@@ -83,7 +81,7 @@ class LogRoutes:
     def _size(self, request: Request, name: str, current: int) -> int:
         n = self._int(request, name, current)
         if n > current:
-            raise self.refuse(E.BEYOND_LOG, f"{name}={n}: the log has {current} entries")
+            raise ApiError(E.BEYOND_LOG, f"{name}={n}: the log has {current} entries")
         return n
 
     def _int(self, request: Request, name: str, default: int) -> int:
@@ -91,7 +89,7 @@ class LogRoutes:
         if v is None:
             return default
         if not _DIGITS.fullmatch(v):
-            raise self.refuse(E.MALFORMED, f"{name} must be a non-negative integer")
+            raise ApiError(E.MALFORMED, f"{name} must be a non-negative integer")
         return int(v)
 
     # ---------------------------------------------------------------- routes
@@ -120,9 +118,9 @@ class LogRoutes:
     async def inclusion(self, request: Request) -> Response:
         q = request.query_params
         if ("receipt" in q) == ("index" in q):
-            raise self.refuse(E.MALFORMED, "give exactly one of receipt and index")
+            raise ApiError(E.MALFORMED, "give exactly one of receipt and index")
         if "receipt" in q and not _HEX32.fullmatch(q["receipt"]):
-            raise self.refuse(E.MALFORMED, "receipt must be 32 bytes of lower-case hex")
+            raise ApiError(E.MALFORMED, "receipt must be 32 bytes of lower-case hex")
         return JSONResponse(await run_in_threadpool(self._inclusion, request))
 
     def _inclusion(self, request: Request) -> dict[str, Any]:
@@ -133,17 +131,17 @@ class LogRoutes:
         if "receipt" in q:
             index = self.storage.log_leaf_index(bytes.fromhex(q["receipt"]))
             if index is None:
-                raise self.refuse(E.NOT_FOUND, "no such receipt in the log")
+                raise ApiError(E.NOT_FOUND, "no such receipt in the log")
         else:
             index = self._int(request, "index", 0)
         if index >= size:
-            raise self.refuse(E.BEYOND_LOG, f"leaf {index} is not in a tree of {size}")
+            raise ApiError(E.BEYOND_LOG, f"leaf {index} is not in a tree of {size}")
         proof = tlog.prove_inclusion(size, index, self.storage)
         return {"index": index, "size": size, "proof": [h.hex() for h in proof]}
 
     async def consistency(self, request: Request) -> Response:
         if "from" not in request.query_params:
-            raise self.refuse(E.MALFORMED, "from is required")
+            raise ApiError(E.MALFORMED, "from is required")
         return JSONResponse(await run_in_threadpool(self._consistency, request))
 
     def _consistency(self, request: Request) -> dict[str, Any]:
@@ -162,23 +160,22 @@ class LogRoutes:
     async def entry(self, request: Request) -> Response:
         raw = request.path_params["index"]
         if not _DIGITS.fullmatch(raw):
-            raise self.refuse(E.NOT_FOUND, "no such entry")
+            raise ApiError(E.NOT_FOUND, "no such entry")
         rows = await run_in_threadpool(self.storage.log_leaves, int(raw), 1)
         if not rows or rows[0].index != int(raw):
-            raise self.refuse(E.NOT_FOUND, "no such entry")
+            raise ApiError(E.NOT_FOUND, "no such entry")
         return JSONResponse(_entry(rows[0]))
 
 
-def log_routes(storage: Storage, refuse: Refusal, charge: Callable[[Request], Awaitable[None]]) -> list[Route]:
+def log_routes(ctx: Context) -> list[Route]:
     """The routes, to be listed before ``/v1/log/{receipt_id}`` (which would take ``checkpoint``).
-    ``charge`` runs first on every request: public routes are paid for by the client's address,
-    a vault's own devices by their vault (app.py ``limit_reader``); a checkpoint costs a tree
-    hash and a signature."""
-    r = LogRoutes(storage, refuse)
+    ``ctx.limit_reader`` runs first on every request: public routes are paid for by the client's
+    address, a vault's own devices by their vault; a checkpoint costs a tree hash and a signature."""
+    r = LogRoutes(ctx.storage)
 
     def charged(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
-            await charge(request)
+            await ctx.limit_reader(request)
             return await endpoint(request)
         return run
 

@@ -28,9 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
-
 from ownmem.saihm.receipt import parse_receipt
+from starlette.concurrency import run_in_threadpool
 
 from server.storage.base import LogEntry, PushCell
 from server.verify import HolderKey, Refused, check_cell, check_receipt

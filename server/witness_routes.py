@@ -13,38 +13,27 @@ what it can do is withhold one, the residual risk written down in docs/decisions
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-from ownmem.errors import WireError
 from ownmem.wire import codec, publiclog
 from ownmem.wire.errors import ErrorCode as E
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from server.storage import Storage
-from server.storage.base import VaultRecord
+from server.context import ApiError, Context, parsed
 from server.verify import ed25519_valid
 
-Refusal = Callable[[E, str], Exception]
 
-
-def witness_routes(storage: Storage, refuse: Refusal,
-                   authed: Callable[[Request], Awaitable[tuple[VaultRecord, float]]],
-                   json_body: Callable[[Request], Awaitable[dict[str, Any]]],
-                   call: Callable[..., Awaitable[Any]]) -> list[Route]:
-    """The route; ``authed``, ``json_body`` and ``call`` are the app's own (server/app.py)."""
+def witness_routes(ctx: Context) -> list[Route]:
+    """The route, over the server's ``Context``."""
+    storage, call = ctx.storage, ctx.call
 
     async def witnesses(request: Request) -> Response:
-        v, _ = await authed(request)
+        v, _ = await ctx.authed(request)
         if request.method == "POST":
-            try:
-                w = publiclog.Witness.parse(await json_body(request))
-            except WireError as e:
-                raise refuse(E.MALFORMED, str(e)) from None
+            w = parsed(publiclog.Witness.parse, await ctx.json_body(request))
             if not ed25519_valid(v.sync_pub, w.signature, w.message(v.name)):
-                raise refuse(E.BAD_SIGNATURE, "the witness is not signed by this vault's sync key")
+                raise ApiError(E.BAD_SIGNATURE, "the witness is not signed by this vault's sync key")
             await call(storage.put_witness, v.id, w.device_id, codec.dump_json(w.encode()), time.time(),
                        publiclog.MAX_WITNESSES)
             return JSONResponse({"stored": True})

@@ -48,7 +48,7 @@ CLASSES = _exception_classes()
 def test_the_product_defines_its_errors_where_expected():
     names = {n for n, _ in CLASSES}
     assert {"ownmem.errors.OwnmemError", "ownmem.errors.StoreError", "ownmem.errors.WireError",
-            "ownmem.cli.common.CliError", "server.app.ApiError", "server.verify.Refused",
+            "ownmem.cli.common.CliError", "server.context.ApiError", "server.verify.Refused",
             "server.storage.base.StorageConflict"} <= names
 
 

@@ -1,5 +1,5 @@
 """A pull page is streamed in slices (``wire.messages.ChangesPage.chunks``, from the server's rows by
-``server.app._change``); the bytes are exactly the deterministic CBOR the page was before:
+``server.vault_routes._change``); the bytes are exactly the deterministic CBOR the page was before:
 ``cbor.encode({1: rows, 2: next, 3: last, 4: more})``."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from ownmem.crypto import cbor
 from ownmem.wire import messages
 
-from server.app import _change
+from server.vault_routes import _change
 from server.storage.base import Change
 
 
