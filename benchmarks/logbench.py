@@ -32,15 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import Vault
-from ownmem.vault.logwatch import (
-    PublicLog,
-    advance_problem,
-    open_served_checkpoint,
-    served_key,
-)
+from ownmem.vault.logwatch import PublicLog, advance_problem, open_served_checkpoint, served_key
 from ownmem.vault.sync import Remote, link
 from ownmem.wire.limits import MAX_RECEIPTS
 

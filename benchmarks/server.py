@@ -46,6 +46,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 
 import httpx
+
 from ownmem.aperto import keys as K
 from ownmem.crypto import run_sync
 from ownmem.saihm.cell import make_cell
@@ -367,7 +368,6 @@ def push_breakdown(s: Sizes, src: Source, pg_url: str, tmp: Path) -> Breakdown:
     import asyncio
 
     from ownmem.crypto import cbor
-
     from server.storage.base import LogEntry, Registration
     from server.storage.postgres import PostgresStorage
     from server.storage.sqlite import SqliteStorage

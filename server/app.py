@@ -25,9 +25,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 
-from ownmem.asgi import BodyDeadline, BodyTimeout
-from ownmem.wire import messages
-from ownmem.wire.errors import ErrorCode
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -35,6 +32,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ownmem.asgi import BodyDeadline, BodyTimeout
+from ownmem.wire import messages
+from ownmem.wire.errors import ErrorCode
 
 from server.context import ApiError, Config, Context
 from server.openapi import OPENAPI

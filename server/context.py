@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
 from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE
 from ownmem.errors import OwnmemError, WireError
 from ownmem.wire import codec, messages
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_BODY, MAX_JSON, valid_vault_name
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
 
 from server import challenge as challenges
 from server.decoy import Decoys

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from ownmem.wire import messages
 from ownmem.wire.limits import HOLDER_PUB_LEN, SALT_LEN
 

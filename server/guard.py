@@ -36,10 +36,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
 from ownmem.asgi import HEADER_TIMEOUT
 from ownmem.wire import codec, messages
 from ownmem.wire.errors import ErrorCode
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from server.ratelimit import client_key
 

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from ownmem.crypto import sha256
-from ownmem.saihm import tlog
-from ownmem.wire.errors import ErrorCode as E
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from ownmem.crypto import sha256
+from ownmem.saihm import tlog
+from ownmem.wire.errors import ErrorCode as E
 
 from server.context import ApiError, Context
 from server.storage import Storage

@@ -28,46 +28,28 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 from ownmem.wire import codec, messages, signed
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import (
-    CHALLENGE_TTL,
-    MAX_BATCH,
-    MAX_PAGE,
-    MAX_PAGE_BYTES,
-    MAX_RECEIPTS,
-    TOKEN_TTL,
-    valid_vault_name,
+    CHALLENGE_TTL, MAX_BATCH, MAX_PAGE, MAX_PAGE_BYTES, MAX_RECEIPTS, TOKEN_TTL, valid_vault_name,
 )
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from server import challenge as challenges
 from server.context import ApiError, Context, hex_param, int_param, parsed
 from server.ratelimit import client_key
 from server.storage import StorageConflict
 from server.storage.base import (
-    Change,
-    ExportSnapshot,
-    LogEntry,
-    Registration,
-    StorageBusy,
-    StorageLimit,
-    StorageQuota,
-    VaultRecord,
+    Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord,
 )
-from server.verify import (
-    HolderKey,
-    Refused,
-    check_receipt,
-    claimed_cell_id,
-    ed25519_valid,
-)
+from server.verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
 
 CBOR = "application/cbor"
 AMEM = "application/amem+cbor"

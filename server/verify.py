@@ -17,6 +17,7 @@ from __future__ import annotations
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
+
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError
 from ownmem.saihm.cell import CellRefused

@@ -28,8 +28,9 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ownmem.saihm.receipt import parse_receipt
 from starlette.concurrency import run_in_threadpool
+
+from ownmem.saihm.receipt import parse_receipt
 
 from server.storage.base import LogEntry, PushCell
 from server.verify import HolderKey, Refused, check_cell, check_receipt

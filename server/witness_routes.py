@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 
-from ownmem.wire import codec, publiclog
-from ownmem.wire.errors import ErrorCode as E
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from ownmem.wire import codec, publiclog
+from ownmem.wire.errors import ErrorCode as E
 
 from server.context import ApiError, Context, parsed
 from server.verify import ed25519_valid

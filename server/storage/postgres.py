@@ -34,17 +34,8 @@ from psycopg_pool import ConnectionPool
 
 from server.storage import shares, tree, witness
 from server.storage.base import (
-    Change,
-    ExportSnapshot,
-    LogEntry,
-    LoggedReceipt,
-    PushCell,
-    PushResult,
-    Registration,
-    StorageConflict,
-    StorageLimit,
-    StorageQuota,
-    VaultRecord,
+    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, StorageLimit,
+    StorageQuota, VaultRecord,
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.scrub import Scrubber

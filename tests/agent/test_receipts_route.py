@@ -13,6 +13,8 @@ import httpx
 import pytest
 from agentkit import LogReader
 from hostile import Answer, HostileProxy, Seen
+from synckit import Backend, Devices, ServerProcess
+
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError
 from ownmem.saihm.receipt import make_receipt, parse_receipt
@@ -20,7 +22,6 @@ from ownmem.vault.sync import Remote
 from ownmem.wire import codec
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_RECEIPTS
-from synckit import Backend, Devices, ServerProcess
 
 
 def _receipt(d: object, op: str, subject: bytes, **kw: object) -> bytes:

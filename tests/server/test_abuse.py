@@ -27,6 +27,8 @@ from typing import Any
 
 import httpx
 import pytest
+from storekit import Store, registered
+
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.saihm.cell import make_cell
@@ -36,7 +38,6 @@ from ownmem.vault.store import Store as VaultStore
 from ownmem.vault.sync import link, login_new_device
 from ownmem.wire import messages, signed
 from ownmem.wire.limits import MAX_BATCH
-from storekit import Store, registered
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSPHRASE = "abuse tests: nine herons over the quarry"

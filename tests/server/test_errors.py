@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+
 from ownmem.crypto import cbor
 from ownmem.wire.errors import ERRORS, ErrorCode
 from ownmem.wire.limits import MAX_JSON
-
 from server.app import Config, create_app
 from server.openapi import OPENAPI
 

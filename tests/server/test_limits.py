@@ -8,9 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+
+from storekit import registered
+
 from ownmem.crypto import cbor
 from ownmem.wire.limits import MAX_BATCH, MAX_BODY, MAX_PAGE_BYTES
-from storekit import registered
 
 
 def refused(r: httpx.Response, status: int, code: str) -> None:

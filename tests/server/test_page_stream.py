@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from ownmem.crypto import cbor
 from ownmem.wire import messages
-
 from server.vault_routes import _change
 from server.storage.base import Change
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell

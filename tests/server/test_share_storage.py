@@ -12,14 +12,7 @@ import pytest
 from storekit import Store, forget, registration, stocked
 
 from server.storage.base import LogEntry, StorageConflict, StorageQuota
-from server.storage.shares import (
-    ContractClosed,
-    ContractMissing,
-    NewContract,
-    NotContractHolder,
-    ShardsMissing,
-    shares_of,
-)
+from server.storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
 
 GRANTEE = os.urandom(32)
 
@@ -167,9 +160,8 @@ def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_
         kind: str, tmp_path: Any, request: Any) -> None:
     from ownmem.wire import codec, shares
     from ownmem.wire.limits import MAX_ANSWER
-    from storekit import random_cells
-
     from server.share_routes import LISTING_BYTES, within_budget
+    from storekit import random_cells
 
     st, friend, cells = stocked(Store.fresh(kind, tmp_path, request), 1)
     try:

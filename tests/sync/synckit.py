@@ -31,6 +31,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from ownmem.vault import Listing, UnlockedVault, Vault
 from ownmem.vault.sync import Remote, Syncer, SyncReport, link, login_new_device
 from ownmem.wire import messages

@@ -20,10 +20,11 @@ from contextlib import closing
 from typing import Any
 
 import pytest
+from synckit import Backend, Devices, ServerProcess, feed
+
 from ownmem.errors import SyncError
 from ownmem.vault.sync import PUSH_BATCH, SyncReport
 from ownmem.wire import messages
-from synckit import Backend, Devices, ServerProcess, feed
 
 pytestmark = pytest.mark.slow
 

@@ -17,12 +17,13 @@ import httpx
 import pytest
 from hostile import Answer, HostileProxy, Seen
 from logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
+from synckit import Backend, Device, Devices, ServerProcess
+
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import tlog
 from ownmem.vault import logwatch as LW
 from ownmem.vault.logwatch import log_status
 from ownmem.wire import publiclog, signed
-from synckit import Backend, Device, Devices, ServerProcess
 
 P = provider()
 WITNESSES = r"/witnesses$"

@@ -23,23 +23,16 @@ import httpx
 import hypothesis
 import hypothesis.strategies as st
 import pytest
+
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WireError
 from ownmem.saihm import tlog
 from ownmem.vault import Vault
 from ownmem.vault.sync import Remote, Syncer, SyncReport
-from ownmem.wire import codec, publiclog, shares
-from ownmem.wire import messages as wire_messages
+from ownmem.wire import codec, messages, publiclog, shares
 from ownmem.wire.errors import ERRORS
-from ownmem.wire.limits import (
-    HOLDER_PUB_LEN,
-    HOLDER_SIG_LEN,
-    MAX_BATCH,
-    MAX_JSON,
-    MAX_PAGE,
-    valid_vault_name,
-)
+from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, MAX_BATCH, MAX_JSON, MAX_PAGE, valid_vault_name
 
 NAME = "wired"
 TOKEN = "A" * 43
@@ -138,25 +131,25 @@ _LOG_KEY = tlog.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urando
 _LOG_NOTE = tlog.signed_note(tlog.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
                              [tlog.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
 SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
-    wire_messages.VaultInfo: wire_messages.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
+    messages.VaultInfo: messages.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
                              HOLDER_ID),
-    wire_messages.Registration: wire_messages.Registration(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
+    messages.Registration: messages.Registration(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
                                    HOLDER_PUB, b"\xa0" * 300, os.urandom(64), os.urandom(700), os.urandom(64),
                                    os.urandom(HOLDER_SIG_LEN)),
-    wire_messages.Registered: wire_messages.Registered(NAME, HOLDER_ID, os.urandom(32)),
-    wire_messages.Challenge: wire_messages.Challenge(os.urandom(32), 1_700_000_060),
-    wire_messages.SessionRequest: wire_messages.SessionRequest(os.urandom(32), os.urandom(64)),
-    wire_messages.Session: wire_messages.Session(TOKEN, 1_700_000_900),
-    wire_messages.MetadataVersion: wire_messages.MetadataVersion(7, os.urandom(500), os.urandom(64)),
-    wire_messages.MetadataUpdate: wire_messages.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
-    wire_messages.MetadataAccepted: wire_messages.MetadataAccepted(8),
-    wire_messages.PushResult: wire_messages.PushResult(3, 1, 0, 41),
-    wire_messages.EraseRequest: wire_messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
-    wire_messages.EraseResult: wire_messages.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
-    wire_messages.ReceiptsRequest: wire_messages.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
-    wire_messages.ReceiptsLogged: wire_messages.ReceiptsLogged((os.urandom(32), os.urandom(32))),
-    wire_messages.LiveEvent: wire_messages.LiveEvent(41),
-    wire_messages.ErrorBody: wire_messages.ErrorBody("stale_version", "the metadata changed; pull and retry"),
+    messages.Registered: messages.Registered(NAME, HOLDER_ID, os.urandom(32)),
+    messages.Challenge: messages.Challenge(os.urandom(32), 1_700_000_060),
+    messages.SessionRequest: messages.SessionRequest(os.urandom(32), os.urandom(64)),
+    messages.Session: messages.Session(TOKEN, 1_700_000_900),
+    messages.MetadataVersion: messages.MetadataVersion(7, os.urandom(500), os.urandom(64)),
+    messages.MetadataUpdate: messages.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
+    messages.MetadataAccepted: messages.MetadataAccepted(8),
+    messages.PushResult: messages.PushResult(3, 1, 0, 41),
+    messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
+    messages.EraseResult: messages.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
+    messages.ReceiptsRequest: messages.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
+    messages.ReceiptsLogged: messages.ReceiptsLogged((os.urandom(32), os.urandom(32))),
+    messages.LiveEvent: messages.LiveEvent(41),
+    messages.ErrorBody: messages.ErrorBody("stale_version", "the metadata changed; pull and retry"),
     publiclog.LogKeyInfo: publiclog.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key, f"{_LOG_KEY.key_id:08x}"),
     publiclog.LogInclusion: publiclog.LogInclusion(5, 12, (os.urandom(32), os.urandom(32))),
     publiclog.Witness: publiclog.Witness(os.urandom(16), str(_LOG_KEY), _LOG_NOTE, 1_700_000_000, os.urandom(64)),
@@ -243,20 +236,20 @@ def test_every_mutation_of_a_message_is_refused_by_its_parse():
 
 # ------------------------------------------------------------------ each client call, against the server
 
-@pytest.mark.parametrize("body", _cases(wire_messages.VaultInfo))
+@pytest.mark.parametrize("body", _cases(messages.VaultInfo))
 def test_lookup_refuses_a_malformed_answer(body, server, remote):
     server.answer("GET", "", body)
     refused(remote.lookup)
 
 
 def test_lookup_refuses_an_answer_for_another_vault(server, remote):
-    other = SAMPLES[wire_messages.VaultInfo].encode() | {"name": "another"}
+    other = SAMPLES[messages.VaultInfo].encode() | {"name": "another"}
     server.answer("GET", "", other)
     refused(remote.lookup)
 
 
 def test_lookup_refuses_a_holder_id_that_is_not_the_holder_keys(server, remote):
-    server.answer("GET", "", SAMPLES[wire_messages.VaultInfo].encode() | {"holder_id": os.urandom(32).hex()})
+    server.answer("GET", "", SAMPLES[messages.VaultInfo].encode() | {"holder_id": os.urandom(32).hex()})
     assert "holder_id" in str(refused(remote.lookup))
 
 
@@ -269,10 +262,10 @@ def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server, remote)
     assert e.value.status == 404 and e.value.server_code is None
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.Registered))
+@pytest.mark.parametrize("body", _cases(messages.Registered))
 def test_register_refuses_a_malformed_answer(body, server, remote):
     server.answer("POST", "/v1/vaults", body, status=201)
-    refused(lambda: remote.register(SAMPLES[wire_messages.Registration]))
+    refused(lambda: remote.register(SAMPLES[messages.Registration]))
 
 
 @pytest.fixture(scope="module")
@@ -280,20 +273,20 @@ def sync_key() -> K.SigningKey:
     return run_sync(K.signing_key(provider(), b"\x07" * 32))
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.Challenge))
+@pytest.mark.parametrize("body", _cases(messages.Challenge))
 def test_login_refuses_a_malformed_challenge(body, server, remote, sync_key):
     server.answer("POST", "/challenge", body)
-    server.answer("POST", "/session", SAMPLES[wire_messages.Session].encode())
+    server.answer("POST", "/session", SAMPLES[messages.Session].encode())
     remote.token = None
     refused(lambda: remote.login(sync_key))
     assert remote.token is None and ("POST", f"/v1/vaults/{NAME}/session") not in server.seen
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.Session) + [
+@pytest.mark.parametrize("body", _cases(messages.Session) + [
     pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
 def test_login_refuses_a_malformed_session(body, server, remote, sync_key):
-    server.answer("POST", "/challenge", SAMPLES[wire_messages.Challenge].encode())
+    server.answer("POST", "/challenge", SAMPLES[messages.Challenge].encode())
     server.answer("POST", "/session", body)
     remote.token = None
     err = refused(lambda: remote.login(sync_key))
@@ -301,30 +294,30 @@ def test_login_refuses_a_malformed_session(body, server, remote, sync_key):
     assert "Injected" not in str(err) and "xxxx" not in str(err)     # a credential is never echoed
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.MetadataVersion))
+@pytest.mark.parametrize("body", _cases(messages.MetadataVersion))
 def test_get_metadata_refuses_a_malformed_answer(body, server, remote):
     server.answer("GET", "/metadata", body)
     refused(remote.get_metadata)
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.MetadataAccepted) + [
+@pytest.mark.parametrize("body", _cases(messages.MetadataAccepted) + [
     pytest.param(b'{"version": 7}', id="not the next version"),
     pytest.param(b'{"version": 9}', id="skipped a version")])
 def test_put_metadata_refuses_a_malformed_answer(body, server, remote):
     server.answer("PUT", "/metadata", body)
-    refused(lambda: remote.put_metadata(SAMPLES[wire_messages.MetadataUpdate]))
+    refused(lambda: remote.put_metadata(SAMPLES[messages.MetadataUpdate]))
 
 
-PUSH = wire_messages.PushRequest((wire_messages.PushItem(b"cell", os.urandom(40)),))
+PUSH = messages.PushRequest((messages.PushItem(b"cell", os.urandom(40)),))
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.PushResult))
+@pytest.mark.parametrize("body", _cases(messages.PushResult))
 def test_push_refuses_a_malformed_answer(body, server, remote):
     server.answer("POST", "/cells", body)
     refused(lambda: remote.push(PUSH))
 
 
-@pytest.mark.parametrize("body", _cases(wire_messages.EraseResult))
+@pytest.mark.parametrize("body", _cases(messages.EraseResult))
 def test_erase_refuses_a_malformed_answer(body, server, remote):
     server.answer("POST", "/erase", body)
     refused(lambda: remote.erase([b"receipt"]))
@@ -337,10 +330,10 @@ def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked():
 
     one, two, three, stranger = (bytes([i]) * 32 for i in (1, 2, 3, 9))
     asked = [one, two, three]
-    assert erasure_answer(asked, wire_messages.EraseResult((), (), False)) == (set(), asked)
-    assert erasure_answer(asked, wire_messages.EraseResult((one,), (three,), True)) == ({one, three}, [two])
-    assert erasure_answer(asked, wire_messages.EraseResult((stranger,), (stranger,), False)) == (set(), asked)
-    assert erasure_answer(asked, wire_messages.EraseResult((three, two), (one,), False)) == ({one, two, three}, [])
+    assert erasure_answer(asked, messages.EraseResult((), (), False)) == (set(), asked)
+    assert erasure_answer(asked, messages.EraseResult((one,), (three,), True)) == ({one, three}, [two])
+    assert erasure_answer(asked, messages.EraseResult((stranger,), (stranger,), False)) == (set(), asked)
+    assert erasure_answer(asked, messages.EraseResult((three, two), (one,), False)) == ({one, two, three}, [])
 
 
 def _events(*data: str) -> bytes:
@@ -422,8 +415,8 @@ def test_changes_refuses_a_malformed_page(body, server, remote):
 def test_changes_reads_a_good_page(server, remote):
     server.answer("GET", "/changes", _page(), content_type="application/cbor")
     page = remote.changes(2)
-    assert page.rows == (wire_messages.CellChange(3, CID, b"\x84cell", b"\x01" * 40), wire_messages.ErasedCell(4, CID[::-1]),
-                         wire_messages.EraseChange(5, CID, None), wire_messages.MetaChange(6))
+    assert page.rows == (messages.CellChange(3, CID, b"\x84cell", b"\x01" * 40), messages.ErasedCell(4, CID[::-1]),
+                         messages.EraseChange(5, CID, None), messages.MetaChange(6))
     assert (page.next_since, page.last_seq, page.more) == (6, 9, True)
 
 
@@ -431,8 +424,8 @@ def test_pull_stops_when_a_server_says_more_forever(server, tmp_path: Path):
     """An empty page that says "more" ends the pull: a server cannot keep a device spinning."""
     v = Vault.create(tmp_path / "v", "wire tests: a passphrase")
     try:
-        server.answer("POST", "/challenge", SAMPLES[wire_messages.Challenge].encode())
-        server.answer("POST", "/session", SAMPLES[wire_messages.Session].encode())
+        server.answer("POST", "/challenge", SAMPLES[messages.Challenge].encode())
+        server.answer("POST", "/session", SAMPLES[messages.Session].encode())
         server.answer("GET", "/changes", _page(rows=[], nxt=0, last=10 ** 6), content_type="application/cbor")
         with httpx.Client(timeout=10.0) as c:
             s = Syncer(v, Remote(server.url, NAME, client=c))
@@ -475,7 +468,7 @@ def test_an_answer_over_the_size_limit_is_refused_while_read(server, remote, mon
 
 def test_a_redirect_is_not_followed_even_by_a_client_that_would(server):
     server.answer("GET", "/metadata", b"", status=302, headers={"Location": f"{server.url}/v1/elsewhere"})
-    server.answer("GET", "/v1/elsewhere", SAMPLES[wire_messages.MetadataVersion].encode())
+    server.answer("GET", "/v1/elsewhere", SAMPLES[messages.MetadataVersion].encode())
     with httpx.Client(timeout=10.0, follow_redirects=True) as c:
         r = Remote(server.url, NAME, client=c)
         r.token = TOKEN
@@ -495,7 +488,7 @@ def test_json_message_round_trip(msg):
 
 
 def test_every_message_type_is_sampled():
-    found = {c for m in (wire_messages, publiclog, shares) for c in vars(m).values()
+    found = {c for m in (messages, publiclog, shares) for c in vars(m).values()
              if isinstance(c, type) and issubclass(c, codec.JsonMessage)} - {codec.JsonMessage}
     assert found == set(SAMPLES)
 
@@ -508,28 +501,28 @@ def test_a_share_list_round_trips_its_entries():
 
 
 def test_session_repr_hides_the_token():
-    assert TOKEN not in repr(SAMPLES[wire_messages.Session]) and TOKEN not in str(SAMPLES[wire_messages.Session])
+    assert TOKEN not in repr(SAMPLES[messages.Session]) and TOKEN not in str(SAMPLES[messages.Session])
 
 
 def test_error_body_of_every_registered_code_parses():
     for code, (status, description) in ERRORS.items():
         assert 400 <= status < 600 and description
-        body = wire_messages.ErrorBody(code, description)
-        assert wire_messages.ErrorBody.parse(codec.load_json(codec.dump_json(body.encode()))) == body
+        body = messages.ErrorBody(code, description)
+        assert messages.ErrorBody.parse(codec.load_json(codec.dump_json(body.encode()))) == body
 
 
 def test_push_request_round_trip_and_wire_format():
-    req = wire_messages.PushRequest(tuple(wire_messages.PushItem(os.urandom(n + 1), os.urandom(40)) for n in range(5)))
+    req = messages.PushRequest(tuple(messages.PushItem(os.urandom(n + 1), os.urandom(40)) for n in range(5)))
     raw = req.encode()
     assert raw == cbor.encode([[i.cell, i.wrapped_dek] for i in req.items])
-    assert wire_messages.PushRequest.parse(raw) == req
+    assert messages.PushRequest.parse(raw) == req
 
 
 @pytest.mark.parametrize("raw", [b"", b"\xa0", cbor.encode([[b"c"]]), cbor.encode([[b"c", "w"]]), cbor.encode([b"c"]),
                                  cbor.encode([[b"c", b"w"]] * (MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
 def test_push_request_parse_refuses_malformed(raw):
     with pytest.raises(WireError):
-        wire_messages.PushRequest.parse(raw)
+        messages.PushRequest.parse(raw)
 
 
 _seq_gaps = st.lists(st.integers(1, 1 << 40), max_size=40)
@@ -541,19 +534,19 @@ _row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
                   since=st.integers(0, 1 << 20), extra=st.integers(0, 3))
 @hypothesis.settings(max_examples=200, deadline=None, database=None)
 def test_changes_page_round_trip(gaps, kinds, blobs, since, extra):
-    rows: list[wire_messages.ChangeRow] = []
+    rows: list[messages.ChangeRow] = []
     seq = since
     for gap, kind, blob in zip(gaps, kinds, blobs):
         seq += gap
         cid = hashlib.sha256(blob).digest()
-        rows.append(wire_messages.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell" else wire_messages.ErasedCell(seq, cid)
-                    if kind == "gone" else wire_messages.EraseChange(seq, cid, None) if kind == "erase" else wire_messages.MetaChange(seq))
+        rows.append(messages.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell" else messages.ErasedCell(seq, cid)
+                    if kind == "gone" else messages.EraseChange(seq, cid, None) if kind == "erase" else messages.MetaChange(seq))
     nxt = rows[-1].seq if rows else since
-    page = wire_messages.ChangesPage(tuple(rows), nxt, nxt + extra)
+    page = messages.ChangesPage(tuple(rows), nxt, nxt + extra)
     raw = page.encode()
     assert raw == cbor.encode({1: [cbor.decode(r.encode()) for r in rows], 2: nxt, 3: nxt + extra, 4: extra > 0})
-    assert wire_messages.ChangesPage.parse(raw, since) == page
-    assert wire_messages.ChangesPage.parse(raw) == page
+    assert messages.ChangesPage.parse(raw, since) == page
+    assert messages.ChangesPage.parse(raw) == page
 
 
 def test_vault_names_refuse_a_final_newline():

@@ -57,24 +57,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ownmem.agent.retention import (
-    DAY,
-    PRUNED_ACTION,
-    RETENTION_DAYS,
-    Pruned,
-    accounted,
-    check_cutoff,
-    pruned_entry,
-    uncovered,
-)
-from ownmem.agent.strangers import ACTION as STRANGER_ACTION
-from ownmem.agent.ticker import Ticker
 from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault.vault import Entry
+from ownmem.agent.retention import DAY, PRUNED_ACTION, RETENTION_DAYS, Pruned, accounted, check_cutoff, pruned_entry, uncovered
+from ownmem.agent.strangers import ACTION as STRANGER_ACTION
+from ownmem.agent.ticker import Ticker
 
 _log = logging.getLogger("ownmem.uomp")
 
@@ -736,8 +727,8 @@ def attach(u: Any, op: Any, folder: Path, app: Any) -> AuditSync:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from ownmem.agent.retention import RetentionRefused
     from ownmem.agent.uomp_api import error, ok
+    from ownmem.agent.retention import RetentionRefused
 
     # the batch tick ("every N minutes or every M events"): INTERVAL unless the environment says
     interval = float(os.environ.get(INTERVAL_ENV) or INTERVAL)

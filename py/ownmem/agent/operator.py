@@ -48,11 +48,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ownmem.agent import quota, staging
-from ownmem.agent import requests as agent_requests
-from ownmem.agent.credentials import Credential
-from ownmem.agent.recall_index import RecallEntry, RecallIndex
-from ownmem.agent.requests import AgentRequest, ShareTerms
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.aperto.seal import seal
@@ -60,18 +55,19 @@ from ownmem.crypto import run_sync
 from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem.uomp.control import is_bookkeeping, is_control
-from ownmem.vault.sharing import (
-    SharedReader,
-    ToolRefused,
-    check_share_rules,
-    parse_share_params,
-    tool_contracts,
-    tool_revoke_share,
-)
 from ownmem.vault.store import PendingWrite, StoredObject
 from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from ownmem.agent import staging
+from ownmem.uomp.control import is_bookkeeping, is_control
+from ownmem.agent import requests as agent_requests
+from ownmem.agent.requests import AgentRequest, ShareTerms
+from ownmem.agent import quota
+from ownmem.agent.credentials import Credential
+from ownmem.vault.sharing import (
+    SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
+)
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.wire import messages
 
 _log = logging.getLogger("ownmem.agent")

@@ -40,12 +40,7 @@ from ownmem.crypto import CryptoProvider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, WireError
 from ownmem.saihm.cell import Cell, CellRefused, check_cell
 from ownmem.saihm.contract import (
-    Contract,
-    ContractRefused,
-    contract_rules,
-    make_contract,
-    parse_contract,
-    verify_contract,
+    Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
 )
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.sync import Syncer, SyncReport

@@ -31,22 +31,10 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
     httpx = None  # type: ignore[assignment]
 
 from ownmem.aperto import keys as aperto_keys
-from ownmem.aperto.container import (
-    ScopeEntry,
-    VaultPublic,
-    parse_vault_public,
-    sign_metadata,
-)
+from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
 from ownmem.aperto.model import LEGACY_VERSION
 from ownmem.crypto import CryptoProvider, cbor, run_sync, sha256
-from ownmem.errors import (
-    MalformedInput,
-    OwnmemError,
-    SyncError,
-    VaultError,
-    WireError,
-    WrongPassphrase,
-)
+from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault.logwatch import LogWatch, forget_log
@@ -54,13 +42,7 @@ from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.vault.vault import SYNC_INFO, UnlockedVault, Vault
 from ownmem.wire import codec, messages, signed
 from ownmem.wire.errors import ErrorCode
-from ownmem.wire.limits import (
-    MAX_ANSWER,
-    MAX_BATCH,
-    MAX_BODY,
-    MAX_RECEIPTS,
-    valid_vault_name,
-)
+from ownmem.wire.limits import MAX_ANSWER, MAX_BATCH, MAX_BODY, MAX_RECEIPTS, valid_vault_name
 
 T = TypeVar("T")
 

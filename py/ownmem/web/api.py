@@ -22,25 +22,11 @@ from typing import TYPE_CHECKING, Any
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.model import MemType, Trust
 from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
-from ownmem.errors import (
-    AuthenticationFailed,
-    ImportRefused,
-    MalformedInput,
-    NotFound,
-    OwnmemError,
-    VaultError,
-)
-from ownmem.uomp.control import is_control
+from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.vault.transfer import export_bytes, import_bytes
-from ownmem.vault.vault import (
-    DEFAULT_SCOPE,
-    Entry,
-    Listing,
-    UnlockedVault,
-    create_in_async,
-    link_honoured,
-    unlock_store_async,
-)
+from ownmem.uomp.control import is_control
+from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
+                           unlock_store_async)
 from ownmem.web.store import IdbStore
 
 if TYPE_CHECKING:
@@ -378,13 +364,8 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
-        from ownmem.web.receipts import (
-            PER_CELL,
-            ReceiptView,
-            check_entry,
-            parse_log_page,
-        )
         from ownmem.wire import codec
+        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 
         oid = bytes.fromhex(id)
         if len(oid) != 16:
@@ -479,12 +460,7 @@ class App:
         of one session; each batch shown checked against its anchor in the public log (once per
         batch while the worker runs: a proven anchor stays proven), unchecked when the log
         cannot be reached."""
-        from ownmem.agent.audit_sync import (
-            Batch,
-            audit_view,
-            log_anchor_check,
-            log_newer_anchors,
-        )
+        from ownmem.agent.audit_sync import Batch, audit_view, log_anchor_check, log_newer_anchors
 
         check, newer = None, None
         if self._linked() is not None:
@@ -588,14 +564,8 @@ class App:
                  replace: bool) -> tuple[str, dict[str, Entry], list[Checked]]:
         """The CLI's own parse and 12.9 check (ownmem.uomp.records, records_cli.live_keys) over
         the file the page read -> (format, live heads by key, checked records)."""
+        from ownmem.uomp.records import SENSITIVITIES, check, format_of, parse, parse_map
         from ownmem.cli.records import live_keys
-        from ownmem.uomp.records import (
-            SENSITIVITIES,
-            check,
-            format_of,
-            parse,
-            parse_map,
-        )
 
         stated = next((s for s in SENSITIVITIES if s == sensitivity), None)   # 12.8: the person's choice
         if sensitivity and stated is None:
@@ -622,14 +592,7 @@ class App:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
-        from ownmem.uomp.records import (
-            RecordsRefused,
-            field_names,
-            format_of,
-            missing_sensitivity,
-            parse_map,
-            target_of,
-        )
+        from ownmem.uomp.records import RecordsRefused, field_names, format_of, missing_sensitivity, parse_map, target_of
 
         fmt = format_of(name, format or None)
         mapping = parse_map(list(map or []))
@@ -659,8 +622,8 @@ class App:
         record checked again (12.9: any problem refuses the whole file, nothing written), then one
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
-        from ownmem.cli.records import write_records
         from ownmem.uomp.records import accepted
+        from ownmem.cli.records import write_records
 
         _, heads, checked = self._records(data, name, format, map, sensitivity, replace)
         if digest != self._records_digest(checked, replace):
@@ -758,8 +721,8 @@ def _finish(fn: Any) -> Any:
 
 
 def _answer(error: Exception | None, result: Any) -> Any:
-    import js
     from pyodide.ffi import to_js
+    import js
 
     if error is None:
         out: dict[str, Any] = {"ok": True, "result": result}

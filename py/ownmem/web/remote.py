@@ -14,6 +14,7 @@ from ownmem.errors import SyncError, WireError
 from ownmem.vault.sync import Remote
 from ownmem.wire.limits import MAX_ANSWER
 
+
 # seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a
 # server that accepts and never answers must not hold the worker, and with it the app, forever
 TIMEOUT_S = 60

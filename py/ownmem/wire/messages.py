@@ -30,33 +30,11 @@ from ownmem.crypto import cbor, sha256
 from ownmem.errors import WireError
 from ownmem.saihm.receipt import MAX_RECEIPT
 from ownmem.wire.codec import (
-    Blob,
-    Counter,
-    Flag,
-    Hex,
-    HexList,
-    Id,
-    Ids,
-    Int,
-    JsonMessage,
-    Key,
-    Name,
-    Salt,
-    Signature,
-    Text,
-    Version,
-    blob,
+    Blob, Counter, Flag, Hex, HexList, Id, Ids, Int, JsonMessage, Key, Name, Salt, Signature, Text, Version, blob,
     load_cbor,
 )
 from ownmem.wire.limits import (
-    HOLDER_PUB_LEN,
-    HOLDER_SIG_LEN,
-    ID_LEN,
-    MAX_BATCH,
-    MAX_PAGE,
-    MAX_RECEIPTS,
-    MAX_VERSION,
-    WRAPPED_DEK_LEN,
+    HOLDER_PUB_LEN, HOLDER_SIG_LEN, ID_LEN, MAX_BATCH, MAX_PAGE, MAX_RECEIPTS, MAX_VERSION, WRAPPED_DEK_LEN,
 )
 from ownmem.wire.signed import register_message
 

@@ -18,16 +18,7 @@ from typing import Annotated, Any
 
 from ownmem.errors import WireError
 from ownmem.saihm import tlog
-from ownmem.wire.codec import (
-    Counter,
-    Hex,
-    HexList,
-    Int,
-    JsonMessage,
-    Key,
-    Signature,
-    Text,
-)
+from ownmem.wire.codec import Counter, Hex, HexList, Int, JsonMessage, Key, Signature, Text
 from ownmem.wire.signed import witness_message
 
 DEVICE_ID_LEN = 16

@@ -21,27 +21,8 @@ from typing import Annotated
 from ownmem.crypto import cbor, sha256
 from ownmem.errors import WireError
 from ownmem.saihm.receipt import MAX_RECEIPT
-from ownmem.wire.codec import (
-    Flag,
-    Hex,
-    HexList,
-    Id,
-    JsonMessage,
-    Key,
-    MessageList,
-    Name,
-    Salt,
-    Text,
-    blob,
-    load_cbor,
-)
-from ownmem.wire.limits import (
-    HOLDER_PUB_LEN,
-    HOLDER_SIG_LEN,
-    ID_LEN,
-    MAX_BATCH,
-    MAX_PAGE,
-)
+from ownmem.wire.codec import Flag, Hex, HexList, Id, JsonMessage, Key, MessageList, Name, Salt, Text, blob, load_cbor
+from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, ID_LEN, MAX_BATCH, MAX_PAGE
 from ownmem.wire.signed import register_message
 
 SHARE_KEY_LEN = 32 + 40           # ephemeral X25519 public key || AES-KW of the 32-byte DEK
