@@ -18,7 +18,7 @@ from synckit import Backend, Devices, ServerProcess
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
 from ownmem.wire import codec
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_RECEIPTS

@@ -18,7 +18,7 @@ from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell
 from ownmem.saihm.receipt import make_receipt
-from ownmem.vault.sync import Metadata
+from ownmem.vault.metadata import Metadata
 from ownmem.wire import signed
 
 PUBLIC_ROUTES = {

@@ -33,7 +33,8 @@ import httpx
 import pytest
 
 from ownmem.vault import Listing, UnlockedVault, Vault
-from ownmem.vault.sync import Remote, Syncer, SyncReport, link, login_new_device
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import Syncer, SyncReport, link, login_new_device
 from ownmem.wire import messages
 
 ROOT = Path(__file__).resolve().parents[2]

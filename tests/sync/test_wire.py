@@ -29,7 +29,8 @@ from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WireError
 from ownmem.saihm import tlog
 from ownmem.vault import Vault
-from ownmem.vault.sync import Remote, Syncer, SyncReport
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.wire import codec, messages, publiclog, shares
 from ownmem.wire.errors import ERRORS
 from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, MAX_BATCH, MAX_JSON, MAX_PAGE, valid_vault_name
@@ -326,7 +327,7 @@ def test_erase_refuses_a_malformed_answer(body, server, remote):
 def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked():
     """The pure decision of Syncer.push_erasures: a cell the answer leaves out is not confirmed,
     whatever else it says; a cell it names that was not asked confirms nothing."""
-    from ownmem.vault.sync import erasure_answer
+    from ownmem.vault.syncrules import erasure_answer
 
     one, two, three, stranger = (bytes([i]) * 32 for i in (1, 2, 3, 9))
     asked = [one, two, three]
@@ -461,7 +462,7 @@ def test_a_refusal_carries_the_servers_code(server, remote):
 
 
 def test_an_answer_over_the_size_limit_is_refused_while_read(server, remote, monkeypatch):
-    monkeypatch.setattr("ownmem.vault.sync.MAX_ANSWER", 1 << 16)
+    monkeypatch.setattr("ownmem.vault.remote.MAX_ANSWER", 1 << 16)
     server.answer("GET", "/changes", b"\x00" * ((1 << 16) + 1), content_type="application/cbor")
     assert "over" in str(refused(lambda: remote.changes(0)))
 

@@ -56,7 +56,8 @@ from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault.store import PendingWrite, StoredObject
-from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import KEK_VERSION, TIER, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ownmem.agent import staging
 from ownmem.uomp.control import is_bookkeeping, is_control

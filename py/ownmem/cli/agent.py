@@ -192,7 +192,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ownmem.vault import Vault
-    from ownmem.vault.sync import Syncer, Remote
+    from ownmem.vault.remote import Remote
+    from ownmem.vault.sync import Syncer
     from ownmem.agent.operator import Operator
     from ownmem.agent.service import Binding, SyncThread
 

@@ -122,7 +122,7 @@ def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
     import httpx
 
-    from ownmem.vault.sync import refusal
+    from ownmem.vault.remote import refusal
 
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")

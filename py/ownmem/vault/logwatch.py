@@ -61,8 +61,9 @@ from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_JSON
 
 if TYPE_CHECKING:
+    from ownmem.vault.remote import Remote
     from ownmem.vault.store import Store
-    from ownmem.vault.sync import Syncer
+    from ownmem.vault.vault import UnlockedVault
 
 KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
 COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"
@@ -365,13 +366,14 @@ class _Findings:
 
 
 class LogWatch:
-    """The log checks of one Syncer (its store, keys and Remote)."""
+    """The log checks of one synced vault: its store and keys, and the server (``Remote``)."""
 
-    def __init__(self, syncer: Syncer) -> None:
-        self.s = syncer
-        self.store = syncer.store
-        self.p = syncer.v.crypto
-        remote = syncer.remote
+    def __init__(self, v: UnlockedVault, remote: Remote, call: Callable[[Callable[[], Any]], Any]) -> None:
+        # ``call``: the sync's own way to make an authenticated request (Syncer._call: it logs in
+        # again once when the short-lived credential has expired)
+        self.v, self.remote, self.call = v, remote, call
+        self.store = v.store
+        self.p = v.crypto
         # Remote._req is the one place a request is made (the browser's subclass speaks fetch); the
         # vault's credential goes along when the device holds one, so the server charges these
         # reads to the vault's budget, not to an address the person's devices may share
@@ -448,25 +450,24 @@ class LogWatch:
 
     # ------------------------------------------------------------ witnesses
     def _witnesses(self, kept: Checkpoint, *, publish: bool, out: _Findings) -> int:
-        s = self.s
-        name = s.remote.name
+        name = self.remote.name
         mine = device_id(self.store)
         note = self.store.sync_get(CHECKPOINT)
         key = pinned_key(self.store)
         assert note is not None
         if publish and key is not None and self.store.sync_get(WITNESS_SENT) != sha256(note):
             now = int(time.time())
-            seed = s.v.sync_key().seed
+            seed = self.v.sync_key().seed
             sig = run_sync(self.p.ed25519_sign(seed, signed.witness_message(name, mine, str(key), note, now)))
             w = publiclog.Witness(mine, str(key), note, now, sig)
-            s._call(lambda: s.remote._json("POST", s.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
+            self.call(lambda: self.remote._json("POST", self.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
             with self.store.transaction():
                 self.store.sync_set(WITNESS_SENT, sha256(note))
-        listed = s._call(lambda: s.remote._json("GET", s.remote._url("/witnesses"), auth=True))  # noqa: SLF001
+        listed = self.call(lambda: self.remote._json("GET", self.remote._url("/witnesses"), auth=True))  # noqa: SLF001
         records, malformed = parse_witnesses(listed)
         if malformed:
             out.refusals.append(f"the server offered {malformed} malformed log witness(es): ignored")
-        sync_pub = s.v.sync_key().public
+        sync_pub = self.v.sync_key().public
         compared = 0
         for w in records:
             if w.device_id == mine:
@@ -539,7 +540,7 @@ class LogWatch:
 
     def _holder_forgets(self, cell_id: bytes) -> list[bytes]:
         """The FORGET receipts the log lists for ``cell_id`` that this vault's holder signed."""
-        h = self.s.v.holder()
+        h = self.v.holder()
         got = self.log.receipts(subject=cell_id.hex(), operation="FORGET", holder=h.holder_id.hex())
         return [raw for raw in got[:MAX_OTHER_FORGETS] if self._own_forget(raw, h.holder_id, h.public) == cell_id]
 
@@ -561,7 +562,7 @@ class LogWatch:
         feed carried those).  The server logs a FORGET and writes its feed row in one
         transaction, so a device that pulls after this look and still holds the cell was
         shown a feed without it (``apply_held_forgets``)."""
-        h = self.s.v.holder()
+        h = self.v.holder()
         raw = _text(self.store.sync_get(FORGETS_AFTER))
         after = int(raw) if raw.isdigit() else 0
         waiting = {c for c, _ in self._pending()}

@@ -11,7 +11,7 @@ from typing import Any
 
 from ownmem.crypto import run_sync
 from ownmem.errors import SyncError, WireError
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
 from ownmem.wire.limits import MAX_ANSWER
 
 
