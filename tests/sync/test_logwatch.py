@@ -21,6 +21,7 @@ from synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import tlog
+from ownmem.vault import logrules as LR
 from ownmem.vault import logwatch as LW
 from ownmem.vault.logwatch import log_status
 from ownmem.wire import publiclog, signed
@@ -45,12 +46,12 @@ ENTRIES = [f"receipt {i}".encode() for i in range(20)]
 
 def test_a_grown_log_with_its_proof_advances() -> None:
     t = MemTree(ENTRIES)
-    assert LW.consistency_needed(_cp(t, 7), _cp(t)) == (7, 20)
-    assert LW.advance_problem(_cp(t, 7), _cp(t), _proof(t, 7, 20)) is None
-    assert LW.advance_problem(None, _cp(t), None) is None                      # nothing kept: first use
-    assert LW.advance_problem(_cp(t, 20), _cp(t), None) is None                # no growth, same head
+    assert LR.consistency_needed(_cp(t, 7), _cp(t)) == (7, 20)
+    assert LR.advance_problem(_cp(t, 7), _cp(t), _proof(t, 7, 20)) is None
+    assert LR.advance_problem(None, _cp(t), None) is None                      # nothing kept: first use
+    assert LR.advance_problem(_cp(t, 20), _cp(t), None) is None                # no growth, same head
     empty = tlog.Checkpoint("ownmem.log/test", 0, tlog.EMPTY_HASH)
-    assert LW.consistency_needed(empty, _cp(t)) is None and LW.advance_problem(empty, _cp(t), None) is None
+    assert LR.consistency_needed(empty, _cp(t)) is None and LR.advance_problem(empty, _cp(t), None) is None
 
 
 def test_what_must_not_advance_the_kept_checkpoint() -> None:
@@ -58,48 +59,48 @@ def test_what_must_not_advance_the_kept_checkpoint() -> None:
     rewritten = MemTree(ENTRIES[:3] + [b"another receipt"] + ENTRIES[4:])
     dropped = MemTree(ENTRIES[:3] + ENTRIES[4:])
     kept = _cp(t, 10)
-    assert "shrank" in (LW.advance_problem(kept, _cp(t, 9), None) or "")
-    assert "different root at the same size" in (LW.advance_problem(kept, _cp(rewritten, 10), None) or "")
-    assert "no consistency proof" in (LW.advance_problem(kept, _cp(t), None) or "")
-    assert "other tree sizes" in (LW.advance_problem(kept, _cp(t), _proof(t, 9, 20)) or "")
+    assert "shrank" in (LR.advance_problem(kept, _cp(t, 9), None) or "")
+    assert "different root at the same size" in (LR.advance_problem(kept, _cp(rewritten, 10), None) or "")
+    assert "no consistency proof" in (LR.advance_problem(kept, _cp(t), None) or "")
+    assert "other tree sizes" in (LR.advance_problem(kept, _cp(t), _proof(t, 9, 20)) or "")
     # a rewritten or dropped history can only offer proofs of its own tree: none leads to the kept head
-    assert "does not extend" in (LW.advance_problem(kept, _cp(rewritten), _proof(rewritten, 10, 20)) or "")
-    assert "does not extend" in (LW.advance_problem(kept, _cp(dropped), _proof(dropped, 10, 19)) or "")
+    assert "does not extend" in (LR.advance_problem(kept, _cp(rewritten), _proof(rewritten, 10, 20)) or "")
+    assert "does not extend" in (LR.advance_problem(kept, _cp(dropped), _proof(dropped, 10, 19)) or "")
     good = _proof(t, 10, 20)
     broken = publiclog.LogConsistency(10, 20, (bytes(32),) + good.proof[1:])
-    assert "does not extend" in (LW.advance_problem(kept, _cp(t), broken) or "")
-    assert "another log" in (LW.advance_problem(kept, _cp(t, origin="ownmem.log/other"), good) or "")
+    assert "does not extend" in (LR.advance_problem(kept, _cp(t), broken) or "")
+    assert "another log" in (LR.advance_problem(kept, _cp(t, origin="ownmem.log/other"), good) or "")
 
 
 def test_a_pinned_key_is_never_replaced() -> None:
     a, b = log_key(b"\x01" * 32).verifier, log_key(b"\x02" * 32).verifier
-    assert LW.key_change(None, a) is None and LW.key_change(a, a) is None
-    assert "changed" in (LW.key_change(a, b) or "")
+    assert LR.key_change(None, a) is None and LR.key_change(a, a) is None
+    assert "changed" in (LR.key_change(a, b) or "")
 
 
 def test_two_devices_views_are_one_log_only_if_one_extends_the_other() -> None:
     t = MemTree(ENTRIES)
     fork = MemTree([b"forked"] + ENTRIES[1:])
-    assert LW.witness_proof_needed(_cp(t, 12), _cp(t, 5)) == (5, 12)
-    assert LW.witness_proof_needed(_cp(t, 5), _cp(t, 5)) is None
-    assert LW.witness_problem(_cp(t, 12), _cp(t, 5), _proof(t, 5, 12), "dev") is None
-    assert LW.witness_problem(_cp(t, 5), _cp(t, 12), _proof(t, 5, 12), "dev") is None
-    assert "forked" in (LW.witness_problem(_cp(t, 8), _cp(fork, 8), None, "dev") or "")
+    assert LR.witness_proof_needed(_cp(t, 12), _cp(t, 5)) == (5, 12)
+    assert LR.witness_proof_needed(_cp(t, 5), _cp(t, 5)) is None
+    assert LR.witness_problem(_cp(t, 12), _cp(t, 5), _proof(t, 5, 12), "dev") is None
+    assert LR.witness_problem(_cp(t, 5), _cp(t, 12), _proof(t, 5, 12), "dev") is None
+    assert "forked" in (LR.witness_problem(_cp(t, 8), _cp(fork, 8), None, "dev") or "")
     # the server can prove its real tree, or the forked one, but not one against the other
-    assert "forked" in (LW.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(t, 5, 12), "dev") or "")
-    assert "forked" in (LW.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(fork, 5, 12), "dev") or "")
-    assert "no consistency proof" in (LW.witness_problem(_cp(t, 12), _cp(t, 5), None, "dev") or "")
+    assert "forked" in (LR.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(t, 5, 12), "dev") or "")
+    assert "forked" in (LR.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(fork, 5, 12), "dev") or "")
+    assert "no consistency proof" in (LR.witness_problem(_cp(t, 12), _cp(t, 5), None, "dev") or "")
 
 
 def test_an_inclusion_proof_must_lead_to_the_kept_head() -> None:
     t = MemTree(ENTRIES)
     cp = _cp(t)
     proof = publiclog.LogInclusion(4, 20, tuple(tlog.prove_inclusion(20, 4, t)))
-    assert LW.inclusion_problem(cp, ENTRIES[4], proof) is None
-    assert LW.inclusion_problem(cp, b"another receipt", proof) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(5, 20, proof.proof)) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(4, 19, proof.proof)) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], None) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], proof) is None
+    assert LR.inclusion_problem(cp, b"another receipt", proof) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(5, 20, proof.proof)) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(4, 19, proof.proof)) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], None) is not None
 
 
 # ------------------------------------------------------------------ servers, proxies, devices
@@ -441,7 +442,7 @@ def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_se
     assert LW.device_id(d.v.store) not in ids                          # d's own, the oldest, went first
     assert (2).to_bytes(16, "big") not in ids and (3).to_bytes(16, "big") in ids
     # every record the server hands out verifies under the vault's sync key
-    assert all(LW.witness_forgery(P, name, d.v.sync_key().public, w) is None for w in got)
+    assert all(LR.witness_forgery(P, name, d.v.sync_key().public, w) is None for w in got)
 
 
 def test_real_entries_helper_reads_the_whole_log(server: ServerProcess) -> None:

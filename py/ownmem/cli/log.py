@@ -35,10 +35,10 @@ from ownmem.saihm.receipt import Receipt, parse_receipt, verify_receipt
 from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
-from ownmem.vault.logwatch import (
-    PublicLog, advance_problem, consistency_needed, inclusion_problem, log_status, open_served_checkpoint,
-    pinned_key, served_key,
+from ownmem.vault.logrules import (
+    advance_problem, consistency_needed, inclusion_problem, open_served_checkpoint, served_key,
 )
+from ownmem.vault.logwatch import PublicLog, log_status, pinned_key
 from ownmem.vault.store import Store
 from ownmem.wire.limits import MAX_ANSWER
 
