@@ -1419,13 +1419,13 @@ test('16. agent-written memories are badged with their agent; a memory lists its
 const FORGE_CHECKPOINT = `
 import sys
 from ownmem.crypto import sha256
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from server.storage import open_storage
 from server.tlog_routes import LogKey
 data_dir, note = sys.argv[1], sys.stdin.read()
-real = tlog.parse_checkpoint(tlog.parse_note(note).text)
+real = notes.parse_checkpoint(notes.parse_note(note).text)
 st = open_storage(None, data_dir)
-forged = tlog.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
+forged = notes.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
 sys.stdout.write(LogKey.load(st).sign(forged))
 st.close()
 `;

@@ -21,6 +21,7 @@ from synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.vault import logrules as LR
 from ownmem.vault import logwatch as LW
 from ownmem.vault.logwatch import log_status
@@ -32,9 +33,9 @@ WITNESSES = r"/witnesses$"
 
 # ------------------------------------------------------------------ the decisions, pure
 
-def _cp(t: MemTree, size: int | None = None, origin: str = "ownmem.log/test") -> tlog.Checkpoint:
+def _cp(t: MemTree, size: int | None = None, origin: str = "ownmem.log/test") -> notes.Checkpoint:
     n = t.size if size is None else size
-    return tlog.Checkpoint(origin, n, t.root(n))
+    return notes.Checkpoint(origin, n, t.root(n))
 
 
 def _proof(t: MemTree, old: int, new: int) -> publiclog.LogConsistency:
@@ -50,7 +51,7 @@ def test_a_grown_log_with_its_proof_advances() -> None:
     assert LR.advance_problem(_cp(t, 7), _cp(t), _proof(t, 7, 20)) is None
     assert LR.advance_problem(None, _cp(t), None) is None                      # nothing kept: first use
     assert LR.advance_problem(_cp(t, 20), _cp(t), None) is None                # no growth, same head
-    empty = tlog.Checkpoint("ownmem.log/test", 0, tlog.EMPTY_HASH)
+    empty = notes.Checkpoint("ownmem.log/test", 0, tlog.EMPTY_HASH)
     assert LR.consistency_needed(empty, _cp(t)) is None and LR.advance_problem(empty, _cp(t), None) is None
 
 
@@ -190,7 +191,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert report.refusals == []
     st = log_status(a.v.store)
     assert st is not None and st.problem is None and st.compared_devices == 1
-    served = tlog.parse_checkpoint(tlog.parse_note(httpx.get(any_server.url + "/v1/log/checkpoint").text).text)
+    served = notes.parse_checkpoint(notes.parse_note(httpx.get(any_server.url + "/v1/log/checkpoint").text).text)
     assert (st.origin, st.size, st.root_hash) == (served.origin, served.size, served.root_hash.hex())
     assert st.checked_at is not None and abs(st.checked_at - time.time()) < 60
     _grow(a, 2)
@@ -347,7 +348,7 @@ def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devic
     report = b.sync()                                     # B compares its view with A's witness
     assert any("forked" in r for r in report.refusals), report.refusals
     assert LW.kept_checkpoint(b.v.store) is not None      # B's own view is consistent on its own ...
-    assert tlog.parse_note(_kept(b) or b"").text != tlog.parse_note(_kept(a) or b"").text
+    assert notes.parse_note(_kept(b) or b"").text != notes.parse_note(_kept(a) or b"").text
     report = a.sync()                                     # ... and A, on the real server, sees B's witness
     assert any("forked" in r for r in report.refusals), report.refusals
     assert "forked" in (log_status(a.v.store).problem or "")                  # type: ignore[union-attr]
@@ -447,7 +448,7 @@ def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_se
 
 def test_real_entries_helper_reads_the_whole_log(server: ServerProcess) -> None:
     es = real_entries(server.url)
-    cp = tlog.parse_checkpoint(tlog.parse_note(httpx.get(server.url + "/v1/log/checkpoint").text).text)
+    cp = notes.parse_checkpoint(notes.parse_note(httpx.get(server.url + "/v1/log/checkpoint").text).text)
     assert len(es) >= cp.size and MemTree(es[:cp.size]).root() == cp.root_hash
 
 

@@ -27,7 +27,7 @@ import pytest
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.vault import Vault
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer, SyncReport
@@ -128,9 +128,9 @@ def _holder() -> tuple[bytes, bytes]:
 
 HOLDER_PUB, HOLDER_ID = _holder()
 
-_LOG_KEY = tlog.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urandom(32))
-_LOG_NOTE = tlog.signed_note(tlog.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
-                             [tlog.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
+_LOG_KEY = notes.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urandom(32))
+_LOG_NOTE = notes.signed_note(notes.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
+                             [notes.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
 SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.VaultInfo: messages.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
                              HOLDER_ID),

@@ -30,9 +30,9 @@ from typing import Any
 
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.saihm.receipt import Receipt, parse_receipt, verify_receipt
-from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
+from ownmem.saihm.notes import Checkpoint, NoteRefused, VerifierKey
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
 from ownmem.vault.logrules import (
@@ -208,9 +208,9 @@ def _verify(log: PublicLog, server: str, log_key: str | None, store: Store | Non
     how = ""
     try:
         if log_key:
-            pin, how = tlog.parse_verifier_key(log_key), "given with --log-key"
+            pin, how = notes.parse_verifier_key(log_key), "given with --log-key"
         elif state.get("vkey"):
-            pin, how = tlog.parse_verifier_key(state["vkey"]), f"pinned in {state_path}"
+            pin, how = notes.parse_verifier_key(state["vkey"]), f"pinned in {state_path}"
         elif store is not None and (pin := pinned_key(store)) is not None:
             how = "pinned by this vault"
         else:

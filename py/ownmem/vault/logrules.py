@@ -11,13 +11,15 @@ from typing import Any
 from ownmem.crypto import CryptoProvider, run_sync
 from ownmem.errors import WireError
 from ownmem.saihm import tlog
-from ownmem.saihm.tlog import Checkpoint, ProofFailed, VerifierKey
+from ownmem.saihm import notes
+from ownmem.saihm.notes import Checkpoint, VerifierKey
+from ownmem.saihm.tlog import ProofFailed
 from ownmem.wire import publiclog
 
 
 def served_key(info: publiclog.LogKeyInfo) -> VerifierKey:
     """The verifier key a /v1/log/key answer names (its fields agree: ``LogKeyInfo.check``)."""
-    return tlog.parse_verifier_key(info.vkey)
+    return notes.parse_verifier_key(info.vkey)
 
 
 def key_change(pinned: VerifierKey | None, served: VerifierKey) -> str | None:
@@ -63,7 +65,7 @@ def advance_problem(kept: Checkpoint | None, new: Checkpoint, proof: publiclog.L
 
 def _consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> str | None:
     try:
-        tlog.check_checkpoint_consistency(old, new, proof)
+        notes.check_checkpoint_consistency(old, new, proof)
     except ProofFailed as e:
         return (f"the server's log of {new.size} receipts does not extend the one of {old.size} this device "
                 f"kept ({e}): history was rewritten or dropped; kept the old checkpoint")
@@ -94,7 +96,7 @@ def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: publiclog.LogCo
         if (proof.old_size, proof.new_size) != (small.size, large.size):
             return "the server's consistency proof between two devices' views is for other sizes than asked"
     try:
-        tlog.check_checkpoint_consistency(small, large, proof.proof if proof is not None else ())
+        notes.check_checkpoint_consistency(small, large, proof.proof if proof is not None else ())
     except ProofFailed as e:
         return (f"device {device} of this vault saw a log ({theirs.size} receipts) that is not consistent with "
                 f"this device's ({mine.size}): the server shows the devices forked histories ({e})")
@@ -139,4 +141,4 @@ def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: publiclog.LogInclus
 
 
 def open_served_checkpoint(p: CryptoProvider, note: bytes, key: VerifierKey) -> Checkpoint:
-    return run_sync(tlog.open_checkpoint(p, note, key))
+    return run_sync(notes.open_checkpoint(p, note, key))

@@ -34,7 +34,7 @@ residual risk, and what a device id is, are in docs/decisions.md ("Log witnesses
 
 sync_state keys (the PWA reads them through ``log_status``):
 
-    log_key              the pinned verifier key, UTF-8 (``tlog.VerifierKey`` text form)
+    log_key              the pinned verifier key, UTF-8 (``notes.VerifierKey`` text form)
     log_checkpoint       the last verified checkpoint: the signed note's bytes
     log_checked_at       when a check last passed, Unix seconds, decimal ASCII
     log_problem          what the last check found wrong, UTF-8; empty when it passed
@@ -53,9 +53,9 @@ from typing import TYPE_CHECKING, Any
 
 from ownmem.crypto import cbor, random_bytes, run_sync, sha256
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.saihm.receipt import parse_receipt, verify_receipt
-from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
+from ownmem.saihm.notes import Checkpoint, NoteRefused, VerifierKey
 from ownmem.vault.logrules import (
     advance_problem, consistency_needed, inclusion_problem, key_change, open_served_checkpoint, parse_witnesses,
     served_key, witness_forgery, witness_problem, witness_proof_needed,
@@ -124,7 +124,7 @@ def kept_checkpoint(store: Store) -> Checkpoint | None:
     if not raw:
         return None
     try:
-        return tlog.parse_checkpoint(tlog.parse_note(raw).text)
+        return notes.parse_checkpoint(notes.parse_note(raw).text)
     except NoteRefused:
         return None
 
@@ -132,7 +132,7 @@ def kept_checkpoint(store: Store) -> Checkpoint | None:
 def pinned_key(store: Store) -> VerifierKey | None:
     raw = _text(store.sync_get(KEY))
     try:
-        return tlog.parse_verifier_key(raw) if raw else None
+        return notes.parse_verifier_key(raw) if raw else None
     except NoteRefused:
         return None
 

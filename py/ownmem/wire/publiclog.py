@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from ownmem.errors import WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.wire.codec import Counter, Hex, HexList, Int, JsonMessage, Key, Signature, Text
 from ownmem.wire.signed import witness_message
 
@@ -32,7 +32,7 @@ Proof = Annotated[tuple[bytes, ...], HexList(Hex(32), 0, MAX_PROOF)]
 
 @dataclass(frozen=True, slots=True)
 class LogKeyInfo(JsonMessage):
-    """The log's origin and Ed25519 verifier key, as ``tlog.VerifierKey`` prints it."""
+    """The log's origin and Ed25519 verifier key, as ``notes.VerifierKey`` prints it."""
 
     origin: Annotated[str, Text(limit=255)]
     vkey: Annotated[str, Text(_VKEY, MAX_VKEY)]
@@ -95,15 +95,15 @@ class Witness(JsonMessage):
     def check(self) -> None:
         _verifier_key(self.vkey)
         try:      # the syntax only: whether the log key signed it is each device's to check
-            tlog.parse_checkpoint(tlog.parse_note(self.note).text)
-        except tlog.NoteRefused as e:
+            notes.parse_checkpoint(notes.parse_note(self.note).text)
+        except notes.NoteRefused as e:
             raise WireError(f"a witness carries a checkpoint note ({e.reason})") from None
 
 
-def _verifier_key(vkey: str) -> tlog.VerifierKey:
+def _verifier_key(vkey: str) -> notes.VerifierKey:
     try:
-        return tlog.parse_verifier_key(vkey)
-    except tlog.NoteRefused as e:
+        return notes.parse_verifier_key(vkey)
+    except notes.NoteRefused as e:
         raise WireError(f"vkey is not a note verifier key ({e.reason})") from None
 
 
