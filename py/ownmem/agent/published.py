@@ -255,7 +255,8 @@ class Publisher:
 
     def _agent_docs(self) -> list[dict[str, Any]]:
         """The registered agents' records, read again only when a manifest or the trust list changed."""
-        from ownmem.uomp.manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
+        from ownmem.uomp.publisher import TRUST_FILE
+        from ownmem.uomp.registered import AGENTS_DIR, registered, registered_ids
 
         def stamp(p: Path) -> tuple[str, int, int]:
             try:

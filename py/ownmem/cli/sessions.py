@@ -94,7 +94,7 @@ def _identity_key(m: Any) -> str | None:
     """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
     import base64
 
-    from ownmem.uomp.manifest import did_key_public
+    from ownmem.uomp.publisher import did_key_public
 
     did = m.identity.did if m.identity is not None else None
     if not did or not did.startswith("did:key:"):
