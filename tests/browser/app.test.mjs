@@ -1162,7 +1162,7 @@ login_new_device(folder, server, name, os.environ["PW"]).sync_once()
 const READ_CACHE = `
 import json, os, sys
 from ownmem.crypto import cbor, run_sync
-from ownmem.vault.vault import Vault
+from ownmem.vault import Vault
 folder, blob = sys.argv[1:3]
 v = Vault(folder).unlock(os.environ["PW"])
 raw = bytes.fromhex(blob)
@@ -2080,7 +2080,7 @@ test('21. a write this browser\'s storage refuses is shown as failed, and the ap
 const RECORD_ITEMS = `
 import json, os, sys
 from ownmem.cli.records import live_keys
-from ownmem.vault.vault import Vault
+from ownmem.vault import Vault
 v = Vault(sys.argv[1]).unlock(os.environ["PW"])
 print(json.dumps({k: {"id": e.id.hex(), "content": e.opened.content, "tags": list(e.opened.tags),
                       "uomp": e.opened.extensions["uomp"], "trust": e.opened.trust.name,

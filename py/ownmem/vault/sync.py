@@ -42,7 +42,8 @@ from ownmem.vault.metadata import Metadata, check_metadata_seen, merge_metadata,
 from ownmem.vault.remote import Remote
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.vault.syncrules import erasure_answer, erasure_refusal, runs
-from ownmem.vault.vault import SYNC_INFO, UnlockedVault, Vault
+from ownmem.vault.unlock import Vault
+from ownmem.vault.vault import SYNC_INFO, UnlockedVault
 from ownmem.wire import messages, signed
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_BODY, MAX_RECEIPTS

@@ -36,7 +36,8 @@ from ownmem.aperto.trust import Keyring
 from ownmem.crypto import CryptoProvider, cose, provider, run_sync
 from ownmem.errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
-from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault, Vault
+from ownmem.vault.unlock import Vault
+from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault
 
 MAX_FILE = 1 << 30
 

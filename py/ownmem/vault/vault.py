@@ -1,7 +1,9 @@
-"""The vault: a locked handle on a folder, and the unlocked vault that does the work.
+"""The unlocked vault that does the work, and its memories as listed (``Entry``, ``Listing``).
 
     Vault.create(folder, passphrase)  -> UnlockedVault   (new identity, scope "default")
     Vault(folder).unlock(passphrase)  -> UnlockedVault   (Argon2id runs here, once)
+
+(``Vault``, creating and unlocking: ownmem.vault.unlock.)
 
 An ``UnlockedVault`` holds the derived identity and the scope KEKs it has unwrapped,
 so no operation re-derives from the passphrase (the reference does, per call).
@@ -18,18 +20,17 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry, VaultPublic
-from ownmem.aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
+from ownmem.aperto.model import Memory, OpenedMemory, SealedObject, Trust, type_name
 from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ownmem.aperto.trust import Keyring
-from ownmem.crypto import CryptoProvider, provider, random_bytes, run_sync
-from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
+from ownmem.crypto import CryptoProvider, random_bytes, run_sync
+from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
-from ownmem.vault.store import PublicIdentity, Store, StoredObject
+from ownmem.vault.store import Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
@@ -166,87 +167,6 @@ def _entry(o: OpenedMemory, scope: str) -> Entry:
     m = o.extensions.get(MERGES)
     merges = tuple(x for x in m if isinstance(x, bytes) and len(x) == 16) if isinstance(m, list) else ()
     return Entry(o, scope, _supersedes(o), (), merges)
-
-
-class Vault:
-    """A vault folder, locked."""
-
-    def __init__(self, folder: str | Path, *, crypto: CryptoProvider | None = None) -> None:
-        self.folder = Path(folder).expanduser()
-        self.crypto = crypto or provider()
-
-    def exists(self) -> bool:
-        if not (self.folder / Store.FILENAME).exists():
-            return False
-        store = self._store()
-        try:
-            return store.identity() is not None
-        finally:
-            store.close()
-
-    def _store(self) -> Store:
-        return Store(self.folder)
-
-    @classmethod
-    def create(cls, folder: str | Path, passphrase: str, *, crypto: CryptoProvider | None = None) -> UnlockedVault:
-        v = cls(folder, crypto=crypto)
-        if v.exists():
-            raise VaultError(f"a vault already exists at {v.folder}")
-        if not passphrase:
-            raise VaultError("the passphrase must not be empty")
-        return create_in(v._store(), passphrase, v.crypto)
-
-    def unlock(self, passphrase: str) -> UnlockedVault:
-        if not self.exists():
-            raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
-        store = self._store()
-        try:
-            return unlock_store(store, passphrase, self.crypto)
-        except OwnmemError:
-            store.close()
-            raise
-
-
-def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
-              master: bytes | None = None) -> UnlockedVault:
-    """A new identity and its "default" scope in an empty store.  ``salt``/``master`` let a
-    caller that already ran Argon2id for that salt (the browser, in parallel) pass it in."""
-    return run_sync(create_in_async(store, passphrase, p, salt=salt, master=master))
-
-
-# The ``*_async`` functions and methods are the vault's steps that wait for crypto; the plain
-# names drive them with ``run_sync`` (no event loop: CPython's provider never suspends).  The
-# browser worker without JSPI awaits them, so its provider can await WebCrypto (docs/web.md).
-async def create_in_async(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
-                          master: bytes | None = None) -> UnlockedVault:
-    salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
-    if master is None:
-        master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
-    ident = await aperto_keys.identity_from_master(p, master)
-    kek, scope_id = aperto_keys.new_key(), random_bytes(16)
-    wrapped = await aperto_keys.wrap_kek(p, kek, ident.ka_pub, scope_id)
-    with store.transaction():
-        store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
-        store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
-    return UnlockedVault(store, ident, p)
-
-
-def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: bytes | None = None) -> UnlockedVault:
-    """Argon2id once, then the keys are held by the returned vault until ``lock()``."""
-    return run_sync(unlock_store_async(store, passphrase, p, master=master))
-
-
-async def unlock_store_async(store: Store, passphrase: str, p: CryptoProvider, *,
-                             master: bytes | None = None) -> UnlockedVault:
-    pub = store.identity()
-    if pub is None:
-        raise VaultError("there is no vault here yet")
-    if master is None:
-        master = await aperto_keys.master_from_passphrase(p, passphrase, pub.salt)
-    ident = await aperto_keys.identity_from_master(p, master)
-    if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
-        raise WrongPassphrase()
-    return UnlockedVault(store, ident, p)
 
 
 class UnlockedVault:

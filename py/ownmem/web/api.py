@@ -25,8 +25,8 @@ from ownmem.crypto import cbor, provider, random_bytes, run_sync, set_provider
 from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.vault.transfer import export_bytes, import_bytes
 from ownmem.uomp.control import is_control
-from ownmem.vault.vault import (DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, link_honoured,
-                           unlock_store_async)
+from ownmem.vault.unlock import create_in_async, unlock_store_async
+from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, link_honoured
 from ownmem.web.store import IdbStore
 
 if TYPE_CHECKING:
