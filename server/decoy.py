@@ -50,7 +50,7 @@ class Decoys:
 
     def info(self, name: str) -> messages.VaultInfo:
         holder_pub = hashlib.shake_256(self._seed(b"holder", name)).digest(HOLDER_PUB_LEN)
-        return messages.VaultInfo(name, self._seed(b"salt", name)[:SALT_LEN],
-                                  _ed25519_public(self._seed(b"owner", name)), _ed25519_public(self._seed(b"sync", name)),
-                                  _montgomery_u(_ed25519_public(self._seed(b"ka", name))),
-                                  holder_pub, hashlib.sha256(holder_pub).digest())
+        return messages.VaultInfo(
+            name, self._seed(b"salt", name)[:SALT_LEN], _ed25519_public(self._seed(b"owner", name)),
+            _ed25519_public(self._seed(b"sync", name)), _montgomery_u(_ed25519_public(self._seed(b"ka", name))),
+            holder_pub, hashlib.sha256(holder_pub).digest())

@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from ownmem.crypto import cbor
 from ownmem.errors import OwnmemError
+from ownmem.saihm.cell import parse_cell
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 from ownmem.wire import codec, messages, signed
 from ownmem.wire.errors import ErrorCode
@@ -84,7 +85,8 @@ class VaultRoutes:
         reg = parsed(messages.Registration.parse, b)
         # before any signature is verified: four verifications (two of them ML-DSA-65) and a
         # vault's storage per attempt
-        self.ctx.charge(self.ctx.register_limiter, client_key(request.scope), "too many registrations from this address")
+        self.ctx.charge(self.ctx.register_limiter, client_key(request.scope),
+                        "too many registrations from this address")
         if not ed25519_valid(reg.sync_pub, reg.proof, reg.message()):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its sync key")
         if not ed25519_valid(reg.owner_pub, reg.metadata_sig, signed.metadata_message(name, 1, reg.metadata)):
@@ -179,7 +181,8 @@ class VaultRoutes:
                                                                             up.metadata)):
             raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the owner key for that version")
         try:
-            version = await self.ctx.call(self.ctx.storage.cas_metadata, v.id, up.expected_version, up.metadata, up.signature)
+            version = await self.ctx.call(self.ctx.storage.cas_metadata, v.id, up.expected_version, up.metadata,
+                                          up.signature)
         except StorageConflict:
             raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
         self.ctx.live.notify(v.id)
@@ -288,7 +291,8 @@ class VaultRoutes:
         req = parsed(messages.EraseRequest.parse, await self.ctx.json_body(request))
         holder = self.ctx.holder(v)
         # off the event loop, the ML-DSA-65 verifications spread over the pool (verifypool.py)
-        checked = await self.ctx.verifier.check_receipts([(raw, "FORGET") for raw in req.receipts], holder, v.holder_pub)
+        checked = await self.ctx.verifier.check_receipts([(raw, "FORGET") for raw in req.receipts], holder,
+                                                         v.holder_pub)
         if isinstance(checked, tuple):
             i, why = checked
             raise ApiError(why.code, f"receipt {i}: {why}")
@@ -306,7 +310,8 @@ class VaultRoutes:
         # the same receipts again is how a client asks until it reads false
         pending = await self.ctx.call(self.ctx.storage.erasure_pending, v.id)
         erased = set(done)
-        return JSONResponse(messages.EraseResult(tuple(done), tuple(c for c in ids if c not in erased), pending).encode())
+        return JSONResponse(messages.EraseResult(tuple(done), tuple(c for c in ids if c not in erased),
+                                                 pending).encode())
 
     async def receipts(self, request: Request) -> Response:
         """Holder-signed receipts of this vault for the public log (SAIHM "Audit log", "Receipt
@@ -440,8 +445,6 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
     Every page comes from the one snapshot the count was taken in (storage/export.py), so the
     count holds whatever is pushed or erased meanwhile.  Objects stream page by page; only the
     56-byte (id, wrapped DEK) pairs are held for key 4."""
-    from ownmem.saihm.cell import parse_cell
-
     try:
         yield b"\xa5\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
         deks: list[tuple[bytes, bytes]] = []

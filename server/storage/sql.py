@@ -73,7 +73,8 @@ class Sql:
         self.leaf_index = f"SELECT leaf FROM tlog_leaves WHERE receipt_id = {p}"
         self.log_key = "SELECT seed FROM tlog_key WHERE id = 1"
         self.log_get = f"SELECT {LOG_COLS} FROM log WHERE receipt_id = {p}"
-        self.erasure_list = f"SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > {p} ORDER BY idx LIMIT {p}"
+        self.erasure_list = (f"SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > {p} "
+                             f"ORDER BY idx LIMIT {p}")
         self._p = p
 
     def log_list(self, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,

@@ -158,8 +158,8 @@ def did_proof_input(doc: dict[str, Any]) -> bytes:
 def _verify_did(m: Manifest, doc: dict[str, Any], trust: TrustList) -> MethodResult:
     # start-up time: these load only when a manifest offers a did:key proof
     import base58
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.exceptions import InvalidSignature   # start-up time, as base58
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey   # start-up time, as base58
 
     ident = m.identity
     if ident is None or ident.proof is None or ident.did is None:
@@ -196,10 +196,10 @@ class _CodeSigning:
 def _verify_x509(m: Manifest, doc: dict[str, Any], trust: TrustList, now: datetime) -> MethodResult:
     # start-up time: the X.509 machinery loads only when a manifest offers a certificate chain
     from cryptography import x509
-    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-    from cryptography.x509 import verification as xv
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm   # start-up time, as x509
+    from cryptography.hazmat.primitives import hashes   # start-up time, as x509
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa   # start-up time, as x509
+    from cryptography.x509 import verification as xv   # start-up time, as x509
 
     ident = m.identity
     if ident is None or ident.x509 is None:

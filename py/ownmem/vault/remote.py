@@ -101,7 +101,8 @@ class Remote:
     def login(self, sync_key: aperto_keys.SigningKey) -> None:
         c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
         sig = run_sync(provider().ed25519_sign(sync_key.seed, signed.auth_message(self.name, c)))
-        self.token = messages.Session.parse(self._json("POST", self._url("/session"), messages.SessionRequest(c, sig))).token
+        answer = self._json("POST", self._url("/session"), messages.SessionRequest(c, sig))
+        self.token = messages.Session.parse(answer).token
 
     def get_metadata(self) -> messages.MetadataVersion:
         return messages.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
@@ -122,8 +123,8 @@ class Remote:
         return messages.ChangesPage.parse(raw, since)
 
     def erase(self, receipts: list[bytes]) -> messages.EraseResult:
-        return messages.EraseResult.parse(self._json("POST", self._url("/erase"), messages.EraseRequest(tuple(receipts)),
-                                              auth=True))
+        return messages.EraseResult.parse(self._json("POST", self._url("/erase"),
+                                                     messages.EraseRequest(tuple(receipts)), auth=True))
 
     def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
         """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""

@@ -173,7 +173,8 @@ class Syncer:
             new = mine.encode()
             try:
                 report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(messages.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                    lambda: self.remote.put_metadata(
+                        messages.MetadataUpdate(version, new, self._signed(version + 1, new))))
                 with self.store.transaction():
                     note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
