@@ -36,7 +36,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ownmem.asgi import BodyDeadline, BodyTimeout
 from ownmem.wire import messages
 from ownmem.wire.errors import ErrorCode
-
 from server.context import ApiError, Config, Context
 from server.openapi import OPENAPI
 from server.ratelimit import client_key
@@ -100,7 +99,7 @@ class LastResort:
             _log.info("%s: %s %s from %s", e, scope.get("method"), scope.get("path"), client_key(scope))
             if not started:
                 await refusal(E.TIMEOUT, str(e), {"Connection": "close"})(scope, receive, send)
-        except Exception:
+        except Exception:   # noqa: BLE001 (the last resort: any failure is logged once and answered 500)
             _log.exception("unexpected error answering %s %s", scope.get("method"), scope.get("path"))
             if not started:
                 await refusal(E.INTERNAL, E.INTERNAL.description)(scope, receive, send)

@@ -19,7 +19,6 @@ from ownmem.errors import OwnmemError, WireError
 from ownmem.wire import codec, messages
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_BODY, MAX_JSON, valid_vault_name
-
 from server import challenge as challenges
 from server.decoy import Decoys
 from server.live import Live
@@ -179,9 +178,9 @@ class Context:
         name = request.path_params["name"]
         if not valid_vault_name(name):
             raise ApiError(E.UNKNOWN_VAULT, "no such vault")
-        return await self.call(self._find, name)
+        return await self.call(self.find, name)
 
-    def _find(self, name: str) -> tuple[VaultRecord | None, messages.VaultInfo]:
+    def find(self, name: str) -> tuple[VaultRecord | None, messages.VaultInfo]:
         decoy = self.decoys.info(name)    # made for every name, held or not: the answer takes as long
         v = self.storage.vault(name)
         if v is None:

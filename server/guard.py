@@ -41,7 +41,6 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ownmem.asgi import HEADER_TIMEOUT
 from ownmem.wire import codec, messages
 from ownmem.wire.errors import ErrorCode
-
 from server.ratelimit import client_key
 
 _log = logging.getLogger("ownmem.server")

@@ -107,8 +107,8 @@ OPENAPI: dict[str, Any] = {
                                                      "signature": _hexn(64)})), **_err(401, 403, 429)}},
             "put": {"operationId": "putMetadata", "parameters": [NAME], "security": AUTH,
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                        "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1}, "metadata": HEX,
-                        "signature": _hexn(64)})}}},
+                        "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1},
+                        "metadata": HEX, "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
                                   **_err(400, 401, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/cells": {"post": {

@@ -33,15 +33,19 @@ from starlette.routing import Route
 
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
-from ownmem.wire import shares as wire_shares
-from ownmem.wire import signed
+from ownmem.wire import shares as wire_shares, signed
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_ANSWER, MAX_PAGE, MAX_PAGE_BYTES
-
 from server.context import ApiError, Context, parsed
 from server.storage.base import LogEntry, StorageConflict, StorageQuota, VaultRecord
 from server.storage.shares import (
-    ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow, shares_of,
+    ContractClosed,
+    ContractMissing,
+    NewContract,
+    NotContractHolder,
+    ShardsMissing,
+    ShareRow,
+    shares_of,
 )
 from server.verify import HolderKey
 

@@ -32,10 +32,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ownmem.crypto import sha256
-from ownmem.saihm import tlog
-from ownmem.saihm import notes
+from ownmem.saihm import notes, tlog
 from ownmem.wire.errors import ErrorCode as E
-
 from server.context import ApiError, Context
 from server.storage import Storage
 from server.storage.base import LoggedReceipt

@@ -40,15 +40,27 @@ from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 from ownmem.wire import codec, messages, signed
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import (
-    CHALLENGE_TTL, MAX_BATCH, MAX_PAGE, MAX_PAGE_BYTES, MAX_RECEIPTS, TOKEN_TTL, valid_vault_name,
+    CHALLENGE_TTL,
+    MAX_BATCH,
+    MAX_PAGE,
+    MAX_PAGE_BYTES,
+    MAX_RECEIPTS,
+    TOKEN_TTL,
+    valid_vault_name,
 )
-
 from server import challenge as challenges
 from server.context import ApiError, Context, hex_param, int_param, parsed
 from server.ratelimit import client_key
 from server.storage import StorageConflict
 from server.storage.base import (
-    Change, ExportSnapshot, LogEntry, Registration, StorageBusy, StorageLimit, StorageQuota, VaultRecord,
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    Registration,
+    StorageBusy,
+    StorageLimit,
+    StorageQuota,
+    VaultRecord,
 )
 from server.verify import HolderKey, Refused, check_receipt, claimed_cell_id, ed25519_valid
 
@@ -146,7 +158,7 @@ class VaultRoutes:
         if live_until is None:
             self.ctx.limit_address(request)
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
-        v, info = await self.ctx.call(self.ctx._find, name)
+        v, info = await self.ctx.call(self.ctx.find, name)
         # a decoy is checked against its sync key as well, and refused with the very same answer
         valid = ed25519_valid(info.sync_pub, req.signature, signed.auth_message(info.name, req.challenge))
         if v is None or not valid:

@@ -20,7 +20,6 @@ from starlette.routing import Route
 
 from ownmem.wire import codec, publiclog
 from ownmem.wire.errors import ErrorCode as E
-
 from server.context import ApiError, Context, parsed
 from server.verify import ed25519_valid
 

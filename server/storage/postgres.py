@@ -34,7 +34,15 @@ from psycopg_pool import ConnectionPool
 
 from server.storage import shares, tree, witness
 from server.storage.base import (
-    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict, StorageLimit,
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    LoggedReceipt,
+    PushCell,
+    PushResult,
+    Registration,
+    StorageConflict,
+    StorageLimit,
     VaultRecord,
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row

@@ -27,8 +27,17 @@ from pathlib import Path
 
 from server.storage import shares, tree, witness
 from server.storage.base import (
-    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy, StorageConflict,
-    StorageLimit, VaultRecord,
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    LoggedReceipt,
+    PushCell,
+    PushResult,
+    Registration,
+    StorageBusy,
+    StorageConflict,
+    StorageLimit,
+    VaultRecord,
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.private import private_file

@@ -156,7 +156,7 @@ class _Overlay:
 
     def read_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         old = [i for i in indexes if i < self.base]
-        got = dict(zip(old, _read(self.reader, old)))
+        got = dict(zip(old, _read(self.reader, old), strict=True))
         return [got[i] if i < self.base else self.pending[i - self.base] for i in indexes]
 
 
@@ -190,7 +190,7 @@ def _range_hashes(ranges: Sequence[tuple[int, int]], reader: HashReader) -> list
     parts = [_subtrees(lo, hi) for lo, hi in ranges]
     indexes = [stored_hash_index(level, n) for p in parts for level, n in p]
     wanted = sorted(set(indexes))                   # one sorted read; storage answers in any order it likes
-    got = dict(zip(wanted, _read(reader, wanted)))
+    got = dict(zip(wanted, _read(reader, wanted), strict=True))
     hashes = [got[i] for i in indexes]
     out, at = [], 0
     for p in parts:

@@ -156,7 +156,7 @@ _VALIDATOR: Any = None
 def _validator() -> Any:
     global _VALIDATOR
     if _VALIDATOR is None:
-        from jsonschema import Draft202012Validator   # start-up time: loaded at the first validation
+        from jsonschema import Draft202012Validator  # start-up time: loaded at the first validation
 
         _VALIDATOR = Draft202012Validator(_schema())
     return _VALIDATOR
@@ -230,7 +230,8 @@ def parse_manifest(data: bytes) -> Manifest:
         bool(doc.get("requires_remote", False)),
         None if rp is None else RetentionPolicy(
             float(rp["max_retention_seconds"]), rp["deletion_method"], bool(rp.get("proof_required", False)),
-            rp.get("description"), bool(rp.get("third_party_sharing", False)), bool(rp.get("encryption_at_rest", False))),
+            rp.get("description"), bool(rp.get("third_party_sharing", False)),
+            bool(rp.get("encryption_at_rest", False))),
         identity, bytes(data))
 
 

@@ -21,7 +21,6 @@ on the trust list leaves the publisher "unverified" (anyone can mint a did:key).
 """
 from __future__ import annotations
 
-
 import base64
 import hashlib
 import json
@@ -29,7 +28,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,14 +121,14 @@ class PublisherStatus:
 
 
 def jcs(value: Any) -> bytes:
-    import rfc8785   # start-up time: loaded when a manifest is verified, not by every command
+    import rfc8785  # start-up time: loaded when a manifest is verified, not by every command
 
     return bytes(rfc8785.dumps(value))
 
 
 def did_key_public(did: str) -> bytes:
     """did:key:z6Mk... -> the 32-byte Ed25519 public key (multibase base58btc, multicodec 0xed01)."""
-    import base58   # start-up time, as rfc8785
+    import base58  # start-up time, as rfc8785
 
     if not did.startswith("did:key:z"):
         raise MalformedInput("not a did:key with a base58btc multibase key")
@@ -143,7 +142,7 @@ def did_key_public(did: str) -> bytes:
 
 
 def did_key_of(public: bytes) -> str:
-    import base58   # start-up time, as rfc8785
+    import base58  # start-up time, as rfc8785
 
     return "did:key:z" + base58.b58encode(ED25519_MULTICODEC + public).decode()
 
@@ -158,8 +157,8 @@ def did_proof_input(doc: dict[str, Any]) -> bytes:
 def _verify_did(m: Manifest, doc: dict[str, Any], trust: TrustList) -> MethodResult:
     # start-up time: these load only when a manifest offers a did:key proof
     import base58
-    from cryptography.exceptions import InvalidSignature   # start-up time, as base58
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey   # start-up time, as base58
+    from cryptography.exceptions import InvalidSignature  # start-up time, as base58
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey  # start-up time, as base58
 
     ident = m.identity
     if ident is None or ident.proof is None or ident.did is None:
@@ -187,7 +186,7 @@ class _CodeSigning:
     """The leaf must be issued for code signing: a TLS client certificate is not a publisher's."""
 
     def __call__(self, policy: Any, cert: Any, eku: Any) -> None:
-        from cryptography.x509.oid import ExtendedKeyUsageOID   # start-up time, as in _verify_x509
+        from cryptography.x509.oid import ExtendedKeyUsageOID  # start-up time, as in _verify_x509
 
         if eku is None or ExtendedKeyUsageOID.CODE_SIGNING not in eku:
             raise ValueError("the leaf certificate is not issued for code signing")
@@ -196,10 +195,10 @@ class _CodeSigning:
 def _verify_x509(m: Manifest, doc: dict[str, Any], trust: TrustList, now: datetime) -> MethodResult:
     # start-up time: the X.509 machinery loads only when a manifest offers a certificate chain
     from cryptography import x509
-    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm   # start-up time, as x509
-    from cryptography.hazmat.primitives import hashes   # start-up time, as x509
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa   # start-up time, as x509
-    from cryptography.x509 import verification as xv   # start-up time, as x509
+    from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm  # start-up time, as x509
+    from cryptography.hazmat.primitives import hashes  # start-up time, as x509
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa  # start-up time, as x509
+    from cryptography.x509 import verification as xv  # start-up time, as x509
 
     ident = m.identity
     if ident is None or ident.x509 is None:
@@ -257,7 +256,7 @@ def _verify_gpg(m: Manifest, sig_path: Path | None, trust: TrustList) -> MethodR
         return MethodResult("gpg", "absent")
     if shutil.which("gpg") is None:
         return MethodResult("gpg", "skipped", "", "gpg is not installed")
-    import gnupg   # optional at run time: only a manifest with a GPG signature needs it
+    import gnupg  # optional at run time: only a manifest with a GPG signature needs it
 
     g = gnupg.GPG()                      # the person's keyring (GNUPGHOME)
     with tempfile.NamedTemporaryFile(prefix="uom-", suffix=".json") as f:
@@ -281,7 +280,7 @@ def verify_publisher(m: Manifest, trust: TrustList, *, gpg_signature: Path | Non
     """Every method the manifest offers, each a MethodResult; ManifestForged when a present signature
     fails.  ``verification_methods`` only orders the results: an offered signature is always checked."""
     doc = json.loads(m.raw)
-    at = now or datetime.now(timezone.utc)
+    at = now or datetime.now(UTC)
     results = [_verify_did(m, doc, trust), _verify_x509(m, doc, trust, at), _verify_gpg(m, gpg_signature, trust)]
     order = list(m.identity.verification_methods) if m.identity else []
     results.sort(key=lambda r: order.index(r.method) if r.method in order else len(order))

@@ -3,7 +3,6 @@ once validated and its publisher verified, and verified again against today's tr
 whenever it is read."""
 from __future__ import annotations
 
-
 import os
 import re
 from dataclasses import dataclass

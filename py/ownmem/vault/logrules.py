@@ -10,8 +10,7 @@ from typing import Any
 
 from ownmem.crypto import CryptoProvider, run_sync
 from ownmem.errors import WireError
-from ownmem.saihm import tlog
-from ownmem.saihm import notes
+from ownmem.saihm import notes, tlog
 from ownmem.saihm.notes import Checkpoint, VerifierKey
 from ownmem.saihm.tlog import ProofFailed
 from ownmem.wire import publiclog

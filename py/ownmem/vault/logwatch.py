@@ -54,11 +54,19 @@ from typing import TYPE_CHECKING, Any
 from ownmem.crypto import cbor, random_bytes, run_sync, sha256
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, WireError
 from ownmem.saihm import notes
-from ownmem.saihm.receipt import parse_receipt, verify_receipt
 from ownmem.saihm.notes import Checkpoint, NoteRefused, VerifierKey
+from ownmem.saihm.receipt import parse_receipt, verify_receipt
 from ownmem.vault.logrules import (
-    advance_problem, consistency_needed, inclusion_problem, key_change, open_served_checkpoint, parse_witnesses,
-    served_key, witness_forgery, witness_problem, witness_proof_needed,
+    advance_problem,
+    consistency_needed,
+    inclusion_problem,
+    key_change,
+    open_served_checkpoint,
+    parse_witnesses,
+    served_key,
+    witness_forgery,
+    witness_problem,
+    witness_proof_needed,
 )
 from ownmem.wire import codec, publiclog, signed
 from ownmem.wire.errors import ErrorCode
@@ -517,7 +525,9 @@ class LogWatch:
             got = cbor.decode(raw)
         except MalformedInput:
             return []
-        return [(c, r) for c, r in got if isinstance(c, bytes) and isinstance(r, bytes)] if isinstance(got, list) else []
+        if not isinstance(got, list):
+            return []
+        return [(c, r) for c, r in got if isinstance(c, bytes) and isinstance(r, bytes)]
 
     def _queue(self, cell_id: bytes, receipt: bytes) -> None:
         have = [x for x in self._pending() if x[0] != cell_id] + [(cell_id, receipt)]

@@ -151,7 +151,7 @@ class Syncer:
                 for name, s in scopes.items():   # renames first: one may free a name for the scope that keeps it
                     if have.get(s.scope_id, name) != name:
                         self.store.rename_scope(s.scope_id, name)
-                for name, s in scopes.items():
+                for s in scopes.values():
                     if s.scope_id not in have:
                         self.store.add_scope(s)
                 for kid in set(self.store.known_keys()) - set(keys):
@@ -172,9 +172,8 @@ class Syncer:
                 return
             new = mine.encode()
             try:
-                report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(
-                        messages.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                update = messages.MetadataUpdate(version, new, self._signed(version + 1, new))
+                report.metadata_version = self._call(lambda: self.remote.put_metadata(update))  # noqa: B023 (run at once)
                 with self.store.transaction():
                     note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
@@ -200,10 +199,10 @@ class Syncer:
         now = int(time.time())
         cells = [self._cell_for(r, now) for r in rows]
         with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
-            for r, (cid, cell) in zip(rows, cells):
+            for r, (cid, cell) in zip(rows, cells, strict=True):
                 self.store.put_cell(r.object_id, cid, cell, pushed=False)
         self._log_remembers([cid for cid, _ in cells], now)
-        items = [messages.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
+        items = [messages.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells, strict=True)]
         out = [self._call(functools.partial(self.remote.push, messages.PushRequest(tuple(part))))
                for part in runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES)]
         with self.store.transaction():
@@ -293,7 +292,7 @@ class Syncer:
         holder = self.v.holder()
         holder_id = holder.holder_id
         while True:
-            page = self._call(lambda: self.remote.changes(since))
+            page = self._call(lambda: self.remote.changes(since))  # noqa: B023 (run at once, in this turn)
             nxt, last = page.next_since, page.last_seq
             present = self.store.object_ids()
             erased = self.store.erased_ids()
@@ -472,7 +471,8 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, signed.REGISTER_HOLDER_CONTEXT))
         try:
             remote.register(messages.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
-                                              doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
+                                              doc, s._signed(1, doc),  # noqa: SLF001 (this module's own Syncer)
+                                              key_receipt.to_cbor(), proof, holder_proof))
         except SyncError as e:
             if e.server_code == ErrorCode.NAME_TAKEN:
                 raise SyncError(f"the vault name {name!r} is taken on this server by another identity",

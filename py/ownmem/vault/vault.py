@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry, VaultPublic
@@ -267,7 +267,8 @@ class UnlockedVault:
         if not name or name in self.store.scopes():
             raise VaultError(f"scope {name!r} already exists" if name else "scope name must not be empty")
         scope_id = random_bytes(16)
-        entry = ScopeEntry(name, scope_id, run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id)))
+        wrapped = run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id))
+        entry = ScopeEntry(name, scope_id, wrapped)
         with self.store.transaction():
             self.store.add_scope(entry)
         return entry
@@ -368,11 +369,11 @@ class UnlockedVault:
         for start in range(0, len(pending), OPEN_BATCH):
             chunk = pending[start:start + OPEN_BATCH]
             deks = await self._unwrap_deks_async(chunk, scopes_by_id)
-            ready = [(r, d) for r, d in zip(chunk, deks) if isinstance(d, bytes)]
-            refused.extend((r.object_id, d) for r, d in zip(chunk, deks) if isinstance(d, str))
+            ready = [(r, d) for r, d in zip(chunk, deks, strict=False) if isinstance(d, bytes)]
+            refused.extend((r.object_id, d) for r, d in zip(chunk, deks, strict=False) if isinstance(d, str))
             results = await open_many(self.crypto, [(r.sealed, d) for r, d in ready], keyring,
                                       allow_unverified=allow_unverified)
-            for (row, _), res in zip(ready, results):
+            for (row, _), res in zip(ready, results, strict=False):
                 if isinstance(res, AuthenticationFailed):
                     refused.append((row.object_id, "could not authenticate"))
                 elif isinstance(res, OwnmemError):
@@ -402,7 +403,7 @@ class UnlockedVault:
                     out[i] = "its scope key does not unwrap"
                 continue
             deks = await self.crypto.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx])
-            for i, d in zip(idx, deks):
+            for i, d in zip(idx, deks, strict=False):
                 out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
         return out
 

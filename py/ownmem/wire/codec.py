@@ -12,7 +12,15 @@ from typing import Annotated, Any, Self
 from ownmem.crypto import cbor
 from ownmem.errors import MalformedInput, WireError
 from ownmem.wire.limits import (
-    ED25519_SIG_LEN, ID_LEN, KEY_LEN, MAX_BATCH, MAX_BODY, MAX_COUNTER, MAX_JSON, SALT_LEN, VAULT_NAME,
+    ED25519_SIG_LEN,
+    ID_LEN,
+    KEY_LEN,
+    MAX_BATCH,
+    MAX_BODY,
+    MAX_COUNTER,
+    MAX_JSON,
+    SALT_LEN,
+    VAULT_NAME,
 )
 
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")

@@ -30,11 +30,33 @@ from ownmem.crypto import cbor, sha256
 from ownmem.errors import WireError
 from ownmem.saihm.receipt import MAX_RECEIPT
 from ownmem.wire.codec import (
-    Blob, Counter, Flag, Hex, HexList, Id, Ids, Int, JsonMessage, Key, Name, Salt, Signature, Text, Version, blob,
+    Blob,
+    Counter,
+    Flag,
+    Hex,
+    HexList,
+    Id,
+    Ids,
+    Int,
+    JsonMessage,
+    Key,
+    Name,
+    Salt,
+    Signature,
+    Text,
+    Version,
+    blob,
     load_cbor,
 )
 from ownmem.wire.limits import (
-    HOLDER_PUB_LEN, HOLDER_SIG_LEN, ID_LEN, MAX_BATCH, MAX_PAGE, MAX_RECEIPTS, MAX_VERSION, WRAPPED_DEK_LEN,
+    HOLDER_PUB_LEN,
+    HOLDER_SIG_LEN,
+    ID_LEN,
+    MAX_BATCH,
+    MAX_PAGE,
+    MAX_RECEIPTS,
+    MAX_VERSION,
+    WRAPPED_DEK_LEN,
 )
 from ownmem.wire.signed import register_message
 
@@ -323,7 +345,8 @@ class ChangesPage:
             raise WireError(f"a changes page holds a list of at most {MAX_PAGE} changes")
         page = cls(tuple(change_row(r) for r in m[1]), Int().load(m[2], "next"), Int().load(m[3], "last"))
         seqs = [r.seq for r in page.rows]
-        if any(a >= b for a, b in zip(seqs, seqs[1:])) or (since is not None and seqs and seqs[0] <= since):
+        if (any(a >= b for a, b in zip(seqs, seqs[1:], strict=False))
+                or (since is not None and seqs and seqs[0] <= since)):
             raise WireError("the changes are not in sequence after the position asked from")
         if page.next_since != (seqs[-1] if seqs else since if since is not None else page.next_since):
             raise WireError("the next position is not the last change's")

@@ -176,6 +176,6 @@ class SharedPage:
             rows.append(SharedCell(blob(r[0], "contractId", ID_LEN), blob(r[1], "cellId", ID_LEN),
                                    blob(r[2], "cell"), blob(r[3], "key", SHARE_KEY_LEN)))
         keys = [r.contract_id + r.cell_id for r in rows]
-        if any(a >= b for a, b in zip(keys, keys[1:])):
+        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             raise WireError("shared cells are in ascending (contractId, cellId) order")
         return cls(tuple(rows), m[2])
