@@ -33,12 +33,17 @@ from pathlib import Path
 
 import httpx
 
-from ownmem import syncwire as W
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import Vault
 from ownmem.vault.logwatch import PublicLog, advance_problem, open_served_checkpoint, served_key
 from ownmem.vault.sync import Remote, link
+from ownmem.vault.logrules import advance_problem, open_served_checkpoint, served_key
+from ownmem.vault.logwatch import PublicLog
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import link
+from ownmem.wire.limits import MAX_RECEIPTS
+
 from server.storage import open_storage
 from server.storage.base import LogEntry
 
@@ -80,13 +85,13 @@ def _remembers(v: object, n: int) -> list[bytes]:
 
 def measure_append(srv: ServerProcess, v: object, receipts: list[bytes]) -> float:
     """Seconds to check and log every receipt through POST /receipts, in the batches of
-    ``wire.MAX_RECEIPTS`` that ``Syncer.push`` sends before its cells."""
+    ``MAX_RECEIPTS`` that ``Syncer.push`` sends before its cells."""
     name = f"logbench-{secrets.token_hex(4)}"
     with httpx.Client(timeout=120.0) as c:
         link(v, srv.url, name, client=c)  # type: ignore[arg-type]
         r = Remote(srv.url, name, client=c)
         r.login(v.sync_key())  # type: ignore[attr-defined]
-        batches = [receipts[i:i + W.MAX_RECEIPTS] for i in range(0, len(receipts), W.MAX_RECEIPTS)]
+        batches = [receipts[i:i + MAX_RECEIPTS] for i in range(0, len(receipts), MAX_RECEIPTS)]
         t0 = clock()
         done = sum(len(r.post_receipts(b)) for b in batches)
         took = clock() - t0
@@ -213,7 +218,7 @@ def checks(quick: bool = False) -> list[Check]:
     return [
         Check("log append with verification", PASS if ok_a else FAIL,
               f"{s.receipts:,} REMEMBER receipts through `POST /v1/vaults/{{name}}/receipts`, in the batches of "
-              f"{W.MAX_RECEIPTS} that `Syncer.push` sends before its cells, one connection: each receipt parsed, its "
+              f"{MAX_RECEIPTS} that `Syncer.push` sends before its cells, one connection: each receipt parsed, its "
               "deterministic CBOR and ML-DSA-65 signature checked (spread over the server's pool of verification "
               "processes, one per core, as a push's cells are), then the batch logged and the Merkle tree "
               "appended in one transaction. Median of the runs. Judged on SQLite, as area `server` judges its "

@@ -47,12 +47,16 @@ from pathlib import Path
 
 import httpx
 
-from ownmem import syncwire as W
 from ownmem.aperto import keys as K
 from ownmem.crypto import run_sync
 from ownmem.saihm.cell import make_cell
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.sync import KEK_VERSION, PULL_PAGE, TIER, Remote, link
+from ownmem.vault.remote import PULL_PAGE, Remote
+from ownmem.vault.sync import KEK_VERSION, TIER, link
+from ownmem.wire import messages
+from ownmem.wire.limits import MAX_BATCH, MAX_PAGE_BYTES
+
 from server.verifypool import MIN_BATCH, default_processes
 
 from .corpus import CREATED, memories
@@ -274,8 +278,8 @@ class Runs:
         return statistics.median(self.seconds[kind])
 
 
-def _push_request(items: list[list[bytes]]) -> W.PushRequest:
-    return W.PushRequest(tuple(W.PushItem(cell, wrapped) for cell, wrapped in items))
+def _push_request(items: list[list[bytes]]) -> messages.PushRequest:
+    return messages.PushRequest(tuple(messages.PushItem(cell, wrapped) for cell, wrapped in items))
 
 
 def _push_all(b: Backend, src: Source, name: str, items: list[list[bytes]], batch: int) -> float:
@@ -376,7 +380,7 @@ def push_breakdown(s: Sizes, src: Source, pg_url: str, tmp: Path) -> Breakdown:
     batch = src.items[:s.batch]
     n = len(batch)
     raw = cbor.encode(batch)
-    decode = _median_time(lambda: cbor.decode(raw, max_items=4 * W.MAX_BATCH + 8))
+    decode = _median_time(lambda: cbor.decode(raw, max_items=4 * MAX_BATCH + 8))
     h = src.vault.holder()
     holder = HolderKey(h.public, h.holder_id)
     cells = check_items(batch, holder)
@@ -421,7 +425,7 @@ def _pull_all(b: Backend, src: Source, name: str, expect: int) -> float:
         while pages < expect // PULL_PAGE + 3:   # bounded: the feed holds `expect` changes
             page = r.changes(since)
             pages += 1
-            n += sum(1 for row in page.rows if isinstance(row, W.CellChange))
+            n += sum(1 for row in page.rows if isinstance(row, messages.CellChange))
             since = page.next_since
             if not page.more:
                 break
@@ -877,7 +881,7 @@ def _pull_check(s: Sizes, runs: Runs) -> Check:
         f"change-feed pull, {s.cells:,} cells", _verdict(sq >= PULL_TARGET),
         (f"Time of `Remote.changes(since)` paging through the whole feed of a {s.cells:,}-cell vault from "
          f"position 0, pages of up to {PULL_PAGE:,} changes (the client's page size; the server also caps a page "
-         f"at {W.MAX_PAGE_BYTES >> 20} MiB of cells, and streams it in slices), every page decoded "
+         f"at {MAX_PAGE_BYTES >> 20} MiB of cells, and streams it in slices), every page decoded "
          f"(CBOR) by the client, as a new device's pull does before it stores anything.  Login is outside the "
          f"clock.  Median of {s.pull_reps} runs per backend after two warm-up runs, alternating."),
         (("SQLite, median", f"{sq:,.0f} cells/s ({runs.median('sqlite'):.3f} s)"),

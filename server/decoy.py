@@ -23,7 +23,8 @@ import hmac
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ownmem import syncwire as wire
+from ownmem.wire import messages
+from ownmem.wire.limits import HOLDER_PUB_LEN, SALT_LEN
 
 _P = 2 ** 255 - 19
 
@@ -47,9 +48,9 @@ class Decoys:
     def _seed(self, label: bytes, name: str) -> bytes:
         return hmac.digest(self._secret, b"ownmem/v1/decoy/" + label + b"\x00" + name.encode(), "sha256")
 
-    def info(self, name: str) -> wire.VaultInfo:
-        holder_pub = hashlib.shake_256(self._seed(b"holder", name)).digest(wire.HOLDER_PUB_LEN)
-        return wire.VaultInfo(name, self._seed(b"salt", name)[:wire.SALT_LEN], _ed25519_public(self._seed(b"owner", name)),
-                           _ed25519_public(self._seed(b"sync", name)),
-                           _montgomery_u(_ed25519_public(self._seed(b"ka", name))),
-                           holder_pub, hashlib.sha256(holder_pub).digest())
+    def info(self, name: str) -> messages.VaultInfo:
+        holder_pub = hashlib.shake_256(self._seed(b"holder", name)).digest(HOLDER_PUB_LEN)
+        return messages.VaultInfo(
+            name, self._seed(b"salt", name)[:SALT_LEN], _ed25519_public(self._seed(b"owner", name)),
+            _ed25519_public(self._seed(b"sync", name)), _montgomery_u(_ed25519_public(self._seed(b"ka", name))),
+            holder_pub, hashlib.sha256(holder_pub).digest())

@@ -17,9 +17,10 @@ every few seconds held a connection for ever.  Here:
   each answered and closed at once.  Peers named trusted proxies are not capped per address:
   every client behind them shares their address.  (uvicorn's own ``limit_concurrency``
   answers in plain text, outside the error registry; this cap replaces it.)
-- ``BodyDeadline`` (ASGI middleware) gives a request body, from the app's first read,
-  ``grace`` seconds plus the time its bytes need at ``min_rate``: a slow link that keeps up
-  the rate finishes whatever its size; one that stalls is answered 408 ``timeout``.
+- ``ownmem.asgi.BodyDeadline`` (ASGI middleware, shared with `ownmem agent`) gives a request
+  body, from the app's first read, ``grace`` seconds plus the time its bytes need at
+  ``min_rate``: a slow link that keeps up the rate finishes whatever its size; one that
+  stalls is answered 408 ``timeout``.
 
 All counts are per server process (``--workers N`` multiplies them).  A reverse proxy in
 front is still the better place for these limits (docs/decisions.md).
@@ -35,22 +36,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ownmem import syncwire as wire
-from ownmem.errors import OwnmemError
-
+from ownmem.asgi import HEADER_TIMEOUT
+from ownmem.wire import codec, messages
+from ownmem.wire.errors import ErrorCode
 from server.ratelimit import client_key
 
 _log = logging.getLogger("ownmem.server")
 DEFAULT_TRUSTED = "127.0.0.1,::1"     # uvicorn's own default for X-Forwarded-For
-
-
-class BodyTimeout(OwnmemError):
-    """The request body did not arrive in time (answered 408 ``timeout``)."""
-
-    code = "body_timeout"
 
 
 def _env_number(name: str, default: float, *, lo: float) -> float:
@@ -63,14 +57,14 @@ def _env_number(name: str, default: float, *, lo: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    header_timeout: float = 10.0
+    header_timeout: float = HEADER_TIMEOUT
     max_connections: int = 1000
     per_address: int = 64
     trusted_proxies: str = DEFAULT_TRUSTED
 
     @classmethod
     def from_env(cls) -> ConnectionLimits:
-        return cls(header_timeout=_env_number("OWNMEM_HEADER_TIMEOUT", 10.0, lo=0.1),
+        return cls(header_timeout=_env_number("OWNMEM_HEADER_TIMEOUT", HEADER_TIMEOUT, lo=0.1),
                    max_connections=int(_env_number("OWNMEM_MAX_CONNECTIONS", 1000, lo=1)),
                    per_address=int(_env_number("OWNMEM_CONNECTIONS_PER_ADDRESS", 64, lo=1)),
                    trusted_proxies=os.environ.get("OWNMEM_TRUSTED_PROXIES") or DEFAULT_TRUSTED)
@@ -93,9 +87,9 @@ class ConnectionLimits:
         return False
 
 
-def raw_answer(code: wire.ErrorCode, message: str, headers: dict[str, str] | None = None) -> bytes:
+def raw_answer(code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> bytes:
     """A whole HTTP/1.1 answer of the registry's shape, for a connection that is closed after it."""
-    body = wire.dump_json(wire.ErrorBody(code, message).encode())
+    body = codec.dump_json(messages.ErrorBody(code, message).encode())
     head = [f"HTTP/1.1 {code.status} {code.name.replace('_', ' ').title()}", "Content-Type: application/json",
             f"Content-Length: {len(body)}", "Connection: close", *(f"{k}: {v}" for k, v in (headers or {}).items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
@@ -122,11 +116,11 @@ class GuardedH11Protocol(H11Protocol):
         host = self.client[0] if self.client else ""
         self._address = client_key({"client": self.client})
         if len(self.connections) > self._limits.max_connections:
-            self._refuse(wire.ErrorCode.BUSY, "too many connections to this server", {"Retry-After": "1"})
+            self._refuse(ErrorCode.BUSY, "too many connections to this server", {"Retry-After": "1"})
             return
         if not self._limits.trusts(host):
             if self._open[self._address] >= self._limits.per_address:
-                self._refuse(wire.ErrorCode.RATE_LIMITED, "too many connections from this address",
+                self._refuse(ErrorCode.RATE_LIMITED, "too many connections from this address",
                              {"Retry-After": "1"})
                 return
             self._open[self._address] += 1
@@ -170,50 +164,10 @@ class GuardedH11Protocol(H11Protocol):
         _log.info("closed a connection from %s: no complete request in %g s", self._address,
                   self._limits.header_timeout)
         if self.conn.our_state is h11.IDLE and self.conn.their_state is h11.IDLE:
-            self.transport.write(raw_answer(wire.ErrorCode.TIMEOUT, "the request headers took too long"))
+            self.transport.write(raw_answer(ErrorCode.TIMEOUT, "the request headers took too long"))
         self.transport.close()
 
-    def _refuse(self, code: wire.ErrorCode, message: str, headers: dict[str, str]) -> None:
+    def _refuse(self, code: ErrorCode, message: str, headers: dict[str, str]) -> None:
         _log.info("refused a connection from %s: %s", self._address, message)
         self.transport.write(raw_answer(code, message, headers))
         self.transport.close()
-
-
-class BodyDeadline:
-    """ASGI middleware: a request body arrives within ``grace`` + its size / ``min_rate`` seconds
-    of the app's first read, or reading it raises ``BodyTimeout``."""
-
-    def __init__(self, app: ASGIApp, grace: float, min_rate: float) -> None:
-        self.app, self.grace, self.min_rate = app, grace, min_rate
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        loop = asyncio.get_running_loop()
-        started: float | None = None
-        received = 0
-        done = False
-
-        async def bounded() -> Message:
-            nonlocal started, received, done
-            if done:                 # the body is in: what follows is waiting for a disconnect
-                return await receive()
-            now = loop.time()
-            started = now if started is None else started
-            left = started + self.grace + received / self.min_rate - now
-            try:
-                if left <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(left):
-                    message = await receive()
-            except TimeoutError:
-                raise BodyTimeout(f"the request body did not arrive in time ({received} bytes received)") from None
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                done = not message.get("more_body", False)
-            else:
-                done = True
-            return message
-
-        await self.app(scope, bounded, send)

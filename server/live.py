@@ -85,7 +85,7 @@ class Live:
                     self.notify(vid)
 
     def _listen_pg(self) -> None:
-        import psycopg
+        import psycopg  # start-up time: the PostgreSQL driver loads only for a PostgreSQL store
 
         assert self.pg_url is not None and self._loop is not None
         while not self._stop.is_set():

@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 description of every route of the blind server (tested against the running server).
 
-Error answers are documented from the registry ``ownmem.syncwire.ERRORS``: the ``Error``
+Error answers are documented from the registry ``ownmem.wire.errors.ERRORS``: the ``Error``
 schema enumerates every code with its status and meaning, and each documented status of an
 operation admits exactly the codes of that status.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ownmem.saihm.receipt import OPERATIONS
-from ownmem.syncwire import ERRORS, MAX_BATCH
+from ownmem.wire.errors import ERRORS
+from ownmem.wire.limits import MAX_BATCH
 
 HEX = {"type": "string", "pattern": "^(?:[0-9a-f]{2})*$"}
 
@@ -106,8 +107,8 @@ OPENAPI: dict[str, Any] = {
                                                      "signature": _hexn(64)})), **_err(401, 403, 429)}},
             "put": {"operationId": "putMetadata", "parameters": [NAME], "security": AUTH,
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                        "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1}, "metadata": HEX,
-                        "signature": _hexn(64)})}}},
+                        "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1},
+                        "metadata": HEX, "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
                                   **_err(400, 401, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/cells": {"post": {

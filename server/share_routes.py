@@ -26,31 +26,36 @@ import hashlib
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ownmem import syncwire as wire
 from ownmem.errors import WireError
 from ownmem.saihm.contract import CONTRACT_CONTEXT, ContractRefused, parse_contract
-
-from server.storage.base import LogEntry, StorageConflict, StorageQuota
-from server.storage.shares import (ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, ShareRow,
-                             shares_of)
+from ownmem.wire import shares as wire_shares, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_ANSWER, MAX_PAGE, MAX_PAGE_BYTES
+from server.context import ApiError, Context, parsed
+from server.storage.base import LogEntry, StorageConflict, StorageQuota, VaultRecord
+from server.storage.shares import (
+    ContractClosed,
+    ContractMissing,
+    NewContract,
+    NotContractHolder,
+    ShardsMissing,
+    ShareRow,
+    shares_of,
+)
 from server.verify import HolderKey
 
-if TYPE_CHECKING:
-    from server.app import Server
-
-E = wire.ErrorCode
+E = ErrorCode
 CLOCK_SKEW = 600     # seconds a contract's timestamp may be from the server's time
 CBOR = "application/cbor"
 SWEEP_AT_MOST_EVERY = 1.0   # seconds between the sweeps sharing requests make, per process
 # bytes of contracts per side of a listing: hex doubles them, so both sides stay under a
-# third of wire.MAX_ANSWER
-LISTING_BYTES = wire.MAX_ANSWER // 12
+# third of MAX_ANSWER
+LISTING_BYTES = MAX_ANSWER // 12
 ENTRY_OVERHEAD = 200        # the JSON of an entry beside its contract
 _log = logging.getLogger("ownmem.server")
 
@@ -63,43 +68,42 @@ def sweep_every() -> float:
     return value
 
 
-async def sweep_expired(srv: Server, every: float) -> None:
+async def sweep_expired(ctx: Context, every: float) -> None:
     """For as long as the server runs: delete the share keys of every expired contract, so an
     expired grant's keys are gone within ``every`` seconds even if nobody asks (every sharing
     request sweeps as well)."""
-    shares = shares_of(srv.storage)
+    shares = shares_of(ctx.storage)
     while True:
         await asyncio.sleep(every)
         try:
-            await srv.call(shares.sweep, int(time.time()))
+            await ctx.call(shares.sweep, int(time.time()))
         except Exception:   # noqa: BLE001 - logged once per round; the next round retries
             _log.exception("the sweep of expired contracts' keys failed; retried in %s s", every)
 
 
-def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire.ShareEntry, ...], bool]:
+def within_budget(rows: list[ShareRow]) -> tuple[tuple[wire_shares.ShareEntry, ...], bool]:
     """The entries of one side of a listing that fit LISTING_BYTES, in the storage's order
     (active contracts first, then the newest) -> (entries, whether any were left out).  A
-    listing must stay far below what a device reads of one answer (wire.MAX_ANSWER), or
+    listing must stay far below what a device reads of one answer (MAX_ANSWER), or
     strangers' unanswered offers of large contracts would stop a grantee listing anything."""
-    out: list[wire.ShareEntry] = []
+    out: list[wire_shares.ShareEntry] = []
     size = 0
     for r in rows:
         size += len(r.contract) + ENTRY_OVERHEAD
         if size > LISTING_BYTES:
             return tuple(out), True
-        out.append(wire.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired))
+        out.append(wire_shares.ShareEntry(r.contract, r.grantee, r.state, r.revoked, r.expired))
     return tuple(out), False
 
 
-def share_routes(srv: Server) -> list[Route]:
-    from server.app import ApiError, _parsed
-
-    shares = shares_of(srv.storage)
+def share_routes(ctx: Context) -> list[Route]:
+    """The sharing routes, over the server's ``Context``."""
+    shares = shares_of(ctx.storage)
 
     async def checked_receipt(raw: bytes, hk: HolderKey, holder_pub: bytes, operation: str) -> LogEntry:
         # an ML-DSA-65 verification: in the pool, as a push's cells and the erase route's
         # receipts are, never on the event loop every other request waits on
-        got = await srv.verifier.check_receipts([(raw, operation)], hk, holder_pub)
+        got = await ctx.verifier.check_receipts([(raw, operation)], hk, holder_pub)
         if isinstance(got, tuple):
             raise ApiError(got[1].code, str(got[1]))
         return got[0]
@@ -112,20 +116,20 @@ def share_routes(srv: Server) -> list[Route]:
         t = time.monotonic()
         if t - last_sweep[0] >= SWEEP_AT_MOST_EVERY:
             last_sweep[0] = t
-            await srv.call(shares.sweep, now)
+            await ctx.call(shares.sweep, now)
 
     async def caller_vault(request: Request) -> None:
         """A live credential of any vault here, charged to that vault; else the address pays and
-        the answer is 401, whatever the path names (the same as `Server.authed` without a vault)."""
+        the answer is 401, whatever the path names (the same as `Context.authed` without a vault)."""
         auth = request.headers.get("authorization", "")
         found = None
         if auth.startswith("Bearer ") and len(auth) <= 200:
-            found = await srv.call(srv.storage.token_vault, hashlib.sha256(auth[7:].strip().encode()).digest(),
+            found = await ctx.call(ctx.storage.token_vault, hashlib.sha256(auth[7:].strip().encode()).digest(),
                                    time.time())
         if found is None:
-            srv.limit_address(request)
+            ctx.limit_address(request)
             raise ApiError(E.UNAUTHENTICATED, "the credential is missing, unknown or expired")
-        await srv.limit_reader(request)          # a vault's credential: its vault's budget pays
+        await ctx.limit_reader(request)          # a vault's credential: its vault's budget pays
 
     def cid_param(request: Request) -> bytes:
         v = request.path_params["contract_id"]
@@ -142,27 +146,27 @@ def share_routes(srv: Server) -> list[Route]:
         v = request.path_params["holder_id"]
         if len(v) != 64 or any(ch not in "0123456789abcdef" for ch in v):
             raise ApiError(E.MALFORMED, "a holderId is 64 lower-case hex digits")
-        row = await srv.call(shares.holder, bytes.fromhex(v))
+        row = await ctx.call(shares.holder, bytes.fromhex(v))
         if row is None:
             raise ApiError(E.NOT_FOUND, "no vault of that holder published its registration here")
-        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+        return JSONResponse(wire_shares.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
                                               row.holder_pub, row.holder_id, row.proof).encode())
 
     async def publish(request: Request) -> Response:
-        v, _ = await srv.authed(request)
-        req = _parsed(wire.HolderProof.parse, await srv.json_body(request))
-        msg = wire.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
-        if not srv.holder(v).valid(msg, req.holder_proof, wire.REGISTER_HOLDER_CONTEXT):
+        v, _ = await ctx.authed(request)
+        req = parsed(wire_shares.HolderProof.parse, await ctx.json_body(request))
+        msg = signed.register_message(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub)
+        if not ctx.holder(v).valid(msg, req.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the proof is not the holder's signature over this vault's registration")
-        await srv.call(shares.publish, v.id, v.holder_id, req.holder_proof)
-        row = await srv.call(shares.holder, v.holder_id)
+        await ctx.call(shares.publish, v.id, v.holder_id, req.holder_proof)
+        row = await ctx.call(shares.holder, v.holder_id)
         assert row is not None
-        return JSONResponse(wire.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
+        return JSONResponse(wire_shares.HolderRecord(row.name, row.salt, row.owner_pub, row.sync_pub, row.ka_pub,
                                               row.holder_pub, row.holder_id, row.proof).encode())
 
     async def offer(request: Request) -> Response:
-        v, _ = await srv.authed(request)
-        req = _parsed(wire.ShareOffer.parse, await srv.json_body(request))
+        v, _ = await ctx.authed(request)
+        req = parsed(wire_shares.ShareOffer.parse, await ctx.json_body(request))
         now = int(time.time())
         try:
             c = parse_contract(req.contract)
@@ -170,7 +174,7 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E(e.code), str(e)) from None
         if c.holder_id != v.holder_id:
             raise ApiError(E.WRONG_HOLDER, "the contract is another holder's")
-        hk = srv.holder(v)
+        hk = ctx.holder(v)
         if not hk.valid(c.body(), c.signature, CONTRACT_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the contract is not signed by this vault's holder key")
         if abs(c.timestamp - now) > CLOCK_SKEW:
@@ -180,7 +184,7 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.INVALID_EXPIRY, "the contract has expired already")
         if v.holder_id in c.grantee_ids:
             raise ApiError(E.INVALID_GRANTEE, "a holder does not share with itself")
-        known = await srv.call(shares.known_holders, list(c.grantee_ids))
+        known = await ctx.call(shares.known_holders, list(c.grantee_ids))
         unknown = [g for g in c.grantee_ids if g not in known]
         if unknown:
             raise ApiError(E.INVALID_GRANTEE, f"no vault of holder {unknown[0].hex()} published its registration "
@@ -199,28 +203,28 @@ def share_routes(srv: Server) -> list[Route]:
         new = NewContract(c.contract_id, c.holder_id, req.contract, c.expires_at, c.grantee_ids, c.shard_ids,
                           tuple((i.grantee, i.cell_id, i.key) for i in items), entry)
         try:
-            await srv.call(shares.offer, v.id, new, now)
+            await ctx.call(shares.offer, v.id, new, now)
         except StorageConflict:
             raise ApiError(E.CONTRACT_EXISTS, "that contract was offered before") from None
         except ShardsMissing as e:
             raise ApiError(E.SHARD_NOT_FOUND, str(e)) from None
         except StorageQuota as e:
             raise ApiError(E.QUOTA_EXCEEDED, str(e)) from None
-        return JSONResponse(wire.ShareOffered(c.contract_id, entry.receipt_id).encode(), status_code=201)
+        return JSONResponse(wire_shares.ShareOffered(c.contract_id, entry.receipt_id).encode(), status_code=201)
 
     async def listing(request: Request) -> Response:
-        v, _ = await srv.authed(request)
+        v, _ = await ctx.authed(request)
         now = int(time.time())
         await sweep_soon(now)
-        offered = await srv.call(shares.offered, v.id, now)
-        received = await srv.call(shares.received, v.holder_id, now)
+        offered = await ctx.call(shares.offered, v.id, now)
+        received = await ctx.call(shares.received, v.holder_id, now)
 
         mine, more_mine = within_budget(offered)
         theirs, more_theirs = within_budget(received)
-        return JSONResponse(wire.ShareList(mine, theirs, more_mine or more_theirs).encode())
+        return JSONResponse(wire_shares.ShareList(mine, theirs, more_mine or more_theirs).encode())
 
     async def act(request: Request) -> Response:
-        v, _ = await srv.authed(request)
+        v, _ = await ctx.authed(request)
         cid, action = cid_param(request), request.path_params["action"]
         now = int(time.time())
         if action == "revoke":
@@ -229,50 +233,47 @@ def share_routes(srv: Server) -> list[Route]:
             raise ApiError(E.NOT_FOUND, "a contract is accepted, declined, withdrawn or revoked")
         await sweep_soon(now)
         try:
-            state = await srv.call(shares.answer, v.holder_id, cid, action, now)
+            state = await ctx.call(shares.answer, v.holder_id, cid, action, now)
         except ContractMissing as e:
             raise ApiError(E.CONTRACT_NOT_FOUND, str(e)) from None
         except ContractClosed as e:
             raise ApiError(E.CONTRACT_CLOSED, str(e)) from None
-        return JSONResponse(wire.ShareAnswer(cid, state).encode())
+        return JSONResponse(wire_shares.ShareAnswer(cid, state).encode())
 
-    async def revoke(request: Request, v: object, cid: bytes) -> Response:
-        from server.storage.base import VaultRecord
-
-        assert isinstance(v, VaultRecord)
-        req = _parsed(wire.RevokeRequest.parse, await srv.json_body(request))
-        entry = await checked_receipt(req.receipt, srv.holder(v), v.holder_pub, "REVOKE")
+    async def revoke(request: Request, v: VaultRecord, cid: bytes) -> Response:
+        req = parsed(wire_shares.RevokeRequest.parse, await ctx.json_body(request))
+        entry = await checked_receipt(req.receipt, ctx.holder(v), v.holder_pub, "REVOKE")
         if entry.subject_id != cid:
             raise ApiError(E.MALFORMED_RECEIPT, "a REVOKE receipt names the contract as its subject")
         # SAIHM "Order of effect and receipt": access is withdrawn (committed) first; the receipt
         # after, so a failed log write never restores access, and a repeated revoke logs it then
         try:
-            already = await srv.call(shares.revoke, v.id, cid)
+            already = await ctx.call(shares.revoke, v.id, cid)
         except ContractMissing as e:
             raise ApiError(E.CONTRACT_NOT_FOUND, str(e)) from None
         except NotContractHolder as e:
             raise ApiError(E.NOT_HOLDER, str(e)) from None
-        rid = await srv.call(shares.log_revoke, v.holder_id, cid, entry)
+        rid = await ctx.call(shares.log_revoke, v.holder_id, cid, entry)
         assert rid is not None
-        return JSONResponse(wire.RevokeResult(True, rid, already).encode())
+        return JSONResponse(wire_shares.RevokeResult(True, rid, already).encode())
 
     async def shared(request: Request) -> Response:
-        v, _ = await srv.authed(request)
+        v, _ = await ctx.authed(request)
         after_hex = request.query_params.get("after")
         if after_hex is not None and (len(after_hex) != 128 or any(ch not in "0123456789abcdef" for ch in after_hex)):
             raise ApiError(E.MALFORMED, "after is a contractId and a cellId, 128 lower-case hex digits")
         after = bytes.fromhex(after_hex) if after_hex is not None else b"\x00" * 64
         now = int(time.time())
         await sweep_soon(now)
-        rows = await srv.call(shares.shared, v.holder_id, now, after, wire.MAX_PAGE + 1)
-        keep: list[wire.SharedCell] = []
+        rows = await ctx.call(shares.shared, v.holder_id, now, after, MAX_PAGE + 1)
+        keep: list[wire_shares.SharedCell] = []
         size = 0
-        for row in rows[:wire.MAX_PAGE]:
+        for row in rows[:MAX_PAGE]:
             size += len(row[2]) + 200
-            if keep and size > wire.MAX_PAGE_BYTES:
+            if keep and size > MAX_PAGE_BYTES:
                 break
-            keep.append(wire.SharedCell(*row))
-        page = wire.SharedPage(tuple(keep), len(keep) < len(rows))
+            keep.append(wire_shares.SharedCell(*row))
+        page = wire_shares.SharedPage(tuple(keep), len(keep) < len(rows))
         return Response(page.encode(), media_type=CBOR)
 
     async def contracts(request: Request) -> Response:

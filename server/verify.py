@@ -20,11 +20,10 @@ from cryptography.hazmat.primitives.asymmetric.mldsa import MLDSA65PublicKey
 
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError
-from ownmem.saihm.cell import CellRefused
-from ownmem.saihm.cell import check_cell as check_saihm_cell
+from ownmem.saihm.cell import CellRefused, check_cell as check_saihm_cell
 from ownmem.saihm.receipt import RECEIPT_CONTEXT, Receipt, parse_receipt
-from ownmem.syncwire import MAX_COUNTER, WRAPPED_DEK_LEN, ErrorCode
-
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_COUNTER, WRAPPED_DEK_LEN
 from server.storage.base import LogEntry, PushCell
 
 # the head of a cell in deterministic CBOR: a map of 8, key 1, a byte string of 32 (the cellId)

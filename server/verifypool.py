@@ -31,7 +31,6 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from ownmem.saihm.receipt import parse_receipt
-
 from server.storage.base import LogEntry, PushCell
 from server.verify import HolderKey, Refused, check_cell, check_receipt
 
@@ -215,7 +214,7 @@ class VerifyPool:
             _log.warning("verification pool broke; checking this batch in-process")
             self._reset(pool)
             return None
-        return [(lo, part, res) for (lo, part), res in zip(bounds, results)]
+        return [(lo, part, res) for (lo, part), res in zip(bounds, results, strict=False)]
 
     async def check(self, items: list[list[bytes]], holder: HolderKey, holder_pub: bytes
                     ) -> list[PushCell] | tuple[int, Refused]:
@@ -228,7 +227,7 @@ class VerifyPool:
             if isinstance(res, tuple):
                 i, code, message = res
                 return (lo + i, Refused(code, message))
-            cells.extend(PushCell(cid, oid, c, d) for (cid, oid), (c, d) in zip(res, part))
+            cells.extend(PushCell(cid, oid, c, d) for (cid, oid), (c, d) in zip(res, part, strict=False))
         return cells
 
     async def check_receipts(self, items: list[tuple[bytes, str]], holder: HolderKey, holder_pub: bytes

@@ -1,55 +1,43 @@
 """Log witnesses over HTTP: each device of a vault publishes the checkpoint it verified, and
 reads the others' (ownmem.vault.logwatch; docs/decisions.md "Log witnesses").
 
-    POST /v1/vaults/{name}/witnesses    a ``syncwire.Witness``: this device's current record
-    GET  /v1/vaults/{name}/witnesses    ``syncwire.WitnessList``: every device's, newest first
+    POST /v1/vaults/{name}/witnesses    a ``wire.publiclog.Witness``: this device's current record
+    GET  /v1/vaults/{name}/witnesses    ``wire.publiclog.WitnessList``: every device's, newest first
 
 Vault-authenticated, like every vault route.  The server checks a record's signature under
 the vault's sync key before it keeps it (so nobody fills a vault's slots with garbage), and
-keeps one record per device id, at most ``wire.MAX_WITNESSES`` a vault.  Devices verify the
+keeps one record per device id, at most ``publiclog.MAX_WITNESSES`` a vault.  Devices verify the
 signature again: the server holds no key that makes one, so it cannot forge a device's view;
 what it can do is withhold one, the residual risk written down in docs/decisions.md.
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ownmem import syncwire as wire
-from ownmem.errors import WireError
-from ownmem.syncwire import ErrorCode as E
-
-from server.storage import Storage
-from server.storage.base import VaultRecord
+from ownmem.wire import codec, publiclog
+from ownmem.wire.errors import ErrorCode as E
+from server.context import ApiError, Context, parsed
 from server.verify import ed25519_valid
 
-Refusal = Callable[[E, str], Exception]
 
-
-def witness_routes(storage: Storage, refuse: Refusal,
-                   authed: Callable[[Request], Awaitable[tuple[VaultRecord, float]]],
-                   json_body: Callable[[Request], Awaitable[dict[str, Any]]],
-                   call: Callable[..., Awaitable[Any]]) -> list[Route]:
-    """The route; ``authed``, ``json_body`` and ``call`` are the app's own (server/app.py)."""
+def witness_routes(ctx: Context) -> list[Route]:
+    """The route, over the server's ``Context``."""
+    storage, call = ctx.storage, ctx.call
 
     async def witnesses(request: Request) -> Response:
-        v, _ = await authed(request)
+        v, _ = await ctx.authed(request)
         if request.method == "POST":
-            try:
-                w = wire.Witness.parse(await json_body(request))
-            except WireError as e:
-                raise refuse(E.MALFORMED, str(e)) from None
+            w = parsed(publiclog.Witness.parse, await ctx.json_body(request))
             if not ed25519_valid(v.sync_pub, w.signature, w.message(v.name)):
-                raise refuse(E.BAD_SIGNATURE, "the witness is not signed by this vault's sync key")
-            await call(storage.put_witness, v.id, w.device_id, wire.dump_json(w.encode()), time.time(),
-                       wire.MAX_WITNESSES)
+                raise ApiError(E.BAD_SIGNATURE, "the witness is not signed by this vault's sync key")
+            await call(storage.put_witness, v.id, w.device_id, codec.dump_json(w.encode()), time.time(),
+                       publiclog.MAX_WITNESSES)
             return JSONResponse({"stored": True})
-        rows = await call(storage.witnesses, v.id, wire.MAX_WITNESSES)
-        return JSONResponse({"witnesses": [wire.load_json(r) for r in rows]})
+        rows = await call(storage.witnesses, v.id, publiclog.MAX_WITNESSES)
+        return JSONResponse({"witnesses": [codec.load_json(r) for r in rows]})
 
     return [Route("/v1/vaults/{name}/witnesses", witnesses, methods=["GET", "POST"])]

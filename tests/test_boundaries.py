@@ -11,7 +11,7 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "py" / "ownmem"
 FORMAT_CODE = sorted([*(PKG / "aperto").glob("*.py"), PKG / "crypto" / "cbor.py", PKG / "crypto" / "cose.py",
-                      *(PKG / "saihm").glob("*.py"), PKG / "syncwire.py"])
+                      *(PKG / "saihm").glob("*.py"), *(PKG / "wire").glob("*.py")])
 FORBIDDEN = {"os", "io", "sys", "pathlib", "time", "datetime", "random", "socket", "sqlite3", "subprocess",
              "shutil", "tempfile", "urllib", "http", "httpx", "asyncio", "logging", "secrets", "getpass"}
 

@@ -9,7 +9,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from ownmem.errors import OwnmemError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +48,7 @@ CLASSES = _exception_classes()
 def test_the_product_defines_its_errors_where_expected() -> None:
     names = {n for n, _ in CLASSES}
     assert {"ownmem.errors.OwnmemError", "ownmem.errors.StoreError", "ownmem.errors.WireError",
-            "ownmem.cli.common.CliError", "server.app.ApiError", "server.verify.Refused",
+            "ownmem.cli.common.CliError", "server.context.ApiError", "server.verify.Refused",
             "server.storage.base.StorageConflict"} <= names
 
 
@@ -75,7 +74,7 @@ def test_library_error_codes_are_distinct() -> None:
 BARE = {"ValueError", "TypeError", "KeyError", "IndexError", "AttributeError", "AssertionError", "Exception",
         "RuntimeError"}
 FORMAT_AND_VAULT = sorted([*(ROOT / "py/ownmem/aperto").glob("*.py"), *(ROOT / "py/ownmem/vault").glob("*.py"),
-                           *(ROOT / "py/ownmem/saihm").glob("*.py"), ROOT / "py/ownmem/syncwire.py"])
+                           *(ROOT / "py/ownmem/saihm").glob("*.py"), *(ROOT / "py/ownmem/wire").glob("*.py")])
 
 
 @pytest.mark.parametrize("path", FORMAT_AND_VAULT, ids=lambda p: str(p.relative_to(ROOT)))

@@ -96,7 +96,7 @@ class SyncError(OwnmemError):
 
 
 class WireError(SyncError):
-    """A sync message does not parse as what the protocol says it is (ownmem.syncwire).
+    """A sync message does not parse as what the protocol says it is (ownmem.wire).
 
     On a device: the server's answer was malformed, so nothing of it was used; the server
     is broken, not ownmem's, or hostile.  The blind server refuses a request that fails the

@@ -83,7 +83,7 @@ class Registration:
     holder_id: bytes
     metadata: bytes
     metadata_sig: bytes
-    key_receipt: "LogEntry"
+    key_receipt: LogEntry
     holder_proof: bytes = b""     # the holder's signature over the registration: the directory serves it
 
 

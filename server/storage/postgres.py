@@ -34,11 +34,20 @@ from psycopg_pool import ConnectionPool
 
 from server.storage import shares, tree, witness
 from server.storage.base import (
-    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageConflict,
-    StorageLimit, StorageQuota, VaultRecord,
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    LoggedReceipt,
+    PushCell,
+    PushResult,
+    Registration,
+    StorageConflict,
+    StorageLimit,
+    VaultRecord,
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.scrub import Scrubber
+from server.storage.sql import VAULT_COLS, Sql, added_bytes, erase_cells, fresh_cells, push_result
 
 CHANNEL = "ownmem_changes"
 OPTIONS = "-c plan_cache_mode=force_custom_plan"
@@ -88,15 +97,10 @@ ALTER TABLE vaults ADD COLUMN stored_bytes BIGINT NOT NULL DEFAULT 0;
 UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(octet_length(cell) + octet_length(wrapped_dek)), 0)
                                   FROM cells WHERE cells.vault_id = vaults.id);
 """
-# another holder's cell: a vault of another holder has it in its feed, or another holder logged a
-# receipt about it (changes_cell and log_subject make both one index probe)
-FOREIGN_CELL = ("SELECT 1 FROM changes ch JOIN vaults v ON v.id = ch.vault_id WHERE ch.cell_id = %s "
-                "AND v.holder_id <> %s UNION ALL SELECT 1 FROM log WHERE subject_id = %s AND holder_id <> %s LIMIT 1")
-SAME_KEYS = "SELECT count(*) FROM vaults WHERE owner_pub = %s OR sync_pub = %s OR holder_id = %s"
 REGISTER_LOCK = 7406       # advisory lock: registrations are counted and made one at a time
-
-_VAULT_COLS = ("id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version, "
-               "stored_bytes")
+Q = Sql("%s")
+DELETE_CELL = ("DELETE FROM cells WHERE vault_id = %s AND cell_id = %s "
+               "RETURNING octet_length(cell) + octet_length(wrapped_dek)")
 
 
 def _b(v: object) -> bytes:
@@ -204,23 +208,27 @@ class PostgresStorage:
             finally:
                 c.autocommit = False
 
+    def sharing(self) -> shares.Shares:
+        """The sharing tables (shares.py) over this store's transactions: _append_log takes the
+        tree's lock itself, and _tx commits on success."""
+        return shares.Shares(self._tx, self._append_log, postgres=True)
+
     # ---------------------------------------------------------------- vaults
     def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
         try:
             with self._tx() as c:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTER_LOCK,))
                 if max_per_key is not None and int(_one(c.execute(
-                        SAME_KEYS, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone())[0]) >= max_per_key:
+                        Q.same_keys, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone())[0]) >= max_per_key:
                     raise StorageLimit(f"a key of this registration is in {max_per_key} vaults already")
                 r = c.execute(
-                    "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, meta_version, "
-                    f"metadata, metadata_sig) VALUES (%s,%s,%s,%s,%s,%s,%s,1,%s,%s) RETURNING {_VAULT_COLS}",
+                    f"{Q.insert_vault} RETURNING {VAULT_COLS}",
                     (reg.name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, reg.holder_id,
                      reg.metadata, reg.metadata_sig)).fetchone()
                 _add_partition(c, int(_one(r)[0]))
                 self._append_log(c, [reg.key_receipt])
                 if reg.holder_proof:
-                    c.execute(shares.PUT_PROOF.replace("?", "%s"), (int(_one(r)[0]), reg.holder_id, reg.holder_proof))
+                    c.execute(Q.put_proof, (int(_one(r)[0]), reg.holder_id, reg.holder_proof))
         except psycopg.errors.UniqueViolation:
             raise StorageConflict("vault name taken") from None
         assert r is not None
@@ -228,49 +236,45 @@ class PostgresStorage:
 
     def vault(self, name: str) -> VaultRecord | None:
         with self._tx() as c:
-            r = c.execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE name = %s", (name,)).fetchone()
+            r = c.execute(Q.vault_by_name, (name,)).fetchone()
         return _vault(r) if r else None
 
     def vault_by_id(self, vault_id: int) -> VaultRecord | None:
         with self._tx() as c:
-            r = c.execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+            r = c.execute(Q.vault_by_id, (vault_id,)).fetchone()
         return _vault(r) if r else None
 
     # ---------------------------------------------------------------- auth
     def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:
-            c.execute("DELETE FROM challenges WHERE expires_at < %s", (now,))
+            c.execute(Q.expire_challenges, (now,))
             n = c.execute("INSERT INTO challenges VALUES (%s,%s,%s) ON CONFLICT (challenge) DO NOTHING",
                           (vault_id, challenge, expires_at)).rowcount
         return n == 1
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:
         with self._tx() as c:
-            c.execute("DELETE FROM tokens WHERE expires_at < %s", (expires_at - 86400,))
-            c.execute("INSERT INTO tokens VALUES (%s,%s,%s)", (token_hash, vault_id, expires_at))
+            c.execute(Q.expire_tokens, (expires_at - 86400,))
+            c.execute(Q.insert_token, (token_hash, vault_id, expires_at))
 
     def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
         with self._tx() as c:
-            r = c.execute("SELECT vault_id, expires_at FROM tokens WHERE token_hash = %s AND expires_at >= %s",
-                          (token_hash, now)).fetchone()
+            r = c.execute(Q.token_vault, (token_hash, now)).fetchone()
         return (int(r[0]), float(r[1])) if r else None
 
     # ---------------------------------------------------------------- metadata
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
         with self._tx() as c:
-            r = c.execute("SELECT meta_version, metadata, metadata_sig FROM vaults WHERE id = %s",
-                          (vault_id,)).fetchone()
+            r = c.execute(Q.metadata, (vault_id,)).fetchone()
         assert r is not None
         return int(r[0]), _b(r[1]), _b(r[2])
 
     def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int:
         with self._tx() as c:
-            r = c.execute("UPDATE vaults SET meta_version = meta_version + 1, metadata = %s, metadata_sig = %s, "
-                          "last_seq = last_seq + 1 WHERE id = %s AND meta_version = %s RETURNING last_seq",
-                          (metadata, sig, vault_id, expected)).fetchone()
+            r = c.execute(Q.cas_metadata, (metadata, sig, vault_id, expected)).fetchone()
             if r is None:
                 raise StorageConflict("metadata version is stale")
-            c.execute("INSERT INTO changes VALUES (%s,%s,'meta',NULL)", (vault_id, r[0]))
+            c.execute(Q.meta_change, (vault_id, r[0]))
             c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
         return expected + 1
 
@@ -294,16 +298,8 @@ class PostgresStorage:
                                  (vault_id,)).fetchone())
             last, stored = int(row[0]), int(row[1])
             present, erased = self._known(c, vault_id, [x.cell_id for x in cells])
-            new: list[PushCell] = []
-            seen: set[bytes] = set()
-            for x in cells:
-                if x.cell_id in present or x.cell_id in erased or x.cell_id in seen:
-                    continue
-                seen.add(x.cell_id)
-                new.append(x)
-            added = sum(len(x.cell) + len(x.wrapped_dek) for x in new)
-            if quota is not None and added and stored + added > quota:
-                raise StorageQuota(f"the vault holds {stored} bytes; {added} more would pass its quota of {quota}")
+            new = fresh_cells(cells, present, erased)
+            added = added_bytes(new, stored, quota)
             if new:
                 # binary COPY: bytea goes as raw bytes; text COPY hex-escaped every ~4 KB cell,
                 # which doubled the time of a 1000-cell push (docs/benchmarks.md, area `server`)
@@ -318,68 +314,43 @@ class PostgresStorage:
                         for i, x in enumerate(new):
                             cp.write_row((vault_id, last + 1 + i, "cell", x.cell_id))
                 last += len(new)
-                c.execute("UPDATE vaults SET last_seq = %s, stored_bytes = stored_bytes + %s WHERE id = %s",
-                          (last, added, vault_id))
+                c.execute(Q.add_cells, (last, added, vault_id))
                 c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
-        n_erased = sum(1 for x in cells if x.cell_id in erased)
-        return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
-                          last_seq=last)
+        return push_result(cells, new, erased, last)
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         with self._tx() as c:
-            rows = c.execute(
-                # an erasure carries the FORGET receipt that asked for it, in the cell's place
-                "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(ce.cell, lg.receipt), ce.wrapped_dek FROM changes ch "
-                "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
-                "LEFT JOIN log lg ON ch.kind = 'erase' AND lg.subject_id = ch.cell_id AND lg.operation = 'FORGET' "
-                "AND lg.holder_id = (SELECT holder_id FROM vaults WHERE id = ch.vault_id) "
-                "WHERE ch.vault_id = %s AND ch.seq > %s ORDER BY ch.seq LIMIT %s", (vault_id, since, limit),
-                binary=True).fetchall()   # binary results: cells arrive as bytes, not as hex text to parse
-            last = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+            # binary results: cells arrive as bytes, not as hex text to parse
+            rows = c.execute(Q.changes, (vault_id, since, limit), binary=True).fetchall()
+            last = c.execute(Q.last_seq, (vault_id,)).fetchone()
         return ([Change(int(r[0]), r[1], _b(r[2]) if r[2] is not None else None,
                         _b(r[3]) if r[3] is not None else None, _b(r[4]) if r[4] is not None else None)
                  for r in rows], int(last[0]) if last else 0)
 
     def last_seq(self, vault_id: int) -> int:
         with self._tx() as c:
-            r = c.execute("SELECT last_seq FROM vaults WHERE id = %s", (vault_id,)).fetchone()
+            r = c.execute(Q.last_seq, (vault_id,)).fetchone()
         return int(r[0]) if r else 0
 
     def server_secret(self) -> bytes:
         with self._tx() as c:
-            return _b(_one(c.execute("SELECT secret FROM server_secret WHERE id = 1").fetchone())[0])
+            return _b(_one(c.execute(Q.server_secret).fetchone())[0])
 
     def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
         with self._tx() as c:
             present, erased = self._known(c, vault_id, cell_ids)
-            holder = _b(_one(c.execute("SELECT holder_id FROM vaults WHERE id = %s", (vault_id,)).fetchone())[0])
+            holder = _b(_one(c.execute(Q.holder_of, (vault_id,)).fetchone())[0])
             return {cid for cid in set(cell_ids) - present - erased
-                    if c.execute(FOREIGN_CELL, (cid, holder, cid, holder)).fetchone() is not None}
+                    if c.execute(Q.foreign_cell, (cid, holder, cid, holder)).fetchone() is not None}
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
-        done: list[bytes] = []
-        by_subject = {r.subject_id: r for r in receipts}
         with self._tx() as c:
             row = _one(c.execute("SELECT last_seq, holder_id FROM vaults WHERE id = %s FOR UPDATE",
                                  (vault_id,)).fetchone())
-            last, holder = int(row[0]), _b(row[1])
-            for cid in cell_ids:
-                if c.execute("SELECT 1 FROM erased WHERE vault_id = %s AND cell_id = %s", (vault_id, cid)).fetchone():
-                    continue
-                freed = c.execute("DELETE FROM cells WHERE vault_id = %s AND cell_id = %s "
-                                  "RETURNING octet_length(cell) + octet_length(wrapped_dek)", (vault_id, cid)).fetchall()
-                c.execute("UPDATE vaults SET stored_bytes = stored_bytes - %s WHERE id = %s",
-                          (sum(int(r[0]) for r in freed), vault_id))
-                c.execute("INSERT INTO erased VALUES (%s,%s)", (vault_id, cid))
-                c.execute(shares.ERASE_SHARE_KEYS.replace("?", "%s"), (vault_id, cid))   # erasure covers shares
-                c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (%s,%s,%s)", (cid, holder, now))
-                last += 1
-                c.execute("INSERT INTO changes VALUES (%s,%s,'erase',%s)", (vault_id, last, cid))
-                self._append_log(c, [by_subject[cid]])
-                done.append(cid)
-            c.execute("UPDATE vaults SET last_seq = %s WHERE id = %s", (last, vault_id))
+            done, _ = erase_cells(c, Q, DELETE_CELL, self._append_log, vault_id, _b(row[1]), int(row[0]), cell_ids,
+                                  receipts, now)
             if done:
-                c.execute("INSERT INTO erase_pending (vault_id) VALUES (%s)", (vault_id,))
+                c.execute(Q.erase_pending, (vault_id,))
                 c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
         if done:
             self._scrubber.try_now()
@@ -387,8 +358,7 @@ class PostgresStorage:
 
     def erasure_pending(self, vault_id: int) -> bool:
         with self._tx() as c:
-            return c.execute("SELECT 1 FROM erase_pending WHERE vault_id = %s LIMIT 1",
-                             (vault_id,)).fetchone() is not None
+            return c.execute(Q.is_erase_pending, (vault_id,)).fetchone() is not None
 
     def _scrub_step(self) -> bool:
         """Rewrite each vault with pending erasures once no older snapshot can see their rows."""
@@ -507,48 +477,36 @@ class PostgresStorage:
 
     def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
         with self._tx() as c:
-            rows = c.execute(
-                "SELECT t.leaf, l.receipt_id, l.subject_id, l.operation, l.holder_id, l.ts, l.receipt "
-                "FROM tlog_leaves t JOIN log l ON l.receipt_id = t.receipt_id WHERE t.leaf >= %s "
-                "ORDER BY t.leaf LIMIT %s", (start, limit)).fetchall()
+            rows = c.execute(Q.log_leaves, (start, limit)).fetchall()
         return [self._log_row(r) for r in rows]
 
     def log_leaf_index(self, receipt_id: bytes) -> int | None:
         with self._read() as c:
-            r = c.execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = %s", (receipt_id,)).fetchone()
+            r = c.execute(Q.leaf_index, (receipt_id,)).fetchone()
         return int(r[0]) if r else None
 
     def log_key(self, candidate: bytes) -> bytes:
         with self._tx() as c:
             c.execute("INSERT INTO tlog_key VALUES (1, %s) ON CONFLICT (id) DO NOTHING", (candidate,))
-            return _b(_one(c.execute("SELECT seed FROM tlog_key WHERE id = 1").fetchone())[0])
+            return _b(_one(c.execute(Q.log_key).fetchone())[0])
 
     def _log_row(self, r: tuple[Any, ...]) -> LoggedReceipt:
         return LoggedReceipt(int(r[0]), LogEntry(_b(r[1]), _b(r[2]), r[3], _b(r[4]), int(r[5]), _b(r[6])))
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
         with self._tx() as c:
-            r = c.execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log "
-                          "WHERE receipt_id = %s", (receipt_id,)).fetchone()
+            r = c.execute(Q.log_get, (receipt_id,)).fetchone()
         return self._log_row(r) if r else None
 
     def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
                  after: int, limit: int) -> list[LoggedReceipt]:
-        where: list[str] = ["idx > %s"]
-        args: list[object] = [after]
-        for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
-            if val is not None:
-                where.append(f"{col} = %s")
-                args.append(val)
         with self._tx() as c:
-            rows = c.execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
-                             + " AND ".join(where) + " ORDER BY idx LIMIT %s", (*args, limit)).fetchall()
+            rows = c.execute(*Q.log_list(holder_id, subject_id, operation, after, limit)).fetchall()
         return [self._log_row(r) for r in rows]
 
     def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]:
         with self._tx() as c:
-            rows = c.execute("SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > %s ORDER BY idx LIMIT %s",
-                             (after, limit)).fetchall()
+            rows = c.execute(Q.erasure_list, (after, limit)).fetchall()
         return [(int(a), _b(b), _b(h), int(t)) for a, b, h, t in rows]
 
 

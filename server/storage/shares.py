@@ -16,8 +16,8 @@ or withdrawal, expiry (``sweep``, run on every sharing request), and erasure of 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,17 +310,10 @@ def _closed(state: str, revoked: bool) -> str:
 
 
 def shares_of(storage: Any) -> Shares:
-    """The sharing tables of a storage backend (SqliteStorage or PostgresStorage)."""
-    from server.storage.sqlite import SqliteStorage
-
-    if isinstance(storage, SqliteStorage):
-        @contextmanager
-        def read() -> Iterator[Any]:
-            yield storage._conn()      # this thread's connection, autocommit: a consistent statement
-
-        return Shares(storage._tx, storage._append_log, postgres=False, read=read)
-    # PostgreSQL's _append_log takes the tree's lock itself; its _tx commits on success
-    return Shares(storage._tx, storage._append_log, postgres=True)
+    """The sharing tables of a storage backend (SqliteStorage or PostgresStorage): each builds
+    its ``Shares`` over its own transactions (``sharing()``), so this module imports neither."""
+    got: Shares = storage.sharing()
+    return got
 
 
 __all__ = ["ContractClosed", "ContractMissing", "HolderRow", "NewContract", "NotContractHolder",

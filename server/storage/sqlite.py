@@ -27,12 +27,22 @@ from pathlib import Path
 
 from server.storage import shares, tree, witness
 from server.storage.base import (
-    Change, ExportSnapshot, LogEntry, LoggedReceipt, PushCell, PushResult, Registration, StorageBusy,
-    StorageConflict, StorageLimit, StorageQuota, VaultRecord,
+    Change,
+    ExportSnapshot,
+    LogEntry,
+    LoggedReceipt,
+    PushCell,
+    PushResult,
+    Registration,
+    StorageBusy,
+    StorageConflict,
+    StorageLimit,
+    VaultRecord,
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.private import private_file
 from server.storage.scrub import Scrubber
+from server.storage.sql import Sql, added_bytes, erase_cells, fresh_cells, push_result
 
 # An export is refused while an erasure has been held up this long and another export is
 # open: on SQLite every open snapshot holds up the checkpoint, so exports that overlap
@@ -76,18 +86,12 @@ CREATE INDEX IF NOT EXISTS log_operation ON log (operation, idx);
 CREATE TABLE IF NOT EXISTS erase_pending (id INTEGER PRIMARY KEY AUTOINCREMENT, vault_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS server_secret (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);
 """
-# another holder's cell: a vault of another holder has it in its feed, or another holder logged a
-# receipt about it (changes_cell and log_subject make both one index probe)
-FOREIGN_CELL = ("SELECT 1 FROM changes ch JOIN vaults v ON v.id = ch.vault_id WHERE ch.cell_id = ? "
-                "AND v.holder_id <> ? UNION ALL SELECT 1 FROM log WHERE subject_id = ? AND holder_id <> ? LIMIT 1")
 # stored bytes, counted against the quota: a store made before the count has it added and filled in
 ADD_STORED_BYTES = "ALTER TABLE vaults ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0"
 FILL_STORED_BYTES = ("UPDATE vaults SET stored_bytes = (SELECT coalesce(sum(length(cell) + length(wrapped_dek)), 0) "
                      "FROM cells WHERE cells.vault_id = vaults.id)")
-SAME_KEYS = "SELECT count(*) FROM vaults WHERE owner_pub = ? OR sync_pub = ? OR holder_id = ?"
-
-_VAULT_COLS = ("id, name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, last_seq, meta_version, "
-               "stored_bytes")
+Q = Sql("?")
+DELETE_CELL = "DELETE FROM cells WHERE vault_id = ? AND cell_id = ? RETURNING length(cell) + length(wrapped_dek)"
 
 
 class SqliteStorage:
@@ -153,16 +157,23 @@ class SqliteStorage:
             raise
         c.execute("COMMIT")
 
+    def sharing(self) -> shares.Shares:
+        """The sharing tables (shares.py) over this store's write transactions and log."""
+        @contextmanager
+        def read() -> Iterator[sqlite3.Connection]:
+            yield self._conn()      # this thread's connection, autocommit: a consistent statement
+
+        return shares.Shares(self._tx, self._append_log, postgres=False, read=read)
+
     # ---------------------------------------------------------------- vaults
     def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:
         with self._tx() as c:    # the write lock: registrations are counted and made one at a time
             if max_per_key is not None and c.execute(
-                    SAME_KEYS, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone()[0] >= max_per_key:
+                    Q.same_keys, (reg.owner_pub, reg.sync_pub, reg.holder_id)).fetchone()[0] >= max_per_key:
                 raise StorageLimit(f"a key of this registration is in {max_per_key} vaults already")
             try:
                 cur = c.execute(
-                    "INSERT INTO vaults (name, salt, owner_pub, sync_pub, ka_pub, holder_pub, holder_id, "
-                    "meta_version, metadata, metadata_sig) VALUES (?,?,?,?,?,?,?,1,?,?)",
+                    Q.insert_vault,
                     (reg.name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, reg.holder_id,
                      reg.metadata, reg.metadata_sig))
             except sqlite3.IntegrityError:
@@ -170,51 +181,46 @@ class SqliteStorage:
             self._append_log(c, [reg.key_receipt])
             vid = cur.lastrowid
             if reg.holder_proof:
-                c.execute(shares.PUT_PROOF, (vid, reg.holder_id, reg.holder_proof))
+                c.execute(Q.put_proof, (vid, reg.holder_id, reg.holder_proof))
         rec = self.vault_by_id(int(vid or 0))
         assert rec is not None
         return rec
 
     def vault(self, name: str) -> VaultRecord | None:
-        r = self._conn().execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE name = ?", (name,)).fetchone()
+        r = self._conn().execute(Q.vault_by_name, (name,)).fetchone()
         return VaultRecord(*r) if r else None
 
     def vault_by_id(self, vault_id: int) -> VaultRecord | None:
-        r = self._conn().execute(f"SELECT {_VAULT_COLS} FROM vaults WHERE id = ?", (vault_id,)).fetchone()
+        r = self._conn().execute(Q.vault_by_id, (vault_id,)).fetchone()
         return VaultRecord(*r) if r else None
 
     # ---------------------------------------------------------------- auth
     def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:
-            c.execute("DELETE FROM challenges WHERE expires_at < ?", (now,))
+            c.execute(Q.expire_challenges, (now,))
             n = c.execute("INSERT OR IGNORE INTO challenges VALUES (?,?,?)", (vault_id, challenge, expires_at)).rowcount
         return n == 1
 
     def add_token(self, token_hash: bytes, vault_id: int, expires_at: float) -> None:
         with self._tx() as c:
-            c.execute("DELETE FROM tokens WHERE expires_at < ?", (expires_at - 86400,))
-            c.execute("INSERT INTO tokens VALUES (?,?,?)", (token_hash, vault_id, expires_at))
+            c.execute(Q.expire_tokens, (expires_at - 86400,))
+            c.execute(Q.insert_token, (token_hash, vault_id, expires_at))
 
     def token_vault(self, token_hash: bytes, now: float) -> tuple[int, float] | None:
-        r = self._conn().execute("SELECT vault_id, expires_at FROM tokens WHERE token_hash = ? AND expires_at >= ?",
-                                 (token_hash, now)).fetchone()
+        r = self._conn().execute(Q.token_vault, (token_hash, now)).fetchone()
         return (int(r[0]), float(r[1])) if r else None
 
     # ---------------------------------------------------------------- metadata
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]:
-        r = self._conn().execute("SELECT meta_version, metadata, metadata_sig FROM vaults WHERE id = ?",
-                                 (vault_id,)).fetchone()
+        r = self._conn().execute(Q.metadata, (vault_id,)).fetchone()
         return int(r[0]), bytes(r[1]), bytes(r[2])
 
     def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int:
         with self._tx() as c:
-            n = c.execute("UPDATE vaults SET meta_version = meta_version + 1, metadata = ?, metadata_sig = ?, "
-                          "last_seq = last_seq + 1 WHERE id = ? AND meta_version = ?",
-                          (metadata, sig, vault_id, expected)).rowcount
-            if n != 1:
+            r = c.execute(Q.cas_metadata, (metadata, sig, vault_id, expected)).fetchone()
+            if r is None:
                 raise StorageConflict("metadata version is stale")
-            seq = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
-            c.execute("INSERT INTO changes VALUES (?,?,?,NULL)", (vault_id, seq, "meta"))
+            c.execute(Q.meta_change, (vault_id, r[0]))
         return expected + 1
 
     # ---------------------------------------------------------------- cells
@@ -237,18 +243,10 @@ class SqliteStorage:
     def push(self, vault_id: int, cells: list[PushCell], *, quota: int | None = None) -> PushResult:
         with self._tx() as c:
             present, erased = self._known(c, vault_id, [x.cell_id for x in cells])
-            new: list[PushCell] = []
-            seen: set[bytes] = set()
-            for x in cells:
-                if x.cell_id in present or x.cell_id in erased or x.cell_id in seen:
-                    continue
-                seen.add(x.cell_id)
-                new.append(x)
+            new = fresh_cells(cells, present, erased)
             last, stored = c.execute("SELECT last_seq, stored_bytes FROM vaults WHERE id = ?",
                                      (vault_id,)).fetchone()
-            added = sum(len(x.cell) + len(x.wrapped_dek) for x in new)
-            if quota is not None and added and stored + added > quota:
-                raise StorageQuota(f"the vault holds {stored} bytes; {added} more would pass its quota of {quota}")
+            added = added_bytes(new, stored, quota)
             if new:
                 c.executemany("INSERT INTO cells VALUES (?,?,?,?,?,?)",
                               [(vault_id, x.cell_id, x.object_id, last + 1 + i, x.cell, x.wrapped_dek)
@@ -256,68 +254,43 @@ class SqliteStorage:
                 c.executemany("INSERT INTO changes VALUES (?,?,'cell',?)",
                               [(vault_id, last + 1 + i, x.cell_id) for i, x in enumerate(new)])
                 last += len(new)
-                c.execute("UPDATE vaults SET last_seq = ?, stored_bytes = stored_bytes + ? WHERE id = ?",
-                          (last, added, vault_id))
-        n_erased = sum(1 for x in cells if x.cell_id in erased)
-        return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased,
-                          last_seq=last)
+                c.execute(Q.add_cells, (last, added, vault_id))
+        return push_result(cells, new, erased, last)
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         c = self._conn()
-        rows = c.execute(
-            # an erasure carries the FORGET receipt that asked for it, in the cell's place
-            "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(ce.cell, lg.receipt), ce.wrapped_dek FROM changes ch "
-            "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
-            "LEFT JOIN log lg ON ch.kind = 'erase' AND lg.subject_id = ch.cell_id AND lg.operation = 'FORGET' "
-            "AND lg.holder_id = (SELECT holder_id FROM vaults WHERE id = ch.vault_id) "
-            "WHERE ch.vault_id = ? AND ch.seq > ? ORDER BY ch.seq LIMIT ?", (vault_id, since, limit)).fetchall()
+        rows = c.execute(Q.changes, (vault_id, since, limit)).fetchall()
         return [Change(*r) for r in rows], self.last_seq(vault_id)
 
     def last_seq(self, vault_id: int) -> int:
-        r = self._conn().execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()
+        r = self._conn().execute(Q.last_seq, (vault_id,)).fetchone()
         return int(r[0]) if r else 0
 
     def server_secret(self) -> bytes:
-        return bytes(self._conn().execute("SELECT secret FROM server_secret WHERE id = 1").fetchone()[0])
+        return bytes(self._conn().execute(Q.server_secret).fetchone()[0])
 
     def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
         c = self._conn()
         present, erased = self._known(c, vault_id, cell_ids)
-        holder = c.execute("SELECT holder_id FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
+        holder = c.execute(Q.holder_of, (vault_id,)).fetchone()[0]
         return {cid for cid in set(cell_ids) - present - erased
-                if c.execute(FOREIGN_CELL, (cid, holder, cid, holder)).fetchone() is not None}
+                if c.execute(Q.foreign_cell, (cid, holder, cid, holder)).fetchone() is not None}
 
     def erase(self, vault_id: int, cell_ids: list[bytes], receipts: list[LogEntry], now: int) -> list[bytes]:
         """Withdraw, destroy the wrapped DEK and the cell, list the id, log the FORGET receipt: one transaction."""
-        done: list[bytes] = []
         with self._tx() as c:
-            holder = c.execute("SELECT holder_id FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
-            last = c.execute("SELECT last_seq FROM vaults WHERE id = ?", (vault_id,)).fetchone()[0]
-            by_subject = {r.subject_id: r for r in receipts}
-            for cid in cell_ids:
-                if c.execute("SELECT 1 FROM erased WHERE vault_id = ? AND cell_id = ?", (vault_id, cid)).fetchone():
-                    continue
-                freed = c.execute("DELETE FROM cells WHERE vault_id = ? AND cell_id = ? "
-                                  "RETURNING length(cell) + length(wrapped_dek)", (vault_id, cid)).fetchall()
-                c.execute("UPDATE vaults SET stored_bytes = stored_bytes - ? WHERE id = ?",
-                          (sum(int(r[0]) for r in freed), vault_id))
-                c.execute("INSERT INTO erased VALUES (?,?)", (vault_id, cid))
-                c.execute(shares.ERASE_SHARE_KEYS, (vault_id, cid))   # cryptographic erasure covers shares
-                c.execute("INSERT INTO erasure_list (cell_id, holder_id, at) VALUES (?,?,?)", (cid, holder, now))
-                last += 1
-                c.execute("INSERT INTO changes VALUES (?,?,'erase',?)", (vault_id, last, cid))
-                self._append_log(c, [by_subject[cid]])
-                done.append(cid)
-            c.execute("UPDATE vaults SET last_seq = ? WHERE id = ?", (last, vault_id))
+            holder = c.execute(Q.holder_of, (vault_id,)).fetchone()[0]
+            last = c.execute(Q.last_seq, (vault_id,)).fetchone()[0]
+            done, _ = erase_cells(c, Q, DELETE_CELL, self._append_log, vault_id, holder, last, cell_ids, receipts,
+                                  now)
             if done:
-                c.execute("INSERT INTO erase_pending (vault_id) VALUES (?)", (vault_id,))
+                c.execute(Q.erase_pending, (vault_id,))
         if done:
             self._scrubber.try_now()
         return done
 
     def erasure_pending(self, vault_id: int) -> bool:
-        return self._conn().execute("SELECT 1 FROM erase_pending WHERE vault_id = ? LIMIT 1",
-                                    (vault_id,)).fetchone() is not None
+        return self._conn().execute(Q.is_erase_pending, (vault_id,)).fetchone() is not None
 
     def _scrub_step(self) -> bool:
         """Checkpoint without waiting; on a full one, clear what was pending before it began."""
@@ -393,43 +366,30 @@ class SqliteStorage:
         return _read_hashes(self._conn(), indexes)
 
     def log_leaves(self, start: int, limit: int) -> list[LoggedReceipt]:
-        rows = self._conn().execute(
-            "SELECT t.leaf, l.receipt_id, l.subject_id, l.operation, l.holder_id, l.ts, l.receipt FROM tlog_leaves t "
-            "JOIN log l ON l.receipt_id = t.receipt_id WHERE t.leaf >= ? ORDER BY t.leaf LIMIT ?",
-            (start, limit)).fetchall()
+        rows = self._conn().execute(Q.log_leaves, (start, limit)).fetchall()
         return [LoggedReceipt(r[0], LogEntry(*r[1:])) for r in rows]
 
     def log_leaf_index(self, receipt_id: bytes) -> int | None:
-        r = self._conn().execute("SELECT leaf FROM tlog_leaves WHERE receipt_id = ?", (receipt_id,)).fetchone()
+        r = self._conn().execute(Q.leaf_index, (receipt_id,)).fetchone()
         return int(r[0]) if r else None
 
     def log_key(self, candidate: bytes) -> bytes:
         with self._tx() as c:
             c.execute("INSERT OR IGNORE INTO tlog_key VALUES (1, ?)", (candidate,))
-            return bytes(c.execute("SELECT seed FROM tlog_key WHERE id = 1").fetchone()[0])
+            return bytes(c.execute(Q.log_key).fetchone()[0])
 
     def log_get(self, receipt_id: bytes) -> LoggedReceipt | None:
-        r = self._conn().execute("SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log "
-                                 "WHERE receipt_id = ?", (receipt_id,)).fetchone()
+        r = self._conn().execute(Q.log_get, (receipt_id,)).fetchone()
         return LoggedReceipt(r[0], LogEntry(*r[1:])) if r else None
 
     def log_list(self, *, holder_id: bytes | None, subject_id: bytes | None, operation: str | None,
                  after: int, limit: int) -> list[LoggedReceipt]:
-        where: list[str] = ["idx > ?"]
-        args: list[object] = [after]
-        for col, val in (("holder_id", holder_id), ("subject_id", subject_id), ("operation", operation)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                args.append(val)
-        rows = self._conn().execute(
-            "SELECT idx, receipt_id, subject_id, operation, holder_id, ts, receipt FROM log WHERE "
-            + " AND ".join(where) + " ORDER BY idx LIMIT ?", (*args, limit)).fetchall()
+        rows = self._conn().execute(*Q.log_list(holder_id, subject_id, operation, after, limit)).fetchall()
         return [LoggedReceipt(r[0], LogEntry(*r[1:])) for r in rows]
 
     def erasure_list(self, after: int, limit: int) -> list[tuple[int, bytes, bytes, int]]:
-        return [(int(r[0]), bytes(r[1]), bytes(r[2]), int(r[3])) for r in self._conn().execute(
-            "SELECT idx, cell_id, holder_id, at FROM erasure_list WHERE idx > ? ORDER BY idx LIMIT ?",
-            (after, limit))]
+        return [(int(r[0]), bytes(r[1]), bytes(r[2]), int(r[3]))
+                for r in self._conn().execute(Q.erasure_list, (after, limit))]
 
 
     # ---------------------------------------------------------------- log witnesses

@@ -10,9 +10,10 @@
 
 Leaves are appended in the transaction that inserts the receipt, under one lock for the
 whole log (SQLite's write lock; on PostgreSQL the head row's, taken before the receipts are
-inserted), so leaf indexes are dense, commit in order, and follow the log's own order.  Receipts logged before the tree existed are appended, in log order, when
-the storage opens.  The tables only grow: a proof for size n reads rows that committed with
-the n-th leaf and never change, so readers need no snapshot.
+inserted), so leaf indexes are dense, commit in order, and follow the log's own order.
+Receipts logged before the tree existed are appended, in log order, when the storage opens.
+The tables only grow: a proof for size n reads rows that committed with the n-th leaf and
+never change, so readers need no snapshot.
 """
 from __future__ import annotations
 

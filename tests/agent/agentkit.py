@@ -21,9 +21,10 @@ import httpx
 
 from tests.sync.synckit import CLI, PASSPHRASE, cli_env, free_port
 
-from ownmem.crypto import provider, run_sync
-from ownmem.saihm.receipt import parse_receipt, verify_receipt
-from ownmem.saihm.tlog import Checkpoint, check_inclusion, leaf_hash, open_checkpoint, parse_verifier_key
+from ownmem.crypto import provider, run_sync  # noqa: E402
+from ownmem.saihm.receipt import parse_receipt, verify_receipt  # noqa: E402
+from ownmem.saihm.notes import Checkpoint, open_checkpoint, parse_verifier_key  # noqa: E402
+from ownmem.saihm.tlog import check_inclusion, leaf_hash  # noqa: E402
 
 
 def agent_env(folder: Path, root: Path, passphrase: str | None = PASSPHRASE) -> dict[str, str]:

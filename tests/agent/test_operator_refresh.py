@@ -17,7 +17,7 @@ from ownmem.agent.uomp_mount import mount
 from ownmem.uomp.control import is_control
 from ownmem.usecases.items import put_item
 from ownmem.vault import Vault
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
 from ownmem.vault.vault import honour_links
 
 PASS = "refresh test: seven copper kettles on the stove"

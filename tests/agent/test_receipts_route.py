@@ -16,11 +16,13 @@ from tests.agent.agentkit import LogReader
 from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
+from ownmem.wire import codec
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_RECEIPTS
 
 
 def _receipt(d: Device, op: str, subject: bytes, **kw: Any) -> bytes:
@@ -67,7 +69,7 @@ def test_receipts_are_checked_then_logged_idempotently_on_both_backends(
         def refused(body: object, code: str, token: str | None = "own") -> None:
             before = log.checkpoint().size
             r = _post(a, body, token)
-            assert r.status_code == W.ErrorCode(code).status and r.json()["error"] == code, r.text
+            assert r.status_code == ErrorCode(code).status and r.json()["error"] == code, r.text
             assert log.checkpoint().size == before, "a refused request logged something"
 
         fresh = _receipt(a, "REMEMBER", random_bytes(32))
@@ -95,7 +97,7 @@ def test_receipts_are_checked_then_logged_idempotently_on_both_backends(
         refused({"receipts": fresh.hex()}, "malformed")
         refused({}, "malformed")
         # over the batch bound: its own 413, before any hex is read
-        refused({"receipts": [fresh.hex()] * (W.MAX_RECEIPTS + 1)}, "too_many_receipts")
+        refused({"receipts": [fresh.hex()] * (MAX_RECEIPTS + 1)}, "too_many_receipts")
         # no credential, and another vault's
         refused({"receipts": [fresh.hex()]}, "unauthenticated", token=None)
         b.syncer.ensure_login()
@@ -123,7 +125,7 @@ def test_every_pushed_cell_has_its_remember_receipt_in_the_log_before_it_is_push
         for seen in proxy.seen:
             if seen.path.endswith("/receipts"):
                 assert next(answers).status == 200
-                logged |= {parse_receipt(bytes.fromhex(h)).subject_id for h in W.load_json(seen.body)["receipts"]}
+                logged |= {parse_receipt(bytes.fromhex(h)).subject_id for h in codec.load_json(seen.body)["receipts"]}
             elif seen.path.endswith("/cells"):
                 for cell, _ in cbor.decode(seen.body):
                     assert cbor.decode(cell)[1] in logged

@@ -1162,7 +1162,7 @@ login_new_device(folder, server, name, os.environ["PW"]).sync_once()
 const READ_CACHE = `
 import json, os, sys
 from ownmem.crypto import cbor, run_sync
-from ownmem.vault.vault import Vault
+from ownmem.vault import Vault
 folder, blob = sys.argv[1:3]
 v = Vault(folder).unlock(os.environ["PW"])
 raw = bytes.fromhex(blob)
@@ -1419,13 +1419,13 @@ test('16. agent-written memories are badged with their agent; a memory lists its
 const FORGE_CHECKPOINT = `
 import sys
 from ownmem.crypto import sha256
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from server.storage import open_storage
 from server.tlog_routes import LogKey
 data_dir, note = sys.argv[1], sys.stdin.read()
-real = tlog.parse_checkpoint(tlog.parse_note(note).text)
+real = notes.parse_checkpoint(notes.parse_note(note).text)
 st = open_storage(None, data_dir)
-forged = tlog.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
+forged = notes.Checkpoint(real.origin, real.size, sha256(b"a rewritten history" + real.root_hash), real.extensions)
 sys.stdout.write(LogKey.load(st).sign(forged))
 st.close()
 `;
@@ -2081,7 +2081,7 @@ test('21. a write this browser\'s storage refuses is shown as failed, and the ap
 const RECORD_ITEMS = `
 import json, os, sys
 from ownmem.usecases.records import live_keys
-from ownmem.vault.vault import Vault
+from ownmem.vault import Vault
 v = Vault(sys.argv[1]).unlock(os.environ["PW"])
 print(json.dumps({k: {"id": e.id.hex(), "content": e.opened.content, "tags": list(e.opened.tags),
                       "uomp": e.opened.extensions["uomp"], "trust": e.opened.trust.name,

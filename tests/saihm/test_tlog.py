@@ -28,13 +28,15 @@ from hypothesis import strategies as st
 
 from ownmem.crypto import provider, run_sync
 from ownmem.errors import MalformedInput, OwnmemError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
+from ownmem.saihm.notes import (
+    Checkpoint, NoteRefused, NoteSignature, VerifierKey, check_checkpoint_consistency, open_checkpoint, open_note,
+    parse_checkpoint, parse_note, parse_verifier_key,
+)
 from ownmem.saihm.tlog import (
-    EMPTY_HASH, Checkpoint, LogRangeError, NoteRefused, NoteSignature, ProofFailed, VerifierKey,
-    append_leaves, check_checkpoint_consistency, check_consistency, check_inclusion, leaf_hash,
-    node_hash, open_checkpoint, open_note, parse_checkpoint, parse_note, parse_verifier_key,
-    prove_consistency, prove_inclusion, split_stored_hash_index, stored_hash_count, stored_hash_index,
-    stored_hashes, tile_indexes, tile_path, tile_width, tree_hash,
+    EMPTY_HASH, LogRangeError, ProofFailed, append_leaves, check_consistency, check_inclusion, leaf_hash, node_hash,
+    prove_consistency, prove_inclusion, split_stored_hash_index, stored_hash_count, stored_hash_index, stored_hashes,
+    tile_indexes, tile_path, tile_width, tree_hash,
 )
 
 P = provider()
@@ -475,7 +477,7 @@ def test_go_note_example_verifies_and_signing_reproduces_it() -> None:
     note = run_sync(open_note(P, PETER_TEXT + "\n" + PETER_SIG, [key]))
     assert note.text == PETER_TEXT
     seed = base64.b64decode(PETER_SKEY.split("+", 4)[4])[1:]      # 0x01 || Ed25519 seed
-    assert run_sync(tlog.sign_note(P, PETER_TEXT, "PeterNeumann", seed)) == PETER_TEXT + "\n" + PETER_SIG
+    assert run_sync(notes.sign_note(P, PETER_TEXT, "PeterNeumann", seed)) == PETER_TEXT + "\n" + PETER_SIG
 
 
 def test_verifier_key_id_is_sha256_of_name_newline_type_and_key() -> None:
@@ -595,7 +597,7 @@ def test_two_different_keys_under_one_name_and_id_are_refused() -> None:
 def test_sign_then_open_round_trips(line: str) -> None:
     seed = hashlib.sha256(b"round trip").digest()
     text = line + "\n"
-    msg = run_sync(tlog.sign_note(P, text, "log.example/x", seed))
+    msg = run_sync(notes.sign_note(P, text, "log.example/x", seed))
     key = VerifierKey.for_ed25519("log.example/x", run_sync(P.ed25519_public(seed)))
     assert run_sync(open_note(P, msg, [key])).text == text
     assert parse_note(msg).signatures[0].line() == msg.split("\n\n")[-1]
@@ -613,7 +615,7 @@ def test_c2sp_checkpoint_example_parses() -> None:
 
 
 def _signed_checkpoint(cp: Checkpoint, seed: bytes = hashlib.sha256(b"log key").digest()) -> tuple[str, VerifierKey]:
-    msg = run_sync(tlog.sign_note(P, cp.body(), cp.origin, seed))
+    msg = run_sync(notes.sign_note(P, cp.body(), cp.origin, seed))
     return msg, VerifierKey.for_ed25519(cp.origin, run_sync(P.ed25519_public(seed)))
 
 

@@ -31,7 +31,6 @@ from tests.server.storekit import Store, registered
 from tests.server.conftest import Backend, LinkedVault
 from tests.vault.vaultkit import folder_of
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.saihm.cell import make_cell
@@ -39,6 +38,8 @@ from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.store import Store as VaultStore
 from ownmem.vault.sync import link, login_new_device
+from ownmem.wire import messages, signed
+from ownmem.wire.limits import MAX_BATCH
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSPHRASE = "abuse tests: nine herons over the quarry"
@@ -95,7 +96,7 @@ def receipt(v: UnlockedVault, operation: str, subject: bytes, timestamp: int, de
 
 def token(url: str, v: UnlockedVault, name: str, client: httpx.Client) -> str:
     c = bytes.fromhex(client.post(f"{url}/v1/vaults/{name}/challenge").json()["challenge"])
-    sig = run_sync(provider().ed25519_sign(v.sync_key().seed, W.auth_message(name, c)))
+    sig = run_sync(provider().ed25519_sign(v.sync_key().seed, signed.auth_message(name, c)))
     r = client.post(f"{url}/v1/vaults/{name}/session", json={"challenge": c.hex(), "signature": sig.hex()})
     assert r.status_code == 200, r.text
     return str(r.json()["token"])
@@ -484,7 +485,8 @@ def in_process(tmp_path: Path, **config: Any) -> Iterator[tuple[Any, Any]]:
     verifications can be counted here)."""
     import warnings
 
-    from server.app import Config, create_app
+    from server.app import create_app
+    from server.context import Config
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # starlette's TestClient and httpx: not what is tested
@@ -523,9 +525,9 @@ def test_a_repeated_cell_costs_one_verification_and_a_stored_one_none(
             assert r.status_code == 200, r.text
             return dict(r.json(), verified=len(calls))
 
-        assert push([[cell, dek]] * W.MAX_BATCH) == {"stored": 1, "duplicates": W.MAX_BATCH - 1, "erased": 0,
+        assert push([[cell, dek]] * MAX_BATCH) == {"stored": 1, "duplicates": MAX_BATCH - 1, "erased": 0,
                                                       "last_seq": 1, "verified": 1}
-        assert push([[cell, dek]] * W.MAX_BATCH) == {"stored": 0, "duplicates": W.MAX_BATCH, "erased": 0,
+        assert push([[cell, dek]] * MAX_BATCH) == {"stored": 0, "duplicates": MAX_BATCH, "erased": 0,
                                                       "last_seq": 1, "verified": 0}
         # the same object again, re-signed (as a device re-pushing it does): the vault holds that cellId
         again = cells_of(v)[0]
@@ -829,7 +831,7 @@ def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(
         r = http.get(f"{backend.url}/v1/vaults/{name}")
         assert r.status_code == 200 and set(r.json()) == {"name", "salt", "owner_pub", "sync_pub", "ka_pub",
                                                           "holder_pub", "holder_id"}, r.text
-        info = W.VaultInfo.parse(r.json())
+        info = messages.VaultInfo.parse(r.json())
         assert info.name == name
         Ed25519PublicKey.from_public_bytes(info.owner_pub)       # a point of the curve, as a real key is
         Ed25519PublicKey.from_public_bytes(info.sync_pub)
@@ -852,7 +854,7 @@ def test_a_decoy_is_the_same_after_a_restart(
     first = http.get(f"{start_server(backend.strict_env())}/v1/vaults/{name}")
     again = http.get(f"{start_server(backend.strict_env())}/v1/vaults/{name}")
     assert first.status_code == again.status_code == 200, first.text
-    assert W.VaultInfo.parse(first.json()) == W.VaultInfo.parse(again.json())
+    assert messages.VaultInfo.parse(first.json()) == messages.VaultInfo.parse(again.json())
     assert first.json() == http.get(f"{backend.url}/v1/vaults/{name}").json()
 
 
@@ -882,11 +884,11 @@ def test_a_decoy_refuses_a_login_exactly_as_a_vault_refuses_a_wrong_signature(
         r = http.post(base + "/challenge")
         assert r.status_code == 200 and set(r.json()) == {"challenge", "expires_at"}, r.text
         c = bytes.fromhex(r.json()["challenge"])
-        wrong = run_sync(provider().ed25519_sign(secrets.token_bytes(32), W.auth_message(name, c)))
+        wrong = run_sync(provider().ed25519_sign(secrets.token_bytes(32), signed.auth_message(name, c)))
         r = http.post(base + "/session", json={"challenge": c.hex(), "signature": wrong.hex()})
         bodies.append((r.status_code, r.json()))
         # the vault's own sync key signs for the decoy: still refused, the same way
-        mine = run_sync(provider().ed25519_sign(seed, W.auth_message(name, c)))
+        mine = run_sync(provider().ed25519_sign(seed, signed.auth_message(name, c)))
         r = http.post(base + "/session", json={"challenge": c.hex(), "signature": mine.hex()})
         if name != lv.name:
             bodies.append((r.status_code, r.json()))

@@ -1,5 +1,5 @@
 """Every answer of the blind server that is not 2xx has one shape, ``{"error": code, "message":
-text}``, with a code from the one registry (``ownmem.syncwire.ERRORS``) and that code's status:
+text}``, with a code from the one registry (``ownmem.wire.errors.ERRORS``) and that code's status:
 refusals, an unknown route, a wrong method, a body too large, a rate limit, an unexpected
 failure (STYLE.md 5, 12).  The OpenAPI document enumerates the registry; no error code is
 spelled out anywhere else; a 500 never shows the client a traceback and is logged once."""
@@ -21,13 +21,15 @@ import pytest
 from tests.server.conftest import Backend, LinkedVault
 import uvicorn
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor
-from server.app import Config, create_app
+from ownmem.wire.errors import ERRORS, ErrorCode
+from ownmem.wire.limits import MAX_JSON
+from server.app import create_app
+from server.context import Config
 from server.openapi import OPENAPI
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTERED = {str(c) for c in W.ErrorCode}
+REGISTERED = {str(c) for c in ErrorCode}
 
 
 def error_of(r: httpx.Response) -> str:
@@ -37,7 +39,7 @@ def error_of(r: httpx.Response) -> str:
     body = r.json()
     assert set(body) == {"error", "message"} and isinstance(body["message"], str), body
     assert body["error"] in REGISTERED, body
-    assert W.ErrorCode(body["error"]).status == r.status_code, (r.status_code, body)
+    assert ErrorCode(body["error"]).status == r.status_code, (r.status_code, body)
     assert "Traceback" not in r.text and 'File "' not in r.text
     return str(body["error"])
 
@@ -45,16 +47,16 @@ def error_of(r: httpx.Response) -> str:
 # ---------------------------------------------------------------- the registry and its documentation
 
 def test_registry_names_every_code_once_with_one_status() -> None:
-    assert set(W.ERRORS) == set(W.ErrorCode)
-    for code, (status, description) in W.ERRORS.items():
+    assert set(ERRORS) == set(ErrorCode)
+    for code, (status, description) in ERRORS.items():
         assert 400 <= status < 600 and description and code.status == status and code.description == description
         assert code.value == code.value.lower() and code.value.isidentifier()
 
 
 def test_openapi_enumerates_the_registry() -> None:
     error = OPENAPI["components"]["schemas"]["Error"]
-    assert error["properties"]["error"]["enum"] == [str(c) for c in W.ErrorCode]
-    for code, (status, description) in W.ERRORS.items():
+    assert error["properties"]["error"]["enum"] == [str(c) for c in ErrorCode]
+    for code, (status, description) in ERRORS.items():
         assert f"`{code}` ({status}): {description}" in error["description"]
     documented: set[int] = set()
     for path, item in OPENAPI["paths"].items():
@@ -65,10 +67,10 @@ def test_openapi_enumerates_the_registry() -> None:
                     continue
                 documented.add(int(status))
                 enum = resp["content"]["application/json"]["schema"]["properties"]["error"]["enum"]
-                assert enum == [str(c) for c, (s, _) in W.ERRORS.items() if s == int(status)], (path, method, status)
+                assert enum == [str(c) for c, (s, _) in ERRORS.items() if s == int(status)], (path, method, status)
     # every status of the registry but 405 (no operation documents a method it does not take) is
     # documented on some operation
-    assert {s for s, _ in W.ERRORS.values()} - documented == {405}
+    assert {s for s, _ in ERRORS.values()} - documented == {405}
 
 
 def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.Call | None]]:
@@ -84,7 +86,8 @@ def _string_constants(tree: ast.AST) -> Iterator[tuple[ast.Constant, ast.Call | 
 # ErrorCode at once, so an unregistered one fails on the spot; this test checks them statically.
 SPELLED_OUT_IN = {"server/verify.py": "Refused"}
 SCANNED = sorted([*ROOT.glob("server/*.py"), *ROOT.glob("server/storage/*.py"),
-                  ROOT / "py/ownmem/vault/sync.py", ROOT / "py/ownmem/web/remote.py"])
+                  ROOT / "py/ownmem/vault/sync.py", ROOT / "py/ownmem/vault/remote.py",
+                  ROOT / "py/ownmem/web/remote.py"])
 
 
 @pytest.mark.parametrize("path", SCANNED, ids=lambda p: str(p.relative_to(ROOT)))
@@ -96,8 +99,8 @@ def test_no_error_code_is_spelled_out_outside_the_registry(path: Path) -> None:
             continue
         caller = call.func.id if call is not None and isinstance(call.func, ast.Name) else None
         assert caller is not None and SPELLED_OUT_IN.get(rel) == caller, \
-            f"{rel}:{node.lineno}: the error code {node.value!r} is spelled out; use syncwire.ErrorCode"
-    for n in ast.walk(tree):   # the error body is built by syncwire.ErrorBody only (openapi.py describes it)
+            f"{rel}:{node.lineno}: the error code {node.value!r} is spelled out; use wire.errors.ErrorCode"
+    for n in ast.walk(tree):   # the error body is built by wire.messages.ErrorBody only (openapi.py describes it)
         if isinstance(n, ast.Dict) and rel != "server/openapi.py":
             keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
             assert "error" not in keys, f"{rel}:{n.lineno}: an error body built by hand"
@@ -106,7 +109,7 @@ def test_no_error_code_is_spelled_out_outside_the_registry(path: Path) -> None:
 def test_refused_takes_registered_codes_only() -> None:
     from server.verify import Refused
 
-    assert Refused("wrong_holder", "x").code is W.ErrorCode.WRONG_HOLDER
+    assert Refused("wrong_holder", "x").code is ErrorCode.WRONG_HOLDER
     with pytest.raises(ValueError):
         Refused("no_such_code", "x")
 
@@ -136,7 +139,7 @@ def test_every_refusal_has_one_shape_and_a_registered_code(
         ("POST", "/v1/vaults", {"json": {**zero_reg, "name": "Bad Name"}}, "bad_name"),
         ("POST", "/v1/vaults", {"json": {**zero_reg, "salt": "00"}}, "malformed"),
         ("POST", "/v1/vaults", {"json": zero_reg}, "bad_signature"),
-        ("POST", "/v1/vaults", {"content": b" " * (W.MAX_JSON + 1)}, "too_large"),
+        ("POST", "/v1/vaults", {"content": b" " * (MAX_JSON + 1)}, "too_large"),
         ("GET", "/v1/vaults/UPPER", {}, "unknown_vault"),
         ("GET", "/v1/vaults/no-such-vault/metadata", {"headers": auth}, "wrong_vault"),
         ("POST", f"/v1/vaults/{n}/session", {"json": {}}, "malformed"),
@@ -169,7 +172,7 @@ def test_every_refusal_has_one_shape_and_a_registered_code(
     for method, path, kw, want in cases:
         r = http.request(method, base + path, **kw)
         if method == "HEAD":      # no body to read: the status is the code's, the type is JSON
-            assert r.status_code == W.ErrorCode(want).status and r.headers["content-type"] == "application/json"
+            assert r.status_code == ErrorCode(want).status and r.headers["content-type"] == "application/json"
             continue
         got = error_of(r)
         assert got == want, (method, path, r.status_code, r.text)
@@ -229,7 +232,7 @@ def test_unexpected_failure_is_a_json_500_logged_once(tmp_path: Path, caplog: py
         for method, path, body in (("GET", "/v1/vaults/someone", None), ("POST", "/v1/vaults/someone/session", login)):
             r = http.request(method, url + path, json=body)
             assert r.status_code == 500 and error_of(r) == "internal"
-            assert r.json()["message"] == W.ErrorCode.INTERNAL.description    # nothing of the exception
+            assert r.json()["message"] == ErrorCode.INTERNAL.description    # nothing of the exception
             assert "vaults" not in r.text and "sqlite" not in r.text.lower()
     logged = _ours(caplog)
     assert len(logged) == 2 and all(rec.exc_info for rec in logged), [rec.getMessage() for rec in logged]

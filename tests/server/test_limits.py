@@ -12,8 +12,8 @@ import pytest
 from tests.server.storekit import registered
 from tests.server.conftest import Backend, LinkedVault
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor
+from ownmem.wire.limits import MAX_BATCH, MAX_BODY, MAX_PAGE_BYTES
 
 
 def refused(r: httpx.Response, status: int, code: str) -> None:
@@ -35,7 +35,7 @@ def _chunks(total: int, size: int = 1 << 20) -> Iterator[bytes]:
 def test_body_over_limit_refused(declared: bool, linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(1)
     before = lv.snapshot()
-    size = W.MAX_BODY + 1
+    size = MAX_BODY + 1
     headers = {**lv.auth(), "Content-Type": "application/cbor"}
     # the server may answer before it has read everything: the refusal is what it says, or,
     # if it closed the connection under a body it will not read, a dropped upload
@@ -54,7 +54,7 @@ def test_body_over_limit_refused(declared: bool, linked_vault: Callable[..., Lin
 def test_body_at_limit_is_read(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     """Exactly MAX_BODY bytes is allowed through to the parser (here: not CBOR, so 400, not 413)."""
     lv = linked_vault(0)
-    r = http.post(lv.url("/cells"), content=b"\xff" * W.MAX_BODY,
+    r = http.post(lv.url("/cells"), content=b"\xff" * MAX_BODY,
                   headers={**lv.auth(), "Content-Type": "application/cbor"})
     refused(r, 400, "malformed")
 
@@ -81,7 +81,7 @@ def test_metadata_up_to_the_body_limit_accepted(linked_vault: Callable[..., Link
     assert bytes.fromhex(got["metadata"]) == big
 
 
-@pytest.mark.parametrize("n", [W.MAX_BATCH + 1, 5000])
+@pytest.mark.parametrize("n", [MAX_BATCH + 1, 5000])
 def test_batch_over_limit_refused(n: int, linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(0)
     before = lv.snapshot()
@@ -91,7 +91,7 @@ def test_batch_over_limit_refused(n: int, linked_vault: Callable[..., LinkedVaul
 
 def test_batch_at_limit_is_checked_item_by_item(linked_vault: Callable[..., LinkedVault]) -> None:
     lv = linked_vault(0)
-    refused(lv.push([[b"", b""]] * W.MAX_BATCH), 400, "malformed_cell")
+    refused(lv.push([[b"", b""]] * MAX_BATCH), 400, "malformed_cell")
 
 
 # ---------------------------------------------------------------- rate
@@ -183,7 +183,7 @@ def test_fields_non_hex_or_wrong_type_refused(linked_vault: Callable[..., Linked
     for version in ("1", 0, -1, 1.0, True, None, [1], 2 ** 80):
         r = http.put(lv.url("/metadata"), headers=auth, json={**good_meta, "expected_version": version})
         assert r.status_code == 400 and r.json()["error"] == "malformed", (version, r.text)
-    for receipts in (None, "a0", [], {"0": "a0"}, ["a0"] * (W.MAX_BATCH + 1)):
+    for receipts in (None, "a0", [], {"0": "a0"}, ["a0"] * (MAX_BATCH + 1)):
         refused(http.post(lv.url("/erase"), headers=auth, json={"receipts": receipts}), 400, "malformed")
     for missing in ({}, {"challenge": "00" * 32}, {"signature": "00" * 64}):
         refused(http.post(lv.url("/session"), json=missing), 400, "malformed")
@@ -236,7 +236,7 @@ def test_client_push_stays_under_the_body_limit(backend: Backend, linked_vault: 
     server's 413 stops every later sync of that vault."""
     lv = linked_vault(0)
     big = "x" * 900_000
-    n = W.MAX_BODY // len(big) + 4                   # together well over one request body
+    n = MAX_BODY // len(big) + 4                   # together well over one request body
     for i in range(n):
         lv.v.add(f"{i} {big}")
     report = lv.sync()
@@ -246,7 +246,7 @@ def test_client_push_stays_under_the_body_limit(backend: Backend, linked_vault: 
         page = lv.changes(since)
         cells += [c for _, kind, _, c, _ in page[1] if kind == "cell"]
         since, pages = page[2], pages + 1
-        assert sum(len(c) for c in cells[-len(page[1]):]) <= W.MAX_PAGE_BYTES + 1_000_000
+        assert sum(len(c) for c in cells[-len(page[1]):]) <= MAX_PAGE_BYTES + 1_000_000
         if not page[4]:
             break
     assert len(cells) == n and pages > 1

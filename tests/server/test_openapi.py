@@ -20,7 +20,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from starlette.routing import Route
 from tests.server.conftest import Backend
 
-from server.app import Config, create_app
+from server.app import create_app
+from server.context import Config
 from server.openapi import OPENAPI
 
 

@@ -1,5 +1,5 @@
-"""A pull page is streamed in slices (``syncwire.ChangesPage.chunks``, from the server's rows by
-``server.app._change``); the bytes are exactly the deterministic CBOR the page was before:
+"""A pull page is streamed in slices (``wire.messages.ChangesPage.chunks``, from the server's rows by
+``server.vault_routes._change``); the bytes are exactly the deterministic CBOR the page was before:
 ``cbor.encode({1: rows, 2: next, 3: last, 4: more})``."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor
-from server.app import _change
+from ownmem.wire import messages
+from server.vault_routes import _change
 from server.storage.base import Change
 
 
@@ -28,15 +28,15 @@ def _rows(n: int) -> list[Change]:
     return out
 
 
-@pytest.mark.parametrize("n", [0, 1, W.PAGE_SLICE - 1, W.PAGE_SLICE, W.PAGE_SLICE + 1, 2 * W.PAGE_SLICE + 5])
+@pytest.mark.parametrize("n", [0, 1, messages.PAGE_SLICE - 1, messages.PAGE_SLICE, messages.PAGE_SLICE + 1, 2 * messages.PAGE_SLICE + 5])
 def test_streamed_page_is_the_deterministic_encoding(n: int) -> None:
     rows = _rows(n)
     nxt = rows[-1].seq if rows else 9
     for last in (nxt, nxt + 1, 1 << 40):
         want = cbor.encode({1: [[c.seq, c.kind, c.cell_id, c.cell, c.wrapped_dek] for c in rows],
                             2: nxt, 3: last, 4: nxt < last})
-        page = W.ChangesPage(tuple(_change(c) for c in rows), nxt, last)
+        page = messages.ChangesPage(tuple(_change(c) for c in rows), nxt, last)
         chunks = list(page.chunks())
         assert b"".join(chunks) == page.encode() == want
-        assert len(chunks) == 2 + -(-n // W.PAGE_SLICE)        # a head, the slices, a tail
-        assert W.ChangesPage.parse(want, 0 if rows else nxt) == page
+        assert len(chunks) == 2 + -(-n // messages.PAGE_SLICE)        # a head, the slices, a tail
+        assert messages.ChangesPage.parse(want, 0 if rows else nxt) == page

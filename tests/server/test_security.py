@@ -17,13 +17,13 @@ import httpx
 import pytest
 from tests.server.conftest import Backend, LinkedVault
 
-from ownmem import syncwire as W
 from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault
-from ownmem.vault.sync import Metadata
+from ownmem.vault.metadata import Metadata
+from ownmem.wire import signed
 
 PUBLIC_ROUTES = {
     ("/health", "GET"), ("/openapi.json", "GET"), ("/", "GET"),
@@ -56,7 +56,8 @@ def app_routes(tmp_path: Any) -> set[tuple[str, str]]:
     """(path, method) of every route the application serves (HEAD aside)."""
     from starlette.routing import Route
 
-    from server.app import Config, create_app
+    from server.app import create_app
+    from server.context import Config
 
     app = create_app(Config(data_dir=str(tmp_path / "routes")))
     try:
@@ -79,7 +80,7 @@ def pushed_cell_ids(lv: Any) -> list[bytes]:
 def login(http: httpx.Client, lv: Any, seed: bytes | None = None, name: str | None = None) -> httpx.Response:
     """One challenge, signed (by the vault's sync key unless ``seed``), presented once."""
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
-    sig = sign_ed25519(seed or lv.v.sync_key().seed, W.auth_message(name or lv.name, c))
+    sig = sign_ed25519(seed or lv.v.sync_key().seed, signed.auth_message(name or lv.name, c))
     return http.post(lv.url("/session"), json={"challenge": c.hex(), "signature": sig.hex()})
 
 
@@ -164,7 +165,7 @@ def test_credential_of_vault_a_cannot_touch_vault_b(
 def test_replayed_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
-    body = {"challenge": c.hex(), "signature": sign_ed25519(lv.v.sync_key().seed, W.auth_message(lv.name, c)).hex()}
+    body = {"challenge": c.hex(), "signature": sign_ed25519(lv.v.sync_key().seed, signed.auth_message(lv.name, c)).hex()}
     first = http.post(lv.url("/session"), json=body)
     assert first.status_code == 200, first.text
     refused(http.post(lv.url("/session"), json=body), 401, "unauthenticated")
@@ -222,9 +223,9 @@ def test_challenge_of_another_vault_refused(linked_vault: Callable[..., LinkedVa
     c = bytes.fromhex(http.post(one.url("/challenge")).json()["challenge"])
     seed = one.v.sync_key().seed
     for name in (one.name, two.name):   # signed for either name, presented at the other vault
-        body = {"challenge": c.hex(), "signature": sign_ed25519(seed, W.auth_message(name, c)).hex()}
+        body = {"challenge": c.hex(), "signature": sign_ed25519(seed, signed.auth_message(name, c)).hex()}
         refused(http.post(two.url("/session"), json=body), 401, "unauthenticated")
-    body = {"challenge": c.hex(), "signature": sign_ed25519(seed, W.auth_message(one.name, c)).hex()}
+    body = {"challenge": c.hex(), "signature": sign_ed25519(seed, signed.auth_message(one.name, c)).hex()}
     assert http.post(one.url("/session"), json=body).status_code == 200
 
 
@@ -244,7 +245,7 @@ def test_expired_challenge_refused(
     never_issued = secrets.token_bytes(32)
     seed = lv.v.sync_key().seed
     for c in (expired, too_far, never_issued):
-        body = {"challenge": c.hex(), "signature": sign_ed25519(seed, W.auth_message(lv.name, c)).hex()}
+        body = {"challenge": c.hex(), "signature": sign_ed25519(seed, signed.auth_message(lv.name, c)).hex()}
         refused(http.post(lv.url("/session"), json=body), 401, "unauthenticated")
     assert login(http, lv).status_code == 200     # the same signing, on a live challenge, works
 
@@ -253,12 +254,12 @@ def test_forged_signature_on_challenge_refused(linked_vault: Callable[..., Linke
     lv = linked_vault(0, key="a")
     other = linked_vault(0, key="b")
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
-    good = sign_ed25519(lv.v.sync_key().seed, W.auth_message(lv.name, c))
+    good = sign_ed25519(lv.v.sync_key().seed, signed.auth_message(lv.name, c))
     forgeries = {
         "flipped byte": flip(good),
-        "another vault's sync key": sign_ed25519(other.v.sync_key().seed, W.auth_message(lv.name, c)),
-        "the owner key, not the sync key": sign_ed25519(lv.v.identity.sign.seed, W.auth_message(lv.name, c)),
-        "signed for another vault name": sign_ed25519(lv.v.sync_key().seed, W.auth_message(other.name, c)),
+        "another vault's sync key": sign_ed25519(other.v.sync_key().seed, signed.auth_message(lv.name, c)),
+        "the owner key, not the sync key": sign_ed25519(lv.v.identity.sign.seed, signed.auth_message(lv.name, c)),
+        "signed for another vault name": sign_ed25519(lv.v.sync_key().seed, signed.auth_message(other.name, c)),
         "the bare challenge": sign_ed25519(lv.v.sync_key().seed, c),
         "zeros": bytes(64),
     }
@@ -501,15 +502,15 @@ def test_metadata_bad_owner_signature_refused(linked_vault: Callable[..., Linked
     def body(sig: bytes, meta: bytes = doc) -> dict[str, Any]:
         return {"expected_version": 1, "metadata": meta.hex(), "signature": sig.hex()}
 
-    good = sign_ed25519(owner, W.metadata_message(lv.name, 2, doc))
+    good = sign_ed25519(owner, signed.metadata_message(lv.name, 2, doc))
     forgeries = {
         "flipped byte": body(flip(good)),
-        "signed by the sync key": body(sign_ed25519(lv.v.sync_key().seed, W.metadata_message(lv.name, 2, doc))),
+        "signed by the sync key": body(sign_ed25519(lv.v.sync_key().seed, signed.metadata_message(lv.name, 2, doc))),
         "signed by another owner": body(sign_ed25519(stranger.v.identity.sign.seed,
-                                                     W.metadata_message(lv.name, 2, doc))),
-        "signature for another version": body(sign_ed25519(owner, W.metadata_message(lv.name, 3, doc))),
-        "signature for the current version": body(sign_ed25519(owner, W.metadata_message(lv.name, 1, doc))),
-        "signature for another vault name": body(sign_ed25519(owner, W.metadata_message(twin.name, 2, doc))),
+                                                     signed.metadata_message(lv.name, 2, doc))),
+        "signature for another version": body(sign_ed25519(owner, signed.metadata_message(lv.name, 3, doc))),
+        "signature for the current version": body(sign_ed25519(owner, signed.metadata_message(lv.name, 1, doc))),
+        "signature for another vault name": body(sign_ed25519(owner, signed.metadata_message(twin.name, 2, doc))),
         "document changed after signing": body(good, doc + b"\x00"),
         "zeros": body(bytes(64)),
     }
@@ -533,11 +534,11 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
         p, xi=h.xi, holder_id=h.holder_id, operation="KEY", subject_id=h.holder_id, timestamp=int(time.time()),
         detail=h.public)).to_cbor()
     proof = override.pop("proof", None) or sign_ed25519(
-        sync.seed, W.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public))
-    meta_sig = override.pop("metadata_sig", None) or sign_ed25519(ident.sign.seed, W.metadata_message(name, 1, doc))
+        sync.seed, signed.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public))
+    meta_sig = override.pop("metadata_sig", None) or sign_ed25519(ident.sign.seed, signed.metadata_message(name, 1, doc))
     holder_proof = override.pop("holder_proof", None) or run_sync(p.mldsa65_sign(
-        h.xi, W.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public),
-        W.REGISTER_HOLDER_CONTEXT))
+        h.xi, signed.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public),
+        signed.REGISTER_HOLDER_CONTEXT))
     body = {"name": name, "salt": salt.hex(), "owner_pub": ident.sign_pub.hex(), "sync_pub": sync.public.hex(),
             "ka_pub": ident.ka_pub.hex(), "holder_pub": h.public.hex(), "metadata": doc.hex(),
             "metadata_sig": meta_sig.hex(), "key_receipt": key_receipt.hex(), "proof": proof.hex(),
@@ -576,7 +577,7 @@ def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: ht
         return run_sync(make_receipt(p, **args)).to_cbor()
 
     def reg_msg(name: str, holder_pub: bytes = vh.public) -> bytes:
-        return W.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, holder_pub)
+        return signed.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, holder_pub)
 
     cases: dict[str, tuple[Any, int, str]] = {
         "proof by the owner key": (lambda n: registration(v, n, proof=sign_ed25519(ident.sign.seed, reg_msg(n))),
@@ -588,12 +589,12 @@ def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: ht
         "proof over another holder key": (lambda n: registration(
             v, n, proof=sign_ed25519(sync.seed, reg_msg(n, ah.public))), 400, "bad_signature"),
         "metadata signed by the sync key": (lambda n: registration(
-            v, n, metadata_sig=sign_ed25519(sync.seed, W.metadata_message(n, 1, doc))), 400, "bad_signature"),
+            v, n, metadata_sig=sign_ed25519(sync.seed, signed.metadata_message(n, 1, doc))), 400, "bad_signature"),
         "metadata signed by another owner": (lambda n: registration(
-            v, n, metadata_sig=sign_ed25519(a.identity.sign.seed, W.metadata_message(n, 1, doc))),
+            v, n, metadata_sig=sign_ed25519(a.identity.sign.seed, signed.metadata_message(n, 1, doc))),
             400, "bad_signature"),
         "metadata signed for version 2": (lambda n: registration(
-            v, n, metadata_sig=sign_ed25519(ident.sign.seed, W.metadata_message(n, 2, doc))), 400, "bad_signature"),
+            v, n, metadata_sig=sign_ed25519(ident.sign.seed, signed.metadata_message(n, 2, doc))), 400, "bad_signature"),
         "metadata changed after signing": (lambda n: {
             **registration(v, n), "metadata": (doc + b"\x00").hex()}, 400, "bad_signature"),
         "KEY receipt of another holder": (lambda n: registration(
@@ -654,15 +655,15 @@ def test_replayed_key_receipt_cannot_register_someone_elses_holder(
     a = attacker.v
     name = "squatter"
     salt = _salt(a)
-    reg = W.register_message(name, salt, a.identity.sign_pub, a.sync_key().public, a.identity.ka_pub, vh.public)
+    reg = signed.register_message(name, salt, a.identity.sign_pub, a.sync_key().public, a.identity.ka_pub, vh.public)
     doc = _doc(a)
     body = {"name": name, "salt": salt.hex(), "owner_pub": a.identity.sign_pub.hex(),
             "sync_pub": a.sync_key().public.hex(), "ka_pub": a.identity.ka_pub.hex(), "holder_pub": vh.public.hex(),
             "metadata": doc.hex(),
-            "metadata_sig": sign_ed25519(a.identity.sign.seed, W.metadata_message(name, 1, doc)).hex(),
+            "metadata_sig": sign_ed25519(a.identity.sign.seed, signed.metadata_message(name, 1, doc)).hex(),
             "key_receipt": replayed.hex(), "proof": sign_ed25519(a.sync_key().seed, reg).hex(),
             # the attacker signs with their own holder key: it does not verify under the victim's
-            "holder_proof": run_sync(p.mldsa65_sign(a.holder().xi, reg, W.REGISTER_HOLDER_CONTEXT)).hex()}
+            "holder_proof": run_sync(p.mldsa65_sign(a.holder().xi, reg, signed.REGISTER_HOLDER_CONTEXT)).hex()}
     r = http.post(f"{victim.base}/v1/vaults", json=body)
     assert r.status_code == 400 and r.json()["error"] == "bad_signature", r.text
     assert http.get(f"{victim.base}/v1/vaults/{name}").json()["holder_pub"] != vh.public.hex()   # a decoy

@@ -158,7 +158,8 @@ def test_contracts_in_force_per_vault_are_bounded(kind: str, tmp_path: Any, requ
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_outgrows_an_answer(
         kind: str, tmp_path: Any, request: Any) -> None:
-    from ownmem import syncwire as wire
+    from ownmem.wire import codec, shares
+    from ownmem.wire.limits import MAX_ANSWER
     from server.share_routes import LISTING_BYTES, within_budget
     from tests.server.storekit import random_cells
 
@@ -174,7 +175,7 @@ def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_
         stranger = st.register(registration())
         theirs = random_cells(1)
         st.push(stranger.id, theirs)
-        big = wire.MAX_ANSWER // 3 // 60_000 + 10
+        big = MAX_ANSWER // 3 // 60_000 + 10
         for _ in range(big):
             sh.offer(stranger.id, _contract(stranger.holder_id, [theirs[0].cell_id], grantee=me, size=60_000), now)
         rows = sh.received(me, now)
@@ -183,9 +184,9 @@ def test_a_flood_of_large_unanswered_offers_neither_hides_an_accepted_share_nor_
         assert more and entries[0].contract == kept.contract and len(entries) < len(rows)
         assert sum(len(e.contract) for e in entries) <= LISTING_BYTES
         # what the grantee's device reads stays far inside its bound, both sides at their budget
-        body = wire.dump_json(wire.ShareList(entries, entries, more).encode())
-        assert len(body) < wire.MAX_ANSWER * 2 // 3
-        assert wire.ShareList.parse(json.loads(body)).more is True
+        body = codec.dump_json(shares.ShareList(entries, entries, more).encode())
+        assert len(body) < MAX_ANSWER * 2 // 3
+        assert shares.ShareList.parse(json.loads(body)).more is True
     finally:
         st.close()
 

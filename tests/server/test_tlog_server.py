@@ -27,10 +27,10 @@ from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem.saihm.tlog import (
-    Checkpoint, ProofFailed, VerifierKey, check_checkpoint_consistency, check_inclusion, leaf_hash, open_checkpoint,
-    parse_verifier_key, stored_hashes, tree_hash,
+from ownmem.saihm.notes import (
+    Checkpoint, VerifierKey, check_checkpoint_consistency, open_checkpoint, parse_verifier_key,
 )
+from ownmem.saihm.tlog import ProofFailed, check_inclusion, leaf_hash, stored_hashes, tree_hash
 from ownmem.vault import UnlockedVault
 from ownmem.vault.store import Store
 from ownmem.vault.sync import Syncer, link

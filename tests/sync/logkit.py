@@ -18,6 +18,7 @@ import httpx
 from tests.sync.hostile import Answer, HostileProxy, Seen
 
 from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.saihm.receipt import parse_receipt
 from server.tlog_routes import LogKey
 
@@ -71,7 +72,7 @@ class ForgedLog:
 
     def note(self, t: MemTree | None = None) -> str:
         t = t or self.tree()
-        return self.key.sign(tlog.Checkpoint(self.key.verifier.name, t.size, t.root()))
+        return self.key.sign(notes.Checkpoint(self.key.verifier.name, t.size, t.root()))
 
     def checkpoint(self, seen: Seen, ans: Answer) -> Answer:
         return Answer(200, TEXT, self.note().encode())
@@ -116,8 +117,8 @@ def swapped_key(seed: bytes) -> tuple[LogKey, Callable[[Seen, Answer], Answer], 
                               "key_id": f"{k.key_id:08x}"})
 
     def checkpoint_rule(seen: Seen, ans: Answer) -> Answer:
-        cp = tlog.parse_checkpoint(tlog.parse_note(ans.body).text)
-        return replace(ans, body=other.sign(tlog.Checkpoint(other.verifier.name, cp.size, cp.root_hash)).encode())
+        cp = notes.parse_checkpoint(notes.parse_note(ans.body).text)
+        return replace(ans, body=other.sign(notes.Checkpoint(other.verifier.name, cp.size, cp.root_hash)).encode())
 
     return other, key_rule, checkpoint_rule
 

@@ -32,9 +32,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ownmem import syncwire as W
 from ownmem.vault import Listing, UnlockedVault, Vault
-from ownmem.vault.sync import Remote, Syncer, SyncReport, link, login_new_device
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import Syncer, SyncReport, link, login_new_device
+from ownmem.wire import messages
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -374,11 +375,11 @@ class Devices:
         self.made.clear()
 
 
-def row_key(row: W.ChangeRow) -> tuple[int, str, bytes | None]:
+def row_key(row: messages.ChangeRow) -> tuple[int, str, bytes | None]:
     """A change as (seq, kind, cell id)."""
-    if isinstance(row, W.MetaChange):
+    if isinstance(row, messages.MetaChange):
         return row.seq, "meta", None
-    return row.seq, "erase" if isinstance(row, W.EraseChange) else "cell", row.cell_id
+    return row.seq, "erase" if isinstance(row, messages.EraseChange) else "cell", row.cell_id
 
 
 def feed(remote: Remote, *, page: int = 1000) -> list[tuple[int, str, bytes | None]]:

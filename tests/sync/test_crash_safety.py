@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from tests.sync.synckit import Backend, Devices, ServerProcess, feed
 
-from ownmem import syncwire as W
 from ownmem.errors import SyncError
 from ownmem.vault.sync import PUSH_BATCH, SyncReport
+from ownmem.wire import messages
 
 pytestmark = pytest.mark.slow
 
@@ -97,10 +97,10 @@ def test_server_killed_mid_push_resumes_with_every_cell_stored_once(
                              "(SELECT object_id FROM cells WHERE pushed = 1 ORDER BY object_id LIMIT 500)")
 
     server.start()
-    answers: list[W.PushResult] = []
+    answers: list[messages.PushResult] = []
     send = a.remote.push
 
-    def recording_push(req: W.PushRequest) -> W.PushResult:
+    def recording_push(req: messages.PushRequest) -> messages.PushResult:
         answers.append(send(req))
         return answers[-1]
 

@@ -22,7 +22,7 @@ from ownmem.aperto.model import Memory, Trust
 from ownmem.crypto import provider, run_sync
 from ownmem.errors import WrongPassphrase
 from ownmem.vault import DEFAULT_SCOPE
-from ownmem.vault.sync import parse_metadata
+from ownmem.vault.metadata import parse_metadata
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ import pytest
 from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
-from ownmem import syncwire as W
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
@@ -30,6 +29,7 @@ from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.identity import holder_from_seed
 from ownmem.vault import Vault
 from ownmem.vault.sync import login_new_device
+from ownmem.wire import signed
 
 P = provider()
 CHANGES = r"/changes$"
@@ -347,7 +347,7 @@ def test_a_second_document_for_a_version_already_seen_is_refused(devices: Device
     doc = cbor.decode(bytes.fromhex(seen["metadata"]))
     doc["revoked"] = [b"\x01" * 8]                           # another history for the same version
     forked = cbor.encode(doc)
-    sig = run_sync(P.ed25519_sign(a.v.identity.sign.seed, W.metadata_message(b.remote.name, version, forked)))
+    sig = run_sync(P.ed25519_sign(a.v.identity.sign.seed, signed.metadata_message(b.remote.name, version, forked)))
     before = _state(b)
     proxy.on("GET", METADATA, lambda s, ans: ans.with_json(
         {"version": version, "metadata": forked.hex(), "signature": sig.hex()}))

@@ -25,7 +25,7 @@ from tests.sync.synckit import CLI, PASSPHRASE, Backend, Device, Devices, Server
 
 from ownmem.errors import SyncError
 from ownmem.vault import sync as sync_module
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
 
 NOTIFY_WITHIN = 5.0
 

@@ -20,11 +20,13 @@ from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
-from ownmem import syncwire as W
 from ownmem.crypto import provider, run_sync
 from ownmem.saihm import tlog
+from ownmem.saihm import notes
+from ownmem.vault import logrules as LR
 from ownmem.vault import logwatch as LW
 from ownmem.vault.logwatch import log_status
+from ownmem.wire import publiclog, signed
 
 P = provider()
 WITNESSES = r"/witnesses$"
@@ -32,13 +34,13 @@ WITNESSES = r"/witnesses$"
 
 # ------------------------------------------------------------------ the decisions, pure
 
-def _cp(t: MemTree, size: int | None = None, origin: str = "ownmem.log/test") -> tlog.Checkpoint:
+def _cp(t: MemTree, size: int | None = None, origin: str = "ownmem.log/test") -> notes.Checkpoint:
     n = t.size if size is None else size
-    return tlog.Checkpoint(origin, n, t.root(n))
+    return notes.Checkpoint(origin, n, t.root(n))
 
 
-def _proof(t: MemTree, old: int, new: int) -> W.LogConsistency:
-    return W.LogConsistency(old, new, tuple(tlog.prove_consistency(old, new, t)))
+def _proof(t: MemTree, old: int, new: int) -> publiclog.LogConsistency:
+    return publiclog.LogConsistency(old, new, tuple(tlog.prove_consistency(old, new, t)))
 
 
 ENTRIES = [f"receipt {i}".encode() for i in range(20)]
@@ -46,12 +48,12 @@ ENTRIES = [f"receipt {i}".encode() for i in range(20)]
 
 def test_a_grown_log_with_its_proof_advances() -> None:
     t = MemTree(ENTRIES)
-    assert LW.consistency_needed(_cp(t, 7), _cp(t)) == (7, 20)
-    assert LW.advance_problem(_cp(t, 7), _cp(t), _proof(t, 7, 20)) is None
-    assert LW.advance_problem(None, _cp(t), None) is None                      # nothing kept: first use
-    assert LW.advance_problem(_cp(t, 20), _cp(t), None) is None                # no growth, same head
-    empty = tlog.Checkpoint("ownmem.log/test", 0, tlog.EMPTY_HASH)
-    assert LW.consistency_needed(empty, _cp(t)) is None and LW.advance_problem(empty, _cp(t), None) is None
+    assert LR.consistency_needed(_cp(t, 7), _cp(t)) == (7, 20)
+    assert LR.advance_problem(_cp(t, 7), _cp(t), _proof(t, 7, 20)) is None
+    assert LR.advance_problem(None, _cp(t), None) is None                      # nothing kept: first use
+    assert LR.advance_problem(_cp(t, 20), _cp(t), None) is None                # no growth, same head
+    empty = notes.Checkpoint("ownmem.log/test", 0, tlog.EMPTY_HASH)
+    assert LR.consistency_needed(empty, _cp(t)) is None and LR.advance_problem(empty, _cp(t), None) is None
 
 
 def test_what_must_not_advance_the_kept_checkpoint() -> None:
@@ -59,48 +61,48 @@ def test_what_must_not_advance_the_kept_checkpoint() -> None:
     rewritten = MemTree(ENTRIES[:3] + [b"another receipt"] + ENTRIES[4:])
     dropped = MemTree(ENTRIES[:3] + ENTRIES[4:])
     kept = _cp(t, 10)
-    assert "shrank" in (LW.advance_problem(kept, _cp(t, 9), None) or "")
-    assert "different root at the same size" in (LW.advance_problem(kept, _cp(rewritten, 10), None) or "")
-    assert "no consistency proof" in (LW.advance_problem(kept, _cp(t), None) or "")
-    assert "other tree sizes" in (LW.advance_problem(kept, _cp(t), _proof(t, 9, 20)) or "")
+    assert "shrank" in (LR.advance_problem(kept, _cp(t, 9), None) or "")
+    assert "different root at the same size" in (LR.advance_problem(kept, _cp(rewritten, 10), None) or "")
+    assert "no consistency proof" in (LR.advance_problem(kept, _cp(t), None) or "")
+    assert "other tree sizes" in (LR.advance_problem(kept, _cp(t), _proof(t, 9, 20)) or "")
     # a rewritten or dropped history can only offer proofs of its own tree: none leads to the kept head
-    assert "does not extend" in (LW.advance_problem(kept, _cp(rewritten), _proof(rewritten, 10, 20)) or "")
-    assert "does not extend" in (LW.advance_problem(kept, _cp(dropped), _proof(dropped, 10, 19)) or "")
+    assert "does not extend" in (LR.advance_problem(kept, _cp(rewritten), _proof(rewritten, 10, 20)) or "")
+    assert "does not extend" in (LR.advance_problem(kept, _cp(dropped), _proof(dropped, 10, 19)) or "")
     good = _proof(t, 10, 20)
-    broken = W.LogConsistency(10, 20, (bytes(32),) + good.proof[1:])
-    assert "does not extend" in (LW.advance_problem(kept, _cp(t), broken) or "")
-    assert "another log" in (LW.advance_problem(kept, _cp(t, origin="ownmem.log/other"), good) or "")
+    broken = publiclog.LogConsistency(10, 20, (bytes(32),) + good.proof[1:])
+    assert "does not extend" in (LR.advance_problem(kept, _cp(t), broken) or "")
+    assert "another log" in (LR.advance_problem(kept, _cp(t, origin="ownmem.log/other"), good) or "")
 
 
 def test_a_pinned_key_is_never_replaced() -> None:
     a, b = log_key(b"\x01" * 32).verifier, log_key(b"\x02" * 32).verifier
-    assert LW.key_change(None, a) is None and LW.key_change(a, a) is None
-    assert "changed" in (LW.key_change(a, b) or "")
+    assert LR.key_change(None, a) is None and LR.key_change(a, a) is None
+    assert "changed" in (LR.key_change(a, b) or "")
 
 
 def test_two_devices_views_are_one_log_only_if_one_extends_the_other() -> None:
     t = MemTree(ENTRIES)
     fork = MemTree([b"forked"] + ENTRIES[1:])
-    assert LW.witness_proof_needed(_cp(t, 12), _cp(t, 5)) == (5, 12)
-    assert LW.witness_proof_needed(_cp(t, 5), _cp(t, 5)) is None
-    assert LW.witness_problem(_cp(t, 12), _cp(t, 5), _proof(t, 5, 12), "dev") is None
-    assert LW.witness_problem(_cp(t, 5), _cp(t, 12), _proof(t, 5, 12), "dev") is None
-    assert "forked" in (LW.witness_problem(_cp(t, 8), _cp(fork, 8), None, "dev") or "")
+    assert LR.witness_proof_needed(_cp(t, 12), _cp(t, 5)) == (5, 12)
+    assert LR.witness_proof_needed(_cp(t, 5), _cp(t, 5)) is None
+    assert LR.witness_problem(_cp(t, 12), _cp(t, 5), _proof(t, 5, 12), "dev") is None
+    assert LR.witness_problem(_cp(t, 5), _cp(t, 12), _proof(t, 5, 12), "dev") is None
+    assert "forked" in (LR.witness_problem(_cp(t, 8), _cp(fork, 8), None, "dev") or "")
     # the server can prove its real tree, or the forked one, but not one against the other
-    assert "forked" in (LW.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(t, 5, 12), "dev") or "")
-    assert "forked" in (LW.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(fork, 5, 12), "dev") or "")
-    assert "no consistency proof" in (LW.witness_problem(_cp(t, 12), _cp(t, 5), None, "dev") or "")
+    assert "forked" in (LR.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(t, 5, 12), "dev") or "")
+    assert "forked" in (LR.witness_problem(_cp(t, 12), _cp(fork, 5), _proof(fork, 5, 12), "dev") or "")
+    assert "no consistency proof" in (LR.witness_problem(_cp(t, 12), _cp(t, 5), None, "dev") or "")
 
 
 def test_an_inclusion_proof_must_lead_to_the_kept_head() -> None:
     t = MemTree(ENTRIES)
     cp = _cp(t)
-    proof = W.LogInclusion(4, 20, tuple(tlog.prove_inclusion(20, 4, t)))
-    assert LW.inclusion_problem(cp, ENTRIES[4], proof) is None
-    assert LW.inclusion_problem(cp, b"another receipt", proof) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], W.LogInclusion(5, 20, proof.proof)) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], W.LogInclusion(4, 19, proof.proof)) is not None
-    assert LW.inclusion_problem(cp, ENTRIES[4], None) is not None
+    proof = publiclog.LogInclusion(4, 20, tuple(tlog.prove_inclusion(20, 4, t)))
+    assert LR.inclusion_problem(cp, ENTRIES[4], proof) is None
+    assert LR.inclusion_problem(cp, b"another receipt", proof) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(5, 20, proof.proof)) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], publiclog.LogInclusion(4, 19, proof.proof)) is not None
+    assert LR.inclusion_problem(cp, ENTRIES[4], None) is not None
 
 
 # ------------------------------------------------------------------ servers, proxies, devices
@@ -204,7 +206,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert report.refusals == []
     st = log_status(a.v.store)
     assert st is not None and st.problem is None and st.compared_devices == 1
-    served = tlog.parse_checkpoint(tlog.parse_note(httpx.get(any_server.url + "/v1/log/checkpoint").text).text)
+    served = notes.parse_checkpoint(notes.parse_note(httpx.get(any_server.url + "/v1/log/checkpoint").text).text)
     assert (st.origin, st.size, st.root_hash) == (served.origin, served.size, served.root_hash.hex())
     assert st.checked_at is not None and abs(st.checked_at - time.time()) < 60
     _grow(a, 2)
@@ -213,7 +215,7 @@ def test_devices_pin_the_key_keep_the_checkpoint_and_compare_each_other(devices:
     assert sb is not None and sb.problem is None and sb.compared_devices == 1 and sb.size >= st.size + 2
     # each device published one current witness, under its own random id
     b.syncer.ensure_login()
-    got = W.WitnessList.parse(httpx.get(any_server.url + f"/v1/vaults/{name}/witnesses",
+    got = publiclog.WitnessList.parse(httpx.get(any_server.url + f"/v1/vaults/{name}/witnesses",
                                         headers={"Authorization": f"Bearer {b.remote.token}"}).json())
     ids = {w.device_id for w in got.witnesses}
     assert ids == {LW.device_id(a.v.store), LW.device_id(b.v.store)} and len(ids) == 2
@@ -361,7 +363,7 @@ def test_a_forked_view_for_one_device_is_caught_through_witnesses(devices: Devic
     report = b.sync()                                     # B compares its view with A's witness
     assert any("forked" in r for r in report.refusals), report.refusals
     assert LW.kept_checkpoint(b.v.store) is not None      # B's own view is consistent on its own ...
-    assert tlog.parse_note(_kept(b) or b"").text != tlog.parse_note(_kept(a) or b"").text
+    assert notes.parse_note(_kept(b) or b"").text != notes.parse_note(_kept(a) or b"").text
     report = a.sync()                                     # ... and A, on the real server, sees B's witness
     assert any("forked" in r for r in report.refusals), report.refusals
     assert "forked" in (_problem(a) or "")
@@ -418,8 +420,8 @@ def test_a_forged_witness_is_refused(devices: Devices, server: ServerProcess, pr
 def _witness(d: Device, name: str, device_id: bytes, note: bytes, *, seed: bytes | None = None) -> dict[str, object]:
     vkey = (d.v.store.sync_get(LW.KEY) or b"").decode()
     now = int(time.time())
-    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed, W.witness_message(name, device_id, vkey, note, now)))
-    return W.Witness(device_id, vkey, note, now, sig).encode()
+    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed, signed.witness_message(name, device_id, vkey, note, now)))
+    return publiclog.Witness(device_id, vkey, note, now, sig).encode()
 
 
 def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_server: ServerProcess) -> None:
@@ -436,32 +438,32 @@ def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_se
         r = c.post(url, headers=auth, json=_witness(d, "another-vault", b"\x01" * 16, note))
         assert r.status_code == 400 and r.json()["error"] == "bad_signature"
         # malformed: a note over the bound, a device id of another length
-        big = _witness(d, name, b"\x01" * 16, b"x" * (W.MAX_NOTE + 1))
+        big = _witness(d, name, b"\x01" * 16, b"x" * (publiclog.MAX_NOTE + 1))
         assert c.post(url, headers=auth, json=big).json()["error"] == "malformed"
         short = {**_witness(d, name, b"\x01" * 16, note), "device_id": "01" * 8}
         assert c.post(url, headers=auth, json=short).json()["error"] == "malformed"
         # no credential: no witness, either way
         assert c.get(url).status_code == 401 and c.post(url, json=_witness(d, name, b"\x01" * 16, note)).status_code == 401
         # one current record per device id; at most MAX_WITNESSES a vault, the least recently updated going first
-        for i in range(W.MAX_WITNESSES + 3):
+        for i in range(publiclog.MAX_WITNESSES + 3):
             r = c.post(url, headers=auth, json=_witness(d, name, i.to_bytes(16, "big"), note))
             assert r.status_code == 200, r.text
             time.sleep(0.002)
         again = c.post(url, headers=auth, json=_witness(d, name, (5).to_bytes(16, "big"), note))
         assert again.status_code == 200
-        got = W.WitnessList.parse(c.get(url, headers=auth).json()).witnesses
+        got = publiclog.WitnessList.parse(c.get(url, headers=auth).json()).witnesses
     ids = [w.device_id for w in got]
-    assert len(ids) == W.MAX_WITNESSES == len(set(ids))
+    assert len(ids) == publiclog.MAX_WITNESSES == len(set(ids))
     assert ids[0] == (5).to_bytes(16, "big")                          # newest first
     assert LW.device_id(d.v.store) not in ids                          # d's own, the oldest, went first
     assert (2).to_bytes(16, "big") not in ids and (3).to_bytes(16, "big") in ids
     # every record the server hands out verifies under the vault's sync key
-    assert all(LW.witness_forgery(P, name, d.v.sync_key().public, w) is None for w in got)
+    assert all(LR.witness_forgery(P, name, d.v.sync_key().public, w) is None for w in got)
 
 
 def test_real_entries_helper_reads_the_whole_log(server: ServerProcess) -> None:
     es = real_entries(server.url)
-    cp = tlog.parse_checkpoint(tlog.parse_note(httpx.get(server.url + "/v1/log/checkpoint").text).text)
+    cp = notes.parse_checkpoint(notes.parse_note(httpx.get(server.url + "/v1/log/checkpoint").text).text)
     assert len(es) >= cp.size and MemTree(es[:cp.size]).root() == cp.root_hash
 
 

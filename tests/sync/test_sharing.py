@@ -22,13 +22,14 @@ import pytest
 from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
-from ownmem import syncwire as W
 from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import SyncError
 from ownmem.saihm.contract import CONTRACT_CONTEXT
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
 from ownmem.vault import sharing
 from ownmem.vault.sharing import ShareRefused
+from ownmem.wire import shares, signed
+from ownmem.wire.limits import HOLDER_SIG_LEN
 
 B_PASSPHRASE = "sync tests: the second person's own passphrase 77"
 C_PASSPHRASE = "sync tests: a third person, mallory, 12 oranges"
@@ -231,12 +232,12 @@ def _body(dev: Device, grantees: list[bytes], shards: list[bytes], *, mode: str 
 
 
 def _offer(dev: Device, contract: bytes, cid: bytes, pairs: list[tuple[bytes, bytes]],
-           receipt_op: str = "SHARE", signer: Device | None = None) -> W.ShareOffered:
+           receipt_op: str = "SHARE", signer: Device | None = None) -> shares.ShareOffered:
     h = (signer or dev).v.holder()
     r = run_sync(make_receipt(dev.v.crypto, xi=h.xi, holder_id=h.holder_id, operation=receipt_op, subject_id=cid,
                               timestamp=int(time.time())))
-    items = tuple(W.ShareItem(g, c, b"\x22" * W.SHARE_KEY_LEN).encode() for g, c in pairs)
-    return sharing.ShareRemote(dev.syncer).offer(W.ShareOffer(contract, r.to_cbor(), items))
+    items = tuple(shares.ShareItem(g, c, b"\x22" * shares.SHARE_KEY_LEN).encode() for g, c in pairs)
+    return sharing.ShareRemote(dev.syncer).offer(shares.ShareOffer(contract, r.to_cbor(), items))
 
 
 def _state(backend: Backend) -> tuple[int, int, int, int]:
@@ -548,16 +549,16 @@ def test_a_vault_registered_before_the_directory_publishes_its_proof(
         sharing.share(p.a.syncer, [m.hex()], [p.b_id], "permanent")
     # a proof that is not the holder's signature over the registration the server keeps
     with pytest.raises(SyncError) as e:
-        sharing.ShareRemote(p.b.syncer).publish(b"\x01" * W.HOLDER_SIG_LEN)
+        sharing.ShareRemote(p.b.syncer).publish(b"\x01" * HOLDER_SIG_LEN)
     assert e.value.server_code == "bad_signature"
     h = p.a.v.holder()          # A's holder signing B's registration: not B's holder
     b_public = p.b.v.store.identity()
     assert b_public is not None
-    reg = W.register_message(p.b.remote.name, b_public.salt, p.b.v.identity.sign_pub,
+    reg = signed.register_message(p.b.remote.name, b_public.salt, p.b.v.identity.sign_pub,
                              p.b.v.sync_key().public, p.b.v.identity.ka_pub, p.b.v.holder().public)
     with pytest.raises(SyncError) as e:
         sharing.ShareRemote(p.b.syncer).publish(run_sync(p.a.v.crypto.mldsa65_sign(h.xi, reg,
-                                                                                    W.REGISTER_HOLDER_CONTEXT)))
+                                                                                    signed.REGISTER_HOLDER_CONTEXT)))
     assert e.value.server_code == "bad_signature"
     assert _directory(p.server.url, p.b_id, p.a).status_code == 404
     rec = sharing.publish_holder(p.b.syncer)
@@ -712,15 +713,13 @@ def test_a_revocation_confirmed_with_another_receipt_is_refused(backend: Backend
 
 def test_an_offer_of_more_keys_than_the_server_takes_is_refused_before_anything_is_done(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], devices: Devices) -> None:
-    from ownmem import syncwire as wire
-
     p = _people(sqlite_backend, servers, devices)
     p.a.sync()
     pushes = int(sqlite_backend.rows("SELECT count(*) FROM cells")[0][0])
-    unknown = [os.urandom(16) for _ in range(wire.MAX_SHARE_KEYS + 1)]   # not even memories of the vault
+    unknown = [os.urandom(16) for _ in range(shares.MAX_SHARE_KEYS + 1)]   # not even memories of the vault
     with pytest.raises(sharing.ShareRefused) as e:
         sharing.share_objects(p.a.syncer, unknown, [p.b_id], "permanent")
-    assert f"at most {wire.MAX_SHARE_KEYS} keys" in str(e.value)
+    assert f"at most {shares.MAX_SHARE_KEYS} keys" in str(e.value)
     # refused by count, before any memory was looked up, pushed or any key wrapped
     assert int(sqlite_backend.rows("SELECT count(*) FROM cells")[0][0]) == pushes
     assert sharing.offers(p.a.syncer).offered == ()

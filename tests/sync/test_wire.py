@@ -1,4 +1,4 @@
-"""The sync wire (ownmem.syncwire) as the device sees it: a hostile server at every field.
+"""The sync wire (ownmem.wire) as the device sees it: a hostile server at every field.
 
 A real HTTP server on 127.0.0.1 (``http.server`` in a thread) answers each client call with
 a malformed body -- a missing field, a wrong type, bad or upper-case hex, a wrong length, a
@@ -24,13 +24,16 @@ import hypothesis
 import hypothesis.strategies as st
 import pytest
 
-from ownmem import syncwire as W
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
 from ownmem.vault import Vault
-from ownmem.vault.sync import Remote, Syncer, SyncReport
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import Syncer, SyncReport
+from ownmem.wire import codec, errors, limits, messages, publiclog, shares
+from ownmem.wire.errors import ERRORS
+from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, MAX_BATCH, MAX_JSON, MAX_PAGE, valid_vault_name
 
 NAME = "wired"
 TOKEN = "A" * 43
@@ -119,52 +122,52 @@ def refused(call: Callable[[], Any]) -> WireError:
 # ------------------------------------------------------------------ valid answers, and how to break them
 
 def _holder() -> tuple[bytes, bytes]:
-    pub = os.urandom(W.HOLDER_PUB_LEN)
+    pub = os.urandom(HOLDER_PUB_LEN)
     return pub, hashlib.sha256(pub).digest()
 
 
 HOLDER_PUB, HOLDER_ID = _holder()
 
-_LOG_KEY = tlog.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urandom(32))
-_LOG_NOTE = tlog.signed_note(tlog.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
-                             [tlog.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
-SAMPLES: dict[type[W.JsonMessage], W.JsonMessage] = {
-    W.VaultInfo: W.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
-                             HOLDER_ID),
-    W.Registration: W.Registration(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
+_LOG_KEY = notes.VerifierKey.for_ed25519("ownmem.log/0123456789abcdef", os.urandom(32))
+_LOG_NOTE = notes.signed_note(notes.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)).body(),
+                             [notes.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
+SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
+    messages.VaultInfo: messages.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
+                                           HOLDER_PUB, HOLDER_ID),
+    messages.Registration: messages.Registration(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
                                    HOLDER_PUB, b"\xa0" * 300, os.urandom(64), os.urandom(700), os.urandom(64),
-                                   os.urandom(W.HOLDER_SIG_LEN)),
-    W.Registered: W.Registered(NAME, HOLDER_ID, os.urandom(32)),
-    W.Challenge: W.Challenge(os.urandom(32), 1_700_000_060),
-    W.SessionRequest: W.SessionRequest(os.urandom(32), os.urandom(64)),
-    W.Session: W.Session(TOKEN, 1_700_000_900),
-    W.MetadataVersion: W.MetadataVersion(7, os.urandom(500), os.urandom(64)),
-    W.MetadataUpdate: W.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
-    W.MetadataAccepted: W.MetadataAccepted(8),
-    W.PushResult: W.PushResult(3, 1, 0, 41),
-    W.EraseRequest: W.EraseRequest((os.urandom(3000), os.urandom(3000))),
-    W.EraseResult: W.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
-    W.ReceiptsRequest: W.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
-    W.ReceiptsLogged: W.ReceiptsLogged((os.urandom(32), os.urandom(32))),
-    W.LiveEvent: W.LiveEvent(41),
-    W.ErrorBody: W.ErrorBody("stale_version", "the metadata changed; pull and retry"),
-    W.LogKeyInfo: W.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key, f"{_LOG_KEY.key_id:08x}"),
-    W.LogInclusion: W.LogInclusion(5, 12, (os.urandom(32), os.urandom(32))),
-    W.Witness: W.Witness(os.urandom(16), str(_LOG_KEY), _LOG_NOTE, 1_700_000_000, os.urandom(64)),
+                                   os.urandom(HOLDER_SIG_LEN)),
+    messages.Registered: messages.Registered(NAME, HOLDER_ID, os.urandom(32)),
+    messages.Challenge: messages.Challenge(os.urandom(32), 1_700_000_060),
+    messages.SessionRequest: messages.SessionRequest(os.urandom(32), os.urandom(64)),
+    messages.Session: messages.Session(TOKEN, 1_700_000_900),
+    messages.MetadataVersion: messages.MetadataVersion(7, os.urandom(500), os.urandom(64)),
+    messages.MetadataUpdate: messages.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
+    messages.MetadataAccepted: messages.MetadataAccepted(8),
+    messages.PushResult: messages.PushResult(3, 1, 0, 41),
+    messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
+    messages.EraseResult: messages.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
+    messages.ReceiptsRequest: messages.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
+    messages.ReceiptsLogged: messages.ReceiptsLogged((os.urandom(32), os.urandom(32))),
+    messages.LiveEvent: messages.LiveEvent(41),
+    messages.ErrorBody: messages.ErrorBody("stale_version", "the metadata changed; pull and retry"),
+    publiclog.LogKeyInfo: publiclog.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key, f"{_LOG_KEY.key_id:08x}"),
+    publiclog.LogInclusion: publiclog.LogInclusion(5, 12, (os.urandom(32), os.urandom(32))),
+    publiclog.Witness: publiclog.Witness(os.urandom(16), str(_LOG_KEY), _LOG_NOTE, 1_700_000_000, os.urandom(64)),
 }
 # sharing between people (server/share_routes.py)
-_SHARE = W.ShareEntry(b"\xaa" * 200, os.urandom(32), "accepted", True, True)
+_SHARE = shares.ShareEntry(b"\xaa" * 200, os.urandom(32), "accepted", True, True)
 SAMPLES.update({
-    W.HolderRecord: W.HolderRecord(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32), HOLDER_PUB,
-                                   HOLDER_ID, os.urandom(W.HOLDER_SIG_LEN)),
-    W.ShareOffer: W.ShareOffer(os.urandom(400), os.urandom(300), (os.urandom(W.SHARE_ITEM_LEN),)),
-    W.HolderProof: W.HolderProof(os.urandom(W.HOLDER_SIG_LEN)),
-    W.ShareOffered: W.ShareOffered(os.urandom(32), os.urandom(32)),
-    W.ShareEntry: _SHARE,
-    W.ShareList: W.ShareList((), (), False),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
-    W.ShareAnswer: W.ShareAnswer(os.urandom(32), "withdrawn"),
-    W.RevokeRequest: W.RevokeRequest(os.urandom(300)),
-    W.RevokeResult: W.RevokeResult(True, os.urandom(32), True),
+    shares.HolderRecord: shares.HolderRecord(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
+                                             HOLDER_PUB, HOLDER_ID, os.urandom(HOLDER_SIG_LEN)),
+    shares.ShareOffer: shares.ShareOffer(os.urandom(400), os.urandom(300), (os.urandom(shares.SHARE_ITEM_LEN),)),
+    shares.HolderProof: shares.HolderProof(os.urandom(HOLDER_SIG_LEN)),
+    shares.ShareOffered: shares.ShareOffered(os.urandom(32), os.urandom(32)),
+    shares.ShareEntry: _SHARE,
+    shares.ShareList: shares.ShareList((), (), False),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
+    shares.ShareAnswer: shares.ShareAnswer(os.urandom(32), "withdrawn"),
+    shares.RevokeRequest: shares.RevokeRequest(os.urandom(300)),
+    shares.RevokeResult: shares.RevokeResult(True, os.urandom(32), True),
 })
 
 NOT_JSON: list[tuple[str, bytes]] = [("html", b"<html>502 Bad Gateway</html>"), ("empty", b""),
@@ -187,11 +190,11 @@ def _bad_values(v: Any) -> list[tuple[str, Any]]:
     elif isinstance(v, str):
         out += [("number", 12), ("upper", v.upper() if v.upper() != v else v + "X"), ("spaced", f" {v}"),
                 ("odd", v + "0"), ("one byte short", v[:-2]), ("one byte more", v + "00"), ("not hex", "zz" + v[2:]),
-                ("newline", v + "\n"), ("control", v[:1] + "\x1b[2J"), ("huge", "ab" * (W.MAX_JSON + 1))]
+                ("newline", v + "\n"), ("control", v[:1] + "\x1b[2J"), ("huge", "ab" * (MAX_JSON + 1))]
     return out
 
 
-M = TypeVar("M", bound=W.JsonMessage)
+M = TypeVar("M", bound=codec.JsonMessage)
 
 
 def _sample(cls: type[M]) -> M:
@@ -201,7 +204,7 @@ def _sample(cls: type[M]) -> M:
     return msg
 
 
-def _mutations(msg: W.JsonMessage) -> Iterator[tuple[str, bytes]]:
+def _mutations(msg: codec.JsonMessage) -> Iterator[tuple[str, bytes]]:
     good = msg.encode()
     for k in good:
         yield f"{k} missing", json.dumps({x: y for x, y in good.items() if x != k}).encode()
@@ -212,13 +215,13 @@ def _mutations(msg: W.JsonMessage) -> Iterator[tuple[str, bytes]]:
     yield from NOT_JSON
 
 
-def _cases(cls: type[W.JsonMessage]) -> list[Any]:
+def _cases(cls: type[codec.JsonMessage]) -> list[Any]:
     """The breakages of one message that its parse must refuse (a few spellings stay valid: a
     vault name of upper case is not one, so only the mutations that really break are kept)."""
     out = []
     for what, body in _mutations(SAMPLES[cls]):
         try:
-            cls.parse(W.load_json(body))
+            cls.parse(codec.load_json(body))
         except WireError:
             out.append(pytest.param(body, id=what))
     return out
@@ -244,20 +247,20 @@ def test_every_mutation_of_a_message_is_refused_by_its_parse() -> None:
 
 # ------------------------------------------------------------------ each client call, against the server
 
-@pytest.mark.parametrize("body", _cases(W.VaultInfo))
+@pytest.mark.parametrize("body", _cases(messages.VaultInfo))
 def test_lookup_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "", body)
     refused(remote.lookup)
 
 
 def test_lookup_refuses_an_answer_for_another_vault(server: FakeServer, remote: Remote) -> None:
-    other = SAMPLES[W.VaultInfo].encode() | {"name": "another"}
+    other = SAMPLES[messages.VaultInfo].encode() | {"name": "another"}
     server.answer("GET", "", other)
     refused(remote.lookup)
 
 
 def test_lookup_refuses_a_holder_id_that_is_not_the_holder_keys(server: FakeServer, remote: Remote) -> None:
-    server.answer("GET", "", SAMPLES[W.VaultInfo].encode() | {"holder_id": os.urandom(32).hex()})
+    server.answer("GET", "", SAMPLES[messages.VaultInfo].encode() | {"holder_id": os.urandom(32).hex()})
     assert "holder_id" in str(refused(remote.lookup))
 
 
@@ -270,10 +273,10 @@ def test_lookup_unknown_vault_is_none_but_another_404_is_refused(server: FakeSer
     assert e.value.status == 404 and e.value.server_code is None
 
 
-@pytest.mark.parametrize("body", _cases(W.Registered))
+@pytest.mark.parametrize("body", _cases(messages.Registered))
 def test_register_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/v1/vaults", body, status=201)
-    refused(lambda: remote.register(_sample(W.Registration)))
+    refused(lambda: remote.register(_sample(messages.Registration)))
 
 
 @pytest.fixture(scope="module")
@@ -281,22 +284,22 @@ def sync_key() -> K.SigningKey:
     return run_sync(K.signing_key(provider(), b"\x07" * 32))
 
 
-@pytest.mark.parametrize("body", _cases(W.Challenge))
+@pytest.mark.parametrize("body", _cases(messages.Challenge))
 def test_login_refuses_a_malformed_challenge(
         body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
     server.answer("POST", "/challenge", body)
-    server.answer("POST", "/session", SAMPLES[W.Session].encode())
+    server.answer("POST", "/session", SAMPLES[messages.Session].encode())
     remote.token = None
     refused(lambda: remote.login(sync_key))
     assert remote.token is None and ("POST", f"/v1/vaults/{NAME}/session") not in server.seen
 
 
-@pytest.mark.parametrize("body", _cases(W.Session) + [
+@pytest.mark.parametrize("body", _cases(messages.Session) + [
     pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
 def test_login_refuses_a_malformed_session(
         body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
-    server.answer("POST", "/challenge", SAMPLES[W.Challenge].encode())
+    server.answer("POST", "/challenge", SAMPLES[messages.Challenge].encode())
     server.answer("POST", "/session", body)
     remote.token = None
     err = refused(lambda: remote.login(sync_key))
@@ -304,30 +307,30 @@ def test_login_refuses_a_malformed_session(
     assert "Injected" not in str(err) and "xxxx" not in str(err)     # a credential is never echoed
 
 
-@pytest.mark.parametrize("body", _cases(W.MetadataVersion))
+@pytest.mark.parametrize("body", _cases(messages.MetadataVersion))
 def test_get_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/metadata", body)
     refused(remote.get_metadata)
 
 
-@pytest.mark.parametrize("body", _cases(W.MetadataAccepted) + [
+@pytest.mark.parametrize("body", _cases(messages.MetadataAccepted) + [
     pytest.param(b'{"version": 7}', id="not the next version"),
     pytest.param(b'{"version": 9}', id="skipped a version")])
 def test_put_metadata_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("PUT", "/metadata", body)
-    refused(lambda: remote.put_metadata(_sample(W.MetadataUpdate)))
+    refused(lambda: remote.put_metadata(_sample(messages.MetadataUpdate)))
 
 
-PUSH = W.PushRequest((W.PushItem(b"cell", os.urandom(40)),))
+PUSH = messages.PushRequest((messages.PushItem(b"cell", os.urandom(40)),))
 
 
-@pytest.mark.parametrize("body", _cases(W.PushResult))
+@pytest.mark.parametrize("body", _cases(messages.PushResult))
 def test_push_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/cells", body)
     refused(lambda: remote.push(PUSH))
 
 
-@pytest.mark.parametrize("body", _cases(W.EraseResult))
+@pytest.mark.parametrize("body", _cases(messages.EraseResult))
 def test_erase_refuses_a_malformed_answer(body: bytes, server: FakeServer, remote: Remote) -> None:
     server.answer("POST", "/erase", body)
     refused(lambda: remote.erase([b"receipt"]))
@@ -336,14 +339,14 @@ def test_erase_refuses_a_malformed_answer(body: bytes, server: FakeServer, remot
 def test_an_erase_answer_confirms_only_the_cells_it_names_that_were_asked() -> None:
     """The pure decision of Syncer.push_erasures: a cell the answer leaves out is not confirmed,
     whatever else it says; a cell it names that was not asked confirms nothing."""
-    from ownmem.vault.sync import erasure_answer
+    from ownmem.vault.syncrules import erasure_answer
 
     one, two, three, stranger = (bytes([i]) * 32 for i in (1, 2, 3, 9))
     asked = [one, two, three]
-    assert erasure_answer(asked, W.EraseResult((), (), False)) == (set(), asked)
-    assert erasure_answer(asked, W.EraseResult((one,), (three,), True)) == ({one, three}, [two])
-    assert erasure_answer(asked, W.EraseResult((stranger,), (stranger,), False)) == (set(), asked)
-    assert erasure_answer(asked, W.EraseResult((three, two), (one,), False)) == ({one, two, three}, [])
+    assert erasure_answer(asked, messages.EraseResult((), (), False)) == (set(), asked)
+    assert erasure_answer(asked, messages.EraseResult((one,), (three,), True)) == ({one, three}, [two])
+    assert erasure_answer(asked, messages.EraseResult((stranger,), (stranger,), False)) == (set(), asked)
+    assert erasure_answer(asked, messages.EraseResult((three, two), (one,), False)) == ({one, two, three}, [])
 
 
 def _events(*data: str) -> bytes:
@@ -385,8 +388,8 @@ BAD_PAGES = {
     "empty": b"",
     "key missing": cbor.encode({1: GOOD_ROWS, 2: 6, 3: 9}),
     "rows not a list": _page(rows={}),
-    "too many rows": _page(rows=[[i + 3, "meta", None, None, None] for i in range(W.MAX_PAGE + 1)],
-                           nxt=W.MAX_PAGE + 3, last=W.MAX_PAGE + 9),
+    "too many rows": _page(rows=[[i + 3, "meta", None, None, None] for i in range(MAX_PAGE + 1)],
+                           nxt=MAX_PAGE + 3, last=MAX_PAGE + 9),
     "row too short": _page(rows=[r[:4] for r in GOOD_ROWS]),
     "row not a list": _page(rows=[b"row"]),
     "seq zero": _page(rows=_row(0, 0)),
@@ -425,8 +428,8 @@ def test_changes_refuses_a_malformed_page(body: bytes, server: FakeServer, remot
 def test_changes_reads_a_good_page(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/changes", _page(), content_type="application/cbor")
     page = remote.changes(2)
-    assert page.rows == (W.CellChange(3, CID, b"\x84cell", b"\x01" * 40), W.ErasedCell(4, CID[::-1]),
-                         W.EraseChange(5, CID, None), W.MetaChange(6))
+    assert page.rows == (messages.CellChange(3, CID, b"\x84cell", b"\x01" * 40), messages.ErasedCell(4, CID[::-1]),
+                         messages.EraseChange(5, CID, None), messages.MetaChange(6))
     assert (page.next_since, page.last_seq, page.more) == (6, 9, True)
 
 
@@ -434,8 +437,8 @@ def test_pull_stops_when_a_server_says_more_forever(server: FakeServer, tmp_path
     """An empty page that says "more" ends the pull: a server cannot keep a device spinning."""
     v = Vault.create(tmp_path / "v", "wire tests: a passphrase")
     try:
-        server.answer("POST", "/challenge", SAMPLES[W.Challenge].encode())
-        server.answer("POST", "/session", SAMPLES[W.Session].encode())
+        server.answer("POST", "/challenge", SAMPLES[messages.Challenge].encode())
+        server.answer("POST", "/session", SAMPLES[messages.Session].encode())
         server.answer("GET", "/changes", _page(rows=[], nxt=0, last=10 ** 6), content_type="application/cbor")
         with httpx.Client(timeout=10.0) as c:
             s = Syncer(v, Remote(server.url, NAME, client=c))
@@ -472,14 +475,14 @@ def test_a_refusal_carries_the_servers_code(server: FakeServer, remote: Remote) 
 
 def test_an_answer_over_the_size_limit_is_refused_while_read(
         server: FakeServer, remote: Remote, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(W, "MAX_ANSWER", 1 << 16)
+    monkeypatch.setattr("ownmem.vault.remote.MAX_ANSWER", 1 << 16)
     server.answer("GET", "/changes", b"\x00" * ((1 << 16) + 1), content_type="application/cbor")
     assert "over" in str(refused(lambda: remote.changes(0)))
 
 
 def test_a_redirect_is_not_followed_even_by_a_client_that_would(server: FakeServer) -> None:
     server.answer("GET", "/metadata", b"", status=302, headers={"Location": f"{server.url}/v1/elsewhere"})
-    server.answer("GET", "/v1/elsewhere", SAMPLES[W.MetadataVersion].encode())
+    server.answer("GET", "/v1/elsewhere", SAMPLES[messages.MetadataVersion].encode())
     with httpx.Client(timeout=10.0, follow_redirects=True) as c:
         r = Remote(server.url, NAME, client=c)
         r.token = TOKEN
@@ -491,48 +494,50 @@ def test_a_redirect_is_not_followed_even_by_a_client_that_would(server: FakeServ
 # ------------------------------------------------------------------ round trips
 
 @pytest.mark.parametrize("msg", SAMPLES.values(), ids=lambda m: type(m).__name__)
-def test_json_message_round_trip(msg: W.JsonMessage) -> None:
+def test_json_message_round_trip(msg: codec.JsonMessage) -> None:
     cls = type(msg)
     assert cls.parse(msg.encode()) == msg
-    assert cls.parse(W.load_json(W.dump_json(msg.encode()))) == msg
-    assert W.dump_json(cls.parse(W.load_json(W.dump_json(msg.encode()))).encode()) == W.dump_json(msg.encode())
+    assert cls.parse(codec.load_json(codec.dump_json(msg.encode()))) == msg
+    again = cls.parse(codec.load_json(codec.dump_json(msg.encode())))
+    assert codec.dump_json(again.encode()) == codec.dump_json(msg.encode())
 
 
 def test_every_message_type_is_sampled() -> None:
-    messages = {c for c in vars(W).values() if isinstance(c, type) and issubclass(c, W.JsonMessage)} - {W.JsonMessage}
-    assert messages == set(SAMPLES)
+    found = {c for m in (messages, publiclog, shares) for c in vars(m).values()
+             if isinstance(c, type) and issubclass(c, codec.JsonMessage)} - {codec.JsonMessage}
+    assert found == set(SAMPLES)
 
 
 def test_a_share_list_round_trips_its_entries() -> None:
-    msg = W.ShareList((_SHARE,), (_SHARE, W.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
-    assert W.ShareList.parse(W.load_json(W.dump_json(msg.encode()))) == msg
+    msg = shares.ShareList((_SHARE,), (_SHARE, shares.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
+    assert shares.ShareList.parse(codec.load_json(codec.dump_json(msg.encode()))) == msg
     with pytest.raises(WireError):
-        W.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": [], "more": False})
+        shares.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": [], "more": False})
 
 
 def test_session_repr_hides_the_token() -> None:
-    assert TOKEN not in repr(SAMPLES[W.Session]) and TOKEN not in str(SAMPLES[W.Session])
+    assert TOKEN not in repr(SAMPLES[messages.Session]) and TOKEN not in str(SAMPLES[messages.Session])
 
 
 def test_error_body_of_every_registered_code_parses() -> None:
-    for code, (status, description) in W.ERRORS.items():
+    for code, (status, description) in errors.ERRORS.items():
         assert 400 <= status < 600 and description
-        body = W.ErrorBody(code, description)
-        assert W.ErrorBody.parse(W.load_json(W.dump_json(body.encode()))) == body
+        body = messages.ErrorBody(code, description)
+        assert messages.ErrorBody.parse(codec.load_json(codec.dump_json(body.encode()))) == body
 
 
 def test_push_request_round_trip_and_wire_format() -> None:
-    req = W.PushRequest(tuple(W.PushItem(os.urandom(n + 1), os.urandom(40)) for n in range(5)))
+    req = messages.PushRequest(tuple(messages.PushItem(os.urandom(n + 1), os.urandom(40)) for n in range(5)))
     raw = req.encode()
     assert raw == cbor.encode([[i.cell, i.wrapped_dek] for i in req.items])
-    assert W.PushRequest.parse(raw) == req
+    assert messages.PushRequest.parse(raw) == req
 
 
 @pytest.mark.parametrize("raw", [b"", b"\xa0", cbor.encode([[b"c"]]), cbor.encode([[b"c", "w"]]), cbor.encode([b"c"]),
-                                 cbor.encode([[b"c", b"w"]] * (W.MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
+                                 cbor.encode([[b"c", b"w"]] * (limits.MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
 def test_push_request_parse_refuses_malformed(raw: bytes) -> None:
     with pytest.raises(WireError):
-        W.PushRequest.parse(raw)
+        messages.PushRequest.parse(raw)
 
 
 _seq_gaps = st.lists(st.integers(1, 1 << 40), max_size=40)
@@ -544,20 +549,21 @@ _row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
                   since=st.integers(0, 1 << 20), extra=st.integers(0, 3))
 @hypothesis.settings(max_examples=200, deadline=None, database=None)
 def test_changes_page_round_trip(gaps: list[int], kinds: list[str], blobs: list[bytes], since: int, extra: int) -> None:
-    rows: list[W.ChangeRow] = []
+    rows: list[messages.ChangeRow] = []
     seq = since
     for gap, kind, blob in zip(gaps, kinds, blobs):
         seq += gap
         cid = hashlib.sha256(blob).digest()
-        rows.append(W.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell" else W.ErasedCell(seq, cid)
-                    if kind == "gone" else W.EraseChange(seq, cid, None) if kind == "erase" else W.MetaChange(seq))
+        rows.append(messages.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell"
+                    else messages.ErasedCell(seq, cid) if kind == "gone"
+                    else messages.EraseChange(seq, cid, None) if kind == "erase" else messages.MetaChange(seq))
     nxt = rows[-1].seq if rows else since
-    page = W.ChangesPage(tuple(rows), nxt, nxt + extra)
+    page = messages.ChangesPage(tuple(rows), nxt, nxt + extra)
     raw = page.encode()
     assert raw == cbor.encode({1: [cbor.decode(r.encode()) for r in rows], 2: nxt, 3: nxt + extra, 4: extra > 0})
-    assert W.ChangesPage.parse(raw, since) == page
-    assert W.ChangesPage.parse(raw) == page
+    assert messages.ChangesPage.parse(raw, since) == page
+    assert messages.ChangesPage.parse(raw) == page
 
 
 def test_vault_names_refuse_a_final_newline() -> None:
-    assert W.valid_vault_name("abc") and not W.valid_vault_name("abc\n") and not W.valid_vault_name("")
+    assert limits.valid_vault_name("abc") and not limits.valid_vault_name("abc\n") and not limits.valid_vault_name("")

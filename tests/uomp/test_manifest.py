@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ownmem.uomp.manifest import (AgentUnverified, DeletionMethod, ManifestForged, ManifestInvalid, RetentionLevel,
-                                  RetentionPolicy, TrustList, did_key_of, did_proof_input, jcs, load_trust,
-                                  parse_manifest, register_manifest, registered, retention_level, save_trust,
-                                  signing_document, verify_publisher)
+                                  RetentionPolicy, parse_manifest, retention_level, signing_document)
+from ownmem.uomp.publisher import TrustList, did_key_of, did_proof_input, jcs, load_trust, save_trust, verify_publisher
+from ownmem.uomp.registered import register_manifest, registered
 
 from tests.sync.synckit import cli_env, ownmem
 

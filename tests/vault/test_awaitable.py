@@ -18,7 +18,8 @@ from typing import Any
 from ownmem.aperto.model import Trust
 from ownmem.crypto import CryptoProvider, provider, sync_depth
 from ownmem.vault.store import Store
-from ownmem.vault.vault import UnlockedVault, create_in, create_in_async, unlock_store_async
+from ownmem.vault.unlock import create_in, create_in_async, unlock_store_async
+from ownmem.vault.vault import UnlockedVault
 
 PASSPHRASE = "owner passphrase: correct horse battery staple"
 

@@ -21,7 +21,7 @@ from ownmem.crypto.cpython import CPythonProvider
 from ownmem.errors import StoreError, VaultError
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault, Vault
-from ownmem.vault.vault import unlock_store
+from ownmem.vault.unlock import unlock_store
 from ownmem.web.api import CACHE_INFO, App, DeviceCache
 
 # What a locked vault keeps, and why it is not a secret.

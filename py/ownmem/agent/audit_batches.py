@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ownmem import syncwire as wire
+from ownmem.wire import codec
 from ownmem.agent.retention import DAY, RETENTION_DAYS, accounted, uncovered
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
@@ -348,7 +348,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
 
     def anchors(after: int) -> list[tuple[int, Any]]:
         """This holder's verified anchors after log index ``after`` (one page): (index, receipt)."""
-        page = wire.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
+        page = codec.load_json(log.get(f"{log.base}/v1/log?holder={holder.holder_id.hex()}&operation=RECALL"
                                       f"&after={after}&limit=1000"))
         out = []
         for row in (page.get("entries") or []) if isinstance(page, dict) else []:
@@ -380,7 +380,7 @@ def log_newer_anchors(syncer: Any, *, grace: int = 60,
         if not batches:
             return none_held()
         newest = batches[-1]
-        found = wire.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
+        found = codec.load_json(log.get(f"{log.base}/v1/log?subject={newest.root.hex()}&operation=RECALL&limit=10"))
         rows = found.get("entries") if isinstance(found, dict) else None
         idx = [r["index"] for r in rows or [] if isinstance(r, dict) and type(r.get("index")) is int]
         if not idx:

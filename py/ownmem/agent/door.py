@@ -4,7 +4,7 @@ API reads it (issue 19, "Strangers write nothing"; DESIGN.md "Agent access").
     connection  -- headers within 10 s (TimedHttpTools; the blind server's deadline)
     request     -- Host is 127.0.0.1:PORT or localhost:PORT, else 403     (DNS rebinding)
                 -- no Origin header at all, else 403                      (a web page's fetch)
-                -- body within 30 s + size / 16 KiB/s (server.guard.BodyDeadline), else 408
+                -- body within 30 s + size / 16 KiB/s (ownmem.asgi.BodyDeadline), else 408
     JSON body   -- parse_json: valid UTF-8, no lone surrogate in any string, else 400
 
 A page on any site can send requests to 127.0.0.1 (Chromium and Firefox let it), and a name the
@@ -27,15 +27,13 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE, HEADER_TIMEOUT
 from ownmem.agent.answers import refusal
 from ownmem.saihm.errors import B
 from ownmem.uomp.errors import ErrorCode as E, HttpRefusal
 
-BODY_GRACE = 30.0                  # seconds, as the blind server's OWNMEM_BODY_TIMEOUT
-BODY_MIN_RATE = 16384.0            # bytes per second beyond it, as OWNMEM_BODY_MIN_RATE
 
 
-HEADER_TIMEOUT = 10.0              # seconds, as the blind server's OWNMEM_HEADER_TIMEOUT
 # headers that never completed name no path: the answer is the SAIHM binding's (the port's first)
 _TIMEOUT_BODY = json.dumps({"error": B.TIMEOUT.value}, separators=(",", ":")).encode()
 _TIMED_OUT = (f"HTTP/1.1 {B.TIMEOUT.status} Request Timeout\r\nContent-Type: application/json\r\n"
@@ -162,6 +160,6 @@ def parse_json(raw: bytes) -> Any:
 
 
 async def body_timeout(r: Request, e: Exception) -> Response:
-    """server.guard.BodyTimeout, raised by BodyDeadline's receive, in the protocol's shape."""
+    """ownmem.asgi.BodyTimeout, raised by BodyDeadline's receive, in the protocol's shape."""
     return refusal(r.url.path, E.INVALID_REQUEST, B.TIMEOUT, "the request body did not arrive in time",
                    http=HttpRefusal.BODY_TIMEOUT)

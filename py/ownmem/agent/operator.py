@@ -34,11 +34,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ownmem import syncwire as wire
 from ownmem.agent import quota, staging
 from ownmem.agent.audit import AUDIT_INFO, AuditLog
-from ownmem.agent.credentials import Credential
-from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.agent.tools import OperatorError, Tools, text_param
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
@@ -48,15 +45,22 @@ from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
 from ownmem.saihm.errors import B
 from ownmem.saihm.receipt import make_receipt, parse_receipt
-from ownmem.uomp.control import is_bookkeeping, is_control
 from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys, author_key, bound_agent
 from ownmem.usecases.listing import memories
 from ownmem.usecases.requests import AgentRequest
 from ownmem.vault.sharing import SharedReader
 from ownmem.vault.store import PendingWrite, StoredObject
-from ownmem.vault.sync import KEK_VERSION, TIER, Remote, Syncer, SyncReport
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import KEK_VERSION, TIER, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
+from ownmem.uomp.control import is_bookkeeping, is_control
+from ownmem.agent.credentials import Credential
+from ownmem.vault.sharing import (
+    SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
+)
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
+from ownmem.wire import messages
 
 _log = logging.getLogger("ownmem.agent")
 __all__ = ["MAX_CONTENT", "AgentSyncer", "Operator", "OperatorError", "recall_entry", "trust_label"]
@@ -512,9 +516,9 @@ class Operator(Tools):
         know yet.  -> whether the server has it."""
         if self._meta_dirty:
             return False
-        item = wire.PushItem(w.cell, w.obj.dek_wrapped)
+        item = messages.PushItem(w.cell, w.obj.dek_wrapped)
         try:
-            res = self.syncer._call(lambda: self.syncer.remote.push(wire.PushRequest((item,))))
+            res = self.syncer._call(lambda: self.syncer.remote.push(messages.PushRequest((item,))))
         except SyncError:
             return False     # pushed by the sync loop once the server answers
         self.syncer.own_push(res.stored, res.last_seq)

@@ -43,7 +43,8 @@ from typing import Any
 from ownmem.agent.ticker import Ticker
 from ownmem.errors import SyncError
 from ownmem.uomp.control import REVOCATION, SESSION_RECORD, Revocation, SessionRecord
-from ownmem.uomp.manifest import AGENTS_DIR, TRUST_FILE, registered, registered_ids
+from ownmem.uomp.publisher import TRUST_FILE
+from ownmem.uomp.registered import AGENTS_DIR, registered, registered_ids
 from ownmem.vault.vault import SUPERSEDES, Entry
 
 __all__ = ["REVOCATION", "SESSION_RECORD", "Published", "PublishedSession", "Publisher", "attach", "read_published"]

@@ -48,8 +48,10 @@ from ownmem.cli.sessions import register as register_uomp
 from ownmem.errors import VaultError
 from ownmem.scrub import forget_passphrase_env
 from ownmem.vault import Vault
-from ownmem.vault.sync import Remote, Syncer
-from server.guard import BodyDeadline, BodyTimeout
+from ownmem.vault.remote import Remote
+from ownmem.vault.sync import Syncer
+from ownmem.asgi import BodyDeadline, BodyTimeout
+from ownmem.agent.uomp_mount import KeyReads, mount
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
@@ -193,6 +195,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+
     check_bind(args.host)          # before anything is unlocked
     folder = _folder(args)
     vault = Vault(folder)
@@ -231,7 +234,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     binding = Binding(op, creds)
     app = binding.app()
 
-    from ownmem.agent.uomp_mount import KeyReads, mount
 
     uomp = mount(app, op, vault.folder, args.port)    # the UOMP Auth Service + Memory Guard, same app
     binding.guard = SaihmGuard(uomp, op, creds, now=uomp.now).start()   # every credential is a session

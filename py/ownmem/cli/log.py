@@ -30,26 +30,20 @@ from typing import Any
 
 import httpx
 
-from ownmem import syncwire as wire
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, VaultError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
+from ownmem.saihm.notes import Checkpoint, NoteRefused, VerifierKey
 from ownmem.saihm.receipt import Receipt, parse_receipt, verify_receipt
-from ownmem.saihm.tlog import Checkpoint, NoteRefused, VerifierKey
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
-from ownmem.vault.logwatch import (
-    PublicLog,
-    advance_problem,
-    consistency_needed,
-    inclusion_problem,
-    log_status,
-    open_served_checkpoint,
-    pinned_key,
-    served_key,
+from ownmem.vault.logrules import (
+    advance_problem, consistency_needed, inclusion_problem, open_served_checkpoint, served_key,
 )
+from ownmem.vault.logwatch import PublicLog, log_status, pinned_key
+from ownmem.vault.remote import refusal
 from ownmem.vault.store import Store
-from ownmem.vault.sync import refusal
+from ownmem.wire.limits import MAX_ANSWER
 
 TIMEOUT = 30.0
 
@@ -129,6 +123,10 @@ def _answer(fn: Any, what: str) -> Any:
 
 def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
+    import httpx
+
+    from ownmem.vault.remote import refusal
+
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")
     client = httpx.Client(timeout=TIMEOUT, follow_redirects=False)
@@ -139,8 +137,8 @@ def http_get(base: str) -> tuple[PublicLog, Any]:
                 data = bytearray()
                 for chunk in r.iter_bytes():
                     data += chunk
-                    if len(data) > wire.MAX_ANSWER:
-                        raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+                    if len(data) > MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
         except httpx.HTTPError as e:
             raise SyncError(f"cannot reach the server at {base} ({type(e).__name__})") from None
         if not 200 <= r.status_code < 300:
@@ -213,9 +211,9 @@ def _verify(log: PublicLog, server: str, log_key: str | None, store: Store | Non
     how = ""
     try:
         if log_key:
-            pin, how = tlog.parse_verifier_key(log_key), "given with --log-key"
+            pin, how = notes.parse_verifier_key(log_key), "given with --log-key"
         elif state.get("vkey"):
-            pin, how = tlog.parse_verifier_key(state["vkey"]), f"pinned in {state_path}"
+            pin, how = notes.parse_verifier_key(state["vkey"]), f"pinned in {state_path}"
         elif store is not None and (pin := pinned_key(store)) is not None:
             how = "pinned by this vault"
         else:

@@ -15,8 +15,9 @@ from typing import Any
 from ownmem.cli.common import folder as _folder
 from ownmem.errors import VaultError
 from ownmem.termsafe import raw, visible
-from ownmem.uomp.manifest import Registered, ScopeRequest, register_manifest
 from ownmem.vault import Vault
+from ownmem.uomp.manifest import ScopeRequest
+from ownmem.uomp.registered import Registered, register_manifest
 
 RED, RESET = "\033[31m", "\033[0m"
 

@@ -46,7 +46,8 @@ from ownmem.errors import MalformedInput, ServiceDown, SyncError, VaultError
 from ownmem.scrub import forget_passphrase_env
 from ownmem.termsafe import raw, visible
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.uomp.manifest import did_key_public, load_manifest, retention_level
+from ownmem.uomp.manifest import load_manifest, retention_level
+from ownmem.uomp.publisher import did_key_public
 from ownmem.usecases.sessions import revoke_session
 from ownmem.vault import Vault
 from ownmem.vault.sync import Syncer, syncer_for
@@ -97,6 +98,10 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *
 
 def _identity_key(m: Any) -> str | None:
     """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
+    import base64
+
+    from ownmem.uomp.publisher import did_key_public
+
     did = m.identity.did if m.identity is not None else None
     if not did or not did.startswith("did:key:"):
         return None

@@ -28,13 +28,13 @@ signs the new view as readily.  What catches it is memory, kept on the person's 
 
 Every failure is a refusal of the sync (``SyncReport.refusals``), never a crash; the kept
 checkpoint stays as it was and the problem is remembered until a later check passes.
-Decisions are pure functions (``key_change``, ``advance_problem``, ``witness_problem`` ...);
+Decisions are pure functions (ownmem.vault.logrules: ``key_change``, ``advance_problem`` ...);
 ``LogWatch`` is the thin I/O around them.  A server can withhold a device's witness: that
 residual risk, and what a device id is, are in docs/decisions.md ("Log witnesses").
 
 sync_state keys (the PWA reads them through ``log_status``):
 
-    log_key              the pinned verifier key, UTF-8 (``tlog.VerifierKey`` text form)
+    log_key              the pinned verifier key, UTF-8 (``notes.VerifierKey`` text form)
     log_checkpoint       the last verified checkpoint: the signed note's bytes
     log_checked_at       when a check last passed, Unix seconds, decimal ASCII
     log_problem          what the last check found wrong, UTF-8; empty when it passed
@@ -47,20 +47,35 @@ sync_state keys (the PWA reads them through ``log_status``):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ownmem import syncwire as wire
-from ownmem.crypto import CryptoProvider, cbor, random_bytes, run_sync, sha256
+from ownmem.crypto import cbor, random_bytes, run_sync, sha256
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, WireError
-from ownmem.saihm import tlog
+from ownmem.saihm import notes
+from ownmem.saihm.notes import Checkpoint, NoteRefused, VerifierKey
 from ownmem.saihm.receipt import parse_receipt, verify_receipt
-from ownmem.saihm.tlog import Checkpoint, NoteRefused, ProofFailed, VerifierKey
+from ownmem.vault.logrules import (
+    advance_problem,
+    consistency_needed,
+    inclusion_problem,
+    key_change,
+    open_served_checkpoint,
+    parse_witnesses,
+    served_key,
+    witness_forgery,
+    witness_problem,
+    witness_proof_needed,
+)
+from ownmem.wire import codec, publiclog, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_JSON
 
 if TYPE_CHECKING:
+    from ownmem.vault.remote import Remote
     from ownmem.vault.store import Store
-    from ownmem.vault.sync import Syncer
+    from ownmem.vault.vault import UnlockedVault
 
 KEY, CHECKPOINT, CHECKED_AT, PROBLEM = "log_key", "log_checkpoint", "log_checked_at", "log_problem"
 COMPARED, WITNESS_SENT, PENDING, DEVICE_ID = "log_compared", "log_witness_sent", "log_pending_forgets", "device_id"
@@ -117,7 +132,7 @@ def kept_checkpoint(store: Store) -> Checkpoint | None:
     if not raw:
         return None
     try:
-        return tlog.parse_checkpoint(tlog.parse_note(raw).text)
+        return notes.parse_checkpoint(notes.parse_note(raw).text)
     except NoteRefused:
         return None
 
@@ -125,7 +140,7 @@ def kept_checkpoint(store: Store) -> Checkpoint | None:
 def pinned_key(store: Store) -> VerifierKey | None:
     raw = _text(store.sync_get(KEY))
     try:
-        return tlog.parse_verifier_key(raw) if raw else None
+        return notes.parse_verifier_key(raw) if raw else None
     except NoteRefused:
         return None
 
@@ -141,138 +156,12 @@ def device_id(store: Store) -> bytes:
     """This device's id: 16 random bytes made on first use and kept in its store.  Random,
     not derived from the vault's keys: every device holds the same keys."""
     got = store.sync_get(DEVICE_ID)
-    if got is not None and len(got) == wire.DEVICE_ID_LEN:
+    if got is not None and len(got) == publiclog.DEVICE_ID_LEN:
         return got
-    new = random_bytes(wire.DEVICE_ID_LEN)
+    new = random_bytes(publiclog.DEVICE_ID_LEN)
     with store.transaction():
         store.sync_set(DEVICE_ID, new)
     return new
-
-
-# ---------------------------------------------------------------- decisions (pure)
-
-
-def served_key(info: wire.LogKeyInfo) -> VerifierKey:
-    """The verifier key a /v1/log/key answer names (its fields agree: ``LogKeyInfo.check``)."""
-    return tlog.parse_verifier_key(info.vkey)
-
-
-def key_change(pinned: VerifierKey | None, served: VerifierKey) -> str | None:
-    """Why the served key cannot be used, or None: a pinned key is never replaced."""
-    if pinned is None or pinned == served:
-        return None
-    return (f"the server's log key changed (pinned {pinned.name}+{pinned.key_id:08x}, now "
-            f"{served.name}+{served.key_id:08x}): another log, or a rewritten one; kept the old checkpoint")
-
-
-def consistency_needed(kept: Checkpoint | None, new: Checkpoint) -> tuple[int, int] | None:
-    """The consistency proof (from, to) to ask for before ``new`` may replace ``kept``; None
-    when none can help (nothing kept, an empty tree kept, or no growth)."""
-    if kept is None or kept.size == 0 or new.size <= kept.size:
-        return None
-    return kept.size, new.size
-
-
-def advance_problem(kept: Checkpoint | None, new: Checkpoint, proof: wire.LogConsistency | None) -> str | None:
-    """Why ``new`` must not replace ``kept``, or None (RFC 9162 consistency, decision 39 for
-    an empty kept tree)."""
-    if kept is None:
-        return None
-    if new.origin != kept.origin:
-        return f"the server's checkpoint is for another log ({new.origin}, kept {kept.origin})"
-    if new.size < kept.size:
-        return (f"the server's log shrank from {kept.size} to {new.size} receipts: history was dropped; "
-                "kept the old checkpoint")
-    if new.size == kept.size:
-        if new.root_hash != kept.root_hash:
-            return (f"the server shows another log of {new.size} receipts than this device kept (a different "
-                    "root at the same size): history was rewritten; kept the old checkpoint")
-        return None
-    if kept.size == 0:
-        return _consistent(kept, new, ())
-    if proof is None:
-        return (f"the server gave no consistency proof from {kept.size} to {new.size} receipts: "
-                "kept the old checkpoint")
-    if (proof.old_size, proof.new_size) != (kept.size, new.size):
-        return "the server's consistency proof is for other tree sizes than asked: kept the old checkpoint"
-    return _consistent(kept, new, proof.proof)
-
-
-def _consistent(old: Checkpoint, new: Checkpoint, proof: Sequence[bytes]) -> str | None:
-    try:
-        tlog.check_checkpoint_consistency(old, new, proof)
-    except ProofFailed as e:
-        return (f"the server's log of {new.size} receipts does not extend the one of {old.size} this device "
-                f"kept ({e}): history was rewritten or dropped; kept the old checkpoint")
-    return None
-
-
-def witness_proof_needed(mine: Checkpoint, theirs: Checkpoint) -> tuple[int, int] | None:
-    """The proof (from, to) that relates two devices' views: the smaller to the larger."""
-    lo, hi = sorted((mine.size, theirs.size))
-    return None if lo == hi or lo == 0 else (lo, hi)
-
-
-def witness_problem(mine: Checkpoint, theirs: Checkpoint, proof: wire.LogConsistency | None,
-                    device: str) -> str | None:
-    """Why another device's view and this one's cannot both be the one log, or None."""
-    if mine.origin != theirs.origin:
-        return f"device {device} of this vault sees another log ({theirs.origin}): a forked view"
-    small, large = (mine, theirs) if mine.size <= theirs.size else (theirs, mine)
-    if small.size == large.size:
-        if small.root_hash != large.root_hash:
-            return (f"device {device} of this vault saw another log of {small.size} receipts than this device "
-                    "(a different root at the same size): the server shows the devices forked histories")
-        return None
-    if small.size != 0:
-        if proof is None:
-            return (f"the server gave no consistency proof between this device's view and device {device}'s: "
-                    "a forked view cannot be ruled out")
-        if (proof.old_size, proof.new_size) != (small.size, large.size):
-            return "the server's consistency proof between two devices' views is for other sizes than asked"
-    try:
-        tlog.check_checkpoint_consistency(small, large, proof.proof if proof is not None else ())
-    except ProofFailed as e:
-        return (f"device {device} of this vault saw a log ({theirs.size} receipts) that is not consistent with "
-                f"this device's ({mine.size}): the server shows the devices forked histories ({e})")
-    return None
-
-
-def witness_forgery(p: CryptoProvider, name: str, sync_pub: bytes, w: wire.Witness) -> str | None:
-    """Why a witness record is not one a device of this vault signed, or None."""
-    if not run_sync(p.ed25519_verify(sync_pub, w.signature, w.message(name))):
-        return (f"the server offered a log witness for device {w.device_id.hex()[:8]} that no device of this "
-                "vault signed: ignored")
-    return None
-
-
-def parse_witnesses(value: Any) -> tuple[list[wire.Witness], int]:
-    """The well-formed witnesses of a /witnesses answer, and how many were not: one bad record
-    must not hide the others."""
-    if not isinstance(value, dict) or not isinstance(value.get("witnesses"), list):
-        raise WireError("a witness list is {witnesses: [...]}")
-    if len(value["witnesses"]) > wire.MAX_WITNESSES:
-        raise WireError(f"at most {wire.MAX_WITNESSES} witnesses a vault")
-    good, bad = [], 0
-    for w in value["witnesses"]:
-        try:
-            good.append(wire.Witness.parse(w))
-        except WireError:
-            bad += 1
-    return good, bad
-
-
-def inclusion_problem(cp: Checkpoint, receipt: bytes, proof: wire.LogInclusion | None) -> str | None:
-    """Why ``receipt`` (its bytes, as logged) is not proven in the tree of ``cp``, or None."""
-    if proof is None:
-        return "the server gave no inclusion proof"
-    if proof.size != cp.size:
-        return "the server's inclusion proof is for another tree size than asked"
-    try:
-        tlog.check_inclusion(proof.proof, cp.size, cp.root_hash, proof.index, tlog.leaf_hash(receipt))
-    except ProofFailed as e:
-        return f"its inclusion proof fails ({e})"
-    return None
 
 
 # ---------------------------------------------------------------- the public endpoints
@@ -284,23 +173,23 @@ class PublicLog:
     def __init__(self, base: str, get: Get) -> None:
         self.base, self.get = base.rstrip("/"), get
 
-    def key(self) -> wire.LogKeyInfo:
-        return wire.LogKeyInfo.parse(wire.load_json(self.get(self.base + "/v1/log/key")))
+    def key(self) -> publiclog.LogKeyInfo:
+        return publiclog.LogKeyInfo.parse(codec.load_json(self.get(self.base + "/v1/log/key")))
 
     def checkpoint(self) -> bytes:
         return self.get(self.base + "/v1/log/checkpoint")
 
-    def consistency(self, old: int, new: int) -> wire.LogConsistency:
-        return wire.LogConsistency.parse(wire.load_json(
+    def consistency(self, old: int, new: int) -> publiclog.LogConsistency:
+        return publiclog.LogConsistency.parse(codec.load_json(
             self.get(self.base + f"/v1/log/proof/consistency?from={old}&to={new}")))
 
-    def inclusion(self, receipt_id: bytes, size: int) -> wire.LogInclusion:
-        return wire.LogInclusion.parse(wire.load_json(
+    def inclusion(self, receipt_id: bytes, size: int) -> publiclog.LogInclusion:
+        return publiclog.LogInclusion.parse(codec.load_json(
             self.get(self.base + f"/v1/log/proof/inclusion?receipt={receipt_id.hex()}&size={size}")))
 
     def receipt(self, receipt_id: bytes) -> bytes:
         """The receipt's bytes as the log holds them (``GET /v1/log/{id}``)."""
-        got = wire.load_json(self.get(self.base + f"/v1/log/{receipt_id.hex()}"))
+        got = codec.load_json(self.get(self.base + f"/v1/log/{receipt_id.hex()}"))
         return _hex_field(got, "receipt")
 
     def receipts(self, **query: str) -> list[bytes]:
@@ -311,7 +200,7 @@ class PublicLog:
         """(the listing's index, the receipt) of every entry ``/v1/log`` lists for the query (one
         page of up to 1000; ``after=N`` pages on)."""
         q = "&".join(f"{k}={v}" for k, v in query.items())
-        got = wire.load_json(self.get(self.base + f"/v1/log?{q}&limit={LISTING_PAGE}"))
+        got = codec.load_json(self.get(self.base + f"/v1/log?{q}&limit={LISTING_PAGE}"))
         if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
             raise WireError("a log listing is {entries: [...]}")
         if len(got["entries"]) > LISTING_PAGE:
@@ -328,11 +217,7 @@ class PublicLog:
 def _hex_field(v: Any, name: str) -> bytes:
     if not isinstance(v, dict):
         raise WireError("a log entry is a JSON object")
-    return wire.Hex(limit=wire.MAX_JSON).load(v.get(name), name)
-
-
-def open_served_checkpoint(p: CryptoProvider, note: bytes, key: VerifierKey) -> Checkpoint:
-    return run_sync(tlog.open_checkpoint(p, note, key))
+    return codec.Hex(limit=MAX_JSON).load(v.get(name), name)
 
 
 # ---------------------------------------------------------------- the device's I/O
@@ -363,13 +248,14 @@ class _Findings:
 
 
 class LogWatch:
-    """The log checks of one Syncer (its store, keys and Remote)."""
+    """The log checks of one synced vault: its store and keys, and the server (``Remote``)."""
 
-    def __init__(self, syncer: Syncer) -> None:
-        self.s = syncer
-        self.store = syncer.store
-        self.p = syncer.v.crypto
-        remote = syncer.remote
+    def __init__(self, v: UnlockedVault, remote: Remote, call: Callable[[Callable[[], Any]], Any]) -> None:
+        # ``call``: the sync's own way to make an authenticated request (Syncer._call: it logs in
+        # again once when the short-lived credential has expired)
+        self.v, self.remote, self.call = v, remote, call
+        self.store = v.store
+        self.p = v.crypto
         # Remote._req is the one place a request is made (the browser's subclass speaks fetch); the
         # vault's credential goes along when the device holds one, so the server charges these
         # reads to the vault's budget, not to an address the person's devices may share
@@ -446,25 +332,24 @@ class LogWatch:
 
     # ------------------------------------------------------------ witnesses
     def _witnesses(self, kept: Checkpoint, *, publish: bool, out: _Findings) -> int:
-        s = self.s
-        name = s.remote.name
+        name = self.remote.name
         mine = device_id(self.store)
         note = self.store.sync_get(CHECKPOINT)
         key = pinned_key(self.store)
         assert note is not None
         if publish and key is not None and self.store.sync_get(WITNESS_SENT) != sha256(note):
             now = int(time.time())
-            seed = s.v.sync_key().seed
-            sig = run_sync(self.p.ed25519_sign(seed, wire.witness_message(name, mine, str(key), note, now)))
-            w = wire.Witness(mine, str(key), note, now, sig)
-            s._call(lambda: s.remote._json("POST", s.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
+            seed = self.v.sync_key().seed
+            sig = run_sync(self.p.ed25519_sign(seed, signed.witness_message(name, mine, str(key), note, now)))
+            w = publiclog.Witness(mine, str(key), note, now, sig)
+            self.call(lambda: self.remote._json("POST", self.remote._url("/witnesses"), w, auth=True))  # noqa: SLF001
             with self.store.transaction():
                 self.store.sync_set(WITNESS_SENT, sha256(note))
-        listed = s._call(lambda: s.remote._json("GET", s.remote._url("/witnesses"), auth=True))  # noqa: SLF001
+        listed = self.call(lambda: self.remote._json("GET", self.remote._url("/witnesses"), auth=True))  # noqa: SLF001
         records, malformed = parse_witnesses(listed)
         if malformed:
             out.refusals.append(f"the server offered {malformed} malformed log witness(es): ignored")
-        sync_pub = s.v.sync_key().public
+        sync_pub = self.v.sync_key().public
         compared = 0
         for w in records:
             if w.device_id == mine:
@@ -537,7 +422,7 @@ class LogWatch:
 
     def _holder_forgets(self, cell_id: bytes) -> list[bytes]:
         """The FORGET receipts the log lists for ``cell_id`` that this vault's holder signed."""
-        h = self.s.v.holder()
+        h = self.v.holder()
         got = self.log.receipts(subject=cell_id.hex(), operation="FORGET", holder=h.holder_id.hex())
         return [raw for raw in got[:MAX_OTHER_FORGETS] if self._own_forget(raw, h.holder_id, h.public) == cell_id]
 
@@ -559,7 +444,7 @@ class LogWatch:
         feed carried those).  The server logs a FORGET and writes its feed row in one
         transaction, so a device that pulls after this look and still holds the cell was
         shown a feed without it (``apply_held_forgets``)."""
-        h = self.s.v.holder()
+        h = self.v.holder()
         raw = _text(self.store.sync_get(FORGETS_AFTER))
         after = int(raw) if raw.isdigit() else 0
         waiting = {c for c, _ in self._pending()}
@@ -626,7 +511,7 @@ class LogWatch:
             try:
                 proof = self.log.inclusion(rid, cp.size)
             except SyncError as e:
-                if e.server_code == wire.ErrorCode.BEYOND_LOG and not fresh:
+                if e.server_code == ErrorCode.BEYOND_LOG and not fresh:
                     continue            # logged after this sync's checkpoint: verify a newer one
                 return f"the server gave no inclusion proof ({e})"
             return inclusion_problem(cp, receipt, proof)
@@ -640,7 +525,9 @@ class LogWatch:
             got = cbor.decode(raw)
         except MalformedInput:
             return []
-        return [(c, r) for c, r in got if isinstance(c, bytes) and isinstance(r, bytes)] if isinstance(got, list) else []
+        if not isinstance(got, list):
+            return []
+        return [(c, r) for c, r in got if isinstance(c, bytes) and isinstance(r, bytes)]
 
     def _queue(self, cell_id: bytes, receipt: bytes) -> None:
         have = [x for x in self._pending() if x[0] != cell_id] + [(cell_id, receipt)]

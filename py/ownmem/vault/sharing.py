@@ -32,7 +32,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ownmem import syncwire as wire
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Trust
 from ownmem.aperto.seal import open_sealed
@@ -46,6 +45,8 @@ from ownmem.saihm.contract import (
 from ownmem.saihm.errors import B, BindingError, BindingRefusal
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.sync import Syncer, SyncReport
+from ownmem.wire import shares, signed
+from ownmem.wire.errors import ErrorCode
 
 SHARE_DEK_INFO = b"ownmem/v1/share-dek"
 MODES = {"temporary": "TEMPORARY", "permanent": "PERMANENT", "syndicate": "SYNDICATE"}
@@ -77,7 +78,7 @@ async def wrap_share_dek(p: CryptoProvider, dek: bytes, ka_pub: bytes, contract_
 async def unwrap_share_dek(p: CryptoProvider, key: bytes, ident: aperto_keys.Identity, contract_id: bytes,
                            cell_id: bytes) -> bytes:
     """Raises AuthenticationFailed if the key was altered, or moved to another cell or contract."""
-    if len(key) != wire.SHARE_KEY_LEN:
+    if len(key) != shares.SHARE_KEY_LEN:
         raise ShareRefused("a share key is 72 bytes")
     eph_pub = key[:32]
     wk = await p.hkdf_sha256(await p.x25519_shared(ident.ka_seed, eph_pub),
@@ -99,12 +100,12 @@ class VerifiedHolder:
     name: str
 
 
-def verify_holder_record(p: CryptoProvider, rec: wire.HolderRecord, holder_id: bytes) -> VerifiedHolder:
+def verify_holder_record(p: CryptoProvider, rec: shares.HolderRecord, holder_id: bytes) -> VerifiedHolder:
     """The checks that keep a server from giving a sharer its own X25519 key for a grantee."""
     if rec.holder_id != holder_id or sha256(rec.holder_pub) != holder_id:
         raise ShareRefused(f"the server's directory answered for holder {holder_id.hex()} with another holder",
                            B.INVALID_GRANTEE)
-    if not run_sync(p.mldsa65_verify(rec.holder_pub, rec.message(), rec.holder_proof, wire.REGISTER_HOLDER_CONTEXT)):
+    if not run_sync(p.mldsa65_verify(rec.holder_pub, rec.message(), rec.holder_proof, signed.REGISTER_HOLDER_CONTEXT)):
         raise ShareRefused(f"the keys the server publishes for holder {holder_id.hex()} are not signed by that "
                            "holder (a substituted key?): refused, nothing shared", B.INVALID_GRANTEE)
     return VerifiedHolder(holder_id, rec.holder_pub, rec.ka_pub, rec.owner_pub, rec.name)
@@ -119,42 +120,42 @@ class ShareRemote:
         self.s = syncer
         self.r = syncer.remote
 
-    def holder(self, holder_id: bytes) -> wire.HolderRecord | None:
+    def holder(self, holder_id: bytes) -> shares.HolderRecord | None:
         try:
             # the directory answers this server's vaults only (a stranger cannot probe names with it)
-            return wire.HolderRecord.parse(self.s._call(
+            return shares.HolderRecord.parse(self.s._call(
                 lambda: self.r._json("GET", f"{self.r.base}/v1/holders/{holder_id.hex()}", auth=True)))
         except SyncError as e:
-            if e.server_code == wire.ErrorCode.NOT_FOUND:
+            if e.server_code == ErrorCode.NOT_FOUND:
                 return None
             raise
 
-    def publish(self, proof: bytes) -> wire.HolderRecord:
-        return wire.HolderRecord.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/holder"),
-                                                                          wire.HolderProof(proof), auth=True)))
+    def publish(self, proof: bytes) -> shares.HolderRecord:
+        return shares.HolderRecord.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/holder"),
+                                                                          shares.HolderProof(proof), auth=True)))
 
-    def offer(self, offer: wire.ShareOffer) -> wire.ShareOffered:
-        return wire.ShareOffered.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/shares"), offer,
+    def offer(self, offer: shares.ShareOffer) -> shares.ShareOffered:
+        return shares.ShareOffered.parse(self.s._call(lambda: self.r._json("POST", self.r._url("/shares"), offer,
                                                                           auth=True)))
 
-    def listing(self) -> wire.ShareList:
-        return wire.ShareList.parse(self.s._call(lambda: self.r._json("GET", self.r._url("/shares"), auth=True)))
+    def listing(self) -> shares.ShareList:
+        return shares.ShareList.parse(self.s._call(lambda: self.r._json("GET", self.r._url("/shares"), auth=True)))
 
-    def answer(self, contract_id: bytes, action: str) -> wire.ShareAnswer:
-        got = wire.ShareAnswer.parse(self.s._call(
+    def answer(self, contract_id: bytes, action: str) -> shares.ShareAnswer:
+        got = shares.ShareAnswer.parse(self.s._call(
             lambda: self.r._json("POST", self.r._url(f"/shares/{contract_id.hex()}/{action}"), auth=True)))
         if got.contract_id != contract_id:
             raise WireError("the server answered for another contract")
         return got
 
-    def revoke(self, contract_id: bytes, receipt: bytes) -> wire.RevokeResult:
-        return wire.RevokeResult.parse(self.s._call(
+    def revoke(self, contract_id: bytes, receipt: bytes) -> shares.RevokeResult:
+        return shares.RevokeResult.parse(self.s._call(
             lambda: self.r._json("POST", self.r._url(f"/shares/{contract_id.hex()}/revoke"),
-                                 wire.RevokeRequest(receipt), auth=True)))
+                                 shares.RevokeRequest(receipt), auth=True)))
 
-    def shared(self, after: bytes = b"") -> wire.SharedPage:
+    def shared(self, after: bytes = b"") -> shares.SharedPage:
         q = f"?after={after.hex()}" if after else ""
-        return wire.SharedPage.parse(self.s._call(lambda: self.r._req("GET", self.r._url(f"/shared{q}"), auth=True)))
+        return shares.SharedPage.parse(self.s._call(lambda: self.r._req("GET", self.r._url(f"/shared{q}"), auth=True)))
 
 
 def publish_holder(syncer: Syncer) -> VerifiedHolder:
@@ -166,9 +167,9 @@ def publish_holder(syncer: Syncer) -> VerifiedHolder:
     if rec is None:
         pub = v.store.identity()
         assert pub is not None
-        msg = wire.register_message(r.name, pub.salt, v.identity.sign_pub, v.sync_key().public, v.identity.ka_pub,
+        msg = signed.register_message(r.name, pub.salt, v.identity.sign_pub, v.sync_key().public, v.identity.ka_pub,
                                     me.public)
-        proof = run_sync(v.crypto.mldsa65_sign(me.xi, msg, wire.REGISTER_HOLDER_CONTEXT))
+        proof = run_sync(v.crypto.mldsa65_sign(me.xi, msg, signed.REGISTER_HOLDER_CONTEXT))
         rec = ShareRemote(syncer).publish(proof)
     got = verify_holder_record(v.crypto, rec, me.holder_id)
     if got.ka_pub != v.identity.ka_pub or got.owner_pub != v.identity.sign_pub:
@@ -255,10 +256,10 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
         raise ContractRefused(B.INVALID_GRANTEE, "name at least one grantee")
     if len(set(grantees)) != len(grantees):
         raise ContractRefused(B.INVALID_GRANTEE, "a grantee is listed twice")
-    if len(grantees) * len(object_ids) > wire.MAX_SHARE_KEYS:
+    if len(grantees) * len(object_ids) > shares.MAX_SHARE_KEYS:
         # one re-wrapped key per grantee and cell: the server takes at most this many per offer,
         # so say so before opening, pushing or asking the directory anything
-        raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories), not "
+        raise ShareRefused(f"one offer carries at most {shares.MAX_SHARE_KEYS} keys (grantees x memories), not "
                            f"{len(grantees) * len(object_ids)}: share fewer memories at once", B.INVALID_PARAMS)
     me = v.holder()
     if me.holder_id in grantees:
@@ -295,10 +296,10 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
         dek = run_sync(aperto_keys.unwrap_dek(p, r.dek_wrapped, v.kek(scopes_by_id[r.scope_id])))
         for h in holders:
             key = run_sync(wrap_share_dek(p, dek, h.ka_pub, contract.contract_id, cid))
-            items.append(wire.ShareItem(h.holder_id, cid, key).encode())
+            items.append(shares.ShareItem(h.holder_id, cid, key).encode())
     receipt = run_sync(make_receipt(p, xi=me.xi, holder_id=me.holder_id, operation="SHARE",
                                     subject_id=contract.contract_id, timestamp=at))
-    got = ShareRemote(syncer).offer(wire.ShareOffer(contract.to_cbor(), receipt.to_cbor(), tuple(items)))
+    got = ShareRemote(syncer).offer(shares.ShareOffer(contract.to_cbor(), receipt.to_cbor(), tuple(items)))
     if got.contract_id != contract.contract_id or got.receipt_id != receipt.receipt_id:
         raise WireError("the server confirmed another contract or receipt than the one offered")
     return ShareCreated(contract.contract_id, receipt.receipt_id, m, expires_at, tuple(grantees), tuple(cells))
@@ -495,7 +496,7 @@ class SharedReader:
         return Received(tuple(out), tuple(refused))
 
 
-def _open_shared(syncer: Syncer, row: wire.SharedCell, active: dict[bytes, ShareView],
+def _open_shared(syncer: Syncer, row: shares.SharedCell, active: dict[bytes, ShareView],
                  sharers: dict[bytes, VerifiedHolder], out: list[SharedMemory]) -> str | None:
     """Check, unwrap and open one shared cell into ``out`` -> None, or why it is refused."""
     p, ident = syncer.v.crypto, syncer.v.identity
@@ -608,8 +609,8 @@ def check_share_rules(p: ShareParams, me: bytes, at: int) -> None:
             raise ContractRefused(B.INVALID_GRANTEE, "a grantee is listed twice")
         if me in p.grantees:
             raise ContractRefused(B.INVALID_GRANTEE, "a holder does not share with itself")
-        if len(p.grantees) * len(set(p.cells)) > wire.MAX_SHARE_KEYS:
-            raise ShareRefused(f"one offer carries at most {wire.MAX_SHARE_KEYS} keys (grantees x memories)",
+        if len(p.grantees) * len(set(p.cells)) > shares.MAX_SHARE_KEYS:
+            raise ShareRefused(f"one offer carries at most {shares.MAX_SHARE_KEYS} keys (grantees x memories)",
                                B.INVALID_PARAMS)
         contract_rules(list(p.grantees), list(p.cells) or [b"\x00" * 32], m, p.scope, expires_at, at)
     except OwnmemError as e:

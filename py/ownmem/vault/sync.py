@@ -20,27 +20,33 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 try:
     import httpx
 except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
     httpx = None  # type: ignore[assignment]
 
-from ownmem import syncwire as wire
 from ownmem.aperto import keys as aperto_keys
-from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public, sign_metadata
+from ownmem.aperto.container import sign_metadata
 from ownmem.aperto.model import LEGACY_VERSION
-from ownmem.crypto import CryptoProvider, cbor, run_sync, sha256
+from ownmem.crypto import CryptoProvider, cbor, run_sync
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
-from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
+from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault.logwatch import LogWatch, forget_log
+from ownmem.vault.metadata import Metadata, check_metadata_seen, merge_metadata, note_metadata_seen, parse_metadata
+from ownmem.vault.remote import Remote
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
-from ownmem.vault.vault import SYNC_INFO, UnlockedVault, Vault
+from ownmem.vault.syncrules import erasure_answer, erasure_refusal, runs
+from ownmem.vault.unlock import Vault
+from ownmem.vault.vault import SYNC_INFO, UnlockedVault
+from ownmem.wire import messages, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_BODY, MAX_RECEIPTS
 
 T = TypeVar("T")
 
@@ -50,7 +56,7 @@ PUSH_BATCH = 1000
 # Requests are bounded by size as well as count: a sealed object may be up to 1 MiB, so 1000
 # cells can be far over the server's 32 MiB body limit, and 2000 hex FORGET receipts (~7 KB
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
-PUSH_BYTES = wire.MAX_BODY // 2
+PUSH_BYTES = MAX_BODY // 2
 ERASE_BYTES = 1 << 19
 # while an erasure waits for the server's confirmation, ``watch`` asks again this often rather
 # than only at the server's next event (a server that swallowed it sends none)
@@ -59,285 +65,9 @@ ERASE_RETRY = 5.0
 # a request, and a log that cannot prove three will not prove a thousand (nor should it cost them);
 # also how many unconfirmed cells of one answer are named one by one (the rest are counted)
 MAX_UNPROVEN = 3
-PULL_PAGE = 5000
-TIMEOUT = 30.0
-
-
-# ---------------------------------------------------------------- the metadata document
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    """The owner-signed, versioned vault metadata the server stores (public, not secret)."""
-
-    vault_public: VaultPublic
-    revoked: frozenset[bytes]
-    sync_pub: bytes
-    holder_pub: bytes
-    amem_sig: bytes
-
-    def encode(self) -> bytes:
-        return cbor.encode({"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
-                            "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig})
-
-
-def parse_metadata(data: bytes) -> Metadata:
-    try:
-        m = cbor.decode(data)
-        revoked = m["revoked"]
-        if not isinstance(revoked, list) or not all(isinstance(k, bytes) and len(k) == 8 for k in revoked):
-            raise MalformedInput("bad revoked list")
-        return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
-                        m["amem_sig"])
-    except (KeyError, TypeError):
-        raise MalformedInput("malformed vault metadata") from None
-
-
-def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metadata,
-                   base_revoked: frozenset[bytes] | set[bytes] = frozenset(),
-                   ) -> tuple[dict[str, ScopeEntry], dict[bytes, bytes], set[bytes], list[str]]:
-    """Pure merge: scopes are added by name and never overwritten; keys are the union of both
-    keyrings less every revocation either side made (revocation wins: it is the safe side).
-    The revocation list is merged three-way against ``base_revoked``, the list this device
-    last agreed with the server: a revocation that either side lifted since then (the key
-    was explicitly trusted again) stays lifted; every new revocation is kept.
-    One name given to two different scopes (created on two devices while apart) is settled
-    the same way on every device, so sync converges and every memory stays readable: the
-    lower scope id keeps the name, the other becomes ``name~<first 8 hex digits of its id>``.
-    -> (scopes, known keys, revoked, conflicts)."""
-    scopes = dict(local.scopes)
-    conflicts = []
-    have = {s.scope_id for s in scopes.values()}
-    for name, s in remote.vault_public.scopes.items():
-        if s.scope_id in have:          # known here, perhaps already under its settled name
-            continue
-        if name not in scopes:
-            scopes[name] = s
-        elif scopes[name].scope_id != s.scope_id:
-            conflicts.append(name)
-            keep, other = sorted((scopes[name], s), key=lambda x: x.scope_id)
-            renamed = f"{name}~{other.scope_id.hex()[:8]}"
-            scopes[name] = keep
-            scopes[renamed] = replace(other, name=renamed)
-    revoked = {k for k in set(local_revoked) | set(remote.revoked)
-               if k not in base_revoked or (k in local_revoked and k in remote.revoked)}
-    keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
-    return scopes, keys, revoked, conflicts
-
-
-def erasure_refusal(p: CryptoProvider, row: wire.EraseChange, holder_public: bytes) -> str | None:
-    """Why an erasure from the feed must not be applied, or None: it needs the FORGET receipt
-    of that very cellId, signed by this vault's own holder (SAIHM "Erasure")."""
-    refused = f"the server asked to erase the memory of cell {row.cell_id.hex()[:12]}"
-    if row.receipt is None:
-        return refused + " without a FORGET receipt: ignored"
-    try:
-        r = parse_receipt(row.receipt)
-        if r.operation != "FORGET" or r.subject_id != row.cell_id:
-            return refused + " with a receipt for something else: ignored"
-        run_sync(verify_receipt(p, r, holder_public))
-    except OwnmemError:
-        return refused + " with a receipt this vault's holder did not sign: ignored"
-    return None
-
-
-def erasure_answer(asked: list[bytes], res: wire.EraseResult) -> tuple[set[bytes], list[bytes]]:
-    """Pure: which of the ``asked`` cells the server's answer to POST /erase names as erased or
-    already erased, and which it omits (not confirmed: a refusal, asked again).  Ids the answer
-    names that were not asked are nothing."""
-    said = set(res.erased) | set(res.already)
-    return {c for c in asked if c in said}, [c for c in asked if c not in said]
-
-
-def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
-    """Refuse vault metadata older than this device has seen, or a second document under a
-    version it has seen: the owner signs (name, version, document), so a replayed older
-    version verifies, and reading it as current would lift every revocation made since."""
-    raw = store.sync_get("metadata_seen")
-    if raw is None:
-        return
-    seen = cbor.decode(raw)
-    if not (isinstance(seen, list) and len(seen) == 2 and type(seen[0]) is int and isinstance(seen[1], bytes)):
-        raise VaultError("this device's record of the vault metadata it saw is damaged")
-    if version < seen[0]:
-        raise SyncError(f"the server offers older vault metadata (version {version}) than this device has "
-                        f"seen (version {seen[0]}): refused, nothing changed (a rollback, or another server)")
-    if version == seen[0] and sha256(doc) != seen[1]:
-        raise SyncError(f"the server shows another document for vault metadata version {version} than this "
-                        "device saw: refused, nothing changed (a forked history)")
-
-
-def note_metadata_seen(store: Store, version: int, doc: bytes) -> None:
-    """Within a transaction: ``version`` (and its document's digest) is the newest seen."""
-    store.sync_set("metadata_seen", cbor.encode([version, sha256(doc)]))
-
-
-# ---------------------------------------------------------------- the server, over HTTP
-
-JSON = "application/json"
-
-
-def refusal(status: int, body: bytes) -> SyncError:
-    """A non-2xx answer as one SyncError, with the server's stable code when its body is a
-    well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
-    try:
-        err = wire.ErrorBody.parse(wire.load_json(body))
-    except WireError:
-        return SyncError(f"server refused: HTTP {status}", None, status)
-    return SyncError(f"server refused: {err.message}", err.error, status)
-
-
-class Remote:
-    """The blind server's sync API for one vault name.  Every answer is parsed into its
-    ``ownmem.syncwire`` message before anything of it is used; a malformed one is a
-    ``WireError``.  Only ``_exchange`` touches the network (the browser's subclass speaks fetch)."""
-
-    def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise SyncError("the server URL must start with http:// or https://")
-        if not wire.valid_vault_name(name):
-            raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
-        self.base = base_url.rstrip("/")
-        self.name = name
-        self.http = client if client is not None else (
-            httpx.Client(timeout=TIMEOUT, follow_redirects=False) if httpx is not None else None)
-        self.token: str | None = None
-
-    def _url(self, path: str) -> str:
-        return f"{self.base}/v1/vaults/{self.name}{path}"
-
-    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One request -> (status, body), the body read to at most ``wire.MAX_ANSWER`` bytes."""
-        if self.http is None:
-            raise SyncError("no HTTP client in this runtime")
-        try:
-            with self.http.stream(method, url, content=body, headers=headers, follow_redirects=False) as r:
-                data = bytearray()
-                for chunk in r.iter_bytes():
-                    data += chunk
-                    if len(data) > wire.MAX_ANSWER:
-                        raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
-                return r.status_code, bytes(data)
-        except httpx.HTTPError as e:
-            raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
-
-    def _req(self, method: str, url: str, body: bytes | None = None, content_type: str | None = None,
-             *, auth: bool = False) -> bytes:
-        """The body of a 2xx answer; any other answer is a SyncError (a redirect too: never followed)."""
-        headers = {"Content-Type": content_type} if content_type else {}
-        if auth:
-            headers["Authorization"] = f"Bearer {self.token}"
-        status, data = self._exchange(method, url, body, headers)
-        if not 200 <= status < 300:
-            raise refusal(status, data)
-        return data
-
-    def _json(self, method: str, url: str, msg: wire.JsonMessage | None = None, *, auth: bool = False) -> Any:
-        body = wire.dump_json(msg.encode()) if msg is not None else None
-        return wire.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
-
-    def lookup(self) -> wire.VaultInfo | None:
-        """The vault's public keys, or None if the server has no vault of that name."""
-        try:
-            info = wire.VaultInfo.parse(self._json("GET", self._url("")))
-        except SyncError as e:
-            if e.server_code == wire.ErrorCode.UNKNOWN_VAULT:
-                return None
-            raise
-        if info.name != self.name:
-            raise WireError("the server answered with another vault")
-        return info
-
-    def register(self, reg: wire.Registration) -> wire.Registered:
-        return wire.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
-
-    def login(self, sync_key: aperto_keys.SigningKey) -> None:
-        from ownmem.crypto import provider
-
-        c = wire.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
-        sig = run_sync(provider().ed25519_sign(sync_key.seed, wire.auth_message(self.name, c)))
-        self.token = wire.Session.parse(self._json("POST", self._url("/session"), wire.SessionRequest(c, sig))).token
-
-    def get_metadata(self) -> wire.MetadataVersion:
-        return wire.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
-
-    def put_metadata(self, update: wire.MetadataUpdate) -> int:
-        """Compare-and-swap -> the new version (a 409 ``stale_version`` if it moved on)."""
-        got = wire.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
-        if got.version != update.expected_version + 1:
-            raise WireError("the server stored the metadata under another version than the next")
-        return got.version
-
-    def push(self, req: wire.PushRequest) -> wire.PushResult:
-        return wire.PushResult.parse(wire.load_json(self._req("POST", self._url("/cells"), req.encode(),
-                                                        "application/cbor", auth=True)))
-
-    def changes(self, since: int, limit: int = PULL_PAGE) -> wire.ChangesPage:
-        raw = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
-        return wire.ChangesPage.parse(raw, since)
-
-    def erase(self, receipts: list[bytes]) -> wire.EraseResult:
-        return wire.EraseResult.parse(self._json("POST", self._url("/erase"), wire.EraseRequest(tuple(receipts)),
-                                              auth=True))
-
-    def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
-        """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""
-        got = wire.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),
-                                                   wire.ReceiptsRequest(tuple(receipts)), auth=True))
-        return got.logged
-
-    def get_receipt(self, receipt_id: bytes) -> bytes | None:
-        """The receipt the public log holds under ``receipt_id``, or None if it holds none.
-        Its bytes must hash to that id: a server cannot answer with another receipt."""
-        try:
-            # with this vault's credential the read is the vault's, not its address's (issue 19)
-            entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}", auth=self.token is not None)
-        except SyncError as e:
-            if e.server_code == wire.ErrorCode.NOT_FOUND:
-                return None
-            raise
-        raw = entry.get("receipt") if isinstance(entry, dict) else None
-        try:
-            got = bytes.fromhex(raw) if isinstance(raw, str) else b""
-            r = parse_receipt(got)
-        except (ValueError, OwnmemError):
-            raise WireError("the log's entry is malformed") from None
-        if r.receipt_id != receipt_id or sha256(r.body()) != receipt_id:
-            raise WireError("the log answered with another receipt than the one asked for")
-        return got
-
-    def events(self) -> Iterator[int]:
-        """Yields the server's last sequence number whenever it changes (server-sent events)."""
-        if self.http is None:
-            raise SyncError("no HTTP client in this runtime")
-        try:
-            with self.http.stream("GET", self._url("/events"), headers={"Authorization": f"Bearer {self.token}"},
-                                  timeout=httpx.Timeout(TIMEOUT, read=60.0), follow_redirects=False) as r:
-                if not 200 <= r.status_code < 300:
-                    raise SyncError("the server refused the event stream", None, r.status_code)
-                for line in r.iter_lines():
-                    if line.startswith("data: "):
-                        yield wire.LiveEvent.parse(wire.load_json(line[6:])).last_seq
-        except httpx.HTTPError as e:
-            raise SyncError(f"lost the event stream ({type(e).__name__})") from None
 
 
 # ---------------------------------------------------------------- the client
-
-def _runs(items: list[T], size: Callable[[T], int], budget: int, cap: int = wire.MAX_BATCH) -> Iterator[list[T]]:
-    """Consecutive runs of ``items``, each at most ``cap`` items and ``budget`` bytes by ``size``
-    (an item over the budget alone still goes, as a run of one)."""
-    run: list[T] = []
-    used = 0
-    for it in items:
-        n = size(it)
-        if run and (len(run) >= cap or used + n > budget):
-            yield run
-            run, used = [], 0
-        run.append(it)
-        used += n
-    if run:
-        yield run
-
 
 @dataclass
 class SyncReport:
@@ -393,7 +123,7 @@ class Syncer:
 
     def _signed(self, version: int, doc: bytes) -> bytes:
         return run_sync(self.v.crypto.ed25519_sign(self.v.identity.sign.seed,
-                                              wire.metadata_message(self.remote.name, version, doc)))
+                                              signed.metadata_message(self.remote.name, version, doc)))
 
     def _revoked_base(self) -> frozenset[bytes]:
         """The revocation list this device and the server last agreed on (empty if never)."""
@@ -409,7 +139,7 @@ class Syncer:
             held = self._call(self.remote.get_metadata)
             version, doc = held.version, held.metadata
             if not run_sync(self.v.crypto.ed25519_verify(self.v.identity.sign_pub, held.signature,
-                                                    wire.metadata_message(self.remote.name, version, doc))):
+                                                    signed.metadata_message(self.remote.name, version, doc))):
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
             check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
@@ -421,7 +151,7 @@ class Syncer:
                 for name, s in scopes.items():   # renames first: one may free a name for the scope that keeps it
                     if have.get(s.scope_id, name) != name:
                         self.store.rename_scope(s.scope_id, name)
-                for name, s in scopes.items():
+                for s in scopes.values():
                     if s.scope_id not in have:
                         self.store.add_scope(s)
                 for kid in set(self.store.known_keys()) - set(keys):
@@ -442,14 +172,14 @@ class Syncer:
                 return
             new = mine.encode()
             try:
-                report.metadata_version = self._call(
-                    lambda: self.remote.put_metadata(wire.MetadataUpdate(version, new, self._signed(version + 1, new))))
+                update = messages.MetadataUpdate(version, new, self._signed(version + 1, new))
+                report.metadata_version = self._call(lambda: self.remote.put_metadata(update))  # noqa: B023 (run at once)
                 with self.store.transaction():
                     note_metadata_seen(self.store, report.metadata_version, new)
                 self._set_revoked_base(mine.revoked)
                 return
             except SyncError as e:
-                if e.server_code != wire.ErrorCode.STALE_VERSION:
+                if e.server_code != ErrorCode.STALE_VERSION:
                     raise
         raise SyncError("the vault metadata keeps changing on the server; try again")
 
@@ -463,18 +193,18 @@ class Syncer:
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
-    def push_rows(self, rows: list[StoredObject]) -> list[wire.PushResult]:
+    def push_rows(self, rows: list[StoredObject]) -> list[messages.PushResult]:
         """These objects' cells to the server, each REMEMBER receipt logged first -> the
         server's answers (one per request)."""
         now = int(time.time())
         cells = [self._cell_for(r, now) for r in rows]
         with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
-            for r, (cid, cell) in zip(rows, cells):
+            for r, (cid, cell) in zip(rows, cells, strict=True):
                 self.store.put_cell(r.object_id, cid, cell, pushed=False)
         self._log_remembers([cid for cid, _ in cells], now)
-        items = [wire.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells)]
-        out = [self._call(functools.partial(self.remote.push, wire.PushRequest(tuple(part))))
-               for part in _runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES)]
+        items = [messages.PushItem(cell, r.dek_wrapped) for r, (_, cell) in zip(rows, cells, strict=True)]
+        out = [self._call(functools.partial(self.remote.push, messages.PushRequest(tuple(part))))
+               for part in runs(items, lambda it: len(it.cell) + len(it.wrapped_dek) + 16, PUSH_BYTES)]
         with self.store.transaction():
             self.store.mark_pushed(r.object_id for r in rows)
         return out
@@ -499,7 +229,7 @@ class Syncer:
         person sees.  -> whether every erasure is confirmed (the outbox is empty)."""
         outbox = self.store.erase_outbox()
         unproven = unchecked = 0
-        for chunk in _runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
+        for chunk in runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
             res = self._call(functools.partial(self.remote.erase, [r for _, r in chunk]))
             named, omitted = erasure_answer([c for c, _ in chunk], res)
             report.refusals.extend(
@@ -547,7 +277,7 @@ class Syncer:
                     self.store.put_remember_receipt(cid, r)
             have.update((cid, (r, False)) for cid, r in made)
         todo = [(cid, have[cid][0]) for cid in cell_ids if not have[cid][1]]
-        for chunk in _runs(todo, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES, wire.MAX_RECEIPTS):
+        for chunk in runs(todo, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES, MAX_RECEIPTS):
             logged = set(self._call(functools.partial(self.remote.post_receipts, [r for _, r in chunk])))
             if any(parse_receipt(r).receipt_id not in logged for _, r in chunk):
                 raise WireError("the server did not log every REMEMBER receipt it was sent")
@@ -562,7 +292,7 @@ class Syncer:
         holder = self.v.holder()
         holder_id = holder.holder_id
         while True:
-            page = self._call(lambda: self.remote.changes(since))
+            page = self._call(lambda: self.remote.changes(since))  # noqa: B023 (run at once, in this turn)
             nxt, last = page.next_since, page.last_seq
             present = self.store.object_ids()
             erased = self.store.erased_ids()
@@ -575,9 +305,9 @@ class Syncer:
             gone: list[bytes] = []
             refused_cells = 0
             for row in page.rows:
-                if isinstance(row, wire.MetaChange):
+                if isinstance(row, messages.MetaChange):
                     meta_changed = True
-                elif isinstance(row, wire.EraseChange):
+                elif isinstance(row, messages.EraseChange):
                     why = erasure_refusal(self.v.crypto, row, holder.public)
                     if why is not None:
                         report.refusals.append(why)
@@ -591,7 +321,7 @@ class Syncer:
                             report.refusals.append(why)
                             continue
                         gone.append(oid)
-                elif isinstance(row, wire.CellChange):   # an ErasedCell has nothing to store
+                elif isinstance(row, messages.CellChange):   # an ErasedCell has nothing to store
                     cell, wrapped = row.cell, row.wrapped_dek
                     try:
                         # the server's checks except the signature, so a lying server cannot
@@ -657,7 +387,7 @@ class Syncer:
     def log_watch(self) -> LogWatch:
         """The public log's checks for this sync (ownmem.vault.logwatch)."""
         if self._log is None:
-            self._log = LogWatch(self)
+            self._log = LogWatch(self.v, self.remote, self._call)
         return self._log
 
     def sync_once(self, progress: Callable[[int, int], None] | None = None) -> SyncReport:
@@ -736,14 +466,15 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         doc = s.metadata_doc().encode()
         key_receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="KEY",
                                             subject_id=h.holder_id, timestamp=int(time.time()), detail=h.public))
-        reg = wire.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
+        reg = signed.register_message(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public)
         proof = run_sync(v.crypto.ed25519_sign(sync.seed, reg))
-        holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, wire.REGISTER_HOLDER_CONTEXT))
+        holder_proof = run_sync(v.crypto.mldsa65_sign(h.xi, reg, signed.REGISTER_HOLDER_CONTEXT))
         try:
-            remote.register(wire.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
-                                              doc, s._signed(1, doc), key_receipt.to_cbor(), proof, holder_proof))
+            remote.register(messages.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
+                                              doc, s._signed(1, doc),  # noqa: SLF001 (this module's own Syncer)
+                                              key_receipt.to_cbor(), proof, holder_proof))
         except SyncError as e:
-            if e.server_code == wire.ErrorCode.NAME_TAKEN:
+            if e.server_code == ErrorCode.NAME_TAKEN:
                 raise SyncError(f"the vault name {name!r} is taken on this server by another identity",
                                 e.server_code, e.status) from None
             raise
@@ -804,7 +535,7 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     sync_seed = await aperto_keys.derive_purpose_key(p, master, SYNC_INFO)
     remote.login(await aperto_keys.signing_key(p, sync_seed))
     held = remote.get_metadata()
-    if not await p.ed25519_verify(ident.sign_pub, held.signature, wire.metadata_message(name, held.version,
+    if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
                                                                                      held.metadata)):
         raise SyncError("the server's vault metadata is not signed by this vault's owner key")
     meta = parse_metadata(held.metadata)

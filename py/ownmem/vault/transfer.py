@@ -27,7 +27,11 @@ from pathlib import Path
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import (
-    Container, ScopeEntry, build_container, metadata_signature_valid, parse_container,
+    Container,
+    ScopeEntry,
+    build_container,
+    metadata_signature_valid,
+    parse_container,
     sign_metadata,
 )
 from ownmem.aperto.model import FORMAT_VERSION, LEGACY_VERSION, Trust
@@ -36,7 +40,8 @@ from ownmem.aperto.trust import Keyring
 from ownmem.crypto import CryptoProvider, cose, provider, run_sync
 from ownmem.errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
-from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault, Vault
+from ownmem.vault.unlock import Vault
+from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault
 
 MAX_FILE = 1 << 30
 
@@ -85,7 +90,8 @@ def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | Non
             os.fsync(f.fileno())
         os.replace(tmp, target)
     except OSError as e:
-        try:  # a half-written or orphaned copy is still an offline passphrase oracle (§15.8 "Offline Verification Oracle")
+        # a half-written or orphaned copy is still an offline passphrase oracle (§15.8 "Offline Verification Oracle")
+        try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
@@ -221,7 +227,8 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     return report, unlocked
 
 
-def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str, ident: aperto_keys.Identity | None) -> aperto_keys.Identity:
+def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str,
+                      ident: aperto_keys.Identity | None) -> aperto_keys.Identity:
     """2. Proof of holdership, before anything else happens: the identity derived from the
     passphrase and the container's salt is the container's."""
     meta = c.meta
@@ -232,7 +239,8 @@ def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str, ident: a
     return ident
 
 
-def _check_metadata(p: CryptoProvider, c: Container, ident: aperto_keys.Identity, accept_container_keys: bool) -> _Metadata:
+def _check_metadata(p: CryptoProvider, c: Container, ident: aperto_keys.Identity,
+                    accept_container_keys: bool) -> _Metadata:
     """3. Metadata authenticity: a signature present must verify under the proven owner key,
     or the whole file is refused."""
     signed = False
@@ -289,7 +297,8 @@ def _merge_scopes(unlocked: UnlockedVault, c: Container) -> _Scopes:
             refused.append((s.name, "this vault has a different scope of that name"))
             continue
         try:
-            candidates[s.scope_id] = (s, run_sync(aperto_keys.unwrap_kek(unlocked.crypto, s.wrapped, s.scope_id, unlocked.identity)))
+            kek = run_sync(aperto_keys.unwrap_kek(unlocked.crypto, s.wrapped, s.scope_id, unlocked.identity))
+            candidates[s.scope_id] = (s, kek)
         except AuthenticationFailed:
             refused.append((s.name, "its key does not unwrap under this identity"))
     return _Scopes(keks, candidates, tuple(refused))

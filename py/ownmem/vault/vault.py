@@ -1,7 +1,9 @@
-"""The vault: a locked handle on a folder, and the unlocked vault that does the work.
+"""The unlocked vault that does the work, and its memories as listed (``Entry``, ``Listing``).
 
     Vault.create(folder, passphrase)  -> UnlockedVault   (new identity, scope "default")
     Vault(folder).unlock(passphrase)  -> UnlockedVault   (Argon2id runs here, once)
+
+(``Vault``, creating and unlocking: ownmem.vault.unlock.)
 
 An ``UnlockedVault`` holds the derived identity and the scope KEKs it has unwrapped,
 so no operation re-derives from the passphrase (the reference does, per call).
@@ -16,21 +18,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from typing import Any, Protocol
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry, VaultPublic
-from ownmem.aperto.model import FORMAT_VERSION, Memory, OpenedMemory, SealedObject, Trust, type_name
+from ownmem.aperto.model import Memory, OpenedMemory, SealedObject, Trust, type_name
 from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ownmem.aperto.trust import Keyring
-from ownmem.crypto import CryptoProvider, provider, random_bytes, run_sync
-from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError, WrongPassphrase
+from ownmem.crypto import CryptoProvider, random_bytes, run_sync
+from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.purposes import KeyPurpose, Purpose
+from ownmem.vault.store import Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
@@ -169,87 +171,6 @@ def _entry(o: OpenedMemory, scope: str) -> Entry:
     return Entry(o, scope, _supersedes(o), (), merges)
 
 
-class Vault:
-    """A vault folder, locked."""
-
-    def __init__(self, folder: str | Path, *, crypto: CryptoProvider | None = None) -> None:
-        self.folder = Path(folder).expanduser()
-        self.crypto = crypto or provider()
-
-    def exists(self) -> bool:
-        if not (self.folder / Store.FILENAME).exists():
-            return False
-        store = self._store()
-        try:
-            return store.identity() is not None
-        finally:
-            store.close()
-
-    def _store(self) -> Store:
-        return Store(self.folder)
-
-    @classmethod
-    def create(cls, folder: str | Path, passphrase: str, *, crypto: CryptoProvider | None = None) -> UnlockedVault:
-        v = cls(folder, crypto=crypto)
-        if v.exists():
-            raise VaultError(f"a vault already exists at {v.folder}")
-        if not passphrase:
-            raise VaultError("the passphrase must not be empty")
-        return create_in(v._store(), passphrase, v.crypto)
-
-    def unlock(self, passphrase: str) -> UnlockedVault:
-        if not self.exists():
-            raise VaultError(f"no vault at {self.folder} (create one with `ownmem init`)")
-        store = self._store()
-        try:
-            return unlock_store(store, passphrase, self.crypto)
-        except OwnmemError:
-            store.close()
-            raise
-
-
-def create_in(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
-              master: bytes | None = None) -> UnlockedVault:
-    """A new identity and its "default" scope in an empty store.  ``salt``/``master`` let a
-    caller that already ran Argon2id for that salt (the browser, in parallel) pass it in."""
-    return run_sync(create_in_async(store, passphrase, p, salt=salt, master=master))
-
-
-# The ``*_async`` functions and methods are the vault's steps that wait for crypto; the plain
-# names drive them with ``run_sync`` (no event loop: CPython's provider never suspends).  The
-# browser worker without JSPI awaits them, so its provider can await WebCrypto (docs/web.md).
-async def create_in_async(store: Store, passphrase: str, p: CryptoProvider, *, salt: bytes | None = None,
-                          master: bytes | None = None) -> UnlockedVault:
-    salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
-    if master is None:
-        master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
-    ident = await aperto_keys.identity_from_master(p, master)
-    kek, scope_id = aperto_keys.new_key(), random_bytes(16)
-    wrapped = await aperto_keys.wrap_kek(p, kek, ident.ka_pub, scope_id)
-    with store.transaction():
-        store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
-        store.add_scope(ScopeEntry(DEFAULT_SCOPE, scope_id, wrapped))
-    return UnlockedVault(store, ident, p)
-
-
-def unlock_store(store: Store, passphrase: str, p: CryptoProvider, *, master: bytes | None = None) -> UnlockedVault:
-    """Argon2id once, then the keys are held by the returned vault until ``lock()``."""
-    return run_sync(unlock_store_async(store, passphrase, p, master=master))
-
-
-async def unlock_store_async(store: Store, passphrase: str, p: CryptoProvider, *,
-                             master: bytes | None = None) -> UnlockedVault:
-    pub = store.identity()
-    if pub is None:
-        raise VaultError("there is no vault here yet")
-    if master is None:
-        master = await aperto_keys.master_from_passphrase(p, passphrase, pub.salt)
-    ident = await aperto_keys.identity_from_master(p, master)
-    if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
-        raise WrongPassphrase()
-    return UnlockedVault(store, ident, p)
-
-
 class UnlockedVault:
     """An unlocked vault: the store and every secret derived from the passphrase.
 
@@ -348,7 +269,8 @@ class UnlockedVault:
         if not name or name in self.store.scopes():
             raise VaultError(f"scope {name!r} already exists" if name else "scope name must not be empty")
         scope_id = random_bytes(16)
-        entry = ScopeEntry(name, scope_id, run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id)))
+        wrapped = run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id))
+        entry = ScopeEntry(name, scope_id, wrapped)
         with self.store.transaction():
             self.store.add_scope(entry)
         return entry
@@ -449,11 +371,11 @@ class UnlockedVault:
         for start in range(0, len(pending), OPEN_BATCH):
             chunk = pending[start:start + OPEN_BATCH]
             deks = await self._unwrap_deks_async(chunk, scopes_by_id)
-            ready = [(r, d) for r, d in zip(chunk, deks) if isinstance(d, bytes)]
-            refused.extend((r.object_id, d) for r, d in zip(chunk, deks) if isinstance(d, str))
+            ready = [(r, d) for r, d in zip(chunk, deks, strict=False) if isinstance(d, bytes)]
+            refused.extend((r.object_id, d) for r, d in zip(chunk, deks, strict=False) if isinstance(d, str))
             results = await open_many(self.crypto, [(r.sealed, d) for r, d in ready], keyring,
                                       allow_unverified=allow_unverified)
-            for (row, _), res in zip(ready, results):
+            for (row, _), res in zip(ready, results, strict=False):
                 if isinstance(res, AuthenticationFailed):
                     refused.append((row.object_id, "could not authenticate"))
                 elif isinstance(res, OwnmemError):
@@ -483,7 +405,7 @@ class UnlockedVault:
                     out[i] = "its scope key does not unwrap"
                 continue
             deks = await self.crypto.aes_kw_unwrap_many(kek, [rows[i].dek_wrapped for i in idx])
-            for i, d in zip(idx, deks):
+            for i, d in zip(idx, deks, strict=False):
                 out[i] = d if isinstance(d, bytes) else "its key does not unwrap (erased or corrupt)"
         return out
 

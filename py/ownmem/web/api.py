@@ -18,7 +18,6 @@ import json
 import time
 from typing import Any
 
-from ownmem import syncwire as wire
 from ownmem.agent.published import read_published
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.model import MemType
@@ -43,13 +42,14 @@ from ownmem.vault import sharing
 from ownmem.vault.logwatch import log_status
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
 from ownmem.vault.transfer import export_bytes, import_bytes
-from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, create_in_async, unlock_store_async
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
 from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
 from ownmem.web.shares import share_json, shared_json
+from ownmem.vault.unlock import create_in_async, unlock_store_async
+from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, link_honoured
 from ownmem.web.store import IdbStore
 
 __all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: ownmem.web.cache
@@ -269,6 +269,9 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
+        from ownmem.wire import codec
+        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
+
         oid = bytes.fromhex(id)
         if len(oid) != 16:
             raise MalformedInput("a memory id is 32 hex digits")
@@ -284,7 +287,7 @@ class App:
                 if cid is None:
                     continue
                 url = f"{remote.base}/v1/log?subject={cid.hex()}&limit={PER_CELL}"
-                rows = parse_log_page(wire.load_json(remote._req("GET", url)))  # noqa: SLF001
+                rows = parse_log_page(codec.load_json(remote._req("GET", url)))  # noqa: SLF001
                 truncated = truncated or len(rows) > PER_CELL
                 found.extend(run_sync(check_entry(self.v.crypto, row, cid, v, holder)) for row in rows[:PER_CELL])
         found.sort(key=lambda r: (r.timestamp or 0, r.receipt_id))

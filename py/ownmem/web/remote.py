@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ownmem import syncwire as wire
 from ownmem.crypto import run_sync
 from ownmem.errors import SyncError, WireError
-from ownmem.vault.sync import Remote
+from ownmem.vault.remote import Remote
+from ownmem.wire.limits import MAX_ANSWER
 
 # seconds one exchange may take before it counts as a failed sync (the CLI's read timeout): a
 # server that accepts and never answers must not hold the worker, and with it the app, forever
@@ -37,15 +37,15 @@ class FetchRemote(Remote):
         try:
             resp = run_sync(js.fetch(url, init))
             declared = resp.headers.get("content-length")     # JS null (not None) when absent: a stream
-            if isinstance(declared, str) and declared.isdigit() and int(declared) > wire.MAX_ANSWER:
-                raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+            if isinstance(declared, str) and declared.isdigit() and int(declared) > MAX_ANSWER:
+                raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
             data = bytes(run_sync(resp.arrayBuffer()).to_bytes())
         except WireError:
             raise
         except Exception:  # noqa: BLE001 - a JS TypeError: offline, refused, CORS, a redirect; a timeout
             raise SyncError(f"cannot reach the server at {self.base}") from None
-        if len(data) > wire.MAX_ANSWER:
-            raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+        if len(data) > MAX_ANSWER:
+            raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
         return int(resp.status), data
 
     def _exchange_sync(self, glue: Any, method: str, url: str, body: bytes | None,
@@ -61,6 +61,6 @@ class FetchRemote(Remote):
             data = bytes(resp.body.to_bytes())
         except Exception:  # noqa: BLE001 - a JS NetworkError or TypeError: offline, refused, a redirect, a timeout
             raise SyncError(f"cannot reach the server at {self.base}") from None
-        if len(data) > wire.MAX_ANSWER:
-            raise WireError(f"the server's answer is over {wire.MAX_ANSWER} bytes")
+        if len(data) > MAX_ANSWER:
+            raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
         return int(resp.status), data

@@ -1,0 +1,93 @@
+"""The vault metadata the sync server stores (owner-signed, versioned, public): the document,
+the merge of this device's view with the server's, and this device's record of the newest
+version it has seen (a replayed older version must never lift a revocation)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public
+from ownmem.crypto import cbor, sha256
+from ownmem.errors import MalformedInput, SyncError, VaultError
+from ownmem.vault.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """The owner-signed, versioned vault metadata the server stores (public, not secret)."""
+
+    vault_public: VaultPublic
+    revoked: frozenset[bytes]
+    sync_pub: bytes
+    holder_pub: bytes
+    amem_sig: bytes
+
+    def encode(self) -> bytes:
+        return cbor.encode({"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
+                            "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig})
+
+
+def parse_metadata(data: bytes) -> Metadata:
+    try:
+        m = cbor.decode(data)
+        revoked = m["revoked"]
+        if not isinstance(revoked, list) or not all(isinstance(k, bytes) and len(k) == 8 for k in revoked):
+            raise MalformedInput("bad revoked list")
+        return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
+                        m["amem_sig"])
+    except (KeyError, TypeError):
+        raise MalformedInput("malformed vault metadata") from None
+
+
+def merge_metadata(local: VaultPublic, local_revoked: set[bytes], remote: Metadata,
+                   base_revoked: frozenset[bytes] | set[bytes] = frozenset(),
+                   ) -> tuple[dict[str, ScopeEntry], dict[bytes, bytes], set[bytes], list[str]]:
+    """Pure merge: scopes are added by name and never overwritten; keys are the union of both
+    keyrings less every revocation either side made (revocation wins: it is the safe side).
+    The revocation list is merged three-way against ``base_revoked``, the list this device
+    last agreed with the server: a revocation that either side lifted since then (the key
+    was explicitly trusted again) stays lifted; every new revocation is kept.
+    One name given to two different scopes (created on two devices while apart) is settled
+    the same way on every device, so sync converges and every memory stays readable: the
+    lower scope id keeps the name, the other becomes ``name~<first 8 hex digits of its id>``.
+    -> (scopes, known keys, revoked, conflicts)."""
+    scopes = dict(local.scopes)
+    conflicts = []
+    have = {s.scope_id for s in scopes.values()}
+    for name, s in remote.vault_public.scopes.items():
+        if s.scope_id in have:          # known here, perhaps already under its settled name
+            continue
+        if name not in scopes:
+            scopes[name] = s
+        elif scopes[name].scope_id != s.scope_id:
+            conflicts.append(name)
+            keep, other = sorted((scopes[name], s), key=lambda x: x.scope_id)
+            renamed = f"{name}~{other.scope_id.hex()[:8]}"
+            scopes[name] = keep
+            scopes[renamed] = replace(other, name=renamed)
+    revoked = {k for k in set(local_revoked) | set(remote.revoked)
+               if k not in base_revoked or (k in local_revoked and k in remote.revoked)}
+    keys = {k: v for k, v in {**remote.vault_public.known_keys, **local.known_keys}.items() if k not in revoked}
+    return scopes, keys, revoked, conflicts
+
+
+def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Refuse vault metadata older than this device has seen, or a second document under a
+    version it has seen: the owner signs (name, version, document), so a replayed older
+    version verifies, and reading it as current would lift every revocation made since."""
+    raw = store.sync_get("metadata_seen")
+    if raw is None:
+        return
+    seen = cbor.decode(raw)
+    if not (isinstance(seen, list) and len(seen) == 2 and type(seen[0]) is int and isinstance(seen[1], bytes)):
+        raise VaultError("this device's record of the vault metadata it saw is damaged")
+    if version < seen[0]:
+        raise SyncError(f"the server offers older vault metadata (version {version}) than this device has "
+                        f"seen (version {seen[0]}): refused, nothing changed (a rollback, or another server)")
+    if version == seen[0] and sha256(doc) != seen[1]:
+        raise SyncError(f"the server shows another document for vault metadata version {version} than this "
+                        "device saw: refused, nothing changed (a forked history)")
+
+
+def note_metadata_seen(store: Store, version: int, doc: bytes) -> None:
+    """Within a transaction: ``version`` (and its document's digest) is the newest seen."""
+    store.sync_set("metadata_seen", cbor.encode([version, sha256(doc)]))

@@ -1,0 +1,168 @@
+"""The blind sync server's API for one vault, over HTTP (DESIGN.md "Sync"): ``Remote`` sends
+each request and parses each answer into its ``ownmem.wire`` message; ``refusal`` turns an
+answer that is not 2xx into one SyncError."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+try:
+    import httpx
+except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote speaks fetch instead
+    httpx = None  # type: ignore[assignment]
+
+from ownmem.aperto import keys as aperto_keys
+from ownmem.crypto import provider, run_sync, sha256
+from ownmem.errors import OwnmemError, SyncError, WireError
+from ownmem.saihm.receipt import parse_receipt
+from ownmem.wire import codec, messages, signed
+from ownmem.wire.errors import ErrorCode
+from ownmem.wire.limits import MAX_ANSWER, valid_vault_name
+
+PULL_PAGE = 5000
+TIMEOUT = 30.0
+JSON = "application/json"
+
+
+def refusal(status: int, body: bytes) -> SyncError:
+    """A non-2xx answer as one SyncError, with the server's stable code when its body is a
+    well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
+    try:
+        err = messages.ErrorBody.parse(codec.load_json(body))
+    except WireError:
+        return SyncError(f"server refused: HTTP {status}", None, status)
+    return SyncError(f"server refused: {err.message}", err.error, status)
+
+
+class Remote:
+    """The blind server's sync API for one vault name.  Every answer is parsed into its
+    ``ownmem.wire`` message before anything of it is used; a malformed one is a
+    ``WireError``.  Only ``_exchange`` touches the network (the browser's subclass speaks fetch)."""
+
+    def __init__(self, base_url: str, name: str, *, client: httpx.Client | None = None) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise SyncError("the server URL must start with http:// or https://")
+        if not valid_vault_name(name):
+            raise SyncError("vault names are 1-64 of a-z 0-9 . _ - and start with a letter or digit")
+        self.base = base_url.rstrip("/")
+        self.name = name
+        self.http = client if client is not None else (
+            httpx.Client(timeout=TIMEOUT, follow_redirects=False) if httpx is not None else None)
+        self.token: str | None = None
+
+    def _url(self, path: str) -> str:
+        return f"{self.base}/v1/vaults/{self.name}{path}"
+
+    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        """One request -> (status, body), the body read to at most ``MAX_ANSWER`` bytes."""
+        if self.http is None:
+            raise SyncError("no HTTP client in this runtime")
+        try:
+            with self.http.stream(method, url, content=body, headers=headers, follow_redirects=False) as r:
+                data = bytearray()
+                for chunk in r.iter_bytes():
+                    data += chunk
+                    if len(data) > MAX_ANSWER:
+                        raise WireError(f"the server's answer is over {MAX_ANSWER} bytes")
+                return r.status_code, bytes(data)
+        except httpx.HTTPError as e:
+            raise SyncError(f"cannot reach the server at {self.base} ({type(e).__name__})") from None
+
+    def _req(self, method: str, url: str, body: bytes | None = None, content_type: str | None = None,
+             *, auth: bool = False) -> bytes:
+        """The body of a 2xx answer; any other answer is a SyncError (a redirect too: never followed)."""
+        headers = {"Content-Type": content_type} if content_type else {}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token}"
+        status, data = self._exchange(method, url, body, headers)
+        if not 200 <= status < 300:
+            raise refusal(status, data)
+        return data
+
+    def _json(self, method: str, url: str, msg: codec.JsonMessage | None = None, *, auth: bool = False) -> Any:
+        body = codec.dump_json(msg.encode()) if msg is not None else None
+        return codec.load_json(self._req(method, url, body, JSON if msg is not None else None, auth=auth))
+
+    def lookup(self) -> messages.VaultInfo | None:
+        """The vault's public keys, or None if the server has no vault of that name."""
+        try:
+            info = messages.VaultInfo.parse(self._json("GET", self._url("")))
+        except SyncError as e:
+            if e.server_code == ErrorCode.UNKNOWN_VAULT:
+                return None
+            raise
+        if info.name != self.name:
+            raise WireError("the server answered with another vault")
+        return info
+
+    def register(self, reg: messages.Registration) -> messages.Registered:
+        return messages.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
+
+    def login(self, sync_key: aperto_keys.SigningKey) -> None:
+        c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
+        sig = run_sync(provider().ed25519_sign(sync_key.seed, signed.auth_message(self.name, c)))
+        answer = self._json("POST", self._url("/session"), messages.SessionRequest(c, sig))
+        self.token = messages.Session.parse(answer).token
+
+    def get_metadata(self) -> messages.MetadataVersion:
+        return messages.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))
+
+    def put_metadata(self, update: messages.MetadataUpdate) -> int:
+        """Compare-and-swap -> the new version (a 409 ``stale_version`` if it moved on)."""
+        got = messages.MetadataAccepted.parse(self._json("PUT", self._url("/metadata"), update, auth=True))
+        if got.version != update.expected_version + 1:
+            raise WireError("the server stored the metadata under another version than the next")
+        return got.version
+
+    def push(self, req: messages.PushRequest) -> messages.PushResult:
+        return messages.PushResult.parse(codec.load_json(self._req("POST", self._url("/cells"), req.encode(),
+                                                        "application/cbor", auth=True)))
+
+    def changes(self, since: int, limit: int = PULL_PAGE) -> messages.ChangesPage:
+        raw = self._req("GET", self._url(f"/changes?since={since}&limit={limit}"), auth=True)
+        return messages.ChangesPage.parse(raw, since)
+
+    def erase(self, receipts: list[bytes]) -> messages.EraseResult:
+        return messages.EraseResult.parse(self._json("POST", self._url("/erase"),
+                                                     messages.EraseRequest(tuple(receipts)), auth=True))
+
+    def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
+        """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""
+        got = messages.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),
+                                                   messages.ReceiptsRequest(tuple(receipts)), auth=True))
+        return got.logged
+
+    def get_receipt(self, receipt_id: bytes) -> bytes | None:
+        """The receipt the public log holds under ``receipt_id``, or None if it holds none.
+        Its bytes must hash to that id: a server cannot answer with another receipt."""
+        try:
+            # with this vault's credential the read is the vault's, not its address's (issue 19)
+            entry = self._json("GET", f"{self.base}/v1/log/{receipt_id.hex()}", auth=self.token is not None)
+        except SyncError as e:
+            if e.server_code == ErrorCode.NOT_FOUND:
+                return None
+            raise
+        raw = entry.get("receipt") if isinstance(entry, dict) else None
+        try:
+            got = bytes.fromhex(raw) if isinstance(raw, str) else b""
+            r = parse_receipt(got)
+        except (ValueError, OwnmemError):
+            raise WireError("the log's entry is malformed") from None
+        if r.receipt_id != receipt_id or sha256(r.body()) != receipt_id:
+            raise WireError("the log answered with another receipt than the one asked for")
+        return got
+
+    def events(self) -> Iterator[int]:
+        """Yields the server's last sequence number whenever it changes (server-sent events)."""
+        if self.http is None:
+            raise SyncError("no HTTP client in this runtime")
+        try:
+            with self.http.stream("GET", self._url("/events"), headers={"Authorization": f"Bearer {self.token}"},
+                                  timeout=httpx.Timeout(TIMEOUT, read=60.0), follow_redirects=False) as r:
+                if not 200 <= r.status_code < 300:
+                    raise SyncError("the server refused the event stream", None, r.status_code)
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        yield messages.LiveEvent.parse(codec.load_json(line[6:])).last_seq
+        except httpx.HTTPError as e:
+            raise SyncError(f"lost the event stream ({type(e).__name__})") from None
