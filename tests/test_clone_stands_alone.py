@@ -7,10 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
-
 from pathlib import Path
 
 import pytest
+
 from tests.ownmem_testpaths import ROOT
 
 VECTOR_TESTS = ["tests/test_vectors_provenance.py", "tests/aperto/test_vectors.py", "tests/aperto/test_frame.py",

@@ -9,6 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+
 from ownmem.errors import OwnmemError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -81,7 +81,7 @@ def api_ops() -> dict[str, Op]:
         a = fn.args
         positional = a.posonlyargs + a.args
         defaulted = {p.arg for p in positional[len(positional) - len(a.defaults):]} if a.defaults else set()
-        defaulted |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+        defaulted |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=False) if d is not None}
         params = {p.arg: p.arg in defaulted for p in positional + a.kwonlyargs if p.arg != "self"}
         returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return)]
         only = returns[0].value if len(returns) == 1 else None

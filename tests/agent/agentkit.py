@@ -18,13 +18,11 @@ from typing import Any
 
 import httpx
 
-
+from ownmem.crypto import provider, run_sync
+from ownmem.saihm.notes import Checkpoint, open_checkpoint, parse_verifier_key
+from ownmem.saihm.receipt import parse_receipt, verify_receipt
+from ownmem.saihm.tlog import check_inclusion, leaf_hash
 from tests.sync.synckit import CLI, PASSPHRASE, cli_env, free_port
-
-from ownmem.crypto import provider, run_sync  # noqa: E402
-from ownmem.saihm.receipt import parse_receipt, verify_receipt  # noqa: E402
-from ownmem.saihm.notes import Checkpoint, open_checkpoint, parse_verifier_key  # noqa: E402
-from ownmem.saihm.tlog import check_inclusion, leaf_hash  # noqa: E402
 
 
 def agent_env(folder: Path, root: Path, passphrase: str | None = PASSPHRASE) -> dict[str, str]:
@@ -39,7 +37,7 @@ def ownmem_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subproce
     return r
 
 
-def without_audit_batches(agent: "AgentProcess") -> "AgentProcess":
+def without_audit_batches(agent: AgentProcess) -> AgentProcess:
     """Restart ``agent`` with a batch tick longer than any test: the UOMP audit of its write
     attempts (ownmem.agent.staging.WriteAudit) is then not sealed into anchored batches during the
     test, whose public-log assertions are about SAIHM receipts alone (the batches have their own

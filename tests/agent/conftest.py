@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.agent.agentkit import AgentProcess, AgentVault
+
 # the sync tests' backends, server processes and devices are these tests' fixtures too (one definition of each)
 from tests.sync.conftest import backend, devices, servers, sqlite_backend  # noqa: F401
 from tests.sync.synckit import Devices
-
 
 _counter = [0]
 

@@ -9,11 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.agent.agentkit import AgentProcess, issue
-from tests.agent.agentkit import AgentVault
-from tests.sync.synckit import Backend, Devices, ServerProcess
-
 from ownmem.uomp.control import REVOCATION
+from tests.agent.agentkit import AgentProcess, AgentVault, issue
+from tests.sync.synckit import Backend, Devices, ServerProcess
 
 
 def _until(agent: AgentProcess, token: str, want: Callable[[list[dict[str, Any]]], bool],

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli
-from tests.agent.agentkit import AgentVault
+from tests.agent.agentkit import AgentProcess, AgentVault, LogReader, issue, ownmem_cli
 from tests.sync.synckit import Backend, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")

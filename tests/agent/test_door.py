@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.agent.agentkit import AgentProcess, AgentVault, issue
-from tests.sync.synckit import Backend, ServerProcess
 
 from ownmem.agent.door import foreign, parse_json
 from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
+from tests.agent.agentkit import AgentProcess, AgentVault, issue
+from tests.sync.synckit import Backend, ServerProcess
 
 READ = {"tags": ["preference"]}
 _MADE: list[AgentProcess] = []
@@ -44,10 +44,9 @@ def _start(backend: Backend, servers: Callable[..., ServerProcess], agent_vault:
 def _token(agent: AgentProcess, folder: Path) -> str:
     """A token granted as the person grants one: the admin secret and the approval the
     passphrase's key makes (ownmem.uomp.approval)."""
-    from tests.sync.synckit import PASSPHRASE
-
     from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
     from ownmem.vault import Vault
+    from tests.sync.synckit import PASSPHRASE
 
     unlocked = Vault(folder).unlock(PASSPHRASE)
     try:

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.agent.agentkit import AgentProcess, LogReader, ownmem_cli
-from tests.agent.agentkit import AgentVault
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+
+from tests.agent.agentkit import AgentProcess, AgentVault, LogReader, ownmem_cli
 from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
 
 

@@ -10,9 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from tests.agent.agentkit import AgentProcess, AgentVault, issue
 from starlette.routing import Match, Route
-from tests.sync.synckit import PASSPHRASE, Backend, ServerProcess
 
 from ownmem.agent import service, uomp_mount
 from ownmem.agent.answers import speaks_uomp
@@ -21,6 +19,8 @@ from ownmem.saihm.errors import BindingError
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from ownmem.uomp.errors import ErrorCode, HttpRefusal
 from ownmem.vault import Vault
+from tests.agent.agentkit import AgentProcess, AgentVault, issue
+from tests.sync.synckit import PASSPHRASE, Backend, ServerProcess
 
 TABLE = [(path, frozenset(methods)) for path, methods, _ in (*uomp_mount.SERVED, *service.ROUTES)]
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")

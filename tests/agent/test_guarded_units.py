@@ -13,13 +13,20 @@ from typing import Any
 import pytest
 
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, token_digest
-from ownmem.agent.guarded import (DEFAULT_SENSITIVITY, KIND, claims_of, memory_item, reconcile, session_for,
-                                  token_hash_of)
+from ownmem.agent.guarded import (
+    DEFAULT_SENSITIVITY,
+    KIND,
+    claims_of,
+    memory_item,
+    reconcile,
+    session_for,
+    token_hash_of,
+)
 from ownmem.errors import MalformedInput, NotFound
 from ownmem.uomp.guard import Request, SessionState, decide
 from ownmem.uomp.items import Item
-from ownmem.usecases.items import put_item
 from ownmem.uomp.tokens import Claims, Scope, Scopes, token_hash
+from ownmem.usecases.items import put_item
 
 NOW = int(time.time())
 AUD = "http://127.0.0.1:9374"

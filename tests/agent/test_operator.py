@@ -9,8 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.agent.agentkit import AgentProcess, LogReader, issue, ownmem_cli, without_audit_batches
-from tests.agent.agentkit import AgentVault
+from tests.agent.agentkit import AgentProcess, AgentVault, LogReader, issue, ownmem_cli, without_audit_batches
 from tests.sync.synckit import Backend, Devices, ServerProcess
 
 HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -21,12 +21,11 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.agent.agentkit import AgentProcess, LogReader, issue, without_audit_batches
-from tests.agent.agentkit import AgentVault
-from tests.sync.hostile import Answer, HostileProxy, Seen
-from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess
 
 from ownmem.saihm.receipt import parse_receipt
+from tests.agent.agentkit import AgentProcess, AgentVault, LogReader, issue, without_audit_batches
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess
 
 DEAD = "http://127.0.0.1:1"
 

@@ -7,8 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.agent.agentkit import AgentProcess, issue
-from tests.agent.agentkit import AgentVault
+from tests.agent.agentkit import AgentProcess, AgentVault, issue
 from tests.sync.synckit import Backend, Devices, ServerProcess
 
 

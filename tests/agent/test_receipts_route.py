@@ -11,10 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
-from tests.agent.agentkit import LogReader
-from tests.sync.hostile import Answer, HostileProxy, Seen
-from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError
@@ -23,6 +19,9 @@ from ownmem.vault.remote import Remote
 from ownmem.wire import codec
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_RECEIPTS
+from tests.agent.agentkit import LogReader
+from tests.sync.hostile import Answer, HostileProxy
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 
 def _receipt(d: Device, op: str, subject: bytes, **kw: Any) -> bytes:

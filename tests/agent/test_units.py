@@ -11,8 +11,8 @@ import pytest
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, authenticate, token_digest
 from ownmem.agent.recall_index import RecallEntry, RecallIndex, fts_query
 from ownmem.agent.service import BindRefused, check_bind
-from ownmem.scrub import scrubbed
 from ownmem.errors import MalformedInput, NotFound, VaultError
+from ownmem.scrub import scrubbed
 
 HOLDER, OTHER = bytes(range(32)), bytes(32)
 

@@ -35,15 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ownmem.crypto import cbor, cose, provider, run_sync, sha256
-from ownmem.errors import MalformedInput, OwnmemError
-from ownmem.aperto import keys
-from ownmem.aperto import seal as seal_mod
+from ownmem.aperto import container as container_mod, keys, seal as seal_mod
 from ownmem.aperto.keys import Identity
 from ownmem.aperto.model import Authorship, Custody, Memory, OpenedMemory, Trust
 from ownmem.aperto.trust import Keyring
-
-from ownmem.aperto import container as container_mod
+from ownmem.crypto import cbor, cose, provider, run_sync, sha256
+from ownmem.errors import MalformedInput, OwnmemError
 
 P = provider()
 SCOPE_ID = bytes(range(1, 17))

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from ownmem.crypto import cbor, cose, provider, run_sync, sha256
 from ownmem.aperto import keys
 from ownmem.aperto.keys import Identity
 from ownmem.aperto.model import Authorship, Custody, Memory, MemType, OpenedMemory, SealedObject, Trust
 from ownmem.aperto.payload import decode_payload
 from ownmem.aperto.seal import envelope_aad, open_sealed, parse_sealed, seal, seal_unchecked
 from ownmem.aperto.trust import Keyring
+from ownmem.crypto import cbor, cose, provider, run_sync, sha256
 from ownmem.errors import AuthenticationFailed, MalformedInput, OwnmemError, ProducerRefusal
 
 P = provider()

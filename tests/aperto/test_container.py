@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ownmem.aperto.container import (
-    EXPORT_VERSION, SIGNATURE_KEY, Container, ScopeEntry, VaultPublic, build_container,
-    metadata_message, parse_container,
+    EXPORT_VERSION,
+    SIGNATURE_KEY,
+    Container,
+    ScopeEntry,
+    VaultPublic,
+    build_container,
+    metadata_message,
+    parse_container,
 )
 from ownmem.aperto.keys import WrappedKek, key_id
 from ownmem.crypto import cbor

@@ -180,7 +180,7 @@ def test_plaintext_framing_forgery_is_contained(opened: list[OpenedMemory]) -> N
     frags, excluded = parse_projection(data)
     assert excluded == 2
     assert len(frags) == len(opened)                    # exactly one fragment per memory
-    for fr, o in zip(frags, opened):
+    for fr, o in zip(frags, opened, strict=False):
         assert fr.body == o.content
         assert (fr.trust, fr.authorship, fr.custody) == (o.trust.value, o.authorship.value, o.custody_present)
         assert fr.encoded == frame(o)

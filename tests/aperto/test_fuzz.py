@@ -10,9 +10,9 @@ import os
 from typing import Any
 
 import pytest
-from tests.aperto import fuzz_harness as harness
 
 from ownmem.aperto import seal as seal_mod
+from tests.aperto import fuzz_harness as harness
 
 CASES = int(os.environ.get("OWNMEM_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("OWNMEM_FUZZ_SEED", "20260722"))

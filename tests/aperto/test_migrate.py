@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.migrate import Outcome, classify, migrate_object, verify_legacy

@@ -30,7 +30,7 @@ def test_open_many_matches_open_sealed_on_every_vector(v2_vectors: dict[str, Any
     items = [(bytes.fromhex(v["input"]["sealed_object"]), bytes.fromhex(v["input"]["dek"])) for _, v in cases]
     owner = cases[0][1]["input"]["owner_sign_pub"]
     assert all(v["input"]["owner_sign_pub"] == owner for _, v in cases)
-    for (name, v), (sealed, dek) in zip(cases, items):
+    for (name, v), (sealed, dek) in zip(cases, items, strict=False):
         kr = _keyring(v)
         many = run_sync(open_many(P, [(sealed, dek), (b"garbage", dek)], kr, allow_unverified=allow))
         assert isinstance(many[1], OwnmemError), "one bad item must not affect its neighbour"

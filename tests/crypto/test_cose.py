@@ -2,8 +2,7 @@
 the deterministic CBOR encoding of the structure it names."""
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from ownmem.crypto import cbor, cose
 

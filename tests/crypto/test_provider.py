@@ -11,10 +11,10 @@ import json
 
 import pytest
 from dilithium_py.ml_dsa import ML_DSA_65
-from tests.ownmem_testpaths import SAIHM_EXAMPLE
 
 from ownmem.crypto import provider, run_sync, sha256
 from ownmem.errors import AuthenticationFailed, MalformedInput
+from tests.ownmem_testpaths import SAIHM_EXAMPLE
 
 P = provider()
 h = bytes.fromhex

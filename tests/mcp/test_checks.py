@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN, HOLDER, OTHER, Operator, Reply, TestServer, call
 
 from ownmem.aperto.frame import fragment
-from ownmem.mcp.server import Session
 from ownmem.binding.recall import BODY
+from ownmem.mcp.server import Session
+from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN, HOLDER, OTHER, Operator, Reply, TestServer, call
 
 CID = "c" * 64
 PLACEHOLDERS = ("None", "none", "undefined", "null", "NaN")

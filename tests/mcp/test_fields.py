@@ -4,11 +4,9 @@ lets an operator send them, and the line breaks recall framing splits at."""
 from __future__ import annotations
 
 import pytest
-from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN
 
 from ownmem.binding.fields import boolean, ident, lines, number, printable, uint
-
-
+from tests.mcp.mcpkit import BAD_IDS, FORBIDDEN
 
 
 @pytest.mark.parametrize("good", ["a", "!", "~", "a" * 256, "d851960a5b7754c5884c96bef5d615e666c8ad006e4ceebe028c",

@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client, types
-from tests.mcp.mcpkit import HOLDER, OTHER, TOKEN, Operator, Reply, TestServer
 
 from ownmem.aperto.frame import fragment
+from tests.mcp.mcpkit import HOLDER, OTHER, TOKEN, Operator, Reply, TestServer
 
 OWNMEM = Path(sys.executable).parent / "ownmem"
 

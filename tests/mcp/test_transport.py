@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.mcp.mcpkit import HOLDER, TEST_TIMEOUT, TOKEN, Operator, Reply, TestServer, call, make_session
 
+from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind
 from ownmem.mcp.server import Session
 from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential
-from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind
+from tests.mcp.mcpkit import HOLDER, TEST_TIMEOUT, TOKEN, Operator, Reply, TestServer, call, make_session
 
 MIB = 1024 * 1024
 STATUS = Call("saihm_status", {})

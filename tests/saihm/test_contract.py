@@ -15,7 +15,12 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.crypto import cbor, provider, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed
 from ownmem.saihm.contract import (
-    CONTRACT_CONTEXT, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
+    CONTRACT_CONTEXT,
+    ContractRefused,
+    contract_rules,
+    make_contract,
+    parse_contract,
+    verify_contract,
 )
 from ownmem.saihm.identity import holder_from_seed
 from ownmem.vault.sharing import ShareRefused, unwrap_share_dek, wrap_share_dek

@@ -23,20 +23,41 @@ import hashlib
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ownmem.crypto import provider, run_sync
 from ownmem.errors import MalformedInput, OwnmemError
 from ownmem.saihm import notes
 from ownmem.saihm.notes import (
-    Checkpoint, NoteRefused, NoteSignature, VerifierKey, check_checkpoint_consistency, open_checkpoint, open_note,
-    parse_checkpoint, parse_note, parse_verifier_key,
+    Checkpoint,
+    NoteRefused,
+    VerifierKey,
+    check_checkpoint_consistency,
+    open_checkpoint,
+    open_note,
+    parse_checkpoint,
+    parse_note,
+    parse_verifier_key,
 )
 from ownmem.saihm.tlog import (
-    EMPTY_HASH, LogRangeError, ProofFailed, append_leaves, check_consistency, check_inclusion, leaf_hash, node_hash,
-    prove_consistency, prove_inclusion, split_stored_hash_index, stored_hash_count, stored_hash_index, stored_hashes,
-    tile_indexes, tile_path, tile_width, tree_hash,
+    EMPTY_HASH,
+    LogRangeError,
+    ProofFailed,
+    append_leaves,
+    check_consistency,
+    check_inclusion,
+    leaf_hash,
+    node_hash,
+    prove_consistency,
+    prove_inclusion,
+    split_stored_hash_index,
+    stored_hash_count,
+    stored_hash_index,
+    stored_hashes,
+    tile_indexes,
+    tile_path,
+    tile_width,
+    tree_hash,
 )
 
 P = provider()
@@ -634,7 +655,7 @@ def test_a_checkpoint_for_another_origin_is_refused() -> None:
 
 ROOT64 = base64.b64encode(h(ROOTS[8])).decode()
 MALFORMED_CHECKPOINTS = {
-    "two_lines": f"origin\n8\n",
+    "two_lines": "origin\n8\n",
     "leading_zero": f"origin\n08\n{ROOT64}\n",
     "negative_size": f"origin\n-8\n{ROOT64}\n",
     "plus_size": f"origin\n+8\n{ROOT64}\n",

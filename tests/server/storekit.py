@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.sync.test_blindness import Needles  # the blindness tests' search, reused as it is
-
 from server.storage import Storage, open_storage
 from server.storage.base import LogEntry, PushCell, Registration, VaultRecord
+from tests.sync.test_blindness import Needles  # the blindness tests' search, reused as it is
 
 __all__ = ["Needles", "Store", "cell_windows", "forget", "random_cells", "registered", "registration", "stocked",
            "wait_until"]

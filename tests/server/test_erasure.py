@@ -13,18 +13,18 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from typing import Any
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from tests.server.storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
-from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.crypto import cbor
 from server.storage.postgres import PostgresStorage
+from tests.server.conftest import Backend, LinkedVault
+from tests.server.storekit import Needles, Store, cell_windows, forget, random_cells, registration, stocked, wait_until
 
 FAST = 2.0      # seconds: "does not wait" (the busy timeout was 30 s)
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.server.conftest import Backend, LinkedVault
 import uvicorn
 
 from ownmem.crypto import cbor
@@ -27,6 +26,7 @@ from ownmem.wire.limits import MAX_JSON
 from server.app import create_app
 from server.context import Config
 from server.openapi import OPENAPI
+from tests.server.conftest import Backend, LinkedVault
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTERED = {str(c) for c in ErrorCode}

@@ -16,13 +16,11 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from tests.server.storekit import Store, forget, stocked, wait_until
-from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.aperto.container import parse_container
 from ownmem.aperto.seal import parse_sealed
@@ -30,6 +28,8 @@ from ownmem.crypto import cbor, run_sync
 from ownmem.saihm.cell import make_cell, parse_cell
 from server.storage import export
 from server.storage.base import SnapshotClosed, StorageBusy
+from tests.server.conftest import Backend, LinkedVault
+from tests.server.storekit import Store, forget, stocked, wait_until
 
 PAGE = 1000              # objects per page of the server's export stream (server/app.py)
 # Three pages of ~8 MB.  uvicorn waits for the socket before it writes, not after: the server

@@ -9,11 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.storekit import registered
-from tests.server.conftest import Backend, LinkedVault
-
 from ownmem.crypto import cbor
 from ownmem.wire.limits import MAX_BATCH, MAX_BODY, MAX_PAGE_BYTES
+from tests.server.conftest import Backend, LinkedVault
+from tests.server.storekit import registered
 
 
 def refused(r: httpx.Response, status: int, code: str) -> None:

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.storekit import Store
-
 from server.storage.base import LogEntry
+from tests.server.storekit import Store
 
 
 def _entry() -> LogEntry:

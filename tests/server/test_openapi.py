@@ -18,11 +18,11 @@ from schemathesis.checks import CheckFunction
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from starlette.routing import Route
-from tests.server.conftest import Backend
 
 from server.app import create_app
 from server.context import Config
 from server.openapi import OPENAPI
+from tests.server.conftest import Backend
 
 
 def test_every_route_is_described(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import pytest
 
 from ownmem.crypto import cbor
 from ownmem.wire import messages
-from server.vault_routes import _change
 from server.storage.base import Change
+from server.vault_routes import _change
 
 
 def _rows(n: int) -> list[Change]:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from typing import Any
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.aperto.container import sign_metadata
 from ownmem.crypto import cbor, provider, run_sync
@@ -24,6 +23,7 @@ from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault
 from ownmem.vault.metadata import Metadata
 from ownmem.wire import signed
+from tests.server.conftest import Backend, LinkedVault
 
 PUBLIC_ROUTES = {
     ("/health", "GET"), ("/openapi.json", "GET"), ("/", "GET"),
@@ -198,11 +198,11 @@ def test_challenges_store_nothing_until_a_login_proves_the_key(
     def rows() -> set[tuple[int, bytes]]:
         # the rows themselves, not a count: other tests' rows (the backend is shared) expire and are
         # dropped by any login meanwhile, so only what was added is compared
-        with st._tx() as c:      # noqa: SLF001 - the table itself, on either backend
+        with st._tx() as c:
             return {(int(v), bytes(ch)) for v, ch in c.execute("SELECT vault_id, challenge FROM challenges").fetchall()}
 
     def vault_id() -> int:
-        with st._tx() as c:      # noqa: SLF001
+        with st._tx() as c:
             return next(int(i) for i, n in c.execute("SELECT id, name FROM vaults").fetchall() if n == lv.name)
     try:
         before = rows()

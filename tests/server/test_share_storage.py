@@ -9,10 +9,17 @@ import time
 from typing import Any
 
 import pytest
-from tests.server.storekit import Store, forget, registration, stocked
 
 from server.storage.base import LogEntry, StorageConflict, StorageQuota
-from server.storage.shares import ContractClosed, ContractMissing, NewContract, NotContractHolder, ShardsMissing, shares_of
+from server.storage.shares import (
+    ContractClosed,
+    ContractMissing,
+    NewContract,
+    NotContractHolder,
+    ShardsMissing,
+    shares_of,
+)
+from tests.server.storekit import Store, forget, registration, stocked
 
 GRANTEE = os.urandom(32)
 

@@ -23,17 +23,21 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.server.conftest import Backend, LinkedVault
 
 from ownmem.crypto import provider, run_sync
-from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.notes import (
-    Checkpoint, VerifierKey, check_checkpoint_consistency, open_checkpoint, parse_verifier_key,
+    Checkpoint,
+    VerifierKey,
+    check_checkpoint_consistency,
+    open_checkpoint,
+    parse_verifier_key,
 )
+from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.tlog import ProofFailed, check_inclusion, leaf_hash, stored_hashes, tree_hash
 from ownmem.vault import UnlockedVault
 from ownmem.vault.store import Store
 from ownmem.vault.sync import Syncer, link
+from tests.server.conftest import Backend, LinkedVault
 
 P = provider()
 

@@ -15,12 +15,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-from tests.sync.hostile import Answer, HostileProxy, Seen
 
-from ownmem.saihm import tlog
-from ownmem.saihm import notes
+from ownmem.saihm import notes, tlog
 from ownmem.saihm.receipt import parse_receipt
 from server.tlog_routes import LogKey
+from tests.sync.hostile import Answer, HostileProxy, Seen
 
 TEXT = {"content-type": "text/plain; charset=utf-8"}
 JSONH = {"content-type": "application/json"}

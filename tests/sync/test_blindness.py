@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from tests.sync.synckit import PASSPHRASE, Backend, Devices, Recorder, ServerProcess
 
 from ownmem.aperto import keys as K
 from ownmem.crypto import run_sync
 from ownmem.vault import UnlockedVault
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, Recorder, ServerProcess
 
 CANARY = "CANARY-7f3a9"
 SEMANTIC = 1234567891            # 0x499602d3: a memory's created time, never the cell's

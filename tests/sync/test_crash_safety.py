@@ -20,11 +20,11 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from tests.sync.synckit import Backend, Devices, ServerProcess, feed
 
 from ownmem.errors import SyncError
 from ownmem.vault.sync import PUSH_BATCH, SyncReport
 from ownmem.wire import messages
+from tests.sync.synckit import Backend, Devices, ServerProcess, feed
 
 pytestmark = pytest.mark.slow
 

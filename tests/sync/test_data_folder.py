@@ -12,6 +12,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx
+
 from tests.sync.synckit import Backend, ServerProcess
 
 

@@ -13,9 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.sync.synckit import (
-    WRONG_PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, ownmem,
-)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Memory, Trust
@@ -23,6 +20,7 @@ from ownmem.crypto import provider, run_sync
 from ownmem.errors import WrongPassphrase
 from ownmem.vault import DEFAULT_SCOPE
 from ownmem.vault.metadata import parse_metadata
+from tests.sync.synckit import WRONG_PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.sync.hostile import Answer, HostileProxy, Seen
-from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 from ownmem.aperto import keys as K
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.saihm.cell import parse_cell
-from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.saihm.identity import holder_from_seed
+from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.vault import Vault
 from ownmem.vault.sync import login_new_device
 from ownmem.wire import signed
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess
 
 P = provider()
 CHANGES = r"/changes$"

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.sync.synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
 
 from ownmem.errors import SyncError
 from ownmem.vault import sync as sync_module
 from ownmem.vault.remote import Remote
+from tests.sync.synckit import CLI, PASSPHRASE, Backend, Device, Devices, ServerProcess, cli_env, feed, row_key
 
 NOTIFY_WITHIN = 5.0
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from ownmem.saihm.receipt import parse_receipt
 from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.logkit import ForgedLog, bad_proof, log_key, swapped_key
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
-
-from ownmem.saihm.receipt import parse_receipt
 
 
 @pytest.fixture(scope="module")

@@ -16,17 +16,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from ownmem.crypto import provider, run_sync
+from ownmem.saihm import notes, tlog
+from ownmem.vault import logrules as LR, logwatch as LW
+from ownmem.vault.logwatch import log_status
+from ownmem.wire import publiclog, signed
 from tests.sync.hostile import Answer, HostileProxy, Seen
 from tests.sync.logkit import ForgedLog, MemTree, bad_proof, log_key, real_entries, swapped_key
 from tests.sync.synckit import Backend, Device, Devices, ServerProcess
-
-from ownmem.crypto import provider, run_sync
-from ownmem.saihm import tlog
-from ownmem.saihm import notes
-from ownmem.vault import logrules as LR
-from ownmem.vault import logwatch as LW
-from ownmem.vault.logwatch import log_status
-from ownmem.wire import publiclog, signed
 
 P = provider()
 WITNESSES = r"/witnesses$"

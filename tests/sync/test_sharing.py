@@ -19,8 +19,6 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.sync.hostile import Answer, HostileProxy, Seen
-from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import SyncError
@@ -30,6 +28,8 @@ from ownmem.vault import sharing
 from ownmem.vault.sharing import ShareRefused
 from ownmem.wire import shares, signed
 from ownmem.wire.limits import HOLDER_SIG_LEN
+from tests.sync.hostile import Answer, HostileProxy, Seen
+from tests.sync.synckit import Backend, Device, Devices, ServerProcess, cli_env, ownmem
 
 B_PASSPHRASE = "sync tests: the second person's own passphrase 77"
 C_PASSPHRASE = "sync tests: a third person, mallory, 12 oranges"
@@ -664,9 +664,8 @@ def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, serv
                                                          devices: Devices) -> None:
     """Blindness with sharing: after an offer, an acceptance and a fetch, neither the shared
     plaintext nor its DEK (nor the share key's wrapping key material) is anywhere in the store."""
-    from tests.sync.test_blindness import Needles
-
     from ownmem.aperto import keys as K
+    from tests.sync.test_blindness import Needles
 
     p = _people(backend, servers, devices)
     secret = "the vault code is 4471-ALPHA-mango"

@@ -32,8 +32,7 @@ from ownmem.vault import Vault
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.wire import codec, errors, limits, messages, publiclog, shares
-from ownmem.wire.errors import ERRORS
-from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, MAX_BATCH, MAX_JSON, MAX_PAGE, valid_vault_name
+from ownmem.wire.limits import HOLDER_PUB_LEN, HOLDER_SIG_LEN, MAX_JSON, MAX_PAGE
 
 NAME = "wired"
 TOKEN = "A" * 43
@@ -551,7 +550,7 @@ _row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
 def test_changes_page_round_trip(gaps: list[int], kinds: list[str], blobs: list[bytes], since: int, extra: int) -> None:
     rows: list[messages.ChangeRow] = []
     seq = since
-    for gap, kind, blob in zip(gaps, kinds, blobs):
+    for gap, kind, blob in zip(gaps, kinds, blobs, strict=False):
         seq += gap
         cid = hashlib.sha256(blob).digest()
         rows.append(messages.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell"

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
+from ownmem.uomp.approval import APPROVAL_INFO
+from ownmem.uomp.tokens import AUTH_INFO
+from ownmem.usecases.items import put_item
 from tests.agent.agentkit import AgentVault
+
 # the agent and sync tests' server, vault and agent fixtures are these tests' too (one definition of each)
 from tests.agent.conftest import agent_vault, agents  # noqa: F401
 from tests.sync.conftest import backend, devices, servers, sqlite_backend  # noqa: F401
 from tests.sync.synckit import Devices
 from tests.uomp.uompkit import APPROVAL_KEYS, UompVault
-
-from ownmem.usecases.items import put_item
-from ownmem.uomp.approval import APPROVAL_INFO
-from ownmem.uomp.tokens import AUTH_INFO
 
 ITEMS: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("preference.theme", "dark", ("preference", "ui"), "low"),

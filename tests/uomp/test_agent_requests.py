@@ -14,7 +14,6 @@ from typing import Any
 
 from tests.agent.agentkit import AgentProcess, issue, ownmem_cli
 from tests.sync.synckit import Backend, cli_env
-
 from tests.uomp.uompkit import Uomp
 
 
@@ -132,13 +131,11 @@ def test_a_request_not_signed_by_that_agents_key_is_shown_to_nobody_and_does_not
     none can be confirmed, the memory each names stays; the genuine one is listed and works."""
     import os
 
-    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.aperto.model import Memory
     from ownmem.crypto import run_sync
-    from ownmem.usecases import requests as agent_requests
-    from ownmem.usecases import authors
-    from ownmem.usecases import staged as staging
+    from ownmem.usecases import authors, requests as agent_requests
+    from ownmem.usecases.authors import agent_info
     from ownmem.vault import Vault
 
     passphrase = "agent requests: a green heron on the dock 3"

@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.uomp.uompkit import UompVault
 from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import Uomp, error_body, start
+from tests.uomp.uompkit import Uomp, UompVault, error_body, start
 
 ITEMS: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("fund.a", {"v": 10}, ("fund", "fund:core"), "medium"),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ownmem.errors import AuthenticationFailed
 from ownmem.agent.audit import AuditEntry, AuditLog, new_id
+from ownmem.errors import AuthenticationFailed
 
 KEY = b"\x07" * 32
 

@@ -11,18 +11,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from tests.sync.synckit import Backend, Devices, ServerProcess
-from tests.uomp.uompkit import Uomp, error_body
 
-from ownmem.agent import audit_batches as ab
-from ownmem.agent import audit_sync as au
+from ownmem.agent import audit_batches as ab, audit_sync as au
 from ownmem.crypto import sha256
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import iso
+from tests.sync.synckit import Backend, Devices, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, error_body
 
 READ = {"tags": ["preference"]}
 TICK = 60                 # s: the batch tick of the service under test (OWNMEM_UOMP_BATCH_SECONDS)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ownmem.agent import audit
-from ownmem.errors import AuthenticationFailed
 from ownmem.agent.audit import JOURNAL_NAME, AuditEntry, AuditLog, new_id
+from ownmem.errors import AuthenticationFailed
 
 KEY = b"\x07" * 32
 

@@ -5,7 +5,6 @@ the public log's anchor carries no key, value, tag or session id; prune erases o
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -13,19 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.agent.agentkit import issue, ownmem_cli
-from tests.uomp.uompkit import UompVault
 from Crypto.Hash import keccak
-from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
-from tests.uomp.uompkit import Uomp
 
+from ownmem.agent import audit_batches as ab, audit_sync as au
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
-from ownmem.agent import audit_batches as ab
-from ownmem.agent import audit_sync as au
-from ownmem.uomp.control import AUDIT as AUDIT_RECORD
-from ownmem.uomp.control import is_control
+from ownmem.uomp.control import AUDIT as AUDIT_RECORD, is_control
 from ownmem.vault import Vault
+from tests.agent.agentkit import issue, ownmem_cli
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp, UompVault
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
 

@@ -1,8 +1,7 @@
 """What counts as a control record (ownmem.uomp.control): the extensions every view leaves out."""
 from __future__ import annotations
 
-from ownmem.uomp.control import REVOCATION
-from ownmem.uomp.control import is_bookkeeping, is_control
+from ownmem.uomp.control import REVOCATION, is_bookkeeping, is_control
 
 
 def test_revocations_and_confirmations_are_control_and_memories_are_not() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from ownmem.uomp.errors import InvalidToken, TokenExpired
 from ownmem.uomp.guard import ALLOW, Request, SessionState, aggregate, decide, project
 from ownmem.uomp.items import Item
-from ownmem.uomp.errors import InvalidToken, TokenExpired
 from ownmem.uomp.tokens import AuthKey, Claims, Scope, Scopes, issue, verify
 
 NOW = int(time.time())      # PyJWT checks iat against the real clock

@@ -13,14 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import jwt
-from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import Uomp, code
 
 from ownmem.uomp.guard import proof_message
 from ownmem.uomp.tokens import AuthKey, iso
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, code
 
 READ = {"tags": ["preference", "portfolio", "solo"], "keys": ["user.display_name", "preference.secret"],
         "deny_tags": ["financial"], "deny_keys": ["preference.lang"]}

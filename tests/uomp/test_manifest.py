@@ -21,14 +21,22 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ownmem.uomp.manifest import (AgentUnverified, DeletionMethod, ManifestForged, ManifestInvalid, RetentionLevel,
-                                  RetentionPolicy, parse_manifest, retention_level, signing_document)
+from ownmem.uomp.manifest import (
+    AgentUnverified,
+    DeletionMethod,
+    ManifestForged,
+    ManifestInvalid,
+    RetentionLevel,
+    RetentionPolicy,
+    parse_manifest,
+    retention_level,
+    signing_document,
+)
 from ownmem.uomp.publisher import TrustList, did_key_of, did_proof_input, jcs, load_trust, save_trust, verify_publisher
 from ownmem.uomp.registered import register_manifest, registered
-
 from tests.sync.synckit import cli_env, ownmem
 
-NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
 def base() -> dict[str, Any]:

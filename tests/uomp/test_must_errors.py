@@ -8,12 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-from tests.uomp.uompkit import UompVault
-from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import bearer, error_body, sleep_past_expiry, start
 
-from ownmem.uomp.approval import APPROVAL_HEADER
 from ownmem.agent.sessions import ADMIN_HEADER
+from ownmem.uomp.approval import APPROVAL_HEADER
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import UompVault, bearer, error_body, sleep_past_expiry, start
 
 READ = {"tags": ["preference"], "keys": [], "deny_tags": ["financial"]}
 THEME = "/v1/memory/preference.theme"

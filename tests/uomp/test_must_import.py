@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.agent.agentkit import ownmem_cli
-from tests.uomp.uompkit import UompVault
 from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
-from tests.uomp.uompkit import error_body, start
+from tests.uomp.uompkit import UompVault, error_body, start
 
 REFUSED: list[tuple[str, bytes, tuple[str, ...]]] = [
     ("r.csv", "key,tags,sensitivity,value.t\nimp.latin,imp,low,caf\xe9\n".encode("latin-1"), ()),  # 12.4 UTF-8

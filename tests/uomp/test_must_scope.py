@@ -8,11 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.uomp.uompkit import UompVault
-from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import Uomp, bearer, error_body, start
-
 from ownmem.uomp.tokens import parse_iso
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, bearer, error_body, start
 
 ITEMS: list[tuple[str, Any, tuple[str, ...], str]] = [
     ("pref.theme", "dark", ("preference", "ui"), "low"),

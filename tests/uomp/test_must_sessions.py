@@ -9,16 +9,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.agent.agentkit import ownmem_cli
-from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import Uomp, bearer, code, error_body, start
 
-from ownmem.uomp.guard import PROOF_FIELDS, proof_message
 from ownmem.agent.strangers import WINDOW_ENV
+from ownmem.uomp.guard import PROOF_FIELDS, proof_message
 from ownmem.uomp.tokens import iso
+from tests.agent.agentkit import ownmem_cli
+from tests.sync.synckit import Backend, ServerProcess
+from tests.uomp.uompkit import Uomp, UompVault, bearer, code, error_body, start
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"]}
 THEME = "/v1/memory/preference.theme"

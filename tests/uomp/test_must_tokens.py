@@ -15,13 +15,12 @@ from typing import Any
 
 import httpx
 import jwt
-from tests.uomp.uompkit import UompVault
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from tests.sync.synckit import Backend, ServerProcess, free_port
-from tests.uomp.uompkit import Uomp, bearer, code, error_body, sleep_past_expiry, start
 
 from ownmem.agent.sessions import ADMIN_HEADER
 from ownmem.uomp.tokens import AuthKey, iso, parse_iso, token_hash
+from tests.sync.synckit import Backend, ServerProcess, free_port
+from tests.uomp.uompkit import Uomp, UompVault, bearer, code, error_body, sleep_past_expiry, start
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
 THEME = "/v1/memory/preference.theme"

@@ -17,12 +17,11 @@ from typing import Any
 
 import httpx
 
+from ownmem.agent.sessions import ADMIN_HEADER
+from ownmem.uomp.approval import APPROVAL_HEADER
 from tests.agent.agentkit import ownmem_cli
 from tests.sync.synckit import CLI, PASSPHRASE, Backend, ServerProcess
 from tests.uomp.uompkit import Uomp, UompVault, code, error_body
-
-from ownmem.uomp.approval import APPROVAL_HEADER
-from ownmem.agent.sessions import ADMIN_HEADER
 
 MANIFEST = {"uomp_version": "1.0", "agent": {"id": "calendar_agent", "name": "Calendar", "version": "1.0.0"},
             "requested_scopes": {"read": {"tags": ["preference"], "keys": []}},

@@ -10,20 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.agent.agentkit import ownmem_cli
-from tests.uomp.uompkit import UompVault
-from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
-from tests.uomp.uompkit import Uomp
-
+from ownmem.agent.published import REVOCATION as PUBLISHED_REVOCATION, SESSION_RECORD, read_published
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.crypto import run_sync
-from ownmem.uomp.control import REVOCATION
-from ownmem.uomp.control import CONTROL_EXTENSIONS, is_control
-from ownmem.agent.published import REVOCATION as PUBLISHED_REVOCATION
-from ownmem.agent.published import SESSION_RECORD, read_published
+from ownmem.uomp.control import CONTROL_EXTENSIONS, REVOCATION, is_control
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.vault import SUPERSEDES, TOOL
+from tests.agent.agentkit import ownmem_cli
+from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp, UompVault
 
 READ = {"tags": ["preference"], "keys": ["user.display_name"], "deny_tags": ["financial"], "deny_keys": []}
 MANIFEST = {"uomp_version": "1.0",

@@ -9,9 +9,18 @@ from typing import Any
 import pytest
 
 from ownmem.errors import MalformedInput
-from ownmem.uomp.records import (RecordsRefused, accepted, check, field_names, format_of, parse_csv, parse_json,
-                                 parse_map, target_of, validate)
-
+from ownmem.uomp.records import (
+    RecordsRefused,
+    accepted,
+    check,
+    field_names,
+    format_of,
+    parse_csv,
+    parse_json,
+    parse_map,
+    target_of,
+    validate,
+)
 from tests.sync.synckit import cli_env, ownmem
 
 SPEC_CSV = b"key,tags,sensitivity,value.title,value.content\nnote-1,notes,low,Shopping list,Buy milk\n" \

@@ -7,12 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.agent.agentkit import ownmem_cli
-from tests.uomp.uompkit import UompVault
-from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
-from tests.uomp.uompkit import Uomp, code
-
 from ownmem.uomp.control import REVOCATION
+from tests.agent.agentkit import ownmem_cli
+from tests.sync.synckit import Backend, Devices, ServerProcess, cli_env
+from tests.uomp.uompkit import Uomp, UompVault, code
 
 READ = {"tags": ["preference"], "keys": []}
 
@@ -60,8 +58,8 @@ def test_a_reading_agent_is_cut_off_within_2s_of_a_revoke_on_another_device(
 def test_only_an_owner_signed_record_revokes(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from ownmem.aperto.model import Trust
     from ownmem.agent.uomp_mount import revocation_of
+    from ownmem.aperto.model import Trust
     from ownmem.vault import Vault
 
     v = Vault.create(tmp_path / "v", "correct horse battery staple 42")

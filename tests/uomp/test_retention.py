@@ -8,7 +8,14 @@ import json
 import pytest
 
 from ownmem.agent.retention import (
-    PRUNED_ACTION, Pruned, RetentionRefused, accounted, check_cutoff, prune_cutoff, pruned_entry, uncovered,
+    PRUNED_ACTION,
+    Pruned,
+    RetentionRefused,
+    accounted,
+    check_cutoff,
+    prune_cutoff,
+    pruned_entry,
+    uncovered,
 )
 
 NOW = 1_800_000_000

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from tests.agent.agentkit import AgentProcess, credential, issue, ownmem_cli
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+
+from ownmem.agent.published import read_published
+from ownmem.uomp.control import REVOCATION
+from tests.agent.agentkit import AgentProcess, credential, issue, ownmem_cli
 from tests.sync.synckit import Backend, Devices, ServerProcess
 from tests.uomp.uompkit import UompVault
-
-from ownmem.uomp.control import REVOCATION
-from ownmem.agent.published import read_published
 
 # the high-sensitivity items of conftest.ITEMS, as put_item writes their text
 HIGH = ("hunter2", "preference.secret", "user.password")

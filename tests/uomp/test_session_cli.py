@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.agent.agentkit import ownmem_cli
-from tests.uomp.uompkit import UompVault
 from tests.sync.synckit import Backend, ServerProcess
-from tests.uomp.uompkit import Uomp, code
+from tests.uomp.uompkit import Uomp, UompVault, code
 
 MANIFEST = {"uomp_version": "1.0", "agent": {"id": "calendar_agent", "name": "Calendar", "version": "1.0.0"},
             "requested_scopes": {"read": {"tags": ["preference", "financial"], "keys": []}},

@@ -9,13 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ownmem_cli
-
-from tests.uomp.uompkit import Uomp
-from tests.sync.synckit import Backend
-
 from ownmem.aperto.keys import SigningKey
 from ownmem.vault import UnlockedVault
+from tests.agent.agentkit import AgentProcess, AgentVault, credential, issue, ownmem_cli
+from tests.sync.synckit import Backend
+from tests.uomp.uompkit import Uomp
 
 
 def _recall(agent: AgentProcess, auth: str, q: str) -> list[str]:
@@ -75,7 +73,7 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     # under the credential's own session (issue 19: a SAIHM credential is a UOMP session)
     assert audit[1]["key"] == res["cellNonce"] and audit[1]["session_id"] == p_cred["session_id"]
     assert audit[5]["reason"].startswith("write_refused") and audit[7]["reason"].startswith("empty_content")
-    assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2]))     # each outcome names its attempt
+    assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2], strict=False))     # each outcome names its attempt
     assert not [a for a in audit if "tea" in json.dumps(a) or "PIN" in json.dumps(a)]
     agent.stop()
 
@@ -115,10 +113,10 @@ def _vault_with_agent_write(
         tmp_path: Path) -> tuple[UnlockedVault, SigningKey, SigningKey, Callable[..., bytes], bytes]:
     import os
 
-    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.aperto.model import Memory
     from ownmem.crypto import run_sync
+    from ownmem.usecases.authors import agent_info
     from ownmem.vault import Vault
 
     v = Vault.create(tmp_path / "v", "staging tests: an orange kite over the bay 7")
@@ -137,8 +135,7 @@ def _vault_with_agent_write(
 
 
 def test_only_the_owner_can_confirm_and_an_owner_signed_staged_flag_is_not_a_staged_write(tmp_path: Path) -> None:
-    from ownmem.usecases import authors
-    from ownmem.usecases import staged as staging
+    from ownmem.usecases import authors, staged as staging
 
     v, agent_key, _, seal, staged = _vault_with_agent_write(tmp_path)
     keys = authors.AgentKeys(v)
@@ -167,11 +164,10 @@ def test_an_agent_id_its_signer_cannot_prove_names_no_agent(tmp_path: Path) -> N
     staged write (not offered to the person as planner's, not recalled by planner, nor by
     anyone), and not labelled "agent" in recall."""
     from ownmem.agent.operator import trust_label
-    from ownmem.usecases.authors import agent_info
     from ownmem.aperto import keys as aperto_keys
     from ownmem.crypto import run_sync
-    from ownmem.usecases import authors
-    from ownmem.usecases import staged as staging
+    from ownmem.usecases import authors, staged as staging
+    from ownmem.usecases.authors import agent_info
 
     v, agent_key, impostor, seal, staged = _vault_with_agent_write(tmp_path)
     keys = authors.AgentKeys(v)
@@ -288,9 +284,9 @@ def test_an_outcome_that_cannot_be_recorded_leaves_the_attempt_on_disk(tmp_path:
 
     import pytest
 
-    from ownmem.errors import StoreError
     from ownmem.agent.audit import AuditLog
     from ownmem.agent.staging import WriteAudit
+    from ownmem.errors import StoreError
 
     key = os.urandom(32)
     log = AuditLog(tmp_path, key)

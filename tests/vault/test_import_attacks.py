@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.vault.vaultkit import (  # noqa: F401  (fixtures)
-    OTHER_PASSPHRASE, PASSPHRASE, close, folder_of, store_state, stranger, third_party, vault,
-)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.container import SIGNATURE_KEY
@@ -29,6 +26,16 @@ from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import ImportRefused, MalformedInput, VaultError, WrongPassphrase
 from ownmem.vault import DEFAULT_SCOPE, UnlockedVault, Vault, export_vault, import_file
 from ownmem.vault.transfer import MAX_FILE
+from tests.vault.vaultkit import (  # noqa: F401  (fixtures)
+    OTHER_PASSPHRASE,
+    PASSPHRASE,
+    close,
+    folder_of,
+    store_state,
+    stranger,
+    third_party,
+    vault,
+)
 
 # ------------------------------------------------------------------ the attacker's toolkit
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.vault.vaultkit import PASSPHRASE, close
 
 from ownmem.aperto.container import SIGNATURE_KEY
 from ownmem.crypto import cbor
@@ -17,6 +16,7 @@ from ownmem.crypto.cpython import CPythonProvider
 from ownmem.vault import Vault
 from ownmem.vault.store import Store
 from ownmem.vault.transfer import export_bytes, import_bytes
+from tests.vault.vaultkit import PASSPHRASE, close
 
 
 class CountingProvider:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.vault.vaultkit import PASSPHRASE
 
 from ownmem.crypto import run_sync
 from ownmem.crypto.cpython import CPythonProvider
@@ -23,6 +22,7 @@ from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.unlock import unlock_store
 from ownmem.web.api import CACHE_INFO, App, DeviceCache
+from tests.vault.vaultkit import PASSPHRASE
 
 # What a locked vault keeps, and why it is not a secret.
 NOT_SECRET = {

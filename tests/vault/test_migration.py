@@ -13,7 +13,6 @@ by an accepted third party, by a stranger, and one corrupt.  Properties:
 from __future__ import annotations
 
 import pytest
-from tests.vault.vaultkit import PASSPHRASE, close, folder_of, stranger, third_party, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Authorship, Custody, Memory, OpenedMemory, Trust
@@ -23,6 +22,7 @@ from ownmem.crypto import random_bytes, run_sync
 from ownmem.errors import VaultError
 from ownmem.vault import UnlockedVault, Vault, migrate_vault
 from ownmem.vault.store import StoredObject
+from tests.vault.vaultkit import PASSPHRASE, close, folder_of, stranger, third_party, vault  # noqa: F401  (fixtures)
 
 NOW = 1760000000
 

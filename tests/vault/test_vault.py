@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.vault.vaultkit import PASSPHRASE, close, folder_of, store_state, third_party, vault  # noqa: F401  (fixtures)
 
 from ownmem.aperto import keys as K
 from ownmem.aperto.model import Authorship, Memory, MemType, Trust
@@ -30,6 +29,7 @@ from ownmem.crypto.cpython import CPythonProvider
 from ownmem.errors import MalformedInput, NotFound, ProducerRefusal, VaultError, WrongPassphrase
 from ownmem.vault import DEFAULT_SCOPE, UnlockedVault, Vault, export_vault, import_file
 from ownmem.vault.store import Store, StoredObject
+from tests.vault.vaultkit import PASSPHRASE, close, folder_of, store_state, third_party, vault  # noqa: F401  (fixtures)
 
 
 class CountingProvider:
@@ -144,7 +144,7 @@ def test_added_memories_open_as_self(vault: UnlockedVault) -> None:
     listing = vault.open_all()
     assert listing.refused == []
     by_id = {e.id: e for e in listing.entries}
-    for oid, c, i in zip(ids, cases, range(3)):
+    for oid, c, i in zip(ids, cases, range(3), strict=False):
         e = by_id[oid]
         o = e.opened
         assert (o.content, o.tags, o.mem_type, o.confidence, e.scope) == (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.ownmem_testpaths import SAIHM_EXAMPLE, VECTORS
 
 from ownmem.web import selftest
+from tests.ownmem_testpaths import SAIHM_EXAMPLE, VECTORS
 
 VECTOR_DATA = {
     "apertomemory_v2": json.loads((VECTORS / "apertomemory-v2" / "apertomemory-v2-test-vectors.json").read_text()),

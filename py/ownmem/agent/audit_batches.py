@@ -25,10 +25,9 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from ownmem.wire import codec
 from ownmem.agent.retention import DAY, RETENTION_DAYS, accounted, uncovered
 from ownmem.crypto import run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError
@@ -36,6 +35,7 @@ from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt, verify_receipt
 from ownmem.uomp.control import AuditBatch
 from ownmem.vault.vault import Entry
+from ownmem.wire import codec
 
 RECORD_TAG = "uomp-audit"
 ANCHOR_OPERATION = "RECALL"          # read-only calls' receipts "under operator policy" (SAIHM)
@@ -155,7 +155,7 @@ def batch_root(entries: Sequence[Mapping[str, Any]], sessions: Mapping[str, Mapp
                canons: Sequence[bytes] | None = None) -> bytes:
     """``canons``: each entry's canonical JSON when the caller made it already (the writer)."""
     cs: Sequence[bytes | None] = canons if canons is not None else [None] * len(entries)
-    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {}), c) for e, c in zip(entries, cs)])
+    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {}), c) for e, c in zip(entries, cs, strict=False)])
 
 
 # ---------------------------------------------------------------------------- reading (pure + log)
@@ -201,7 +201,7 @@ def gaps(batches: list[Batch]) -> dict[tuple[str, int], str]:
     out: dict[tuple[str, int], str] = {}
     for stream, seqs in by_stream.items():
         held = sorted(seqs)
-        for prev, cur in zip([0] + held, held):
+        for prev, cur in zip([0] + held, held, strict=False):
             missing = uncovered(prev + 1, cur - 1, pruned.get(stream, ()))
             if missing:
                 n, lo, hi = sum(h - lo + 1 for lo, h in missing), missing[0][0], missing[-1][1]
@@ -246,7 +246,7 @@ def checked_structure(b: Batch, holder_id: bytes) -> str | None:
 
 def _iso(t: int) -> str:
     """As tokens.iso, which the browser cannot import (it pulls in PyJWT)."""
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,10 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE, HEADER_TIMEOUT
 from ownmem.agent.answers import refusal
+from ownmem.asgi import BODY_GRACE, BODY_MIN_RATE, HEADER_TIMEOUT
 from ownmem.saihm.errors import B
 from ownmem.uomp.errors import ErrorCode as E, HttpRefusal
-
-
 
 # headers that never completed name no path: the answer is the SAIHM binding's (the port's first)
 _TIMEOUT_BODY = json.dumps({"error": B.TIMEOUT.value}, separators=(",", ":")).encode()

@@ -36,6 +36,8 @@ from typing import Any
 
 from ownmem.agent import quota, staging
 from ownmem.agent.audit import AUDIT_INFO, AuditLog
+from ownmem.agent.credentials import Credential
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.agent.tools import OperatorError, Tools, text_param
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
@@ -45,21 +47,16 @@ from ownmem.errors import OwnmemError, StoreError, SyncError
 from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
 from ownmem.saihm.errors import B
 from ownmem.saihm.receipt import make_receipt, parse_receipt
+from ownmem.uomp.control import is_bookkeeping, is_control
 from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys, author_key, bound_agent
 from ownmem.usecases.listing import memories
 from ownmem.usecases.requests import AgentRequest
+from ownmem.vault.remote import Remote
 from ownmem.vault.sharing import SharedReader
 from ownmem.vault.store import PendingWrite, StoredObject
-from ownmem.vault.remote import Remote
 from ownmem.vault.sync import KEK_VERSION, TIER, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
-from ownmem.uomp.control import is_bookkeeping, is_control
-from ownmem.agent.credentials import Credential
-from ownmem.vault.sharing import (
-    SharedReader, ToolRefused, check_share_rules, parse_share_params, tool_contracts, tool_revoke_share,
-)
-from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.wire import messages
 
 _log = logging.getLogger("ownmem.agent")

@@ -11,8 +11,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from ownmem.aperto.frame import CLOSE, fragment
-from ownmem.binding.fields import (_B64URL_KEY_ID, SURROGATE, boolean, bracket, compact, details, ident, lines,
-                                   printable, same_id, uint)
+from ownmem.binding.fields import (
+    _B64URL_KEY_ID,
+    SURROGATE,
+    boolean,
+    bracket,
+    compact,
+    details,
+    ident,
+    lines,
+    printable,
+    same_id,
+    uint,
+)
 from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
 
 # Each line of recalled plaintext is printed behind this; no line the client writes itself starts so.
@@ -205,7 +216,7 @@ def finish_recall(a: Answer | Failure, *, query: str | None, holder_id: str | No
     if not v:
         return RecallResult(RecallOutcome.NOTHING_MATCHED if query else RecallOutcome.EMPTY,
                             holder_known=me is not None)
-    cells = tuple(_recalled(e, i, me) for e, i in zip(v, ids) if i is not None)
+    cells = tuple(_recalled(e, i, me) for e, i in zip(v, ids, strict=False) if i is not None)
     if all(not isinstance(e.get("plaintext"), str) for e in v):
         outcome = RecallOutcome.NOT_CUSTODIAL
     elif any(c.plaintext is None for c in cells):

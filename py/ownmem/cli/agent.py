@@ -42,6 +42,8 @@ from ownmem.agent.operator import Operator
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
+from ownmem.agent.uomp_mount import KeyReads, mount
+from ownmem.asgi import BodyDeadline, BodyTimeout
 from ownmem.cli import manifest as manifest_cli
 from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
 from ownmem.cli.sessions import register as register_uomp
@@ -50,8 +52,6 @@ from ownmem.scrub import forget_passphrase_env
 from ownmem.vault import Vault
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer
-from ownmem.asgi import BodyDeadline, BodyTimeout
-from ownmem.agent.uomp_mount import KeyReads, mount
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:

@@ -38,7 +38,11 @@ from ownmem.saihm.receipt import Receipt, parse_receipt, verify_receipt
 from ownmem.termsafe import visible
 from ownmem.vault import Vault
 from ownmem.vault.logrules import (
-    advance_problem, consistency_needed, inclusion_problem, open_served_checkpoint, served_key,
+    advance_problem,
+    consistency_needed,
+    inclusion_problem,
+    open_served_checkpoint,
+    served_key,
 )
 from ownmem.vault.logwatch import PublicLog, log_status, pinned_key
 from ownmem.vault.remote import refusal
@@ -123,9 +127,7 @@ def _answer(fn: Any, what: str) -> Any:
 
 def http_get(base: str) -> tuple[PublicLog, Any]:
     """A PublicLog over httpx: no redirect followed, answers read to at most MAX_ANSWER bytes."""
-    import httpx
 
-    from ownmem.vault.remote import refusal
 
     if not base.startswith(("http://", "https://")):
         raise LogVerifyFailed("the server URL must start with http:// or https://")

@@ -15,9 +15,9 @@ from typing import Any
 from ownmem.cli.common import folder as _folder
 from ownmem.errors import VaultError
 from ownmem.termsafe import raw, visible
-from ownmem.vault import Vault
 from ownmem.uomp.manifest import ScopeRequest
 from ownmem.uomp.registered import Registered, register_manifest
+from ownmem.vault import Vault
 
 RED, RESET = "\033[31m", "\033[0m"
 

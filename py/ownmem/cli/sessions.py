@@ -31,7 +31,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,9 +98,7 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *
 
 def _identity_key(m: Any) -> str | None:
     """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
-    import base64
 
-    from ownmem.uomp.publisher import did_key_public
 
     did = m.identity.did if m.identity is not None else None
     if not did or not did.startswith("did:key:"):
@@ -296,7 +294,7 @@ def _date(s: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 date: {s!r}") from None
     if d.tzinfo is None:
-        d = d.replace(tzinfo=timezone.utc)
+        d = d.replace(tzinfo=UTC)
     return int(d.timestamp())
 
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from ownmem.errors import OwnmemError
 from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind, interpret
+from ownmem.errors import OwnmemError
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _PRINTABLE_ASCII = frozenset(range(0x21, 0x7F))

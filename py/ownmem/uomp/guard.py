@@ -258,7 +258,7 @@ def determines_few(sets: Sequence[Basis]) -> bool:
         for i in range(len(rows)):
             if i != r and rows[i][c]:
                 f = rows[i][c]
-                rows[i] = [(a - f * b) % _P for a, b in zip(rows[i], rows[r])]
+                rows[i] = [(a - f * b) % _P for a, b in zip(rows[i], rows[r], strict=False)]
         r += 1
     for row in rows[:r]:
         nz = [c for c, x in enumerate(row) if x]

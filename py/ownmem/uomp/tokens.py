@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import jwt
@@ -33,7 +33,7 @@ MAX_TOKEN = 16 * 1024      # bytes of a bearer token we parse at all
 
 @functools.lru_cache(maxsize=1 << 14)
 def _iso(t: int) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def iso(t: float) -> str:

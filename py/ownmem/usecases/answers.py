@@ -15,10 +15,8 @@ from dataclasses import dataclass
 from ownmem.errors import NotFound, VaultError
 from ownmem.uomp.control import Confirmation
 from ownmem.usecases.authors import AgentKeys
-from ownmem.usecases.requests import AgentRequest, named_memory
-from ownmem.usecases.requests import pending as pending_requests
-from ownmem.usecases.staged import StagedWrite
-from ownmem.usecases.staged import pending as pending_writes
+from ownmem.usecases.requests import AgentRequest, named_memory, pending as pending_requests
+from ownmem.usecases.staged import StagedWrite, pending as pending_writes
 from ownmem.vault.sharing import ShareCreated, share_cells
 from ownmem.vault.sync import Syncer
 from ownmem.vault.vault import Entry, Listing, UnlockedVault

@@ -14,10 +14,10 @@ from typing import Any
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Trust
 from ownmem.crypto import run_sync
+from ownmem.purposes import AGENT_AUTHOR_PREFIX, AgentAuthor
 from ownmem.uomp.agents import valid_agent_id
 from ownmem.uomp.control import ITEM
 from ownmem.vault.vault import Entry, UnlockedVault
-from ownmem.purposes import AGENT_AUTHOR_PREFIX, AgentAuthor
 
 AGENT_INFO = AGENT_AUTHOR_PREFIX
 

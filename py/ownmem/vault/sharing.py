@@ -40,7 +40,12 @@ from ownmem.crypto import CryptoProvider, run_sync, sha256
 from ownmem.errors import OwnmemError, SyncError, WireError
 from ownmem.saihm.cell import Cell, CellRefused, check_cell
 from ownmem.saihm.contract import (
-    Contract, ContractRefused, contract_rules, make_contract, parse_contract, verify_contract,
+    Contract,
+    ContractRefused,
+    contract_rules,
+    make_contract,
+    parse_contract,
+    verify_contract,
 )
 from ownmem.saihm.errors import B, BindingError, BindingRefusal
 from ownmem.saihm.receipt import make_receipt
@@ -292,7 +297,7 @@ def share_objects(syncer: Syncer, object_ids: Sequence[bytes], grantees: Sequenc
     contract = run_sync(make_contract(p, xi=me.xi, holder_id=me.holder_id, grantee_ids=list(grantees),
                                       shard_ids=cells, mode=m, scope=scope, expires_at=expires_at, timestamp=at))
     items: list[bytes] = []
-    for r, cid in zip(rows, cells):
+    for r, cid in zip(rows, cells, strict=False):
         dek = run_sync(aperto_keys.unwrap_dek(p, r.dek_wrapped, v.kek(scopes_by_id[r.scope_id])))
         for h in holders:
             key = run_sync(wrap_share_dek(p, dek, h.ka_pub, contract.contract_id, cid))

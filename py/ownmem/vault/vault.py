@@ -28,10 +28,9 @@ from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_veri
 from ownmem.aperto.trust import Keyring
 from ownmem.crypto import CryptoProvider, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError
+from ownmem.purposes import KeyPurpose, Purpose
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
-from ownmem.vault.store import PublicIdentity, Store, StoredObject
-from ownmem.purposes import KeyPurpose, Purpose
 from ownmem.vault.store import Store, StoredObject
 
 DEFAULT_SCOPE = "default"

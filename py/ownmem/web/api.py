@@ -42,14 +42,14 @@ from ownmem.vault import sharing
 from ownmem.vault.logwatch import log_status
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
 from ownmem.vault.transfer import export_bytes, import_bytes
+from ownmem.vault.unlock import create_in_async, unlock_store_async
+from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
 from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
 from ownmem.web.shares import share_json, shared_json
-from ownmem.vault.unlock import create_in_async, unlock_store_async
-from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, link_honoured
 from ownmem.web.store import IdbStore
 
 __all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: ownmem.web.cache
@@ -270,7 +270,6 @@ class App:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
         from ownmem.wire import codec
-        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 
         oid = bytes.fromhex(id)
         if len(oid) != 16:
