@@ -37,9 +37,9 @@ from ownmem.crypto import provider, run_sync
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault import Vault
 from ownmem.vault.logrules import advance_problem, open_served_checkpoint, served_key
-from ownmem.vault.logwatch import PublicLog, advance_problem, open_served_checkpoint, served_key
+from ownmem.vault.logwatch import PublicLog
 from ownmem.vault.remote import Remote
-from ownmem.vault.sync import Remote, link
+from ownmem.vault.sync import link
 from ownmem.wire.limits import MAX_RECEIPTS
 from server.storage import open_storage
 from server.storage.base import LogEntry

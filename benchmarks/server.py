@@ -52,7 +52,7 @@ from ownmem.crypto import run_sync
 from ownmem.saihm.cell import make_cell
 from ownmem.vault import UnlockedVault, Vault
 from ownmem.vault.remote import PULL_PAGE, Remote
-from ownmem.vault.sync import KEK_VERSION, PULL_PAGE, TIER, Remote, link
+from ownmem.vault.sync import KEK_VERSION, TIER, link
 from ownmem.wire import messages
 from ownmem.wire.limits import MAX_BATCH, MAX_PAGE_BYTES
 from server.verifypool import MIN_BATCH, default_processes

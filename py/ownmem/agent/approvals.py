@@ -29,7 +29,8 @@ class Approvals:
     def is_admin(self, r: HttpRequest) -> bool:
         return AdminCredential.matches(self.admin_secret, r.headers.get(ADMIN_HEADER))
 
-    async def body(self, r: HttpRequest, what: str, read: Callable[[HttpRequest], Awaitable[bytes]]) -> bytes | Response:
+    async def body(self, r: HttpRequest, what: str,
+                   read: Callable[[HttpRequest], Awaitable[bytes]]) -> bytes | Response:
         """The body of a request the person approved (``read`` reads it, bounded), or the answer
         refusing it (a caller with neither header is refused before its body is read)."""
         if approval.APPROVAL_HEADER not in r.headers and not self.is_admin(r):

@@ -155,7 +155,8 @@ def batch_root(entries: Sequence[Mapping[str, Any]], sessions: Mapping[str, Mapp
                canons: Sequence[bytes] | None = None) -> bytes:
     """``canons``: each entry's canonical JSON when the caller made it already (the writer)."""
     cs: Sequence[bytes | None] = canons if canons is not None else [None] * len(entries)
-    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {}), c) for e, c in zip(entries, cs, strict=False)])
+    return merkle_root([leaf(e, sessions.get(str(e.get("session_id") or ""), {}), c)
+                        for e, c in zip(entries, cs, strict=False)])
 
 
 # ---------------------------------------------------------------------------- reading (pure + log)

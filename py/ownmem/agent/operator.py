@@ -131,9 +131,12 @@ class AgentSyncer(Syncer):
             return True
 
 
+DEFAULT_LIMITS = quota.Limits()      # frozen: one default shared by every operator
+
+
 class Operator(Tools):
     def __init__(self, v: UnlockedVault, remote: Remote, *, now: Callable[[], int] = lambda: int(time.time()),
-                 limits: quota.Limits = quota.Limits(), clock: Callable[[], float] = time.monotonic) -> None:
+                 limits: quota.Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
         self.v, self.now = v, now
         self.limits, self.clock = limits, clock
         self._windows: dict[str, quota.Window] = {}        # credential name -> its last minute of writes
@@ -339,7 +342,8 @@ class Operator(Tools):
             fresh = [(self._opened[o][1], self.linked[o]) for o in rest]
             self.heads.update(fresh)
             self.staged.update((cid, a) for cid, e in fresh
-                               if (a := staged.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed)
+                               if (a := staged.staged_agent(e, self.agents)) is not None
+                               and e.id not in self._confirmed)
             self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for _, e in fresh)
             return
         self.version += 1
@@ -357,7 +361,8 @@ class Operator(Tools):
                        if (a := staged.staged_agent(e, self.agents)) is not None and e.id not in self._confirmed}
         have = self.index.own_cell_ids()
         self.index.remove(have - set(self.heads))
-        self.index.put(recall_entry(e, self._opened[e.id][2], self.agents) for cid, e in self.heads.items() if cid not in have)
+        self.index.put(recall_entry(e, self._opened[e.id][2], self.agents)
+                       for cid, e in self.heads.items() if cid not in have)
 
     def _plain(self, oid: bytes) -> bool:
         e = self._opened[oid][0]
@@ -515,7 +520,7 @@ class Operator(Tools):
             return False
         item = messages.PushItem(w.cell, w.obj.dek_wrapped)
         try:
-            res = self.syncer._call(lambda: self.syncer.remote.push(messages.PushRequest((item,))))
+            res = self.syncer._call(lambda: self.syncer.remote.push(messages.PushRequest((item,))))  # noqa: SLF001 - the operator runs its calls under the syncer's own retry
         except SyncError:
             return False     # pushed by the sync loop once the server answers
         self.syncer.own_push(res.stored, res.last_seq)
@@ -568,7 +573,7 @@ class Operator(Tools):
         answer is operator_log_unavailable."""
         rid = parse_receipt(w.receipt).receipt_id
         try:
-            if rid in self.syncer._call(lambda: self.syncer.remote.post_receipts([w.receipt])):
+            if rid in self.syncer._call(lambda: self.syncer.remote.post_receipts([w.receipt])):  # noqa: SLF001 - the operator runs its calls under the syncer's own retry
                 return
         except SyncError as e:
             _log.info("the REMEMBER receipt write failed or is uncertain (%s): looking it up", type(e).__name__)

@@ -52,14 +52,14 @@ def mount(app: Starlette, op: Operator, folder: Path, port: int) -> Uomp:
         with op.lock:
             inner()
             if op.version != built[0]:
-                u.items.rebuild(op.item_heads(), op._opened)
+                u.items.rebuild(op.item_heads(), op._opened)  # noqa: SLF001 - the item view is built from the operator's opened memories
                 built[0] = op.version
             # the first time, all the operator opened before the API was mounted; then only what
             # each refresh opened (revoke_remote is idempotent: one opened again changes nothing)
             if started[0]:
-                fresh = [op._opened[oid][0] for oid in op.added if oid in op._opened]
+                fresh = [op._opened[oid][0] for oid in op.added if oid in op._opened]  # noqa: SLF001 - the item view is built from the operator's opened memories
             else:
-                fresh, started[0] = [e for e, _, _ in op._opened.values()], True
+                fresh, started[0] = [e for e, _, _ in op._opened.values()], True  # noqa: SLF001 - the item view is built from the operator's opened memories
         for e in fresh:
             sid = revocation_of(e)
             if sid is not None:
@@ -86,7 +86,8 @@ def attach_audit(u: Uomp, op: Operator, folder: Path, app: Starlette) -> AuditSy
 
     async def prune(r: Request) -> Response:
         raw = await r.body()
-        refused: Response | None = await u.approvals.refuse_unapproved(r, raw, "pruning the audit")   # the person's proof, not the file
+        # the person's proof, not the file
+        refused: Response | None = await u.approvals.refuse_unapproved(r, raw, "pruning the audit")
         if refused is not None:
             return refused
         try:

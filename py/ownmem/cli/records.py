@@ -44,7 +44,8 @@ def cmd_import(args: argparse.Namespace) -> int:
               + ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else ""), file=sys.stderr)
     ids = write_records(v, records, {k: e for k, e in heads.items() if args.replace})
     replaced = sum(1 for r in records if r.key in heads)
-    print(f"imported {len(ids)} record(s)" + (f", {replaced} superseding the live one of their key" if replaced else ""))
+    superseding = f", {replaced} superseding the live one of their key" if replaced else ""
+    print(f"imported {len(ids)} record(s){superseding}")
     return 0
 
 

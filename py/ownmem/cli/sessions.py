@@ -121,7 +121,8 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
             raise VaultError("not a terminal: pass --yes to authorize without the panel")
         view = retention_level(policy, args.minutes * 60)
         print(visible(f"Agent {m.agent.name} ({m.agent.id} {m.agent.version}) asks to read:"))
-        print(visible(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; denied {', '.join(deny) or '-'}"))
+        print(visible(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; "
+                      f"denied {', '.join(deny) or '-'}"))
         print(f"  for {args.minutes:g} minutes")
         print(("\033[31m" if view.warning else "") + f"  retention: {visible(view.text)}"     # our colour: raw
               + ("\033[0m" if view.warning else ""), file=raw(sys.stdout))
@@ -385,8 +386,8 @@ def register(asub: Any) -> None:
     ad.add_argument("--port", type=int, default=DEFAULT_PORT)
     ad.set_defaults(fn=cmd_audit)
     asub_a = ad.add_subparsers(dest="audit_cmd", metavar="ACTION")
-    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention ({RETENTION_DAYS} days or more); "
-                                         "asks the passphrase")
+    pr = asub_a.add_parser("prune", help=f"drop audit entries older than the retention ({RETENTION_DAYS} days "
+                                         "or more); asks the passphrase")
     pr.add_argument("--as-of", type=_date, metavar="DATE", help="judge the age as of DATE (not after now)")
     pr.add_argument("--port", type=int, default=DEFAULT_PORT)
     _keyring_option(pr)

@@ -74,7 +74,8 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    st = sub.add_parser("staged", help="agent writes, forgets and shares waiting for you: list, confirm or discard them")
+    st = sub.add_parser("staged",
+                        help="agent writes, forgets and shares waiting for you: list, confirm or discard them")
     ssub = st.add_subparsers(dest="staged_cmd", required=True, metavar="ACTION")
     ls = ssub.add_parser("list", help="staged agent writes and requests not yet confirmed")
     ls.add_argument("--json", action="store_true")

@@ -145,7 +145,8 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     if request.action == "read":
         if claims.max_read_queries is not None and state.reads_used >= claims.max_read_queries:
             return _deny(E.QUOTA_EXCEEDED, "max_read_queries reached")
-    elif request.action == "write" and claims.max_write_queries is not None and state.writes_used >= claims.max_write_queries:
+    elif (request.action == "write" and claims.max_write_queries is not None
+          and state.writes_used >= claims.max_write_queries):
         return _deny(E.QUOTA_EXCEEDED, "max_write_queries reached")
     # 5b. aggregation_only
     if claims.aggregation_only and request.path in ("key", "tag", "query"):

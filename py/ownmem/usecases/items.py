@@ -76,4 +76,4 @@ def put_item(v: UnlockedVault, key: str, value: Any, *, tags: Iterable[str], sen
     memory = Memory(content=f"{key}: {json.dumps(value, ensure_ascii=False)}"
                     + (f" ({description})" if description else ""),
                     tags=tags, created=created, updated=at if mine else None, tool=TOOL, extensions=exts)
-    return v._seal_into(memory, v.scope(DEFAULT_SCOPE)).object_id
+    return v._seal_into(memory, v.scope(DEFAULT_SCOPE)).object_id  # noqa: SLF001 - an item is sealed into the default scope like any memory

@@ -36,5 +36,5 @@ def write_records(v: UnlockedVault, records: list[Record], heads: dict[str, Entr
             exts[SUPERSEDES] = old.id          # --replace: the new version supersedes the live head
         m = Memory(content=r.content(), mem_type=2, confidence=1.0, tags=r.tags, created=at, tool=TOOL,
                    extensions=exts)
-        out.append(v._seal_into(m, scope).object_id)
+        out.append(v._seal_into(m, scope).object_id)  # noqa: SLF001 - records are sealed into the default scope like any memory
     return out

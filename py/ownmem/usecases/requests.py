@@ -36,8 +36,8 @@ from ownmem.usecases.authors import AgentKeys
 from ownmem.usecases.staged import confirmed_ids
 from ownmem.vault.vault import Entry
 
-__all__ = ["KINDS", "REQUEST", "AgentRequest", "ShareTerms", "describe", "extension", "named_memory", "pending", "request_of",
-           "to_json"]
+__all__ = ["KINDS", "REQUEST", "AgentRequest", "ShareTerms", "describe", "extension", "named_memory", "pending",
+           "request_of", "to_json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +67,8 @@ def request_of(e: Entry, keys: AgentKeys) -> AgentRequest | None:
     r = Request.parse(o)
     # bound by the key, as authors.bound_agent: trusted (the keyring accepts it), verified, and
     # the very key this vault derives for that agent's name
-    if r is None or o.trust is not Trust.TRUSTED or not o.signature_verified or o.signer_key_id != keys.key_id(r.agent_id):
+    if (r is None or o.trust is not Trust.TRUSTED or not o.signature_verified
+            or o.signer_key_id != keys.key_id(r.agent_id)):
         return None
     return AgentRequest(e.id, r.agent_id, r.kind, r.objects, r.cells, r.share, o.created or 0)
 

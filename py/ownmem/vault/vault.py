@@ -232,7 +232,8 @@ class UnlockedVault:
     async def purpose_key_async(self, purpose: KeyPurpose) -> bytes:
         key = self._purpose.get(purpose)
         if key is None:
-            key = self._purpose[purpose] = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, purpose)
+            key = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, purpose)
+            self._purpose[purpose] = key
         return key
 
     def sync_key(self) -> aperto_keys.SigningKey:

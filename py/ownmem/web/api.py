@@ -207,11 +207,12 @@ class App:
             # The page imports into an unlocked vault without a passphrase: refuse a file of
             # another identity as import_bytes does, not with Argon2id failing on "".
             raise ImportRefused("this file belongs to a different identity; ownmem imports your own memory only")
-        report, unlocked = import_bytes(lambda: self.store, raw, passphrase, accept_container_keys=accept_container_keys,
-                                  crypto=provider(), ident=ident)
+        report, unlocked = import_bytes(lambda: self.store, raw, passphrase,
+                                        accept_container_keys=accept_container_keys, crypto=provider(), ident=ident)
         if self.vault is None:
             self.vault = unlocked
-        return {"imported": report.imported, "imported_ids": report.imported_ids, "skipped": report.skipped, "refused": report.refused,
+        return {"imported": report.imported, "imported_ids": report.imported_ids, "skipped": report.skipped,
+                "refused": report.refused,
                 "scopes_added": report.scopes_added, "scopes_refused": report.scopes_refused,
                 "keys_added": report.keys_added, "keys_held_back": report.keys_held_back,
                 "identity_adopted": report.identity_adopted, "metadata_signed": report.metadata_signed}
