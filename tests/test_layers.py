@@ -5,9 +5,9 @@ no product modules import each other in a circle; an import inside a function sa
 line or the line above (an optional dependency, start-up time, a Pyodide-only module); and
 docs/architecture.md draws the same layers.
 
-The KNOWN_* allow-lists hold what was still failing when this test was written, each with the
-issue-20 helper who owns the file; they only shrink (an entry that no longer fails fails
-test_allow_lists_hold_only_live_failures, so it is deleted with its fix)."""
+The KNOWN_* allow-lists are empty since issue 20's branches were merged; an entry added there
+needs its owner and its reason, and an entry that no longer fails fails
+test_allow_lists_hold_only_live_failures, so the lists only shrink."""
 from __future__ import annotations
 
 import ast
@@ -32,91 +32,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("aperto", ("ownmem.aperto",)),
     ("saihm", ("ownmem.saihm",)),
     ("uomp", ("ownmem.uomp",)),
-    # ownmem.syncwire until split moves it into ownmem/wire/
-    ("wire", ("ownmem.wire", "ownmem.syncwire")),
+    ("wire", ("ownmem.wire",)),
     ("vault", ("ownmem.vault",)),
     ("usecases", ("ownmem.usecases",)),
+    # the body deadline and header timers both servers put in front of their apps
+    ("http", ("ownmem.asgi",)),
     ("services", ("ownmem.agent", "ownmem.binding", "server")),
-    ("front ends", ("ownmem.cli", "ownmem.web", "ownmem.mcp")),
+    ("front ends", ("ownmem.web", "ownmem.mcp")),
+    # the command line starts every other front end and service (`ownmem mcp`, `ownmem agent`)
+    ("command line", ("ownmem.cli",)),
 )
 
 # (importer, imported) -> owner: imports that go up or across today.
-KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("ownmem.cli.vault", "ownmem.mcp.server"): "uc",   # across
-    ("ownmem.web.api", "ownmem.cli.records"): "uc",   # across
-}
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 # modules in a circle -> owner
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset(["ownmem.agent.audit_sync", "ownmem.agent.uomp_api"]): "err",
-    frozenset(["server.app", "server.share_routes"]): "split",
-    frozenset(["server.storage.shares", "server.storage.sqlite"]): "split",
-}
-# (module, imported) -> owner: function-level imports without a comment saying why; the lead
-# empties these lists after merging issue 20"s branches
-KNOWN_UNCOMMENTED: dict[tuple[str, str], str] = {
-    ("ownmem.agent.audit_sync", "Crypto"): "err",
-    ("ownmem.agent.audit_sync", "ownmem.agent.retention"): "err",
-    ("ownmem.agent.audit_sync", "ownmem.agent.uomp_api"): "err",
-    ("ownmem.agent.audit_sync", "ownmem.syncwire"): "err",
-    ("ownmem.agent.audit_sync", "ownmem_js"): "err",
-    ("ownmem.agent.audit_sync", "pyodide"): "err",
-    ("ownmem.agent.audit_sync", "starlette"): "err",
-    ("ownmem.agent.uomp_api", "ownmem.agent.audit_sync"): "err",
-    ("ownmem.agent.uomp_api", "ownmem.agent.published"): "err",
-    ("ownmem.agent.uomp_api", "ownmem.aperto.model"): "err",
-    ("ownmem.agent.uomp_api", "ownmem.uomp.tokens"): "err",
-    ("ownmem.uomp.manifest", "base58"): "split",
-    ("ownmem.uomp.manifest", "cryptography"): "split",
-    ("ownmem.uomp.manifest", "datetime"): "split",
-    ("ownmem.uomp.manifest", "gnupg"): "split",
-    ("ownmem.uomp.manifest", "jsonschema"): "split",
-    ("ownmem.uomp.manifest", "ownmem.errors"): "split",
-    ("ownmem.uomp.manifest", "rfc8785"): "split",
-    ("ownmem.uomp.manifest", "tempfile"): "split",
-    ("ownmem.vault.sync", "ownmem.crypto"): "split",
-    ("server.app", "ownmem.saihm.cell"): "split",
-    ("server.live", "psycopg"): "split",
-    ("server.share_routes", "server.app"): "split",
-    ("server.share_routes", "server.storage.base"): "split",
-    ("server.storage", "server.storage.postgres"): "split",
-    ("server.storage", "server.storage.private"): "split",
-    ("server.storage", "server.storage.sqlite"): "split",
-    ("server.storage.shares", "server.storage.sqlite"): "split",
-    ("ownmem.agent.operator", "ownmem.agent.audit"): "uc",
-    ("ownmem.agent.published", "ownmem.errors"): "uc",
-    ("ownmem.agent.published", "ownmem.uomp.manifest"): "uc",
-    ("ownmem.agent.requests", "ownmem.vault.sharing"): "uc",
-    ("ownmem.cli.sessions", "base64"): "uc",
-    ("ownmem.cli.sessions", "ownmem.agent.audit"): "uc",
-    ("ownmem.cli.sessions", "ownmem.agent.audit_sync"): "uc",
-    ("ownmem.cli.sessions", "ownmem.errors"): "uc",
-    ("ownmem.cli.sessions", "ownmem.uomp.manifest"): "uc",
-    ("ownmem.cli.sessions", "ownmem.vault"): "uc",
-    ("ownmem.cli.sessions", "ownmem.vault.sync"): "uc",
-    ("ownmem.cli.staged", "ownmem.vault.sync"): "uc",
-    ("ownmem.cli.vault", "dataclasses"): "uc",
-    ("ownmem.cli.vault", "ownmem.uomp.control"): "uc",
-    ("ownmem.cli.vault", "ownmem.vault.sync"): "uc",
-    ("ownmem.web.api", "js"): "uc",
-    ("ownmem.web.api", "ownmem.agent.audit_sync"): "uc",
-    ("ownmem.web.api", "ownmem.agent.published"): "uc",
-    ("ownmem.web.api", "ownmem.agent.requests"): "uc",
-    ("ownmem.web.api", "ownmem.agent.staging"): "uc",
-    ("ownmem.web.api", "ownmem.cli.records"): "uc",
-    ("ownmem.web.api", "ownmem.crypto"): "uc",
-    ("ownmem.web.api", "ownmem.errors"): "uc",
-    ("ownmem.web.api", "ownmem.syncwire"): "uc",
-    ("ownmem.web.api", "ownmem.uomp.records"): "uc",
-    ("ownmem.web.api", "ownmem.vault.logwatch"): "uc",
-    ("ownmem.web.api", "ownmem.vault.sharing"): "uc",
-    ("ownmem.web.api", "ownmem.vault.sync"): "uc",
-    ("ownmem.web.api", "ownmem.web.provider"): "uc",
-    ("ownmem.web.api", "ownmem.web.receipts"): "uc",
-    ("ownmem.web.api", "ownmem.web.remote"): "uc",
-    ("ownmem.web.api", "ownmem.web.selftest"): "uc",
-    ("ownmem.web.api", "ownmem.web.shares"): "uc",
-    ("ownmem.web.api", "pyodide"): "uc",
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
+# (module, imported) -> owner: function-level imports without a comment saying why
+KNOWN_UNCOMMENTED: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -347,17 +279,17 @@ def test_a_deliberate_upward_import_fails(tmp_path: Path) -> None:
 
 
 def test_across_a_layer_cycles_and_silent_function_imports_fail(tmp_path: Path) -> None:
-    """A synthetic tree: aperto -> saihm (up), cli -> web (across: two front ends), two vault
+    """A synthetic tree: aperto -> saihm (up), mcp -> web (across: two front ends), two vault
     modules in a circle (one side a function-level import: a cycle all the same), and which
     function-level imports count as saying why."""
     pkg = tmp_path / "py" / "ownmem"
-    for sub in ("", "aperto", "saihm", "vault", "cli", "web"):
+    for sub in ("", "aperto", "saihm", "vault", "mcp", "web"):
         (pkg / sub).mkdir(parents=True, exist_ok=True)
         (pkg / sub / "__init__.py").write_text("")
     (tmp_path / "server").mkdir()
     (pkg / "aperto" / "a.py").write_text("from ownmem.saihm import s\n")
     (pkg / "saihm" / "s.py").write_text("")
-    (pkg / "cli" / "c.py").write_text("from ownmem.web import w\n")
+    (pkg / "mcp" / "m.py").write_text("from ownmem.web import w\n")
     (pkg / "web" / "w.py").write_text(
         "def f():\n    import json\n\n\ndef g():\n    # Pyodide-only\n    import js\n\n    import os\n"
         "    from ownmem.saihm import s  # start-up time\n")
@@ -365,7 +297,7 @@ def test_across_a_layer_cycles_and_silent_function_imports_fail(tmp_path: Path) 
     (pkg / "vault" / "two.py").write_text("def f():\n    from ownmem.vault import one  # a cycle all the same\n")
     tree = scan(tmp_path)
     assert wrong_way(tree) == {("ownmem.aperto.a", "ownmem.saihm.s"): "up",
-                               ("ownmem.cli.c", "ownmem.web.w"): "across"}
+                               ("ownmem.mcp.m", "ownmem.web.w"): "across"}
     assert cycles(tree) == [frozenset({"ownmem.vault.one", "ownmem.vault.two"})]
     # json: no comment; js: the comment above; os: below js in the same block; s: its own line
     assert uncommented(tree) == {("ownmem.web.w", "json")}

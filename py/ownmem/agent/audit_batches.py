@@ -57,10 +57,10 @@ def keccak256(data: bytes) -> bytes:
     """Keccak-256 (Ethereum's, not SHA3-256): pycryptodome; in the browser, @noble/hashes."""
     # an optional dependency: pycryptodome on a device, the worker's glue in the browser
     try:
-        from Crypto.Hash import keccak
+        from Crypto.Hash import keccak  # optional dependency: pycryptodome, absent under Pyodide
     except ImportError:     # Pyodide: the bundle carries no pycryptodome; the worker's glue does it
-        import ownmem_js
-        from pyodide.ffi import to_js
+        import ownmem_js  # Pyodide-only module: the worker's JavaScript glue
+        from pyodide.ffi import to_js  # Pyodide-only module
 
         return bytes(ownmem_js.keccak256(to_js(data)).to_bytes())
     return bytes(keccak.new(digest_bits=256, data=data).digest())

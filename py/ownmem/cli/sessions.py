@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from ownmem.agent.audit import AUDIT_INFO, DB_NAME as AUDIT_DB, read_on_disk
+from ownmem.agent.audit_batches import audit_view, log_anchor_check, log_newer_anchors
 from ownmem.agent.audit_sync import prune_batches
 from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
 from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
@@ -232,9 +233,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 def _synced_audit(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Another device (no agent service here): the batches synced to this vault, each checked
     against its anchor in the public log (ownmem.agent.audit_sync); problems go to stderr."""
-    from ownmem.agent.audit_batches import audit_view, log_anchor_check, log_newer_anchors
-    from ownmem.vault.sync import Syncer, syncer_for
-
     v = _unlock(args)
     try:
         check, newer = None, None

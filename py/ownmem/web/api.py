@@ -51,6 +51,7 @@ from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
 from ownmem.web.shares import share_json, shared_json
 from ownmem.web.store import IdbStore
+from ownmem.wire import codec
 
 __all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: ownmem.web.cache
 
@@ -270,8 +271,6 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
-        from ownmem.wire import codec
-
         oid = bytes.fromhex(id)
         if len(oid) != 16:
             raise MalformedInput("a memory id is 32 hex digits")
@@ -470,9 +469,9 @@ class App:
         """A progress event to the page while one long operation runs: the worker's thread is
         busy in Python, but a message posted from it reaches the page at once (client.js emits
         it; docs/web.md)."""
-        try:   # Pyodide-only modules
-            import js
-            from pyodide.ffi import to_js
+        try:
+            import js  # Pyodide-only modules
+            from pyodide.ffi import to_js  # Pyodide-only
         except ImportError:       # not in a worker (a test's plain CPython): nobody to tell
             return
         js.postMessage(to_js({"event": "progress", "op": op, "done": done, "total": total},
@@ -546,8 +545,8 @@ def _finish(fn: Any) -> Any:
 
 
 def _answer(error: Exception | None, result: Any) -> Any:
-    import js
-    from pyodide.ffi import to_js  # Pyodide-only modules
+    import js  # Pyodide-only modules
+    from pyodide.ffi import to_js  # Pyodide-only
 
     if error is None:
         out: dict[str, Any] = {"ok": True, "result": result}
