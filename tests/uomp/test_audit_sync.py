@@ -8,6 +8,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,10 @@ def _anchors(srv: ServerProcess, holder: str) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
+def _anchored(srv: ServerProcess, holder: str, n: int) -> bool:
+    return len(_anchors(srv, holder)) >= n
+
+
 def _view(d: Any, grace: int = 60) -> ab.AuditView:
     d.sync()
     return ab.audit_view(d.listing().entries, holder_id=d.v.holder().holder_id,
@@ -235,7 +240,7 @@ def test_a_hostile_server_dropping_or_spoiling_a_batch_is_flagged(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 6):            # five batches at least: one read, then its batch's anchor
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(partial(_anchored, srv, holder, n), f"batch {n} anchored")
     _poll(lambda: len(_batch_cells(phone)) >= 5 if phone.sync() is not None else False, "five batches synced")
     cells = _batch_cells(phone)
     assert _view(phone).warnings == []
@@ -447,7 +452,7 @@ def test_a_batch_deleted_on_the_server_shows_as_a_gap_on_another_device(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 4):
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda n=n: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(partial(_anchored, srv, holder, n), f"batch {n} anchored")
     cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None and len(_batch_cells(phone)) >= 3
                   else None, "three batches synced")
     agent.stop()                                # nothing sealed while the server is tampered with
