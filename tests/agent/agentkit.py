@@ -83,8 +83,8 @@ class AgentProcess:
 
     def start(self, timeout: float = 60.0) -> AgentProcess:
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(CLI + ["agent", "--port", str(self.port), *self.args], env=self.env, stdout=out,
-                                         stderr=out, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(CLI + ["agent", "--port", str(self.port), *self.args], env=self.env,
+                                         stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         with httpx.Client(timeout=2.0) as c:
             while time.monotonic() < deadline:

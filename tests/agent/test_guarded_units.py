@@ -37,7 +37,10 @@ def item(key: str, tags: tuple[str, ...] = (), sens: str = "low") -> Item:
     return Item(key, None, tags, sens, "user", NOW, NOW, None, key.encode())
 
 
-def claims(read: Scope, write: Scope = Scope()) -> Claims:
+NO_SCOPE = Scope()
+
+
+def claims(read: Scope, write: Scope = NO_SCOPE) -> Claims:
     return Claims("sess_saihm_0", "claude.0", NOW - 10, NOW + 600, Scopes(read, write), audience=AUD)
 
 

@@ -279,7 +279,8 @@ def test_a_cell_that_fails_its_checks_is_omitted_from_recall(
     v = agent_vault(srv.url, ("honest", "forged signature", "moved ciphertext"))
     token = issue(v.env, "claude")
     with sqlite3.connect(v.folder / "vault.db") as db:
-        rows = db.execute("SELECT c.object_id, c.cell, o.sealed FROM cells c JOIN objects o USING (object_id)").fetchall()
+        rows = db.execute("SELECT c.object_id, c.cell, o.sealed"
+                          " FROM cells c JOIN objects o USING (object_id)").fetchall()
         assert len(rows) == 3
         (a, ca), (b, cb), (c, cc) = [(oid, cbor.decode(cell)) for oid, cell, _ in rows]
         sig = bytearray(cb[7])

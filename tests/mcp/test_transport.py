@@ -299,8 +299,9 @@ def test_a_vote_that_times_out_is_of_unknown_outcome(operator: Operator, server:
 # ------------------------------------------------------------------ the reason phrase, and what the HTTP library says
 
 
-@pytest.mark.parametrize("reason", [b"Bad\tGateway", b"Bad \x1b[31mGateway", b"Bad \x85Gateway", b"Bad \xe2\x80\xaeGateway",
-                                    b"Bad \xc2\x9bGateway", b"Bad \xe2\x80\xa8Gateway", b"\xff"],
+@pytest.mark.parametrize("reason", [b"Bad\tGateway", b"Bad \x1b[31mGateway", b"Bad \x85Gateway",
+                                    b"Bad \xe2\x80\xaeGateway", b"Bad \xc2\x9bGateway", b"Bad \xe2\x80\xa8Gateway",
+                                    b"\xff"],
                          ids=["TAB", "ESC", "NEL-byte", "RLO-utf8", "CSI-utf8", "LS-utf8", "obs-text"])
 def test_a_reason_phrase_with_control_or_bidi_characters_is_left_out(operator: Operator, server: TestServer,
                                                                      reason: bytes) -> None:

@@ -28,7 +28,8 @@ def _rows(n: int) -> list[Change]:
     return out
 
 
-@pytest.mark.parametrize("n", [0, 1, messages.PAGE_SLICE - 1, messages.PAGE_SLICE, messages.PAGE_SLICE + 1, 2 * messages.PAGE_SLICE + 5])
+@pytest.mark.parametrize("n", [0, 1, messages.PAGE_SLICE - 1, messages.PAGE_SLICE, messages.PAGE_SLICE + 1,
+                               2 * messages.PAGE_SLICE + 5])
 def test_streamed_page_is_the_deterministic_encoding(n: int) -> None:
     rows = _rows(n)
     nxt = rows[-1].seq if rows else 9

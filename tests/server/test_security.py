@@ -165,7 +165,8 @@ def test_credential_of_vault_a_cannot_touch_vault_b(
 def test_replayed_challenge_refused(linked_vault: Callable[..., LinkedVault], http: httpx.Client) -> None:
     lv = linked_vault(0)
     c = bytes.fromhex(http.post(lv.url("/challenge")).json()["challenge"])
-    body = {"challenge": c.hex(), "signature": sign_ed25519(lv.v.sync_key().seed, signed.auth_message(lv.name, c)).hex()}
+    body = {"challenge": c.hex(),
+            "signature": sign_ed25519(lv.v.sync_key().seed, signed.auth_message(lv.name, c)).hex()}
     first = http.post(lv.url("/session"), json=body)
     assert first.status_code == 200, first.text
     refused(http.post(lv.url("/session"), json=body), 401, "unauthenticated")
@@ -535,7 +536,8 @@ def registration(v: Any, name: str, **override: Any) -> dict[str, Any]:
         detail=h.public)).to_cbor()
     proof = override.pop("proof", None) or sign_ed25519(
         sync.seed, signed.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public))
-    meta_sig = override.pop("metadata_sig", None) or sign_ed25519(ident.sign.seed, signed.metadata_message(name, 1, doc))
+    meta_sig = override.pop("metadata_sig", None) or sign_ed25519(
+        ident.sign.seed, signed.metadata_message(name, 1, doc))
     holder_proof = override.pop("holder_proof", None) or run_sync(p.mldsa65_sign(
         h.xi, signed.register_message(name, salt, ident.sign_pub, sync.public, ident.ka_pub, h.public),
         signed.REGISTER_HOLDER_CONTEXT))
@@ -594,7 +596,8 @@ def test_registration_forgery(linked_vault: Callable[..., LinkedVault], http: ht
             v, n, metadata_sig=sign_ed25519(a.identity.sign.seed, signed.metadata_message(n, 1, doc))),
             400, "bad_signature"),
         "metadata signed for version 2": (lambda n: registration(
-            v, n, metadata_sig=sign_ed25519(ident.sign.seed, signed.metadata_message(n, 2, doc))), 400, "bad_signature"),
+            v, n, metadata_sig=sign_ed25519(ident.sign.seed, signed.metadata_message(n, 2, doc))),
+            400, "bad_signature"),
         "metadata changed after signing": (lambda n: {
             **registration(v, n), "metadata": (doc + b"\x00").hex()}, 400, "bad_signature"),
         "KEY receipt of another holder": (lambda n: registration(

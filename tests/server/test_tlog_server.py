@@ -124,7 +124,8 @@ def test_receipts_are_proven_in_the_checkpointed_tree(
     after = log.checkpoint(key)
     assert after.size == before.size + 3 and after.origin == before.origin == key.name
     log.check_consistent(before, after)
-    forgets = [bytes.fromhex(http.get(lv.base + "/v1/log", params={"subject": c.hex(), "operation": "FORGET"}).json()["entries"][0]["receipt_id"])
+    forgets = [bytes.fromhex(http.get(lv.base + "/v1/log", params={"subject": c.hex(), "operation": "FORGET"})
+                             .json()["entries"][0]["receipt_id"])
                for c in cells]
     for rid in [key_receipt, *forgets]:
         log.check_included(after, rid)
@@ -243,7 +244,8 @@ def own_server(fresh_db: tuple[str, dict[str, str]], start_server: Callable[...,
 
 @pytest.fixture
 def make_vault(own_server: OwnServer, http: httpx.Client, tmp_path: Path,
-               _identities: dict[str, tuple[Path, Any]]) -> Iterator[Callable[[str], tuple[UnlockedVault, Syncer, str]]]:
+               _identities: dict[str, tuple[Path, Any]]
+               ) -> Iterator[Callable[[str], tuple[UnlockedVault, Syncer, str]]]:
     made: list[UnlockedVault] = []
 
     def make(key: str) -> tuple[UnlockedVault, Syncer, str]:

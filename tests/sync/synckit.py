@@ -235,7 +235,8 @@ class ServerProcess:
         with httpx.Client(timeout=2.0) as c:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.logs().decode(errors='replace')}")
+                    raise RuntimeError(f"server exited with {self.proc.returncode}:\n"
+                                       f"{self.logs().decode(errors='replace')}")
                 try:
                     if c.get(self.url + "/health").status_code == 200:
                         return self

@@ -527,7 +527,7 @@ def test_swapped_wrapped_keys_make_objects_refuse_to_open_visibly(devices: Devic
     a = devices.first(server.url, name)
     x, y = a.v.add("x"), a.v.add("y")
     a.sync()
-    (cx, _, wx), (cy, _, wy) = _cell_row(a, x), _cell_row(a, y)
+    (_, _, wx), (_, _, wy) = _cell_row(a, x), _cell_row(a, y)
 
     def swap(s: Seen, ans: Answer) -> Answer:
         rows = [[r[0], r[1], r[2], r[3], {wx: wy, wy: wx}.get(r[4], r[4])] for r in ans.page()[1]]

@@ -246,7 +246,8 @@ def _assert_recovers(d: Device, proxy: HostileProxy) -> None:
 
 
 def test_a_rewritten_entry_is_caught_by_the_kept_checkpoint(devices: Devices, server: ServerProcess,
-                                                            sqlite_backend: Backend, proxies: list[HostileProxy]) -> None:
+                                                            sqlite_backend: Backend,
+                                                            proxies: list[HostileProxy]) -> None:
     proxy = _proxy(proxies, server.url)
     a, b = _pair(devices, server, proxy)
     before = _kept(b)
@@ -267,7 +268,8 @@ def test_a_dropped_entry_is_caught_by_the_kept_checkpoint(devices: Devices, serv
     a, b = _pair(devices, server, proxy)
     before = _kept(b)
     victim = _kept_size(b) - 3
-    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)), lambda es: es[:victim] + es[victim + 1:]).install(proxy)
+    ForgedLog(server.url, log_key(_seed(sqlite_backend, server)),
+              lambda es: es[:victim] + es[victim + 1:]).install(proxy)
     _assert_refused(b, before, "shrank")                                     # a smaller tree
     _grow(a, 2)
     _assert_refused(b, before, "does not extend")                            # larger again, but not an extension
@@ -418,7 +420,8 @@ def test_a_forged_witness_is_refused(devices: Devices, server: ServerProcess, pr
 def _witness(d: Device, name: str, device_id: bytes, note: bytes, *, seed: bytes | None = None) -> dict[str, object]:
     vkey = (d.v.store.sync_get(LW.KEY) or b"").decode()
     now = int(time.time())
-    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed, signed.witness_message(name, device_id, vkey, note, now)))
+    sig = run_sync(P.ed25519_sign(seed or d.v.sync_key().seed,
+                                  signed.witness_message(name, device_id, vkey, note, now)))
     return publiclog.Witness(device_id, vkey, note, now, sig).encode()
 
 
@@ -441,7 +444,8 @@ def test_the_server_keeps_only_signed_bounded_witnesses(devices: Devices, any_se
         short = {**_witness(d, name, b"\x01" * 16, note), "device_id": "01" * 8}
         assert c.post(url, headers=auth, json=short).json()["error"] == "malformed"
         # no credential: no witness, either way
-        assert c.get(url).status_code == 401 and c.post(url, json=_witness(d, name, b"\x01" * 16, note)).status_code == 401
+        assert c.get(url).status_code == 401
+        assert c.post(url, json=_witness(d, name, b"\x01" * 16, note)).status_code == 401
         # one current record per device id; at most MAX_WITNESSES a vault, the least recently updated going first
         for i in range(publiclog.MAX_WITNESSES + 3):
             r = c.post(url, headers=auth, json=_witness(d, name, i.to_bytes(16, "big"), note))

@@ -451,7 +451,8 @@ def test_a_cell_swapped_in_the_grantees_fetch_is_refused(backend: Backend, serve
 
         for label, fn in [("two cells swapped", swap_cells), ("an uncovered cell under a covered id", uncovered_cell),
                           ("an uncovered cell and id", uncovered_id), ("two keys swapped", swap_keys),
-                          ("a flipped ciphertext bit", flip_ciphertext), ("a contract B never accepted", other_contract)]:
+                          ("a flipped ciphertext bit", flip_ciphertext),
+                          ("a contract B never accepted", other_contract)]:
             proxy.clear()
             proxy.on("GET", r"/shared$", rows(fn))
             got = sharing.received(b.syncer)

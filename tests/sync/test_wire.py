@@ -150,7 +150,8 @@ SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.ReceiptsLogged: messages.ReceiptsLogged((os.urandom(32), os.urandom(32))),
     messages.LiveEvent: messages.LiveEvent(41),
     messages.ErrorBody: messages.ErrorBody("stale_version", "the metadata changed; pull and retry"),
-    publiclog.LogKeyInfo: publiclog.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key, f"{_LOG_KEY.key_id:08x}"),
+    publiclog.LogKeyInfo: publiclog.LogKeyInfo(_LOG_KEY.name, str(_LOG_KEY), _LOG_KEY.public_key,
+                                               f"{_LOG_KEY.key_id:08x}"),
     publiclog.LogInclusion: publiclog.LogInclusion(5, 12, (os.urandom(32), os.urandom(32))),
     publiclog.Witness: publiclog.Witness(os.urandom(16), str(_LOG_KEY), _LOG_NOTE, 1_700_000_000, os.urandom(64)),
 }
@@ -163,7 +164,8 @@ SAMPLES.update({
     shares.HolderProof: shares.HolderProof(os.urandom(HOLDER_SIG_LEN)),
     shares.ShareOffered: shares.ShareOffered(os.urandom(32), os.urandom(32)),
     shares.ShareEntry: _SHARE,
-    shares.ShareList: shares.ShareList((), (), False),     # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
+    # entries are ShareEntry, sampled on their own (the mutator takes flat lists)
+    shares.ShareList: shares.ShareList((), (), False),
     shares.ShareAnswer: shares.ShareAnswer(os.urandom(32), "withdrawn"),
     shares.RevokeRequest: shares.RevokeRequest(os.urandom(300)),
     shares.RevokeResult: shares.RevokeResult(True, os.urandom(32), True),
@@ -294,7 +296,8 @@ def test_login_refuses_a_malformed_challenge(
 
 
 @pytest.mark.parametrize("body", _cases(messages.Session) + [
-    pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(), id="header injection"),
+    pytest.param(json.dumps({"token": "x" * 20 + "\r\nX-Injected: 1", "expires_at": 1}).encode(),
+                 id="header injection"),
     pytest.param(json.dumps({"token": "short", "expires_at": 1}).encode(), id="token too short")])
 def test_login_refuses_a_malformed_session(
         body: bytes, server: FakeServer, remote: Remote, sync_key: K.SigningKey) -> None:
@@ -508,7 +511,8 @@ def test_every_message_type_is_sampled() -> None:
 
 
 def test_a_share_list_round_trips_its_entries() -> None:
-    msg = shares.ShareList((_SHARE,), (_SHARE, shares.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
+    msg = shares.ShareList((_SHARE,),
+                           (_SHARE, shares.ShareEntry(b"\xbb" * 20, os.urandom(32), "offered", False, False)), True)
     assert shares.ShareList.parse(codec.load_json(codec.dump_json(msg.encode()))) == msg
     with pytest.raises(WireError):
         shares.ShareList.parse({"offered": [{**_SHARE.encode(), "state": "stolen"}], "received": [], "more": False})
@@ -533,7 +537,8 @@ def test_push_request_round_trip_and_wire_format() -> None:
 
 
 @pytest.mark.parametrize("raw", [b"", b"\xa0", cbor.encode([[b"c"]]), cbor.encode([[b"c", "w"]]), cbor.encode([b"c"]),
-                                 cbor.encode([[b"c", b"w"]] * (limits.MAX_BATCH + 1)), cbor.encode([[[b"c"], b"w"]])[:-1]])
+                                 cbor.encode([[b"c", b"w"]] * (limits.MAX_BATCH + 1)),
+                                 cbor.encode([[[b"c"], b"w"]])[:-1]])
 def test_push_request_parse_refuses_malformed(raw: bytes) -> None:
     with pytest.raises(WireError):
         messages.PushRequest.parse(raw)

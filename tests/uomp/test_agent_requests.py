@@ -85,7 +85,8 @@ def test_an_agents_forget_of_the_persons_memory_changes_nothing_until_the_person
 
     shown = [e.opened.content for e in phone.listing().entries if not is_control(e.opened.extensions)]
     assert sorted(shown) == ["the owner's other note", "the spare key is under the blue pot"]
-    assert sorted(_recalled(agent, claude).values()) == ["the owner's other note", "the spare key is under the blue pot"]
+    assert sorted(_recalled(agent, claude).values()) == ["the owner's other note",
+                                                         "the spare key is under the blue pot"]
 
     # the person sees what it would do, in plain words
     [req] = _requests(v.env)

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,10 @@ def _anchors(srv: ServerProcess, holder: str) -> list[dict[str, Any]]:
     return list(r.json()["entries"])
 
 
+def _anchored(srv: ServerProcess, holder: str, n: int) -> bool:
+    return len(_anchors(srv, holder)) >= n
+
+
 def _view(d: Any, grace: int = 60) -> ab.AuditView:
     d.sync()
     return ab.audit_view(d.listing().entries, holder_id=d.v.holder().holder_id,
@@ -171,7 +176,8 @@ def test_another_device_sees_the_audit_after_sync_anchored_with_no_key_or_value_
     # the batches are control records, never listed as memory, nor recalled by an agent (SAIHM)
     batches = [e for e in phone.listing().entries if AUDIT_RECORD in e.opened.extensions]
     assert batches and all(is_control(e.opened.extensions) for e in batches)
-    recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm", headers={"Authorization": issue(uv.vault.env, "notes")},
+    recalled = httpx.post(f"http://127.0.0.1:{agent.port}/saihm",
+                          headers={"Authorization": issue(uv.vault.env, "notes")},
                           json={"method": "saihm_recall", "params": {"query": ""}}, timeout=30)
     assert recalled.status_code == 200, recalled.text
     texts = [m["plaintext"] for m in recalled.json()]
@@ -234,7 +240,7 @@ def test_a_hostile_server_dropping_or_spoiling_a_batch_is_flagged(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 6):            # five batches at least: one read, then its batch's anchor
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(partial(_anchored, srv, holder, n), f"batch {n} anchored")
     _poll(lambda: len(_batch_cells(phone)) >= 5 if phone.sync() is not None else False, "five batches synced")
     cells = _batch_cells(phone)
     assert _view(phone).warnings == []
@@ -446,7 +452,7 @@ def test_a_batch_deleted_on_the_server_shows_as_a_gap_on_another_device(
     holder = phone.v.holder().holder_id.hex()
     for n in range(1, 4):
         assert u.get("/v1/memory/preference.theme", tok).status_code == 200
-        _poll(lambda: len(_anchors(srv, holder)) >= n, f"batch {n} anchored")
+        _poll(partial(_anchored, srv, holder, n), f"batch {n} anchored")
     cells = _poll(lambda: _batch_cells(phone) if phone.sync() is not None and len(_batch_cells(phone)) >= 3
                   else None, "three batches synced")
     agent.stop()                                # nothing sealed while the server is tampered with

@@ -55,7 +55,8 @@ def test_order_session_before_blacklist_before_profile_before_audience_before_qu
     # quota before aggregation_only, which comes before scope
     assert decide(replace(bad, profile="local", audience=AUD, max_read_queries=9), s,
                   req(key="k.denied")).reason == "aggregation_only token on a raw-data path"
-    assert decide(replace(C, profile="remote", audience=None), LIVE, req()).reason == "profile 'remote' is not this deployment's"
+    assert decide(replace(C, profile="remote", audience=None), LIVE,
+                  req()).reason == "profile 'remote' is not this deployment's"
 
 
 def test_quota_counts_reads_and_writes_apart() -> None:

@@ -134,7 +134,8 @@ def test_sessions_are_independent_and_a_token_opens_no_admin_door(
     error_body(u.get("/v1/audit", tok_a, session_id=sid_b), 403, "ACCESS_DENIED", sid_a)
     # A's token against B's session and against every admin endpoint
     sid_c = u.admin("POST", "/v1/sessions", {"agent_id": "calendar_agent"}).json()["session_id"]
-    for method, path, body in (("POST", f"/v1/sessions/{sid_b}/close", None), ("POST", f"/v1/sessions/{sid_b}/revoke", None),
+    for method, path, body in (("POST", f"/v1/sessions/{sid_b}/close", None),
+                               ("POST", f"/v1/sessions/{sid_b}/revoke", None),
                                ("POST", f"/v1/sessions/{sid_a}/revoke", None),
                                ("POST", f"/v1/sessions/{sid_c}/grant", {"granted_scopes": {"read": READ}}),
                                ("POST", "/v1/sessions", {"agent_id": "calendar_agent"}), ("GET", "/v1/sessions", None)):

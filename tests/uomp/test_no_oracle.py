@@ -97,7 +97,8 @@ def test_the_person_still_reads_why_the_secret_was_refused(
     sid, tok = u.session(READ)
     error_body(u.get("/v1/memory/salary.2026", tok), 403, "ACCESS_DENIED", sid)
     theirs = [e["reason"] for e in u.get("/v1/audit", tok).json()["entries"] if e["action"] == "read"]
-    ours = [e["reason"] for e in u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"] if e["action"] == "read"]
+    ours = [e["reason"] for e in u.admin("GET", f"/v1/audit?session_id={sid}").json()["entries"]
+            if e["action"] == "read"]
     assert theirs == ["key not within granted scope"]
     assert ours == ["high-sensitivity item outside an exact-key read"]
 

@@ -26,15 +26,18 @@ from tests.sync.synckit import cli_env, ownmem
 SPEC_CSV = b"key,tags,sensitivity,value.title,value.content\nnote-1,notes,low,Shopping list,Buy milk\n" \
            b"contact-1,contacts,medium,Alice,alice@example.com\n"
 SPEC_JSON = json.dumps([
-    {"key": "note-1", "tags": ["notes"], "sensitivity": "low", "value": {"title": "Shopping list", "content": "Buy milk"}},
-    {"key": "contact-1", "tags": ["contacts"], "sensitivity": "medium", "value": {"name": "Alice", "email": "alice@example.com"}},
+    {"key": "note-1", "tags": ["notes"], "sensitivity": "low",
+     "value": {"title": "Shopping list", "content": "Buy milk"}},
+    {"key": "contact-1", "tags": ["contacts"], "sensitivity": "medium",
+     "value": {"name": "Alice", "email": "alice@example.com"}},
 ]).encode()
 
 
 def test_the_spec_examples_parse_to_the_same_items() -> None:
     c = validate(parse_csv(SPEC_CSV))
     j = validate(parse_json(SPEC_JSON))
-    assert [(r.key, r.tags, r.sensitivity) for r in c] == [("note-1", ("notes",), "low"), ("contact-1", ("contacts",), "medium")]
+    assert [(r.key, r.tags, r.sensitivity) for r in c] == [("note-1", ("notes",), "low"),
+                                                          ("contact-1", ("contacts",), "medium")]
     assert c[0].value == j[0].value == {"title": "Shopping list", "content": "Buy milk"}
     assert c[0].extension() == {"key": "note-1", "value": c[0].value, "sensitivity": "low", "source": "user"}
 

@@ -73,7 +73,8 @@ def test_staged_writes_are_the_writers_alone_until_the_person_confirms_or_discar
     # under the credential's own session (issue 19: a SAIHM credential is a UOMP session)
     assert audit[1]["key"] == res["cellNonce"] and audit[1]["session_id"] == p_cred["session_id"]
     assert audit[5]["reason"].startswith("write_refused") and audit[7]["reason"].startswith("empty_content")
-    assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2], strict=False))     # each outcome names its attempt
+    # each outcome names its attempt
+    assert all(a["id"] in b["reason"] for a, b in zip(audit[::2], audit[1::2], strict=False))
     assert not [a for a in audit if "tea" in json.dumps(a) or "PIN" in json.dumps(a)]
     agent.stop()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,7 @@ def test_cross_identity_import_refused(tmp_path: Path, victim: UnlockedVault) ->
         top[4].update(o_top[4])
 
     for wrapped, accept in [(None, False), (rewrapped, False), (rewrapped, True)]:
-        f = write(tmp_path, "graft.amem", rewrite(ours, lambda t: graft(t, wrapped)))
+        f = write(tmp_path, "graft.amem", rewrite(ours, partial(graft, wrapped=wrapped)))
         report, uv = import_file(folder, f, PASSPHRASE, accept_container_keys=accept)
         close(uv)
         assert report.imported == 0
@@ -226,7 +227,7 @@ def test_scope_overwrite_refused(tmp_path: Path, victim: UnlockedVault) -> None:
         e.update(scope_id=sid, kek_wrapped=w.kek_wrapped, eph_pub=w.eph_pub)
 
     for keep_id in (False, True):
-        f = write(tmp_path, "swap.amem", rewrite(laptop_data, lambda t: swap(t, keep_id)))
+        f = write(tmp_path, "swap.amem", rewrite(laptop_data, partial(swap, keep_id=keep_id)))
         report, uv = import_file(folder, f, PASSPHRASE)
         close(uv)
         after = store_state(folder)

@@ -116,7 +116,7 @@ def test_lock_keeps_the_store_open_and_close_closes_it(unlocked: tuple[UnlockedV
     u.close()
     assert _left_after_lock(u) == {}
     with pytest.raises(VaultError, match="locked"):
-        u.store
+        u.store  # noqa: B018 - reading the property is the test: it must raise once locked
     with pytest.raises(StoreError, match="closed"):     # the store's own error, not sqlite3's
         u._store.identity()
 

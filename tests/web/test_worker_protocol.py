@@ -47,7 +47,8 @@ def test_python_operations_are_typed_once() -> None:
     typed = typed_operations("PythonOperations")
     assert python, "App has op_* methods"
     assert not python - typed, f"operations of {API.name} missing in {PROTOCOL.name}: {sorted(python - typed)}"
-    assert not typed - python, f"operations of {PROTOCOL.name} that {API.name} does not answer: {sorted(typed - python)}"
+    assert not typed - python, (f"operations of {PROTOCOL.name} that {API.name} does not answer: "
+                                f"{sorted(typed - python)}")
 
 
 def test_worker_operations_are_the_workers_own() -> None:
