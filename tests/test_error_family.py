@@ -19,7 +19,7 @@ BROWSER_ONLY = {"ownmem.web.provider"}
 # Caught where they are raised, never seen by a caller: the browser self-test's assertion (run()
 # reports the check as failed) and the SAIHM client's signal of a duplicate JSON key (interpret()
 # answers MALFORMED_JSON)
-NOT_RAISED_TO_CALLERS = {"ownmem.web.selftest.CheckFailed", "ownmem.binding.transport._Duplicate"}
+NOT_RAISED_TO_CALLERS = {"ownmem.web.checks.CheckFailed", "ownmem.binding.transport._Duplicate"}
 
 
 def _module(path: Path) -> str:

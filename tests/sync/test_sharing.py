@@ -24,7 +24,7 @@ from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import SyncError
 from ownmem.saihm.contract import CONTRACT_CONTEXT
 from ownmem.saihm.receipt import make_receipt, parse_receipt, verify_receipt
-from ownmem.vault import sharing
+from ownmem.vault import share_tools, sharing
 from ownmem.vault.sharing import ShareRefused
 from ownmem.wire import shares, signed
 from ownmem.wire.limits import HOLDER_SIG_LEN
@@ -638,27 +638,27 @@ def test_the_sharing_tools_parameters_results_and_errors(sqlite_backend: Backend
         ("permanent with an expiry", {"expiryEpoch": str(int(time.time()) + 60)}, "invalid_expiry"),
     ]
     for label, change, code in cases:
-        with pytest.raises(sharing.ToolRefused) as e:
-            sharing.tool_share(p.a.syncer, {**good, **change})
+        with pytest.raises(share_tools.ToolRefused) as e:
+            share_tools.tool_share(p.a.syncer, {**good, **change})
         assert e.value.error == code, (label, e.value)
         assert 400 <= e.value.status < 500, label
         assert _state(sqlite_backend) == before, label
-    got = sharing.tool_share(p.a.syncer, {**good, "type": "temporary", "expiryEpoch": ""})
+    got = share_tools.tool_share(p.a.syncer, {**good, "type": "temporary", "expiryEpoch": ""})
     assert got["type"] == "temporary" and got["granteeCount"] == 1 and len(str(got["contractId"])) == 64
-    status = sharing.tool_contracts(p.a.syncer)
+    status = share_tools.tool_contracts(p.a.syncer)
     assert [c["contractId"] for c in status] == [got["contractId"]]
     assert status[0]["mode"] == "TEMPORARY" and status[0]["granteeIds"] == [p.b_id.hex()]
     assert int(str(status[0]["expiresAt"])) > time.time() + 86000         # the 24 h default
-    with pytest.raises(sharing.ToolRefused) as e:
-        sharing.tool_revoke_share(p.b.syncer, {"contractId": got["contractId"]})
+    with pytest.raises(share_tools.ToolRefused) as e:
+        share_tools.tool_revoke_share(p.b.syncer, {"contractId": got["contractId"]})
     assert e.value.error == "not_holder" and e.value.status == 403
-    with pytest.raises(sharing.ToolRefused) as e:
-        sharing.tool_revoke_share(p.a.syncer, {"contractId": "ef" * 32})
+    with pytest.raises(share_tools.ToolRefused) as e:
+        share_tools.tool_revoke_share(p.a.syncer, {"contractId": "ef" * 32})
     assert e.value.error == "contract_not_found"
-    first = sharing.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
-    again = sharing.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
+    first = share_tools.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
+    again = share_tools.tool_revoke_share(p.a.syncer, {"contractId": got["contractId"]})
     assert first["revoked"] is True and again["revoked"] is True and first["receiptId"] == again["receiptId"]
-    assert sharing.tool_contracts(p.a.syncer) == []                        # revoked: not listed
+    assert share_tools.tool_contracts(p.a.syncer) == []                        # revoked: not listed
 
 
 def test_the_server_never_holds_a_shared_plaintext_or_dek(backend: Backend, servers: Callable[..., ServerProcess],

@@ -38,7 +38,7 @@ from ownmem.agent import quota, staging
 from ownmem.agent.audit import AUDIT_INFO, AuditLog
 from ownmem.agent.credentials import Credential
 from ownmem.agent.recall_index import RecallEntry, RecallIndex
-from ownmem.agent.tools import OperatorError, Tools, text_param
+from ownmem.agent.tools import STAGED_NOTICE, OperatorError, Tools, text_param
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.model import Memory, Trust
 from ownmem.aperto.seal import seal
@@ -67,11 +67,6 @@ LOOKUP_WAIT = 1.0
 STAGED_STATE = "uomp-staged-writes"   # vault store (sync_state): the staged writes at the last refresh
 REQUESTS_STATE = "uomp-staged-requests"   # ... and the agents' requests waiting for the person
 MAX_CONTENT = 256 * 1024      # characters of one memory an agent may write
-# operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
-# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.usecases.staged)
-STAGED_NOTICE = {"ownmemStaged": True,
-                 "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
-                                 "confirms it; other agents do not see it before then"}
 
 
 def trust_label(e: Entry, agents: AgentKeys) -> str:

@@ -14,11 +14,11 @@ The operator's index, its writes (saihm_remember) and its audit are ownmem.agent
                     a staged request (ownmem.usecases.requests), nothing erased until the person
                     confirms; the answer is success false with ownmemStaged / ownmemNotice
     saihm_status    agentIdHashHex = holderId, custody, shards per tier, contracts
-    saihm_share     checked (vault/sharing.py parse_share_params, the contract rules, every cell
+    saihm_share     checked (vault/share_tools.py parse_share_params, the contract rules, every cell
                     the person's own and visible to the caller), then a staged request: no
                     contract, no key leaves until the person confirms; the answer carries no
                     contractId, and ownmemStaged / ownmemNotice / ownmemRequest
-    saihm_revoke_share  vault/sharing.py tool_revoke_share (narrows what is shared: not staged)
+    saihm_revoke_share  vault/share_tools.py tool_revoke_share (narrows what is shared: not staged)
 """
 from __future__ import annotations
 
@@ -39,22 +39,27 @@ from ownmem.uomp.control import is_control
 from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys
 from ownmem.usecases.requests import AgentRequest, ShareTerms
-from ownmem.vault.sharing import (
-    SharedReader,
+from ownmem.vault.share_tools import (
     ToolRefused,
     check_share_rules,
     parse_share_params,
     tool_contracts,
     tool_revoke_share,
 )
+from ownmem.vault.sharing import SharedReader
 from ownmem.vault.store import PendingWrite
 from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.vault.vault import Entry, UnlockedVault
 
 _log = logging.getLogger("ownmem.agent")
 
+# operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
+# add extension fields"; docs/decisions.md): every agent write is staged (ownmem.usecases.staged)
+STAGED_NOTICE = {"ownmemStaged": True,
+                 "ownmemNotice": "staged: stored and receipted, recalled by this agent only until the person "
+                                 "confirms it; other agents do not see it before then"}
 # operator extension fields of saihm_forget's and saihm_share's result when the act waits for the person
-# (as STAGED_NOTICE of saihm_remember's, ownmem.agent.operator; docs/decisions.md, issue 19)
+# (as STAGED_NOTICE above, of saihm_remember's; docs/decisions.md, issue 19)
 FORGET_STAGED = {"ownmemStaged": True,
                  "ownmemNotice": "staged: nothing is erased until the person confirms this erasure in ownmem "
                                  "(`ownmem staged` or the Agents screen); it may be discarded"}
