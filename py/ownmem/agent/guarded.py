@@ -33,9 +33,10 @@ from typing import Any
 
 from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
-from ownmem.agent.operator import OperatorError
+from ownmem.agent.operator import Operator, OperatorError
 from ownmem.agent.sessions import Session
 from ownmem.agent.ticker import Ticker
+from ownmem.agent.uomp_api import Uomp
 from ownmem.aperto.model import Trust
 from ownmem.saihm.errors import B
 from ownmem.uomp import guard
@@ -156,7 +157,7 @@ class SaihmGuard:
     each call decided and audited.  ``u``: the service's api.Uomp (its session store, audit
     log, audience); ``op``: the operator whose heads and index recall ranks."""
 
-    def __init__(self, u: Any, op: Any, creds: CredentialFile,
+    def __init__(self, u: Uomp, op: Operator, creds: CredentialFile,
                  now: Callable[[], int] = lambda: int(time.time()), interval: float = 1.0) -> None:
         self.u, self.op, self.creds, self.now = u, op, creds, now
         self._seen: tuple[Credential, ...] | None = None

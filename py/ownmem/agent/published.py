@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ownmem.agent.ticker import Ticker
 from ownmem.errors import SyncError
@@ -46,6 +46,11 @@ from ownmem.uomp.control import REVOCATION, SESSION_RECORD, Revocation, SessionR
 from ownmem.uomp.publisher import TRUST_FILE
 from ownmem.uomp.registered import AGENTS_DIR, registered, registered_ids
 from ownmem.vault.vault import SUPERSEDES, Entry
+
+if TYPE_CHECKING:       # the browser reads published records too, without the agent service's modules
+    from ownmem.agent.operator import Operator
+    from ownmem.agent.sessions import SessionStore
+    from ownmem.agent.uomp_api import Uomp
 
 __all__ = ["REVOCATION", "SESSION_RECORD", "Published", "PublishedSession", "Publisher", "attach", "read_published"]
 
@@ -193,8 +198,8 @@ class Publisher:
     the thread also looks every tick, which catches expiry.  A sync that fails leaves the
     records in the outbox for the next one."""
 
-    def __init__(self, op: Any, sessions: Any, folder: Path, *, now: Callable[[], int] = lambda: int(time.time()),
-                 interval: float = INTERVAL) -> None:
+    def __init__(self, op: Operator, sessions: SessionStore, folder: Path, *,
+                 now: Callable[[], int] = lambda: int(time.time()), interval: float = INTERVAL) -> None:
         self.op, self.sessions, self.folder, self.now, self.interval = op, sessions, Path(folder), now, interval
         self._limits: dict[str, dict[str, Any]] = {}
         self._seen: dict[tuple[str, str], dict[str, Any] | None] = {}   # key -> last record queued (stable part)
@@ -294,7 +299,7 @@ def _key(d: dict[str, Any]) -> tuple[str, str]:
     return (d["kind"], str(d["session_id"] if d["kind"] == "session" else d["agent_id"]))
 
 
-def attach(u: Any, op: Any, folder: Path) -> Publisher:
+def attach(u: Uomp, op: Operator, folder: Path) -> Publisher:
     """Start publishing the sessions of ``u`` (api.Uomp) over operator ``op``.  Each write of the
     session store is followed by ``changed`` (its on_change hook): every state a session passes
     through becomes a record."""
