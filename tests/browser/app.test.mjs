@@ -1737,6 +1737,7 @@ import os, sys, time
 from ownmem.crypto import run_sync
 from ownmem.saihm.receipt import make_receipt
 from ownmem.agent import audit_batches as au
+from ownmem.uomp.control import AuditBatch
 from ownmem.vault.sync import login_new_device
 folder, server, name, sid = sys.argv[1:5]
 s = login_new_device(folder, server, name, os.environ["PW"])
@@ -1751,7 +1752,7 @@ anchor = run_sync(make_receipt(s.v.crypto, xi=h.xi, holder_id=h.holder_id, opera
                                timestamp=now)).to_cbor().hex()
 doc = {"v": 1, "stream": "elsewhere", "seq": 1, "first": now, "last": now, "count": 1, "root": root.hex(),
        "sessions": sessions, "entries": [{**e, "reason": "rewritten after the fact"}], "anchor": anchor}
-s.v.add("UOMP audit batch 1", tags=("uomp-audit",), extensions={au.AUDIT_RECORD: doc})
+s.v.add("UOMP audit batch 1", tags=("uomp-audit",), extensions=AuditBatch(doc).make())
 s.sync_once()
 s.v.close()
 `;

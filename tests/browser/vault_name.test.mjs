@@ -1,5 +1,5 @@
 // One vault-name rule: the web form's check (web/js/format.js NAME_RE) and the sync server's
-// (ownmem.syncwire.valid_vault_name) give the same answer for every name of one table.  No browser:
+// (ownmem.wire.limits.valid_vault_name) give the same answer for every name of one table.  No browser:
 //
 //   node --test tests/browser/vault_name.test.mjs
 import { test } from 'node:test';
@@ -19,7 +19,7 @@ const NAMES = [
 ];
 
 test('the web form accepts exactly the vault names the sync server accepts', () => {
-  const script = 'import json, sys\nfrom ownmem.syncwire import valid_vault_name\n'
+  const script = 'import json, sys\nfrom ownmem.wire.limits import valid_vault_name\n'
     + 'print(json.dumps([valid_vault_name(n) for n in json.load(sys.stdin)]))';
   const out = execFileSync(VENV_PY, ['-c', script], {
     input: JSON.stringify(NAMES),

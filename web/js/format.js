@@ -167,6 +167,6 @@ export function serverUrl(text) {
   }
 }
 
-// A vault name on the sync server: syncwire.valid_vault_name's rule, the same characters (lower
+// A vault name on the sync server: ownmem.wire.limits.valid_vault_name's rule, the same characters (lower
 // case), the same first character and length (tests/browser/vault_name.test.mjs runs both on one table)
 export const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,63}$/;
