@@ -22,7 +22,7 @@ def test_the_vector_tests_pass_in_a_clone_with_nothing_beside_it(tmp_path: Path)
         if os.environ.get("CI"):
             pytest.fail("CI runs on a git checkout: the clone test must run there")
         pytest.skip("not a git checkout")
-    alone = tmp_path / "empty" / "ownmem"          # its parent holds nothing else: no ../shared
+    alone = tmp_path / "empty" / "ownmem"          # its parent holds nothing else: no sibling folders
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(alone)], check=True)
     assert sorted(p.name for p in alone.parent.iterdir()) == ["ownmem"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "PYTEST_"))}
