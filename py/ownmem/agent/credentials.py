@@ -52,6 +52,8 @@ NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 LAST_USED_EVERY = 60      # seconds: a credential's "last used" is written at most this often
 MAX_HEADER = 512
 SESSION_PREFIX = "sess_saihm_"   # + the credential id: its UOMP session
+LOCAL, REMOTE = "local", "remote"   # Credential.kind
+MAX_CLIENT_ID = 512                 # characters of an OAuth client id (a CIMD URL)
 ANY_TAG = "*"                 # guard.ANY_TAG: every tag, and memories with none
 MAX_SCOPE = 1000              # entries of one scope list (sessions.MAX_NAMES)
 MAX_SCOPE_NAME = 256          # characters of one tag or key (sessions.MAX_NAME)
@@ -72,6 +74,10 @@ class Credential:
     deny_tags: tuple[str, ...] = ()
     deny_keys: tuple[str, ...] = ()
     write: bool = True                   # may stage writes, forget, share
+    kind: str = LOCAL                    # LOCAL: a bearer credential (`agent credential`, `agent connect`);
+                                         # REMOTE: an OAuth grant the person consented to (agent/oauth.py),
+                                         # whose digest is of a secret never shown: it has no bearer token
+    client_id: str = ""                  # REMOTE: the OAuth client id (a CIMD URL or a registered id)
     migrated: bool = False               # from an older file (no id) or adopted unsealed at the one migration:
                                          # its grant was never chosen by the person
     mac: bytes | None = None             # the seal (entry_mac); None: written before seals, or forged
@@ -150,6 +156,9 @@ def _entry(c: Credential) -> dict[str, object]:
         "last_used": c.last_used, "id": c.id, "agent_id": c.agent, "migrated": c.migrated,
         "grant": {"tags": list(c.tags), "keys": list(c.keys), "deny_tags": list(c.deny_tags),
                   "deny_keys": list(c.deny_keys), "write": c.write}}
+    if c.kind != LOCAL:
+        # only on remote grants: an entry sealed before kinds existed keeps its seal
+        d["kind"], d["client_id"] = c.kind, c.client_id
     if c.mac is not None:
         d["mac"] = c.mac.hex()
     return d
@@ -185,6 +194,10 @@ def _credential(e: dict[str, object], name: str, digest: bytes, created: int, ex
     if "id" not in e:
         return Credential(name, digest, created, expires, last, id=legacy_id(digest), agent_id=name, migrated=True)
     g, ident, agent, migrated = e["grant"], e["id"], e["agent_id"], e.get("migrated", False)
+    kind, client = e.get("kind", LOCAL), e.get("client_id", "")
+    if kind not in (LOCAL, REMOTE) or not isinstance(client, str) or len(client) > MAX_CLIENT_ID \
+            or (kind == REMOTE) != bool(client) or not client.isprintable():
+        raise ValueError
     if (not isinstance(g, dict) or not isinstance(ident, str) or not re.fullmatch(r"[0-9a-f]{16}", ident)
             or not isinstance(agent, str) or not valid_agent_id(agent) or not isinstance(migrated, bool)
             or not isinstance(g.get("write"), bool)):
@@ -193,7 +206,8 @@ def _credential(e: dict[str, object], name: str, digest: bytes, created: int, ex
         return Credential(name, digest, created, expires, last, id=ident, agent_id=agent,
                           tags=scope_list(g.get("tags"), "tags"), keys=scope_list(g.get("keys"), "keys"),
                           deny_tags=scope_list(g.get("deny_tags"), "deny_tags"),
-                          deny_keys=scope_list(g.get("deny_keys"), "deny_keys"), write=g["write"], migrated=migrated)
+                          deny_keys=scope_list(g.get("deny_keys"), "deny_keys"), write=g["write"], migrated=migrated,
+                          kind=kind, client_id=client)
     except MalformedInput:
         raise ValueError from None
 
@@ -317,8 +331,12 @@ class CredentialFile:
     def issue(self, name: str, now: int, *, expires_days: float | None = None,
               tags: tuple[str, ...] | list[str] | None = None, keys: tuple[str, ...] | list[str] = (),
               deny_tags: tuple[str, ...] | list[str] = (), deny_keys: tuple[str, ...] | list[str] = (),
-              write: bool = True) -> Issued:
-        """A new credential with its grant (``tags`` None: ``*``, every tag and untagged memory)."""
+              write: bool = True, kind: str = LOCAL, client_id: str = "") -> Issued:
+        """A new credential with its grant (``tags`` None: ``*``, every tag and untagged memory).
+        A REMOTE one (an OAuth grant, ``client_id`` its client) has no bearer token: ``header`` is ""."""
+        if kind not in (LOCAL, REMOTE) or (kind == REMOTE) != bool(client_id) or len(client_id) > MAX_CLIENT_ID \
+                or not client_id.isprintable():
+            raise MalformedInput("a remote grant names its OAuth client id (and only a remote grant does)")
         if not valid_name(name):
             raise MalformedInput("a credential name is 1-64 of a-z 0-9 . _ - and starts with a letter or digit")
         if expires_days is not None and not 0 < expires_days <= 36500:
@@ -341,9 +359,10 @@ class CredentialFile:
             expires = None if expires_days is None else now + int(expires_days * 86400)
             cred = seal(key, Credential(name, digest, now, expires, None, id=ident, agent_id=f"{name}.{ident}",
                                         tags=read_tags, keys=read_keys,
-                                        deny_tags=denied_tags, deny_keys=denied_keys, write=write))
+                                        deny_tags=denied_tags, deny_keys=denied_keys, write=write,
+                                        kind=kind, client_id=client_id))
             self._write(creds + (cred,))
-        return Issued(cred, f"Bearer {token}")
+        return Issued(cred, f"Bearer {token}" if kind == LOCAL else "")
 
     def narrow(self, name: str, *, deny_tags: tuple[str, ...] | list[str] = (),
                deny_keys: tuple[str, ...] | list[str] = (), no_write: bool = False) -> Credential:

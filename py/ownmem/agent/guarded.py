@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ownmem.agent.audit import AuditEntry, new_id
-from ownmem.agent.credentials import ANY_TAG, Credential, CredentialFile
+from ownmem.agent.credentials import ANY_TAG, REMOTE, Credential, CredentialFile
 from ownmem.agent.operator import Operator, OperatorError
 from ownmem.agent.sessions import Session
 from ownmem.agent.ticker import Ticker
@@ -48,7 +48,9 @@ from ownmem.vault.vault import Entry
 
 _log = logging.getLogger("ownmem.agent")
 
-KIND = "saihm"
+KIND = "saihm"                # the session of a LOCAL credential (an MCP host on this machine, SAIHM binding)
+REMOTE_KIND = "mcp-remote"    # the session of a REMOTE one (an MCP host reaching /mcp with OAuth)
+KINDS = (KIND, REMOTE_KIND)
 # a plain memory (no "uomp" item extension) that names no sensitivity: not "high", so the
 # person's ordinary notes stay recallable; "medium" says it was not chosen as "low" either
 DEFAULT_SENSITIVITY = "medium"
@@ -82,7 +84,7 @@ def token_hash_of(cred: Credential) -> str:
 def session_for(cred: Credential) -> Session:
     scopes = scopes_of(cred)
     return Session(cred.session_id, cred.agent, cred.name, "active", cred.created, expires_at(cred), None,
-                   scopes, scopes, token_hash_of(cred), kind=KIND)
+                   scopes, scopes, token_hash_of(cred), kind=REMOTE_KIND if cred.kind == REMOTE else KIND)
 
 
 def claims_of(cred: Credential, audience: str) -> Claims:
@@ -137,7 +139,7 @@ def reconcile(creds: Iterable[Credential], sessions: Iterable[Session]) -> Recon
                 want.granted_scopes, want.expires_at, want.token_hash, want.agent_id):
             put.append(replace(s, granted_scopes=want.granted_scopes, requested_scopes=want.requested_scopes,
                                expires_at=want.expires_at, token_hash=want.token_hash, agent_id=want.agent_id))
-    end = [s for s in have.values() if s.kind == KIND and s.status in ("created", "active")
+    end = [s for s in have.values() if s.kind in KINDS and s.status in ("created", "active")
            and s.session_id not in live]
     return Reconciled(tuple(put), tuple(end))
 
