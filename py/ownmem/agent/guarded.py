@@ -144,8 +144,8 @@ def reconcile(creds: Iterable[Credential], sessions: Iterable[Session]) -> Recon
     return Reconciled(tuple(put), tuple(end))
 
 
-def request_for(method: str, audience: str, key: str | None = None) -> guard.Request:
-    return guard.Request(TOOL_PATHS[method], key=key, profile="local", audience=audience)
+def request_for(method: str, audience: str, key: str | None = None, profile: str = "local") -> guard.Request:
+    return guard.Request(TOOL_PATHS[method], key=key, profile=profile, audience=audience)
 
 
 def _clip(s: str | None) -> str | None:
@@ -224,16 +224,21 @@ class SaihmGuard:
         return it
 
     def call(self, cred: Credential, method: str, fn: Callable[[Credential, dict[str, Any]], Any],
-             params: dict[str, Any], request_size: int = 0) -> Any:
+             params: dict[str, Any], request_size: int = 0, claims: Claims | None = None) -> Any:
         """Decide the call, run it (``fn``: the operator's tool) if allowed, audit it -> its result,
-        or OperatorError with the binding's status and code."""
+        or OperatorError with the binding's status and code.  ``claims``: those of the verified
+        capability token a remote host presented at /mcp (agent/remote.py), decided as the remote
+        profile at that audience; None: the local bearer credential's own."""
         if self.creds.all() is not self._seen:
             self.sync_sessions()
-        audience = self.u.audience
-        claims, state = claims_of(cred, audience), self._state(cred)
+        if claims is None:
+            claims = claims_of(cred, self.u.audience)
+        elif claims.session_id != cred.session_id or claims.agent_id != cred.agent:
+            raise OperatorError(B.UNAUTHENTICATED)      # verify_token pairs them; never trust a mismatch
+        audience, state = claims.audience or "", self._state(cred)
         sid, agent, action = cred.session_id, cred.agent, ACTIONS[method]
         query = params.get("query") if method == "saihm_recall" else params.get("id")
-        req = request_for(method, audience, query if isinstance(query, str) else None)
+        req = request_for(method, audience, query if isinstance(query, str) else None, claims.profile)
         first = guard.decide(claims, state, req)
         if not first.allowed and first.code in _SESSION_CODES:
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
@@ -276,7 +281,7 @@ class SaihmGuard:
     def _status(self, cred: Credential, claims: Claims, state: guard.SessionState, req: guard.Request,
                 fn: Callable[[Credential, dict[str, Any]], Any], params: dict[str, Any], request_size: int) -> Any:
         """saihm_status counts shards per tier: of what this credential's recall could show only."""
-        q = request_for("saihm_recall", claims.audience or "")
+        q = request_for("saihm_recall", claims.audience or "", profile=claims.profile)
         with self.op.lock:
             res = fn(cred, params)
             shards: dict[str, int] = {}

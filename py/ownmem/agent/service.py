@@ -36,6 +36,7 @@ from ownmem.agent.guarded import SaihmGuard
 from ownmem.agent.operator import Operator, OperatorError
 from ownmem.errors import OwnmemError
 from ownmem.saihm.errors import B
+from ownmem.uomp.tokens import Claims
 
 _log = logging.getLogger("ownmem.agent")
 
@@ -111,23 +112,33 @@ class Binding:
             params = {}
         if not isinstance(params, dict):
             return saihm_error(B.INVALID_PARAMS)
-        if method in GOVERNANCE:
-            return saihm_error(B.GOVERNANCE_DISABLED)
-        fn = self.tools.get(method)
-        if fn is None:
-            return saihm_error(B.NOT_ENABLED if method in TOOLS else B.UNKNOWN_METHOD)
-        guard = self.guard
-        if guard is None:
-            return saihm_error(B.OPERATOR_STORAGE_UNAVAILABLE)
-        await run_in_threadpool(self.creds.touch, cred, self.now())
         try:
-            result = await run_in_threadpool(guard.call, cred, method, fn, params, len(raw))
+            result = await run_in_threadpool(self.dispatch, cred, method, params, len(raw))
         except OperatorError as e:
             return saihm_error(e.error)
+        return ok(result)
+
+    def dispatch(self, cred: Credential, method: str, params: dict[str, Any], size: int,
+                 claims: Claims | None = None) -> Any:
+        """One tool call of an authenticated caller, decided by the Guard -> its result, or
+        OperatorError.  The /saihm route and the MCP door (agent/remote.py: ``claims`` of the
+        remote host's verified token) both call this, so both answer alike."""
+        if method in GOVERNANCE:
+            raise OperatorError(B.GOVERNANCE_DISABLED)
+        fn = self.tools.get(method)
+        if fn is None:
+            raise OperatorError(B.NOT_ENABLED if method in TOOLS else B.UNKNOWN_METHOD)
+        guard = self.guard
+        if guard is None:
+            raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE)
+        self.creds.touch(cred, self.now())
+        try:
+            return guard.call(cred, method, fn, params, size, claims)
+        except OperatorError:
+            raise
         except OwnmemError as e:
             _log.warning("%s failed: %s", method, type(e).__name__)
-            return saihm_error(B.OPERATOR_STORAGE_UNAVAILABLE)
-        return ok(result)
+            raise OperatorError(B.OPERATOR_STORAGE_UNAVAILABLE) from None
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})

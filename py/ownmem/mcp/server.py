@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
 from mcp import types
@@ -29,17 +29,24 @@ from mcp.shared.exceptions import MCPError
 from ownmem import __version__
 from ownmem.binding.status import StatusResult
 from ownmem.binding.tools import TOOLS, prepare
-from ownmem.binding.transport import DEFAULT_TIMEOUT, Failure, Kind, Result
+from ownmem.binding.transport import DEFAULT_TIMEOUT, Answer, Call, Failure, Kind, Result
 from ownmem.mcp.tools import BOOTSTRAP, BOOTSTRAP_DESCRIPTION, BOOTSTRAP_TEXT, SPECS, ToolSpec
 from ownmem.mcp.transport import ConfigRefused, Endpoint, Transport, credential
 
 TIMEOUT_RANGE = (0.1, 300.0)
 
 
+class Sender(Protocol):
+    """What carries a call to the operator: Transport (HTTPS, `ownmem mcp`) or, in the agent
+    service itself, the remote door's in-process dispatch (ownmem.mcp.remote.InProcess)."""
+
+    async def send(self, call: Call) -> Answer | Failure: ...
+
+
 class Session:
     """One MCP connection: the operator it reaches, and the caller's holderId once learned."""
 
-    def __init__(self, transport: Transport | None, config_error: str | None = None) -> None:
+    def __init__(self, transport: Sender | None, config_error: str | None = None) -> None:
         self.transport = transport
         self.config_error = config_error
         self.holder_id: str | None = None
@@ -95,7 +102,12 @@ def _tool(spec: ToolSpec) -> types.Tool:
                                                         open_world_hint=h.open_world))
 
 
-def build_server(session: Session) -> Server[Any]:
+def build_server(session: Session | Callable[[ServerRequestContext[Any]], Session]) -> Server[Any]:
+    """The eight tools and the session prompt.  ``session``: the one of this stdio connection, or
+    (the remote door, ownmem.mcp.remote) a function giving the caller's for each request."""
+    def session_of(ctx: ServerRequestContext[Any]) -> Session:
+        return session if isinstance(session, Session) else session(ctx)
+
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_tool(s) for s in SPECS])
@@ -104,7 +116,7 @@ def build_server(session: Session) -> Server[Any]:
         if params.name not in TOOLS:
             raise MCPError(types.INVALID_PARAMS, "unknown tool: this server has exactly the eight SAIHM tools")
         try:
-            result = await session.call(params.name, params.arguments or {})
+            result = await session_of(ctx).call(params.name, params.arguments or {})
         except Exception as e:  # noqa: BLE001 - the type only, never its message: it could quote anything
             text = (f"{params.name} FAILED: unexpected error in the client ({type(e).__name__}); "
                     "the operator may or may not have acted.")
