@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
@@ -121,7 +122,7 @@ def decide(d: Door, rid: str, token: str, *, passphrase: str = PASS, action: str
     return d.http.post("/consent", content=urlencode(form), headers=headers)
 
 
-def code_for(d: Door, client_id: str, challenge: str, **kw: str) -> str:
+def code_for(d: Door, client_id: str, challenge: str, **kw: Any) -> str:
     r = authorize(d, client_id, challenge)
     assert r.status_code == 302, r.text
     rid, tok = consent_form(d, r.headers["location"])
@@ -144,7 +145,7 @@ def refresh(d: Door, client_id: str, token: str) -> httpx.Response:
                                        "client_id": client_id, "resource": d.server.resource_url})
 
 
-def grant(d: Door, **kw: str) -> tuple[str, dict[str, object]]:
+def grant(d: Door, **kw: Any) -> tuple[str, dict[str, Any]]:
     """A host registered by DCR, consented, its tokens -> (client id, the token response)."""
     client_id = register(d)
     verifier, challenge = pkce()

@@ -77,8 +77,8 @@ class Served:
     def __init__(self, app: ASGIApp, tls: Tls | None = None, port: int | None = None) -> None:
         self.port = port or free_port()
         self.scheme = "https" if tls else "http"
-        kw = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)} if tls else {}
-        cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off", **kw)
+        cfg = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off",
+                             ssl_certfile=str(tls.cert) if tls else None, ssl_keyfile=str(tls.key) if tls else None)
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{self.port}", daemon=True)
 
