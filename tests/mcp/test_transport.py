@@ -259,9 +259,9 @@ def test_the_default_timeout_is_30_seconds() -> None:
     assert DEFAULT_TIMEOUT == 30.0
     assert Transport(Endpoint.parse("https://op.example/"), None).timeout == 30.0
     default = Session.from_env({"SAIHM_ENDPOINT_URL": "https://op.example/"}).transport
-    assert default is not None and default.timeout == 30.0
+    assert isinstance(default, Transport) and default.timeout == 30.0
     set_by_env = Session.from_env({"SAIHM_ENDPOINT_URL": "https://op.example/", "OWNMEM_MCP_TIMEOUT": "2"}).transport
-    assert set_by_env is not None and set_by_env.timeout == 2.0
+    assert isinstance(set_by_env, Transport) and set_by_env.timeout == 2.0
     for bad in ("soon", "0", "1e9", "-1"):
         assert Session.from_env({"SAIHM_ENDPOINT_URL": "https://op.example/", "OWNMEM_MCP_TIMEOUT": bad}
                                 ).config_error

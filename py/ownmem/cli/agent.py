@@ -31,27 +31,33 @@ import shutil
 import sqlite3
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from ownmem.agent.cimd import CimdFetcher
 from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
 from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.oauth import OAuthServer, passphrase_checker
 from ownmem.agent.operator import Operator
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
+from ownmem.agent.uomp_api import Uomp
 from ownmem.agent.uomp_mount import KeyReads, mount
 from ownmem.asgi import BodyDeadline, BodyTimeout
 from ownmem.cli import manifest as manifest_cli
 from ownmem.cli.common import KEYRING_SERVICE, folder as _folder, keyring_passphrase as _passphrase, when as _when
 from ownmem.cli.sessions import register as register_uomp
-from ownmem.errors import VaultError
+from ownmem.errors import MalformedInput, VaultError
+from ownmem.mcp.remote import BURST, RATE, Buckets, PublicServer, PublicUrl, RemoteMcp
 from ownmem.scrub import forget_passphrase_env
 from ownmem.vault import Vault
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer
+from ownmem.vault.vault import UnlockedVault
 
 
 def _credentials(args: argparse.Namespace, *, sealing: bool = False) -> CredentialFile:
@@ -243,12 +249,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     grace, rate = body_limits()
     TimedHttpTools.header_timeout = header_timeout()
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
+    public = _public(args, binding, uomp, v, vault.folder, creds, (grace, rate))
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
         uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
                     proxy_headers=False, http=TimedHttpTools)
     finally:
+        if public is not None:
+            public.stop()
         sync.stop()
         binding.guard.stop()
         uomp.close()
@@ -268,6 +277,42 @@ def _grant_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
 
 
+def _public(args: argparse.Namespace, binding: Binding, uomp: Uomp, v: UnlockedVault, folder: Path,
+            creds: CredentialFile, body: tuple[float, float]) -> PublicServer | None:
+    """With --public-url: the remote door (MCP at /mcp behind OAuth) on its own listener."""
+    if args.public_url is None:
+        if args.tls_cert or args.tls_key or args.public_bind:
+            raise MalformedInput("--tls-cert, --tls-key and --public-bind go with --public-url")
+        return None
+    url = PublicUrl.parse(args.public_url)
+    if url.tls != bool(args.tls_cert and args.tls_key):
+        raise MalformedInput("an https --public-url needs --tls-cert and --tls-key (and an http one, on "
+                             "loopback, neither)")
+    host, port = _bind(args.public_bind, url)
+    if (host, port) == (args.host, args.port):
+        raise MalformedInput("--public-bind must differ from the local port")
+    oauth = OAuthServer(folder=folder, creds=creds, auth_key=uomp.key, sessions=uomp.sessions,
+                        audit=uomp.audit, public_url=url.origin, check_passphrase=passphrase_checker(v),
+                        fetcher=CimdFetcher.from_env())
+    rate = float(os.environ.get("OWNMEM_PUBLIC_RATE") or RATE)
+    app = RemoteMcp(binding, oauth, url, Buckets(rate, max(1, int(rate * BURST))), body).app()
+    server = PublicServer(app, host, port, args.tls_cert, args.tls_key).start()
+    print(f"ownmem agent: MCP for remote hosts at {url.resource} (listening on {host}:{port}"
+          f"{', TLS 1.3' if url.tls else ''}); add that URL to Claude (Settings > Connectors > Add custom "
+          "connector) or ChatGPT", file=sys.stderr, flush=True)
+    return server
+
+
+def _bind(value: str | None, url: PublicUrl) -> tuple[str, int]:
+    default_port = int(url.origin.rsplit(":", 1)[1]) if url.origin.count(":") == 2 else (443 if url.tls else 80)
+    if value is None:
+        return ("0.0.0.0" if url.tls else "127.0.0.1"), default_port
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise MalformedInput("--public-bind is ADDRESS:PORT, e.g. 0.0.0.0:8443")
+    return host.strip("[]"), int(port)
+
+
 def register(sub: Any) -> None:
     ag = sub.add_parser("agent", help="serve the vault to AI agents: a custodial SAIHM operator on 127.0.0.1")
     ag.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (only {DEFAULT_HOST} is accepted)")
@@ -284,6 +329,13 @@ def register(sub: Any) -> None:
                     help=f"writes and requests of one credential waiting for you (default {d.staged_count})")
     ag.add_argument("--max-staged-bytes", type=parse_size, default=d.staged_bytes, metavar="BYTES",
                     help="bytes of one credential's staged writes waiting for you (default 32MiB)")
+    ag.add_argument("--public-url", metavar="URL",
+                    help="also serve MCP at URL/mcp to remote hosts (Claude, ChatGPT) with OAuth consent: "
+                         "https://NAME[:PORT], a name of a machine you control")
+    ag.add_argument("--tls-cert", metavar="FILE", help="the TLS certificate chain (PEM) for --public-url")
+    ag.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    ag.add_argument("--public-bind", metavar="ADDRESS:PORT",
+                    help="where the public listener binds (default 0.0.0.0 and the URL's port)")
     ag.set_defaults(fn=cmd_serve)
     asub = ag.add_subparsers(dest="agent_cmd", metavar="SUBCOMMAND")
 

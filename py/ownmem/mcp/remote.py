@@ -48,6 +48,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ownmem.agent.credentials import Credential
 from ownmem.agent.door import TimedHttpTools
+from ownmem.agent.oauth import RemoteAccess
 from ownmem.agent.service import MAX_REQUEST, Binding
 from ownmem.agent.tools import OperatorError
 from ownmem.asgi import BodyDeadline
@@ -59,7 +60,7 @@ from ownmem.uomp.tokens import Claims
 
 MCP_PATH = "/mcp"
 RATE = 50.0            # requests a second per client address, sustained (OWNMEM_PUBLIC_RATE)
-BURST = 200            # and at once
+BURST = 4             # seconds of the rate at once: a burst of 4 x OWNMEM_PUBLIC_RATE
 MAX_ADDRESSES = 10_000 # buckets kept; the least recently seen goes first
 LOOPBACK = ("127.0.0.1", "localhost")
 
@@ -117,7 +118,8 @@ def foreign(headers: list[tuple[bytes, bytes]], url: PublicUrl) -> str | None:
 class Buckets:
     """A token bucket per client address: ``take`` -> 0 (go on) or the seconds to wait."""
 
-    def __init__(self, rate: float = RATE, burst: int = BURST, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rate: float = RATE, burst: int = int(BURST * RATE),
+                 now: Callable[[], float] = time.monotonic) -> None:
         if not (rate > 0 and burst >= 1):
             raise ValueError("the rate limit must be positive")
         self.rate, self.burst, self.now = rate, burst, now
@@ -175,10 +177,9 @@ def access_of(ctx: ServerRequestContext[Any]) -> tuple[Credential, Claims]:
     request = ctx.request
     user = getattr(request, "user", None) if request is not None else None
     token = getattr(user, "access_token", None)
-    cred, claims = getattr(token, "credential", None), getattr(token, "claims", None)
-    if not isinstance(cred, Credential) or not isinstance(claims, Claims):
+    if not isinstance(token, RemoteAccess):
         raise OperatorError(B.UNAUTHENTICATED)   # not reachable behind RequireAuthMiddleware
-    return cred, claims
+    return token.credential, token.capability
 
 
 class InProcess:
