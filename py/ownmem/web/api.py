@@ -371,7 +371,9 @@ class App:
         # each session's last use (the Agents screen's rows), over every batch whatever the filter
         used = last_use((str(e.get("session_id") or ""), str(e.get("action")), int(e.get("timestamp") or 0))
                         for b in read_batches(entries) for e in b.doc["entries"])
-        return {**view.to_json(), "last_use": used}
+        out = view.to_json()
+        out["last_use"] = used
+        return out
 
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);
