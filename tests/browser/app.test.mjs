@@ -1858,11 +1858,13 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     }
     const deniedRow = auditRow('false', 'preference.card').first();
     assert.equal(await deniedRow.locator('[data-testid="audit-verdict"]').textContent(), 'denied');
-    assert.equal(await deniedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: item carries a denied tag');
-    assert.match(await deniedRow.textContent(), /calendar_agent/);
+    assert.equal(await deniedRow.locator('[data-testid="audit-reason"]').textContent(), 'it carries a tag you denied');
+    // one sentence an entry (web/js/audit-text.js): the session's agent name, what, the verdict and why
+    assert.match(await deniedRow.textContent(), /^Calendar Assistant tried to read “preference\.card” — denied: it carries a tag you denied — \w+ \d+, \d\d:\d\d$/);
     const allowedRow = auditRow('true', 'preference.theme').first();
     assert.equal(await allowedRow.locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
-    assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').textContent(), 'Why: scope matched');
+    assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').count(), 0);
+    assert.match(await allowedRow.textContent(), /^Calendar Assistant read “preference\.theme” — allowed — /);
     const times = await page.$$eval('[data-testid="audit-row"] time', (ts) => ts.map((t) => t.getAttribute('datetime')));
     assert.deepEqual(times, [...times].sort().reverse(), 'the audit is not newest first');
     // every batch shown verified against its anchor in the public log: no warning
@@ -1877,7 +1879,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     await page.selectOption('[data-testid="audit-session"]', '');
     // a batch that does not match its anchored root is a warning, on its rows and above the list
     runPy(FORGED_AUDIT, [path.join(tmp, 't20-forging-device'), origin, name, sid], { PW: PASS }, VENV_PY);
-    const forged = page.locator('[data-testid="audit-row"]', { hasText: 'rewritten after the fact' });
+    const forged = page.locator('[data-testid="audit-row"][data-entry="log_forged"]');
     const forgedUntil = Date.now() + SYNC_MS;
     while (!(await forged.count())) {
       assert.ok(Date.now() < forgedUntil, 'the forged batch did not reach the Agents screen');
@@ -1973,7 +1975,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     assert.ok(!seen.includes(DROP));
     assert.ok(!own.includes(DROP), 'the discarded write is still recalled by its author');
     // the writes and the person's answers are in the same synced audit: attempt, outcome, answer
-    const writeRow = (action) => page.locator('[data-testid="audit-row"]', { hasText: action });
+    const writeRow = (action) => page.locator(`[data-testid="audit-row"][data-action="${action}"]`);
     const writesUntil = Date.now() + SYNC_MS;
     while (!(await writeRow('write_confirmed').count() && await writeRow('write_discarded').count())) {
       assert.ok(Date.now() < writesUntil, `the write audit did not reach the Agents screen: ${await page.textContent('[data-testid="agents-audit"]')}`);
@@ -1981,7 +1983,11 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
       await sleep(500);
     }
     assert.equal(await writeRow('write_staged').count(), 2);
-    assert.equal(await writeRow('write_staged').first().locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
+    // each staged write reads with the person's answer the audit recorded later
+    assert.deepEqual((await writeRow('write_staged').locator('[data-testid="audit-verdict"]').allTextContents()).sort(),
+      ['you confirmed it', 'you discarded it']);
+    assert.match(await writeRow('write_staged').first().textContent(), /^notes-agent saved a memory for you to confirm — you (confirmed|discarded) it — /);
+    assert.ok(!/write_|saihm_|log_/.test(await page.textContent('[data-testid="audit-list"]')), 'raw action names or ids in the audit');
     assert.equal(await writeRow('write_attempt').first().locator('[data-testid="audit-verdict"]').textContent(), 'attempted');
     assert.ok(!(await page.textContent('[data-testid="agents-audit"]')).includes(KEEP), 'a write\'s content is in the audit');
     await backToList(page);

@@ -166,8 +166,11 @@ export interface Session {
   deletion_proof?: { required?: boolean; accepted?: string[]; missing?: string[] };
   published_at?: number;
   seq?: number;
-  /** "saihm": an MCP host's credential */
+  /** the session's kind: "saihm" an MCP host on the agent's machine, "mcp-remote" a remote MCP host
+   * (OAuth), absent a UOMP agent (ownmem.uomp.usage.KIND_WORDS) */
   binding?: string;
+  /** a remote host's OAuth client id, when the record carries it */
+  client_id?: string;
   record_id: string;
   revocation_sent: boolean;
   [field: string]: unknown;
@@ -214,12 +217,15 @@ export interface AuditRow {
   reason: string;
   key?: string | null;
   tag?: string | null;
+  tags?: string[];
   batch: { stream: string; seq: number; problem: string | null; anchor_checked: boolean };
   [field: string]: unknown;
 }
 
 export interface AuditResult {
   entries: AuditRow[];
+  /** session id -> Unix time of its newest audit entry of the agent's own (ownmem.uomp.usage.last_use) */
+  last_use: Record<string, number>;
   warnings: string[];
   batches: number;
   anchored: number;

@@ -5,7 +5,10 @@
     ownmem agent credential revoke NAME
     ownmem agent credential list [--json]
     ownmem agent credential narrow NAME [--deny TAG ...] [--deny-key KEY ...] [--no-write] [--keyring]
-    ownmem agent connect NAME [GRANT] [--port 9374] [--keyring]     issue + the MCP host snippet
+    ownmem agent connect NAME [GRANT] [--minutes N] [--port 9374] [--keyring]
+        issue + the MCP host snippet; on a terminal without --grant/--key/--deny it lists the
+        vault's tags with their counts and asks which it may read (Enter: all) and whether it
+        may write (its writes wait for the person)
 
     GRANT: [--grant TAG ...] [--key KEY ...] [--deny TAG ...] [--deny-key KEY ...] [--no-write]
            [--expires DAYS]; without --grant/--key: every tag and untagged memory ("*").
@@ -31,6 +34,7 @@ import shutil
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,9 @@ from ownmem.cli.sessions import register as register_uomp
 from ownmem.errors import MalformedInput, VaultError
 from ownmem.mcp.remote import BURST, RATE, Buckets, PublicServer, PublicUrl, RemoteMcp
 from ownmem.scrub import forget_passphrase_env
+from ownmem.termsafe import visible
+from ownmem.uomp.control import is_control
+from ownmem.uomp.usage import parse_mode_answer, parse_tags_answer, tag_counts
 from ownmem.vault import Vault
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer
@@ -190,13 +197,80 @@ def host_config(header: str, port: int = DEFAULT_PORT) -> dict[str, Any]:
         "SAIHM_ENDPOINT_URL": f"http://{DEFAULT_HOST}:{port}{PATH}", "SAIHM_AUTH_HEADER": header}}}}
 
 
+def _minutes(s: str) -> float:
+    try:
+        return float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {s!r}") from None
+
+
+def _ask(question: str) -> str:
+    """One answer from the terminal; the question goes to stderr (stdout is the configuration)."""
+    print(question, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise VaultError("no answer (end of input): give --grant TAG or run it on a terminal")
+    return line
+
+
+def ask_grant(counts: list[tuple[str, int]], ask: Callable[[str], str], *, may_write: bool | None = None,
+              tries: int = 3) -> tuple[tuple[str, ...] | None, bool]:
+    """The grant questions of `ownmem agent connect` on a terminal -> (tags or None for every
+    tag, may write).  ``counts``: the vault's tags with how many memories carry each; ``ask``
+    shows a question and returns the answer; ``may_write`` given (--no-write): not asked."""
+    print("Tags of your memories:" if counts else "Your memories carry no tag yet.", file=sys.stderr)
+    for tag, n in counts:
+        print(visible(f"  {tag:<24} {n} memor{'y' if n == 1 else 'ies'}"), file=sys.stderr)
+    choice = None
+    for _ in range(tries):
+        choice = parse_tags_answer(ask("Which tags may it read? [Enter: all] "), (t for t, _ in counts))
+        if choice.problem is None:
+            break
+        print(visible(choice.problem), file=sys.stderr)
+    if choice is None or choice.problem is not None:
+        raise VaultError("no grant chosen")
+    write = may_write
+    for _ in range(tries if write is None else 0):
+        write = parse_mode_answer(ask("Read-only, or read-write (its writes wait for you)? [r/W] "), default=True)
+        if write is not None:
+            break
+        print("answer r (read-only) or w (read-write)", file=sys.stderr)
+    if write is None:
+        raise VaultError("no answer to read-only or read-write")
+    return choice.tags, write
+
+
 def cmd_connect(args: argparse.Namespace) -> int:
-    issued = _issue(args)
+    if args.minutes is not None and args.expires is not None:
+        raise VaultError("give --minutes or --expires, not both")
+    days = args.minutes / 1440 if args.minutes is not None else args.expires
+    # no grant on the command line and a person at a terminal: ask (scripts pass --grant, --key or --deny)
+    interactive = sys.stdin.isatty() and args.grant is None and args.key is None and args.deny is None
+    vault = Vault(_folder(args))
+    if not vault.exists():
+        raise VaultError(f"no vault at {vault.folder} (create one with `ownmem init`)")
+    pw, _ = _passphrase(str(vault.folder), bool(args.keyring))
+    v = vault.unlock(pw)
+    del pw
+    try:
+        key = v.purpose_key(CREDENTIALS_INFO)
+        if interactive:
+            counts = tag_counts(e.opened.tags for e in v.open_all().heads() if not is_control(e.opened.extensions))
+            tags, write = ask_grant(counts, _ask, may_write=False if args.no_write else None)
+        else:
+            tags = tuple(args.grant) if args.grant is not None else (None if args.key is None else ())
+            write = not args.no_write
+    finally:
+        v.close()
+    issued = CredentialFile(vault.folder, key).issue(
+        args.name, int(time.time()), expires_days=days, tags=tags, keys=args.key or [],
+        deny_tags=args.deny or [], deny_keys=args.deny_key or [], write=write)
     print(json.dumps(host_config(issued.header, args.port), indent=2))
     print(_grant_lines(issued.credential), file=sys.stderr)
-    print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Cursor: "
-          f".cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; revoke it with "
-          f"`ownmem agent credential revoke {args.name}`.", file=sys.stderr)
+    print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Claude Code: "
+          f".mcp.json; Cursor: .cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; "
+          f"see it with `ownmem agent sessions`, revoke it there, on the Agents screen of any of your devices, or "
+          f"with `ownmem agent credential revoke {args.name}`.", file=sys.stderr)
     return 0
 
 
@@ -362,9 +436,11 @@ def register(sub: Any) -> None:
     ls.set_defaults(fn=cmd_list)
 
     cn = asub.add_parser("connect", help="issue a credential and print the MCP host configuration for it; "
-                                         "asks the passphrase")
+                                         "asks the passphrase, and on a terminal without --grant/--key/--deny "
+                                         "which tags it may read and whether it may write")
     cn.add_argument("name")
     _grant_options(cn)
+    cn.add_argument("--minutes", type=_minutes, metavar="N", help="minutes until it expires (instead of --expires)")
     cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)

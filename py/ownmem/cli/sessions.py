@@ -7,6 +7,7 @@
         CMD runs with UOM_TOKEN, UOMP_BASE_URL and only the allow-list of the environment
         (CHILD_ENV, LC_*, --env names; never OWNMEM_*/SAIHM_*); the session is revoked when CMD exits
     ownmem agent sessions [--json]
+        every session: name, kind in words, what it may read, last use (from the audit), expiry
     ownmem agent revoke SESSION
     ownmem agent audit [--session ID] [--json]
         on the agent's machine: its audit.db, through the service; on another device: the
@@ -42,13 +43,15 @@ from ownmem.agent.audit_batches import audit_view, log_anchor_check, log_newer_a
 from ownmem.agent.audit_sync import prune_batches
 from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
 from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
-from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock
+from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock, when as _when
 from ownmem.errors import MalformedInput, ServiceDown, SyncError, VaultError
 from ownmem.scrub import forget_passphrase_env
 from ownmem.termsafe import raw, visible
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
 from ownmem.uomp.manifest import load_manifest, retention_level
 from ownmem.uomp.publisher import did_key_public
+from ownmem.uomp.tokens import iso, parse_iso
+from ownmem.uomp.usage import kind_words, last_use
 from ownmem.usecases.sessions import revoke_session
 from ownmem.vault import Vault
 from ownmem.vault.sync import Syncer, syncer_for
@@ -196,21 +199,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _scope_text(g: dict[str, Any]) -> str:
+    """A session's grant in words: what it may read, what never, and whether it may write."""
+    read, write = g.get("read") or {}, g.get("write") or {}
+    tags = ["every tag and untagged memory" if t == "*" else t for t in read.get("tags") or []]
+    may = "; ".join(x for x in (f"tags {', '.join(tags)}" if tags else "",
+                                f"keys {', '.join(read.get('keys') or [])}" if read.get("keys") else "") if x)
+    never = [*(read.get("deny_tags") or []), *(read.get("deny_keys") or [])]
+    text = f"reads {may or 'nothing'}" + (f"; never {', '.join(never)}" if never else "")
+    writes = write.get("tags") or write.get("keys")
+    return text + ("; read-write (its writes wait for you)" if writes else "; read-only")
+
+
 def cmd_sessions(args: argparse.Namespace) -> int:
     ss = _admin(args, "GET", "/v1/sessions")["sessions"]
+    # last use: the newest audit entry of the agent's own acts (usage.last_use), by session
+    entries = _admin(args, "GET", "/v1/audit")["entries"]
+    used = last_use((str(e.get("session_id") or ""), str(e.get("action")), parse_iso(e.get("timestamp")))
+                    for e in entries)
     if args.json:
-        print(json.dumps(ss, indent=2))
+        print(json.dumps([{**s, "kind_words": kind_words(s.get("kind")),
+                           "last_used": iso(used[s["session_id"]]) if s["session_id"] in used else None}
+                          for s in ss], indent=2))
         return 0
     if not ss:
-        print("no sessions")
+        print("no sessions (connect an assistant with `ownmem agent connect NAME`)")
     for s in ss:
-        g = s.get("granted_scopes") or {}
-        tags = ",".join((g.get("read") or {}).get("tags") or [])
-        deny = ",".join((g.get("read") or {}).get("deny_tags") or [])
-        # a SAIHM binding credential's session (agent/guarded.py) says so: it is an MCP host's
-        kind = "  (SAIHM credential)" if s.get("kind") == "saihm" else ""
-        print(visible(f"{s['session_id']}  {s['agent_id']:<20} {s['status']:<8} expires {s['expires_at']}  "
-                      f"tags {tags or '-'}" + (f"  denied {deny}" if deny else "") + kind))
+        # every kind in one list: an MCP host on this machine, a remote one (OAuth), a UOMP agent
+        g = s.get("granted_scopes") or s.get("requested_scopes") or {}
+        sid = s["session_id"]
+        last = _when(used[sid]) if sid in used else "never used"
+        # a credential without an end set has one a century on (guarded.NO_EXPIRY)
+        ends = parse_iso(s["expires_at"])
+        expiry = "no end set" if ends - time.time() > 50 * 365 * 86400 else _when(ends)
+        print(visible(f"{s.get('agent_name') or s['agent_id']}  [{kind_words(s.get('kind'))}]  {s['status']}"))
+        print(visible(f"  {_scope_text(g)}"))
+        print(visible(f"  last used {last}; expires {expiry}; session {sid}"))
     return 0
 
 
@@ -367,7 +391,8 @@ def register(asub: Any) -> None:
                          "TMPDIR, USER, LOGNAME, SHELL; never OWNMEM_* nor SAIHM_*)")
     rn.add_argument("cmd", nargs=argparse.REMAINDER)
     rn.set_defaults(fn=cmd_run)
-    ss = asub.add_parser("sessions", help="list UOMP sessions")
+    ss = asub.add_parser("sessions", help="list every agent session: assistants on this computer (MCP), remote "
+                                          "assistants (MCP over the internet), UOMP agents; with last use")
     ss.add_argument("--json", action="store_true")
     ss.add_argument("--port", type=int, default=DEFAULT_PORT)
     ss.set_defaults(fn=cmd_sessions)

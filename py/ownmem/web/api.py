@@ -32,6 +32,7 @@ from ownmem.uomp.records import (
     parse_map,
     target_of,
 )
+from ownmem.uomp.usage import last_use
 from ownmem.usecases import answers, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
@@ -350,7 +351,7 @@ class App:
         cannot be reached."""
         # loaded when the page asks: its reader imports the agent service's audit module and the
         # cryptography package it seals with, which the rest of the worker never needs
-        from ownmem.agent.audit_batches import Batch, audit_view, log_anchor_check, log_newer_anchors
+        from ownmem.agent.audit_batches import Batch, audit_view, log_anchor_check, log_newer_anchors, read_batches
 
         check, newer = None, None
         if self._linked() is not None:
@@ -364,9 +365,15 @@ class App:
                         return why           # asked again next time: it may be logged by then
                     checked.add(b.doc["anchor"])
                 return None
-        view = audit_view(self._open_all().entries, holder_id=self.v.holder().holder_id, anchor_check=check,
+        entries = self._open_all().entries
+        view = audit_view(entries, holder_id=self.v.holder().holder_id, anchor_check=check,
                           newer_anchors=newer, session=session or None)
-        return view.to_json()
+        # each session's last use (the Agents screen's rows), over every batch whatever the filter
+        used = last_use((str(e.get("session_id") or ""), str(e.get("action")), int(e.get("timestamp") or 0))
+                        for b in read_batches(entries) for e in b.doc["entries"])
+        out = view.to_json()
+        out["last_use"] = used
+        return out
 
     def _sync_now(self) -> tuple[bool, str | None, int]:
         """Sync at once after a change another device must learn -> (synced, problem, pending);

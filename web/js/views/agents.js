@@ -4,7 +4,12 @@
 // agent service publishes owner-signed session records that sync like memories, and the
 // vault worker counts only those (`agents`).
 //
-//   Live sessions     agent, scopes, limits, time left (counting down), Revoke now: an
+//   Connect           how to connect an assistant, remote (the URL to paste) or local (the
+//                     command and the configuration to copy): views/connect.js
+//   Live sessions     every session in one list, whatever its kind (an MCP host on the agent's
+//                     machine, a remote one through OAuth, a UOMP agent: audit-text.js's words),
+//                     agent, scopes, read-only or read-write, last use (the newest audit entry
+//                     of its own acts), time left (counting down), Revoke now: an
 //                     owner-signed revocation record, synced at once; the agent service cuts
 //                     the agent off when its sync brings it (`agent_revoke`)
 //   Waiting for you   staged agent writes: Confirm (a confirmation record) or Discard (erased,
@@ -12,7 +17,8 @@
 //                     agents' forget and share requests: Confirm (done here) or Discard
 //   Registered agents what each registered manifest asks for, its retention, its publisher
 //   Ended sessions    closed, revoked, expired
-//   Access audit      who read what, when, allowed or denied and why, newest first, by session
+//   Access audit      one sentence per entry (audit-text.js): who read what, when, allowed or
+//                     denied and why, newest first, by session
 //                     (`audit`: the batches the agent service syncs, py/ownmem/agent/audit_batches.py);
 //                     a batch that fails its check against the public log's anchor, or that
 //                     follows a batch that never arrived, is a warning on its rows
@@ -21,9 +27,11 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
+import { answers, auditSentence, kindWords, lastUseText } from '../audit-text.js';
 import { agentName, dateTime, excerpt } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import { currentSession, currentView, isCurrent, isLinked, on } from '../state.js';
+import { showConnect } from './connect.js';
 import { afterWrite } from './syncstatus.js';
 import { call, refreshList } from '../vault.js';
 
@@ -41,11 +49,14 @@ let loading = null;   // the read under way for loadingFor (its promise settles 
 /** @type {HTMLElement | null} */
 let loadingFor = null;
 let again = false;
+/** @type {Record<string, number>} */
+let used = {};        // session id -> its last use, from the audit last read (op audit's last_use)
 
 function showAgents() {
   const node = mount(tpl('tpl-agents'));
   role(node, 'back').addEventListener('click', () => showView('memories'));
   role(node, 'refresh').addEventListener('click', () => load(node));
+  showConnect(role(node, 'connect'));
   focusTitle(node);
   load(node);
   clearInterval(ticker);
@@ -73,6 +84,10 @@ function load(node) {
         render(node, r);
         const audit = await call('audit', { session: role(node, 'audit-session').value || null });
         if (!isCurrent(session) || !node.isConnected) return;
+        if (JSON.stringify(audit.last_use) !== JSON.stringify(used)) {
+          used = audit.last_use;
+          render(node, r);
+        }
         renderAudit(node, r, audit);
         role(node, 'agents-state').textContent = isLinked() ? ''
           : 'This vault is not linked to a sync server: the agent service on your machine cannot reach this device.';
@@ -100,15 +115,17 @@ function render(node, r) {
   skew = r.now - Math.floor(Date.now() / 1000);
   const live = r.sessions.filter((s) => LIVE.has(s.status));
   const ended = r.sessions.filter((s) => !LIVE.has(s.status));
-  fill(role(node, 'sessions-live'), live, (s) => sessionRow(node, s),
-    'No agent holds a session now. Start one on your machine: ownmem agent authorize uom.json.');
+  // a row's item carries its last use: a new use redraws that row only
+  const withUse = (/** @type {Session} */ s) => ({ ...s, last_use: used[s.session_id] ?? null });
+  fill(role(node, 'sessions-live'), live.map(withUse), (s) => sessionRow(node, s),
+    'No assistant or agent holds a session now. Connect one: see "Connect an assistant" above.');
   // agent writes, then the agents' forget and share requests (issue 19): both wait for the person
   /** @type {((StagedWrite & { request?: undefined }) | Asked)[]} */
   const waiting = [...r.staged, ...(r.requests || []).map((q) => ({ ...q, request: /** @type {const} */ (true) }))];
   fill(role(node, 'staged'), waiting, (w) => (w.request ? requestRow(node, w) : stagedRow(node, w)),
     'No agent write is waiting for you.');
   fill(role(node, 'registered'), r.agents, agentRow, 'No agent is registered. Register one on your machine: ownmem agent register uom.json.');
-  fill(role(node, 'sessions-ended'), ended, (s) => sessionRow(node, s), 'None yet.');
+  fill(role(node, 'sessions-ended'), ended.map(withUse), (s) => sessionRow(node, s), 'None yet.');
   role(node, 'ended-count').textContent = `(${ended.length})`;
   tick(node);
 }
@@ -124,38 +141,54 @@ function renderAudit(node, r, audit) {
     select.dataset.bound = '1';
     select.addEventListener('change', () => load(node));
   }
-  const names = new Map(r.sessions.map((s) => [s.session_id, s.agent_name || s.agent_id]));
-  for (const e of audit.entries) if (!names.has(e.session_id)) names.set(e.session_id, e.agent_id);
+  const names = new Map(r.sessions.map((s) => [s.session_id, s.agent_name || agentName(s.agent_id)]));
+  for (const e of audit.entries) if (!names.has(e.session_id)) names.set(e.session_id, agentName(e.agent_id));
   const chosen = select.value;
-  const options = [['', 'All sessions'], ...[...names].filter(([sid]) => sid).map(([sid, who]) => [sid, `${who}: ${sid}`])];
+  // the person reads a session as its agent, kind and start, never its id
+  const about = new Map(r.sessions.map((s) => [s.session_id, `${kindWords(s.binding)}, started ${dateTime(s.created_at)}`]));
+  const options = [['', 'All sessions'], ...[...names].filter(([sid]) => sid)
+    .map(([sid, who]) => [sid, about.has(sid) ? `${who} (${about.get(sid)})` : who])];
   // replaced only when they changed (as fill's rows): an open list is not redrawn under the person
   if (JSON.stringify(options) !== JSON.stringify([...select.options].map((/** @type {HTMLOptionElement} */ o) => [o.value, o.text]))) {
     select.replaceChildren(...options.map(([value, text]) => el('option', { value, text })));
   }
   select.value = names.has(chosen) ? chosen : '';
   role(node, 'audit-warnings').replaceChildren(...audit.warnings.map((w) => el('li', { class: 'sync-warning-line', text: w })));
-  fill(role(node, 'audit'), audit.entries, auditRow,
+  const answered = answers(audit.entries);
+  const now = Math.floor(Date.now() / 1000);
+  // a row's item carries the answer and the name it reads with: a later answer redraws that row
+  const rows = audit.entries.map((e) => ({ ...e, answer: (e.key && answered.get(e.key)) || null, name: names.get(e.session_id) }));
+  fill(role(node, 'audit'), rows, (e) => auditRow(e, auditSentence(e, { name: e.name, answer: e.answer, now })),
     audit.batches ? 'No access recorded for this session.' : 'No audit has reached this device yet.');
 }
 
-/** @param {AuditRow} e */
-function auditRow(e) {
-  const what = e.key || (e.tag ? `tag ${e.tag}` : '');
-  // an agent write's attempt is no verdict: its outcome (write_staged, write_refused ...) follows
-  const verdict = e.action === 'write_attempt' ? 'attempted' : e.allowed ? 'allowed' : 'denied';
-  const at = Date.parse(e.timestamp) / 1000;
+/** @type {Record<string, string>} */
+const VERDICT_BADGE = {
+  allowed: 'badge-trusted', confirmed: 'badge-trusted', 'you confirmed it': 'badge-trusted',
+  denied: 'badge-agent-unconfirmed', refused: 'badge-agent-unconfirmed', failed: 'badge-agent-unconfirmed',
+  missing: 'badge-agent-unconfirmed',
+};
+
+/**
+ * One entry, one sentence: what — verdict[: why] — when; the whole record in its time's title.
+ * @param {AuditRow} e
+ * @param {import('../audit-text.js').Sentence} said
+ */
+function auditRow(e, said) {
   return el('li', {
-    class: 'share audit-row', 'data-testid': 'audit-row', 'data-allowed': String(e.allowed), 'data-session': e.session_id,
+    class: 'audit-row', 'data-testid': 'audit-row', 'data-allowed': String(e.allowed), 'data-session': e.session_id,
+    'data-action': e.action, 'data-entry': String(e.id ?? ''),
   },
-  el('div', { class: 'share-head' },
-    el('span', {
-      class: `badge ${e.allowed ? 'badge-trusted' : 'badge-agent-unconfirmed'}`, 'data-testid': 'audit-verdict',
-      text: verdict,
-    }),
-    el('strong', { text: agentName(e.agent_id) || 'unknown agent', title: e.agent_id || '' }),
-    el('span', { text: `${e.action}${what ? ` ${what}` : ''}` }),
-    el('time', { class: 'muted small', datetime: e.timestamp, title: e.timestamp, text: dateTime(at) })),
-  el('p', { class: 'muted small', 'data-testid': 'audit-reason', text: `Why: ${e.reason}` }),
+  el('p', { class: 'audit-sentence', 'data-testid': 'audit-sentence' },
+    el('span', { 'data-role': 'what', text: said.what }),
+    said.verdict ? ' — ' : null,
+    said.verdict ? el('span', {
+      class: `badge ${VERDICT_BADGE[said.verdict] || ''}`, 'data-testid': 'audit-verdict', text: said.verdict,
+    }) : null,
+    said.why ? (said.verdict ? ': ' : ' — ') : null,
+    said.why ? el('span', { 'data-testid': 'audit-reason', text: said.why }) : null,
+    ' — ',
+    el('time', { class: 'muted', datetime: e.timestamp, title: e.timestamp, text: said.when })),
   e.batch.problem ? el('p', { class: 'retention-warning', 'data-testid': 'audit-problem', text: `⚠ ${e.batch.problem}` }) : null);
 }
 
@@ -235,9 +268,23 @@ function scopeLines(s) {
   if (s.deletion_proof?.required) limits.push(s.deletion_proof.accepted ? 'deletion proof received' : 'owes a deletion proof');
   if (s.deletion_proof?.missing) limits.push('deletion proof missing');
   if (limits.length) lines.push(`Limits: ${limits.join('; ')}`);
-  if (s.binding === 'saihm') lines.push('An MCP host\'s credential (SAIHM): high-sensitivity items never recalled; its writes wait for you.');
+  const write = s.scopes?.write;
+  lines.push(write && ((write.tags || []).length || (write.keys || []).length)
+    ? 'Read and write: its writes wait for you' : 'Read-only');
+  if (s.binding === 'saihm' || s.binding === 'mcp-remote') lines.push('High-sensitivity memories are never recalled.');
   if (!s.granted) lines.push('Asked for, not granted yet.');
   return lines;
+}
+
+/** A remote host's OAuth client as the person reads it: the host of a client id that is a URL
+ * (a Client ID Metadata Document's), else the id.
+ * @param {string} id */
+function clientHost(id) {
+  try {
+    return new URL(id).host || id;
+  } catch {
+    return id;
+  }
 }
 
 /** @param {number} seconds */
@@ -283,22 +330,27 @@ function tick(node) {
  */
 function sessionRow(node, s) {
   const isLive = LIVE.has(s.status);
-  const name = s.agent_name || s.agent_id;
+  const name = s.agent_name || agentName(s.agent_id);
   const li = el('li', {
     class: `share agent-session ${isLive ? 'share-active' : ''}`, 'data-testid': 'agent-session',
     'data-session': s.session_id, 'data-status': s.status, 'data-live': String(isLive), 'data-expires': String(s.expires_at),
+    'data-kind': s.binding || 'uomp',
   });
+  const client = typeof s.client_id === 'string' && s.client_id ? clientHost(s.client_id) : '';
   li.append(
     el('div', { class: 'share-head' },
-      el('strong', { text: name }),
+      el('strong', { text: name, title: `agent ${s.agent_id}, session ${s.session_id}` }),
+      el('span', { class: 'badge badge-agent', 'data-testid': 'session-kind', text: kindWords(s.binding) }),
       el('span', { class: `badge share-state share-state-${s.status === 'active' ? 'accepted' : s.status}`, 'data-role': 'status', text: STATUS[s.status] || s.status }),
       isLive ? el('span', { class: 'time-left', 'data-role': 'time-left', 'data-testid': 'time-left', title: `until ${dateTime(s.expires_at)}` }) : null,
       s.revocation_sent && isLive ? el('span', { class: 'badge badge-agent-unconfirmed', 'data-testid': 'revocation-sent', text: 'revocation sent' }) : null),
-    el('ul', { class: 'scope-lines', 'aria-label': `What ${name} may read` }, ...scopeLines(s).map((t) => el('li', { text: t }))),
-    el('p', { class: 'muted small', text: [
-      `Agent ${s.agent_id}`, `session ${s.session_id}`, `started ${dateTime(s.created_at)}`,
-      isLive ? `ends ${dateTime(s.expires_at)}` : s.closed_at ? `ended ${dateTime(s.closed_at)}` : `ended ${dateTime(s.expires_at)}`,
-    ].join(' · ') }));
+    el('ul', { class: 'scope-lines', 'aria-label': `What ${name} may read` }, ...scopeLines(s).map((t) => el('li', { text: t })),
+      client ? el('li', { 'data-testid': 'oauth-client', text: `OAuth client: ${client}`, title: String(s.client_id) }) : null),
+    el('p', { class: 'muted small' },
+      el('span', { 'data-testid': 'last-use', text: lastUseText(typeof s.last_use === 'number' ? s.last_use : null) }),
+      ` · started ${dateTime(s.created_at)} · `,
+      isLive ? ((s.expires_at ?? 0) - (s.created_at ?? 0) >= 50 * 365 * 86400 ? 'no end set' : `ends ${dateTime(s.expires_at)}`)
+        : s.closed_at ? `ended ${dateTime(s.closed_at)}` : `ended ${dateTime(s.expires_at)}`));
   if (isLive) {
     li.append(el('div', { class: 'actions' }, el('button', {
       type: 'button', class: 'btn btn-small btn-danger', 'data-role': 'revoke', 'data-testid': 'revoke-session',
