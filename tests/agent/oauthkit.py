@@ -62,7 +62,7 @@ def open_door(vault: UnlockedVault, folder: Path, fetcher: CimdFetcher | None = 
     key = AuthKey.from_seed(vault.purpose_key(AUTH_INFO))
     server = OAuthServer(folder=folder, creds=creds, auth_key=key, sessions=sessions, audit=audit, public_url=url,
                          check_passphrase=passphrase_checker(vault), now=lambda: clock[0],
-                         fetcher=fetcher or CimdFetcher(), tags=lambda: list(TAGS))
+                         fetcher=fetcher or CimdFetcher())
     with Served(Starlette(routes=server.routes()), port=port), \
             httpx.Client(base_url=url, follow_redirects=False, timeout=30) as http:
         yield Door(server, http, url, creds, sessions, audit, clock, key, folder)

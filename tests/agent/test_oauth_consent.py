@@ -42,8 +42,9 @@ def test_the_page_shows_who_asks_and_carries_the_security_headers(door: Door) ->
     for k, v in SECURITY.items():
         assert page.headers[k] == v, k
     assert "Claude asks to use your memories" in page.text and "127.0.0.1:33418" in page.text and cid in page.text
+    # the vault's tags are typed, never listed: the page is shown before any passphrase
     for t in TAGS:
-        assert f'value="{t}"' in page.text
+        assert t not in page.text
     assert "<script" not in page.text
     # every answer of the page has them, refusals too
     for resp in (door.http.get("/consent?request=nope"), decide(door, "x", "y"),
@@ -117,9 +118,11 @@ def test_deny_goes_back_as_access_denied_and_approve_is_audited(door: Door) -> N
     assert len(entries) == 1 and entries[0].allowed and entries[0].key == cid
 
 
-def test_tags_not_offered_and_an_empty_choice_are_refused(door: Door) -> None:
+def test_malformed_tags_and_an_empty_choice_are_refused(door: Door) -> None:
     _, rid, tok = pending(door)
-    assert decide(door, rid, tok, allow=("secret-tag",)).status_code == 400
+    assert decide(door, rid, tok, allow=("bad\x1btag",)).status_code == 400
+    assert decide(door, rid, tok, allow=("x" * 257,)).status_code == 400
+    assert decide(door, rid, tok, allow=("work",), deny=("*",)).status_code == 400
     assert decide(door, rid, tok, allow=()).status_code == 400
     assert decide(door, rid, tok, lifetime="31536000").status_code == 400
     assert no_grant(door)

@@ -1,6 +1,7 @@
 """The consent page of the OAuth door (issue 21 Build item 4): server-rendered HTML, no script,
-where the person sees who asks (name, logo, client id, redirect host) and what, chooses the tags
-to allow and deny, read or read-write, and a lifetime, and approves with their passphrase.
+where the person sees who asks (name, logo, client id, redirect host) and what, types the tags
+to allow and deny (never listed: the page is shown before any passphrase), read or
+read-write, and a lifetime, and approves with their passphrase.
 
     GET  /consent?request=ID   the page (a pending authorization request, kept PENDING_SECONDS)
     POST /consent              Origin, if present, must be the public URL's; the form token must be
@@ -80,17 +81,19 @@ def message(title: str, text: str, status: int) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers=HEADERS)
 
 
-def render(p: Pending, tags: list[str], token: str, error: str | None = None) -> str:
+def render(p: Pending, token: str, error: str | None = None) -> str:
     c = p.client
     name = c.client_name or "An application"
     logo = str(c.logo_uri) if c.logo_uri is not None and str(c.logo_uri).startswith("https://") else None
     host = urlsplit(p.redirect_uri).netloc
+    # the tags are typed, never listed: this page is shown to whoever starts an authorization,
+    # before any passphrase, and a vault's tag names ("health", "divorce") are the person's own
     rows_allow = [f'<label><input type=checkbox name=allow value="{ANY_TAG}"> every memory (all tags and '
-                  "untagged ones)</label>"]
-    rows_deny = []
-    for t in tags:
-        rows_allow.append(f'<label><input type=checkbox name=allow value="{_e(t)}"> {_e(t)}</label>')
-        rows_deny.append(f'<label><input type=checkbox name=deny value="{_e(t)}"> {_e(t)}</label>')
+                  "untagged ones)</label>",
+                  "<label>or these tags, separated by commas <input name=allow autocomplete=off "
+                  "placeholder='e.g. recipes, projects'></label>"]
+    rows_deny = ["<label>Tags it may never read, separated by commas <input name=deny autocomplete=off "
+                 "placeholder='e.g. finances'></label>"]
     lifetimes = "".join(f'<option value="{s}"{" selected" if s == "86400" else ""}>{_e(t)}</option>'
                         for s, t in LIFETIMES.items())
     err = f'<p class=err role=alert>{_e(error)}</p>' if error else ""
@@ -105,7 +108,7 @@ def render(p: Pending, tags: list[str], token: str, error: str | None = None) ->
         f"<form method=post action=/consent><input type=hidden name=request value='{_e(p.id)}'>"
         f"<input type=hidden name=token value='{_e(token)}'>"
         f"<fieldset><legend>Memories it may read</legend>{''.join(rows_allow)}</fieldset>"
-        + (f"<fieldset><legend>Never these tags</legend>{''.join(rows_deny)}</fieldset>" if rows_deny else "")
+        + f"<fieldset><legend>Never these tags</legend>{''.join(rows_deny)}</fieldset>"
         + "<fieldset><legend>Access</legend>"
         "<label><input type=radio name=access value=read checked> read only</label>"
         "<label><input type=radio name=access value=write> read, and propose memories (staged for you)</label>"
@@ -116,14 +119,17 @@ def render(p: Pending, tags: list[str], token: str, error: str | None = None) ->
         "</button></form></html>")
 
 
-def parse_choice(form: FormData, tags: list[str]) -> Choice | str:
+def _tag_list(form: FormData, name: str) -> list[str]:
+    """Every tag of the fields named ``name``: the "*" box, and the typed lists split at commas."""
+    return [t.strip() for v in form.getlist(name) if isinstance(v, str) for t in v.split(",") if t.strip()]
+
+
+def parse_choice(form: FormData) -> Choice | str:
     """The person's choice from the form, or what is wrong with it (shown on the page again)."""
-    allow = [v for v in form.getlist("allow") if isinstance(v, str)]
-    deny = [v for v in form.getlist("deny") if isinstance(v, str)]
-    known = set(tags) | {ANY_TAG}
+    allow, deny = _tag_list(form, "allow"), _tag_list(form, "deny")
     if len(allow) > MAX_SCOPE or len(deny) > MAX_SCOPE or any(
-            len(t) > MAX_SCOPE_NAME or t not in known for t in allow + deny) or ANY_TAG in deny:
-        return "Choose tags from the list."
+            len(t) > MAX_SCOPE_NAME or not t.isprintable() for t in allow + deny) or ANY_TAG in deny:
+        return f"Tags are at most {MAX_SCOPE_NAME} printable characters each, and * cannot be denied."
     if not allow:
         return "Choose at least one tag it may read (or every memory)."
     access, lifetime = form.get("access"), form.get("lifetime")
@@ -139,7 +145,6 @@ class Consent:
     form_key: bytes
     origin: str                                          # the public URL's origin
     check_passphrase: Callable[[str], bool]
-    tags: Callable[[], list[str]]
     now: Callable[[], int]
     approve: Callable[[Pending, Choice], Awaitable[str]]        # -> the client's redirect URL
     deny_url: Callable[[Pending], str]                          # -> the client's access_denied redirect
@@ -166,7 +171,7 @@ class Consent:
         return p
 
     def _page(self, p: Pending, error: str | None = None, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(render(p, self.tags(), form_token(self.form_key, p.id), error), status_code=status,
+        return HTMLResponse(render(p, form_token(self.form_key, p.id), error), status_code=status,
                             headers=HEADERS)
 
     async def show(self, request: Request) -> Response:
@@ -190,7 +195,7 @@ class Consent:
             self.pending.pop(p.id, None)
             await self.refused(p, "consent refused by the person")
             return RedirectResponse(self.deny_url(p), status_code=303, headers=HEADERS)
-        choice = parse_choice(form, self.tags())
+        choice = parse_choice(form)
         if isinstance(choice, str):
             return self._page(p, choice, 400)
         passphrase = form.get("passphrase")

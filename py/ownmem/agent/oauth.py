@@ -165,8 +165,7 @@ def _replayed(request: Request, body: bytes) -> Request:
 class OAuthServer(OAuthAuthorizationServerProvider[Code, Refresh, RemoteAccess]):
     def __init__(self, *, folder: Path, creds: CredentialFile, auth_key: AuthKey, sessions: SessionStore,
                  audit: AuditLog, public_url: str, check_passphrase: Callable[[str], bool],
-                 now: Callable[[], int] = lambda: int(time.time()), fetcher: CimdFetcher | None = None,
-                 tags: Callable[[], list[str]] = lambda: []) -> None:
+                 now: Callable[[], int] = lambda: int(time.time()), fetcher: CimdFetcher | None = None) -> None:
         if not _public_url_ok(public_url):
             raise ValueError("the public URL is https://HOST[:PORT] (or http on loopback), without a path")
         self.public_url = self.issuer = public_url
@@ -177,7 +176,7 @@ class OAuthServer(OAuthAuthorizationServerProvider[Code, Refresh, RemoteAccess])
         self.codes: dict[str, Code] = {}
         self.used_codes: dict[str, tuple[int, Code]] = {}
         # the consent form's key: the pending requests it protects live in this process only
-        self.consent = Consent(secrets.token_bytes(32), origin_of(public_url), check_passphrase, tags, now,
+        self.consent = Consent(secrets.token_bytes(32), origin_of(public_url), check_passphrase, now,
                                self._approve, self._deny_url, self._refused)
 
     def resource_metadata_url(self) -> str:
