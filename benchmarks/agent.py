@@ -96,8 +96,9 @@ def _env(tmp: Path, folder: Path) -> dict[str, str]:
 class Agent:
     """`ownmem agent` on a vault linked to the bench's server, with one credential."""
 
-    def __init__(self, tmp: Path, folder: Path, server: str, name: str) -> None:
-        self.env = _env(tmp, folder)
+    def __init__(self, tmp: Path, folder: Path, server: str, name: str, args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.env = {**_env(tmp, folder), **(env or {})}
         v = Vault(folder).unlock(PASSPHRASE)
         try:
             link(v, server, name).sync_once()     # registration, and every cell pushed with its receipt
@@ -112,7 +113,7 @@ class Agent:
             # 43 writes (3 warm-up) within a minute: over the default per-credential quota
             # (agent/quota.py), which this bench does not measure
             self.proc = subprocess.Popen([OWNMEM, "agent", "--port", str(self.port), "--writes-per-minute", "100000",
-                                          "--max-staged", "100000"], env=self.env, stdout=out,
+                                          "--max-staged", "100000", *args], env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
         with httpx.Client(timeout=2.0) as c:
@@ -272,6 +273,8 @@ def run(quick: bool = False) -> AreaResult:
     res.checks.extend(logbench.checks(quick))
     from . import uomp_bench  # the UOMP Guard's targets (issue 10); it builds on Agent here
     res.checks.extend(uomp_bench.checks(quick))
+    from . import remote_bench  # the remote MCP door's targets (issue 21); it builds on Agent here
+    res.checks.extend(remote_bench.checks(quick))
     return res
 
 
