@@ -50,6 +50,7 @@ from .agent import OWNMEM, PASSPHRASE, Agent, _fill, _p, _word
 from .mcp_round_trip import _text
 from .report import FAIL, PASS, Check
 from .server import ServerProcess, _free_port
+from .uomp_bench import _cpu_seconds
 
 RATIO_TARGET = 1.5          # remote p50 / stdio p50, same vault, same run
 PUBLIC_RATE = 100_000       # OWNMEM_PUBLIC_RATE for the bench: every session shares 127.0.0.1's bucket
@@ -247,6 +248,8 @@ class Load:
     errors: list[str]
     sessions: int                   # sessions that completed at least one call
     elapsed: float
+    agent_cpu: float | None         # s of CPU the agent process used during the load (None: no /proc)
+    client_cpu: float               # s of CPU the bench process (every client session) used
 
 
 def concurrent(door: Door, tokens: list[str], s: Sizes) -> Load:
@@ -282,8 +285,12 @@ def concurrent(door: Door, tokens: list[str], s: Sizes) -> Load:
             for n, tok in enumerate(tokens):
                 tg.start_soon(one, n, tok, stop)
         return time.perf_counter() - t0
+    agent0, client0 = _cpu_seconds(door.agent.proc.pid), time.process_time()
     elapsed = anyio.run(go)
-    return Load([x for per in lat for x in per], errors, sum(1 for per in lat if per), elapsed)
+    agent1, client1 = _cpu_seconds(door.agent.proc.pid), time.process_time()
+    agent_cpu = agent1 - agent0 if agent0 is not None and agent1 is not None else None
+    return Load([x for per in lat for x in per], errors, sum(1 for per in lat if per), elapsed, agent_cpu,
+                client1 - client0)
 
 
 def measure(s: Sizes) -> tuple[list[float], list[float], Load]:
@@ -320,6 +327,11 @@ def checks(quick: bool = False) -> list[Check]:
     lat = load.latencies
     c50 = statistics.median(lat) * 1000 if lat else float("nan")
     c99 = _p(lat, 0.99) * 1000 if lat else float("nan")
+
+    def cpu(seconds: float | None) -> str:
+        if seconds is None:
+            return "not measured (no /proc)"
+        return f"{seconds / max(1, len(lat)) * 1000:.1f} ms ({seconds:.0f} s in {load.elapsed:.0f} s)"
     tokens_note = ("The bearer tokens are real UOMP capability tokens (profile \"remote\", audience the /mcp URL, "
                    f"{TOKEN_LIFE // 60} minutes) for REMOTE grants (CredentialFile.issue(kind=REMOTE)) written "
                    "with the vault's credentials key and signed with the vault's UOMP auth key, as "
@@ -360,6 +372,7 @@ def checks(quick: bool = False) -> list[Check]:
                ("sessions that completed calls", f"{load.sessions} / {s.sessions}"),
                ("calls", f"{len(lat):,} ({len(lat) / load.elapsed:,.0f} calls/s)"),
                ("p50 / p99", f"{c50:.1f} ms / {c99:.1f} ms"),
+               ("CPU per call: agent / bench client (all sessions)", f"{cpu(load.agent_cpu)} / {cpu(load.client_cpu)}"),
                ("target", "zero errors; p50 and p99 reported")),
               notes=(tokens_note,),
               figure=f"errors: {len(load.errors)}; p50 {c50:.1f} ms, p99 {c99:.1f} ms; "
