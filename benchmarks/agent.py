@@ -9,6 +9,10 @@
     ranked recall        saihm_recall at the operator (POST /saihm over a keep-alive connection,
                          timed at the client on 127.0.0.1) on a 10,000-memory vault  <= 30 ms p50
     log append, consistency check   benchmarks/logbench.py (both backends)
+    UOMP Guard                      benchmarks/uomp_bench.py (issue 10)
+    remote MCP                      benchmarks/remote_bench.py (issue 21): recall through /mcp over
+                                    TLS 1.3 against the stdio path on one vault, remote p50 <= 1.5 x
+                                    stdio p50; 32 concurrent remote sessions for 60 s, zero errors
 
 The reference adapter is built on the MCP SDK 1.x (`mcp.server.fastmcp`), which ownmem's SDK
 2.x no longer has, so it runs in a venv of its own, `.venv-anchor`, made here from PyPI with
@@ -280,5 +284,7 @@ def run(quick: bool = False) -> AreaResult:
 
 INTRO = ("The agent path: a real MCP client session through `ownmem mcp` and `ownmem agent` to the blind "
          "server (SQLite), the operator's ranked recall, and the public log's append and consistency check on "
-         "SQLite and PostgreSQL.  Absolute targets from issue 9; the round trip is also measured through the "
-         "ApertoMemory reference's MCP adapter in the same run, as the anchor.")
+         "SQLite and PostgreSQL, the UOMP Guard, and MCP for remote hosts (Streamable HTTP over TLS 1.3 at /mcp).  "
+         "Absolute targets from issues 9 and 10; the round trip is also measured through the "
+         "ApertoMemory reference's MCP adapter in the same run, as the anchor; remote recall is judged "
+         "against the stdio path measured in the same run (issue 21).")
