@@ -11,7 +11,7 @@ agent --public-url`, against the stdio path on the same vault (issue 21's Bar).
 The tokens are real UOMP capability tokens (profile "remote", audience the /mcp URL) minted with
 the vault's own auth key for REMOTE grants written with the vault's credentials key, as
 tests/agent/test_remote_door.py does: the OAuth flow that issues the same tokens is tested
-(tests/mcp/test_remote_oauth.py), not timed.  Everything binds 127.0.0.1; the certificate is a
+(tests/agent/test_oauth_*.py), not timed.  Everything binds 127.0.0.1; the certificate is a
 throwaway CA's, made here.  ``python -m benchmarks.remote_bench [--quick] [--docs]`` runs this
 part alone.
 """
@@ -336,7 +336,7 @@ def checks(quick: bool = False) -> list[Check]:
                    f"{TOKEN_LIFE // 60} minutes) for REMOTE grants (CredentialFile.issue(kind=REMOTE)) written "
                    "with the vault's credentials key and signed with the vault's UOMP auth key, as "
                    "tests/agent/test_remote_door.py mints them: the OAuth flow that issues the same tokens "
-                   "is tested (tests/mcp/test_remote_oauth.py), not timed.  The door's per-address rate limit "
+                   "is tested (tests/agent/test_oauth_*.py), not timed.  The door's per-address rate limit "
                    f"is raised for the bench (OWNMEM_PUBLIC_RATE={PUBLIC_RATE:,}): every session comes from "
                    "127.0.0.1 and shares one bucket, which a loopback bench would otherwise exhaust.")
     return [
