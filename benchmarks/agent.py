@@ -9,6 +9,10 @@
     ranked recall        saihm_recall at the operator (POST /saihm over a keep-alive connection,
                          timed at the client on 127.0.0.1) on a 10,000-memory vault  <= 30 ms p50
     log append, consistency check   benchmarks/logbench.py (both backends)
+    UOMP Guard                      benchmarks/uomp_bench.py (issue 10)
+    remote MCP                      benchmarks/remote_bench.py (issue 21): recall through /mcp over
+                                    TLS 1.3 against the stdio path on one vault, remote p50 <= 1.5 x
+                                    stdio p50; 32 concurrent remote sessions for 60 s, zero errors
 
 The reference adapter is built on the MCP SDK 1.x (`mcp.server.fastmcp`), which ownmem's SDK
 2.x no longer has, so it runs in a venv of its own, `.venv-anchor`, made here from PyPI with
@@ -96,8 +100,9 @@ def _env(tmp: Path, folder: Path) -> dict[str, str]:
 class Agent:
     """`ownmem agent` on a vault linked to the bench's server, with one credential."""
 
-    def __init__(self, tmp: Path, folder: Path, server: str, name: str) -> None:
-        self.env = _env(tmp, folder)
+    def __init__(self, tmp: Path, folder: Path, server: str, name: str, args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.env = {**_env(tmp, folder), **(env or {})}
         v = Vault(folder).unlock(PASSPHRASE)
         try:
             link(v, server, name).sync_once()     # registration, and every cell pushed with its receipt
@@ -112,7 +117,7 @@ class Agent:
             # 43 writes (3 warm-up) within a minute: over the default per-credential quota
             # (agent/quota.py), which this bench does not measure
             self.proc = subprocess.Popen([OWNMEM, "agent", "--port", str(self.port), "--writes-per-minute", "100000",
-                                          "--max-staged", "100000"], env=self.env, stdout=out,
+                                          "--max-staged", "100000", *args], env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
         with httpx.Client(timeout=2.0) as c:
@@ -272,10 +277,14 @@ def run(quick: bool = False) -> AreaResult:
     res.checks.extend(logbench.checks(quick))
     from . import uomp_bench  # the UOMP Guard's targets (issue 10); it builds on Agent here
     res.checks.extend(uomp_bench.checks(quick))
+    from . import remote_bench  # the remote MCP door's targets (issue 21); it builds on Agent here
+    res.checks.extend(remote_bench.checks(quick))
     return res
 
 
 INTRO = ("The agent path: a real MCP client session through `ownmem mcp` and `ownmem agent` to the blind "
          "server (SQLite), the operator's ranked recall, and the public log's append and consistency check on "
-         "SQLite and PostgreSQL.  Absolute targets from issue 9; the round trip is also measured through the "
-         "ApertoMemory reference's MCP adapter in the same run, as the anchor.")
+         "SQLite and PostgreSQL, the UOMP Guard, and MCP for remote hosts (Streamable HTTP over TLS 1.3 at /mcp).  "
+         "Absolute targets from issues 9 and 10; the round trip is also measured through the "
+         "ApertoMemory reference's MCP adapter in the same run, as the anchor; remote recall is judged "
+         "against the stdio path measured in the same run (issue 21).")

@@ -435,12 +435,13 @@ def checks(quick: bool = False) -> list[Check]:
     ]
 
 
-def splice(text: str, fresh: list[Check]) -> str:
-    """The report with the agent area's UOMP sections and summary rows replaced by ``fresh``
-    (for a run of this part alone; a run of area `agent` writes them with the rest)."""
+def splice(text: str, fresh: list[Check], prefix: str = "UOMP") -> str:
+    """The report with the agent area's sections and summary rows whose titles start with
+    ``prefix`` replaced by ``fresh`` (for a run of one part alone; a run of area `agent` writes
+    them with the rest)."""
     from .report import _check_md
 
-    lines = [x for x in text.splitlines() if not x.startswith("| agent | UOMP")]
+    lines = [x for x in text.splitlines() if not x.startswith(f"| agent | {prefix}")]
     rows = [f"| agent | {c.title} | {c.figure} | | | {c.target or 'see below'} | **{c.verdict}** |" for c in fresh]
     last = max(i for i, x in enumerate(lines) if x.startswith("| agent |"))
     lines[last + 1:last + 1] = rows
@@ -449,7 +450,7 @@ def splice(text: str, fresh: list[Check]) -> str:
     area, out, skipping = lines[start:end], [], False
     for x in area:
         if x.startswith("### "):
-            skipping = x.startswith("### UOMP")
+            skipping = x.startswith(f"### {prefix}")
         if not skipping:
             out.append(x)
     while out and not out[-1].strip():
