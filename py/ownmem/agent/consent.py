@@ -16,6 +16,7 @@ itself is made by the caller's ``approve`` (oauth.OAuthServer): this module hold
 from __future__ import annotations
 
 import html
+import re
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -69,6 +70,21 @@ class Choice:
     deny_tags: tuple[str, ...]
     write: bool
     lifetime: int                # seconds, one of remote.LIFETIMES
+
+
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?|http://\[[0-9a-fA-F:]+\](:[0-9]{1,5})?")
+
+
+def headers_for(p: Pending) -> dict[str, str]:
+    """HEADERS, with the client's redirect origin added to form-action: browsers apply
+    form-action to the redirect that answers the form too, so with 'self' alone the person's
+    approval would never reach the host."""
+    u = urlsplit(p.redirect_uri)
+    target = f"{u.scheme}://{u.netloc}"
+    if not _ORIGIN.fullmatch(target):           # registered URIs passed the parser; never a CSP token
+        return HEADERS
+    return {**HEADERS, "Content-Security-Policy": HEADERS["Content-Security-Policy"].replace(
+        "form-action 'self'", f"form-action 'self' {target}")}
 
 
 def _e(s: object) -> str:
@@ -172,7 +188,7 @@ class Consent:
 
     def _page(self, p: Pending, error: str | None = None, status: int = 200) -> HTMLResponse:
         return HTMLResponse(render(p, form_token(self.form_key, p.id), error), status_code=status,
-                            headers=HEADERS)
+                            headers=headers_for(p))
 
     async def show(self, request: Request) -> Response:
         p = self.get(request.query_params.get("request"))
@@ -194,7 +210,7 @@ class Consent:
         if form.get("action") == "deny":
             self.pending.pop(p.id, None)
             await self.refused(p, "consent refused by the person")
-            return RedirectResponse(self.deny_url(p), status_code=303, headers=HEADERS)
+            return RedirectResponse(self.deny_url(p), status_code=303, headers=headers_for(p))
         choice = parse_choice(form)
         if isinstance(choice, str):
             return self._page(p, choice, 400)
@@ -220,4 +236,4 @@ class Consent:
                 return self._page(p, f"Wrong passphrase ({MAX_ATTEMPTS - p.attempts} attempts left).", 401)
             self.failures, self.next_check = 0, 0
             self.pending.pop(p.id, None)
-        return RedirectResponse(await self.approve(p, choice), status_code=303, headers=HEADERS)
+        return RedirectResponse(await self.approve(p, choice), status_code=303, headers=headers_for(p))
