@@ -21,7 +21,7 @@ from tests.agent.oauthkit import (
 
 SECURITY = {"content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src https:; "
                                        "form-action 'self'; frame-ancestors 'none'",
-            "x-frame-options": "DENY", "cache-control": "no-store", "referrer-policy": "no-referrer"}
+            "x-frame-options": "DENY", "cache-control": "no-store", "referrer-policy": "same-origin"}
 
 
 def pending(d: Door) -> tuple[str, str, str]:

@@ -112,12 +112,16 @@ def _until(what: str, fn: Callable[[], bool], timeout: float = 10.0) -> float:
     raise AssertionError(f"{what}: not within {timeout} s")
 
 
-async def _session_calls(d: Door, token: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, list[Any]]:
+async def _session_calls(d: Door, token: str, calls: list[tuple[str, dict[str, Any]]],
+                         modern: bool = False) -> tuple[Any, list[Any]]:
     async with httpx2.AsyncClient(verify=d.tls(), headers={"Authorization": f"Bearer {token}"},
                                   timeout=30) as http:
         async with streamable_http_client(d.mcp, http_client=http) as (read, write):
             async with ClientSession(read, write) as s:
-                await s.initialize()
+                if modern:
+                    await s.discover()      # the stateless revision: server/discover, no handshake
+                else:
+                    await s.initialize()
                 tools = await s.list_tools()
                 return tools, [await s.call_tool(name, args) for name, args in calls]
 
@@ -144,6 +148,17 @@ def test_a_granted_host_gets_the_eight_tools_and_recalls_through_the_guard(door:
     assert out.returncode == 0, out.stderr
     rows = [e for e in json.loads(out.stdout) if e.get("session_id") == cred.session_id]
     assert any(e["action"] == "query" and e["allowed"] for e in rows), rows
+
+
+def test_the_stateless_revision_is_served_through_the_same_guard(door: Door) -> None:
+    cred = door.grant(tags=["*"])
+    token = door.token(cred)
+    _until("the grant's session", lambda: door.post(token).status_code == 200)
+    tools, (recall,) = anyio.run(_session_calls, door, token, [("saihm_recall", {"query": "standup"})], True)
+    assert {t.name for t in tools.tools} == TOOLS
+    assert not recall.is_error and "Standup" in recall.content[0].text and "Miso" not in recall.content[0].text
+    door.creds.revoke(cred.name)
+    _until("refused after revocation", lambda: door.post(token).status_code == 401, timeout=5)
 
 
 def test_no_token_is_401_and_names_the_resource_metadata(door: Door) -> None:

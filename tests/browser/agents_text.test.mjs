@@ -86,3 +86,11 @@ test('last use', () => {
   assert.equal(lastUseText(null), 'never used');
   assert.match(lastUseText(Date.now() / 1000), /^last used \w+ \d+, \d\d:\d\d$/);
 });
+
+test('the consent page: allowed with the passphrase, or not let in, and why', () => {
+  assert.equal(say({ action: 'consent', key: 'https://claude.ai/oauth/client.json', tags: ['work'], reason: 'consent' }, { name: 'claude-1a2b3c' }).text,
+    `You allowed claude-1a2b3c in on the consent page — allowed — ${WHEN}`);
+  const refused = say({ action: 'consent', allowed: false, reason: 'consent refused by the person' }, { name: 'claude-1a2b3c' });
+  assert.equal(refused.what, 'claude-1a2b3c was not allowed in on the consent page');
+  assert.equal(refused.verdict, 'refused');
+});

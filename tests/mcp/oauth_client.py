@@ -122,5 +122,8 @@ if __name__ == "__main__":
         anyio.run(main, a[0], a[1], a[2], a[3] if len(a) > 3 else None)
     except BaseException as e:
         if not isinstance(e, SystemExit):
-            say({"fatal": f"{type(e).__name__}: {e}"[:1000]})
+            leaves = [e]
+            while any(isinstance(x, BaseExceptionGroup) for x in leaves):
+                leaves = [y for x in leaves for y in (x.exceptions if isinstance(x, BaseExceptionGroup) else [x])]
+            say({"fatal": "; ".join(f"{type(x).__name__}: {x}" for x in leaves)[:1000]})
             raise

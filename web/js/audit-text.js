@@ -195,6 +195,12 @@ export function auditSentence(e, opts = {}) {
     case 'grant':
       what = `You granted ${who} access`;
       break;
+    case 'consent':
+      // the OAuth consent page (py/ownmem/agent/consent.py): approved with the passphrase, or
+      // refused (by the person, or void after wrong passphrases: the reason says which)
+      what = denied ? `${who} was not allowed in on the consent page` : `You allowed ${who} in on the consent page`;
+      verdict = denied ? 'refused' : 'allowed';
+      break;
     case 'created':
       what = `${who} asked for access`;
       break;

@@ -10,7 +10,7 @@ read-write, and a lifetime, and approves with their passphrase.
                                one check at a time, a global backoff after a wrong one, MAX_ATTEMPTS
                                per request, then the request is void) -> the grant, a code, redirect
 
-Every page carries HEADERS (no framing, no script, nothing cached, no referrer).  The grant
+Every page carries HEADERS (no framing, no script, nothing cached, no referrer to another site).  The grant
 itself is made by the caller's ``approve`` (oauth.OAuthServer): this module holds the page.
 """
 from __future__ import annotations
@@ -43,7 +43,9 @@ HEADERS = {
                                "form-action 'self'; frame-ancestors 'none'",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer browsers send "Origin: null" with the form's
+    # POST, which the door (and decide) must refuse; nothing leaves for another origin either way
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
 }
 _STYLE = ("body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#222}"
