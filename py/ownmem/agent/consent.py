@@ -16,8 +16,8 @@ itself is made by the caller's ``approve`` (oauth.OAuthServer): this module hold
 from __future__ import annotations
 
 import html
-import re
 import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
