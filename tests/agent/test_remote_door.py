@@ -238,3 +238,31 @@ def test_a_read_only_grant_cannot_write_through_mcp(door: Door) -> None:
     _until("the grant's session", lambda: door.post(token).status_code == 200)
     _, (remembered,) = anyio.run(_session_calls, door, token, [("saihm_remember", {"content": "a planted memory"})])
     assert remembered.is_error and "write_refused" in remembered.content[0].text
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--public-url", "http://memory.example.org"), "must be https"),
+    (("--public-url", "https://memory.example.org"), "needs --tls-cert and --tls-key"),
+    (("--public-url", "https://memory.example.org", "--tls-cert", "/nonexistent", "--tls-key", "/nonexistent"),
+     "not a readable PEM certificate chain"),
+    (("--public-url", "https://memory.example.org/mcp"), "no path"),
+    (("--tls-key", "k.pem"), "go with --public-url"),
+    (("--public-url", "http://127.0.0.1:9", "--public-bind", "nowhere"), "ADDRESS:PORT"),
+])
+def test_public_url_mistakes_are_refused_before_the_vault_is_unlocked(tmp_path: Path, args: tuple[str, ...],
+                                                                      says: str) -> None:
+    # no vault, no passphrase: the refusal comes first, never a prompt
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OWNMEM_VAULT": str(tmp_path / "none")}
+    r = ownmem_cli("agent", *args, env=env)
+    assert r.returncode != 0 and says in r.stderr, r.stderr
+    assert "passphrase" not in r.stderr.lower()
+
+
+def test_a_public_port_in_use_is_a_clear_error(door: Door, tmp_path: Path) -> None:
+    # the running door's public port, asked for again by a second service on another vault
+    port = int(door.public.rsplit(":", 1)[1])
+    env = {**door.agent.env, "OWNMEM_VAULT": str(door.agent.folder)}
+    r = ownmem_cli("agent", "--port", str(free_port()), "--public-url", f"http://127.0.0.1:{port}",
+                   "--public-bind", f"127.0.0.1:{port}", env=env, timeout=120)
+    assert r.returncode != 0
+    assert f"the public listener cannot bind 127.0.0.1:{port}" in r.stderr, r.stderr

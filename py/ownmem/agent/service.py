@@ -13,7 +13,8 @@
 
 Any other bind address is refused before the vault is unlocked: the service hands out
 plaintext to whoever holds a credential, and the transport is plain HTTP on loopback
-(the client's 127.0.0.1 exception).  A remote profile would need TLS and is not built.
+(the client's 127.0.0.1 exception).  Remote hosts reach the same tools through MCP at /mcp on
+a listener of their own, with TLS and OAuth (ownmem.mcp.remote, `--public-url`).
 """
 from __future__ import annotations
 

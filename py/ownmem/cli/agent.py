@@ -32,9 +32,11 @@ import logging
 import os
 import shutil
 import sqlite3
+import ssl
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +279,7 @@ def cmd_connect(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
 
     check_bind(args.host)          # before anything is unlocked
+    plan = _public_plan(args)      # so is every --public-url mistake, and an unreadable certificate
     folder = _folder(args)
     vault = Vault(folder)
     if not vault.exists():
@@ -323,7 +326,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     grace, rate = body_limits()
     TimedHttpTools.header_timeout = header_timeout()
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
-    public = _public(args, binding, uomp, v, vault.folder, creds, (grace, rate))
+    public = None if plan is None else _public(plan, binding, uomp, v, vault.folder, creds, (grace, rate))
     try:
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
@@ -351,9 +354,18 @@ def _grant_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expires", type=_days, metavar="DAYS", help="days until it expires (default: never)")
 
 
-def _public(args: argparse.Namespace, binding: Binding, uomp: Uomp, v: UnlockedVault, folder: Path,
-            creds: CredentialFile, body: tuple[float, float]) -> PublicServer | None:
-    """With --public-url: the remote door (MCP at /mcp behind OAuth) on its own listener."""
+@dataclass(frozen=True, slots=True)
+class PublicPlan:
+    """What --public-url and its options ask for, checked before the vault is unlocked."""
+
+    url: PublicUrl
+    host: str
+    port: int
+    cert: str | None
+    key: str | None
+
+
+def _public_plan(args: argparse.Namespace) -> PublicPlan | None:
     if args.public_url is None:
         if args.tls_cert or args.tls_key or args.public_bind:
             raise MalformedInput("--tls-cert, --tls-key and --public-bind go with --public-url")
@@ -363,15 +375,33 @@ def _public(args: argparse.Namespace, binding: Binding, uomp: Uomp, v: UnlockedV
         raise MalformedInput("an https --public-url needs --tls-cert and --tls-key (and an http one, on "
                              "loopback, neither)")
     host, port = _bind(args.public_bind, url)
-    if (host, port) == (args.host, args.port):
+    if port == args.port and host in (args.host, "0.0.0.0", "::"):
         raise MalformedInput("--public-bind must differ from the local port")
+    if url.tls:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as e:
+            raise MalformedInput(f"--tls-cert/--tls-key: not a readable PEM certificate chain and its key "
+                                 f"({type(e).__name__}: {e})") from None
+    return PublicPlan(url, host, port, args.tls_cert, args.tls_key)
+
+
+def _public(plan: PublicPlan, binding: Binding, uomp: Uomp, v: UnlockedVault, folder: Path,
+            creds: CredentialFile, body: tuple[float, float]) -> PublicServer:
+    """The remote door (MCP at /mcp behind OAuth) on its own listener."""
+    url = plan.url
     oauth = OAuthServer(folder=folder, creds=creds, auth_key=uomp.key, sessions=uomp.sessions,
                         audit=uomp.audit, public_url=url.origin, check_passphrase=passphrase_checker(v),
                         fetcher=CimdFetcher.from_env())
     rate = float(os.environ.get("OWNMEM_PUBLIC_RATE") or RATE)
+    if not rate > 0:
+        raise MalformedInput("OWNMEM_PUBLIC_RATE must be a positive number of requests a second")
     app = RemoteMcp(binding, oauth, url, Buckets(rate, max(1, int(rate * BURST))), body).app()
-    server = PublicServer(app, host, port, args.tls_cert, args.tls_key).start()
-    print(f"ownmem agent: MCP for remote hosts at {url.resource} (listening on {host}:{port}"
+    try:
+        server = PublicServer(app, plan.host, plan.port, plan.cert, plan.key).start()
+    except OSError as e:
+        raise VaultError(f"the public listener cannot bind {plan.host}:{plan.port} ({e.strerror or e})") from None
+    print(f"ownmem agent: MCP for remote hosts at {url.resource} (listening on {plan.host}:{plan.port}"
           f"{', TLS 1.3' if url.tls else ''}); add that URL to Claude (Settings > Connectors > Add custom "
           "connector) or ChatGPT", file=sys.stderr, flush=True)
     return server

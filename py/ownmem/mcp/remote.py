@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import ssl
 import threading
 import time
@@ -263,6 +264,18 @@ def tls13(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.
     return ctx
 
 
+def _bound(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or OSError (uvicorn's own bind_socket exits the process)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class PublicServer:
     """The public listener, in a thread of its own (uvicorn's signals stay with the local one)."""
 
@@ -272,8 +285,10 @@ class PublicServer:
                                      ssl_certfile=cert, ssl_keyfile=key,
                                      ssl_context_factory=None if cert is None else tls13)
         self.config.load()          # a bad certificate or key fails here, before the thread
+        self.socket = _bound(host, port)            # and a port in use (OSError), in the caller's thread
         self.server = uvicorn.Server(self.config)
-        self.thread = threading.Thread(target=self.server.run, name="ownmem-agent-public", daemon=True)
+        self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="ownmem-agent-public",
+                                       daemon=True)
 
     def start(self) -> PublicServer:
         self.thread.start()
