@@ -303,6 +303,8 @@ test('a remote host registered by its Client ID Metadata Document: consent in a 
     const row = page.locator('[data-testid="sessions-live"] [data-testid="agent-session"][data-kind="mcp-remote"]', { hasText: 'test-assistant' });
     await explained(page, row.waitFor({ timeout: SYNC_MS }));
     assert.equal(await row.locator('[data-testid="session-kind"]').textContent(), 'Remote assistant (MCP over the internet)');
+    // which OAuth client the person let in: the host of its metadata document's URL
+    assert.match(await row.locator('[data-testid="oauth-client"]').textContent(), /^OAuth client: 127\.0\.0\.1:\d+$/);
     assert.match(await row.textContent(), /May read: tags every tag and untagged memory/);
     assert.match(await row.textContent(), /Never: tags health/);
     const staged = page.locator('[data-testid="staged-write"]', { hasText: NOTE });

@@ -84,7 +84,8 @@ def token_hash_of(cred: Credential) -> str:
 def session_for(cred: Credential) -> Session:
     scopes = scopes_of(cred)
     return Session(cred.session_id, cred.agent, cred.name, "active", cred.created, expires_at(cred), None,
-                   scopes, scopes, token_hash_of(cred), kind=REMOTE_KIND if cred.kind == REMOTE else KIND)
+                   scopes, scopes, token_hash_of(cred), kind=REMOTE_KIND if cred.kind == REMOTE else KIND,
+                   client_id=cred.client_id)
 
 
 def claims_of(cred: Credential, audience: str) -> Claims:

@@ -163,6 +163,8 @@ def session_doc(s: Any, now: int, limits: dict[str, Any] | None) -> dict[str, An
         # a SAIHM binding credential (agent/guarded.py): its records name it, so a device can
         # tell an MCP host's credential from a UOMP session; older records have no member
         doc["binding"] = s.kind
+    if getattr(s, "client_id", ""):
+        doc["client_id"] = s.client_id     # a remote host: which OAuth client the person let in
     return doc
 
 

@@ -89,6 +89,7 @@ class Session:
     proof_accepted: bool = False
     proof_missing: bool = False       # deletion_proof_missing already audited
     kind: str = "uomp"                # "saihm": a SAIHM binding credential's session (agent/guarded.py)
+    client_id: str = ""               # "mcp-remote": the OAuth client the person consented to (agent/oauth.py)
 
     def state(self, now: int) -> str:
         """The status as of ``now``: a live session past its expiry is ``expired``."""
@@ -114,7 +115,7 @@ class Session:
                            "token_hash": self.token_hash, "proof_required": self.proof_required,
                            "deletion_method": self.deletion_method, "identity_key": self.identity_key,
                            "proof_accepted": self.proof_accepted, "proof_missing": self.proof_missing,
-                           "kind": self.kind})
+                           "kind": self.kind, **({"client_id": self.client_id} if self.client_id else {})})
 
     @classmethod
     def from_row(cls, sid: str, agent_id: str, doc: str) -> Session:
@@ -123,7 +124,8 @@ class Session:
         return cls(sid, agent_id, d["agent_name"], d["status"], d["created_at"], d["expires_at"], d["closed_at"],
                    Scopes.from_json(d["requested_scopes"]), Scopes.from_json(g) if g is not None else None,
                    d["token_hash"], d["proof_required"], d["deletion_method"], d["identity_key"],
-                   d["proof_accepted"], d.get("proof_missing", False), d.get("kind", "uomp"))
+                   d["proof_accepted"], d.get("proof_missing", False), d.get("kind", "uomp"),
+                   str(d.get("client_id") or ""))
 
 
 def duration_minutes(v: object) -> float:
