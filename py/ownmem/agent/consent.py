@@ -48,10 +48,15 @@ HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
 }
-_STYLE = ("body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#222}"
-          "fieldset{margin:1rem 0;border:1px solid #ccc;border-radius:6px}label{display:block;margin:.2rem 0}"
+_STYLE = ("body{font-family:system-ui,sans-serif;max-width:40rem;margin:1.5rem auto;padding:0 1rem;color:#222;"
+          "line-height:1.4}fieldset{margin:1rem 0;border:1px solid #ccc;border-radius:6px}"
+          "label{display:block;margin:.4rem 0;min-height:44px}"
+          "input:not([type]),input[type=password],select{display:block;box-sizing:border-box;width:100%;"
+          "font-size:1rem;min-height:44px;padding:.4rem;margin-top:.2rem}"
+          "input[type=checkbox],input[type=radio]{width:22px;height:22px;vertical-align:middle;margin-right:.5rem}"
           ".err{color:#a00;font-weight:bold}img{max-width:64px;max-height:64px;float:right}"
-          "button{font-size:1rem;padding:.5rem 1rem;margin-right:1rem}code{word-break:break-all}")
+          "button{font-size:1rem;min-height:48px;padding:.5rem 1.5rem;margin:.5rem 1rem .5rem 0}"
+          "code{word-break:break-all}")
 
 
 @dataclass
