@@ -266,3 +266,12 @@ def test_a_public_port_in_use_is_a_clear_error(door: Door, tmp_path: Path) -> No
                    "--public-bind", f"127.0.0.1:{port}", env=env, timeout=120)
     assert r.returncode != 0
     assert f"the public listener cannot bind 127.0.0.1:{port}" in r.stderr, r.stderr
+
+
+def test_a_grant_narrowed_after_the_token_binds_that_token_at_once(door: Door) -> None:
+    cred = door.grant(name="narrowed", tags=["*"])
+    token = door.token(cred)                      # issued while the grant could still write
+    _until("the grant's session", lambda: door.post(token).status_code == 200)
+    door.creds.narrow(cred.name, no_write=True)
+    _, (remembered,) = anyio.run(_session_calls, door, token, [("saihm_remember", {"content": "after narrowing"})])
+    assert remembered.is_error and "write_refused" in remembered.content[0].text, remembered.content

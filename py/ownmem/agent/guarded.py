@@ -236,6 +236,10 @@ class SaihmGuard:
             claims = claims_of(cred, self.u.audience)
         elif claims.session_id != cred.session_id or claims.agent_id != cred.agent:
             raise OperatorError(B.UNAUTHENTICATED)      # verify_token pairs them; never trust a mismatch
+        else:
+            # the grant as it stands now, not as the token was issued: a grant the person narrowed
+            # (`credential narrow`) binds a token issued before, for the rest of its minutes too
+            claims = replace(claims, scopes=scopes_of(cred))
         audience, state = claims.audience or "", self._state(cred)
         sid, agent, action = cred.session_id, cred.agent, ACTIONS[method]
         query = params.get("query") if method == "saihm_recall" else params.get("id")
