@@ -32,6 +32,7 @@ import httpcore
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyHttpUrl, AnyUrl, ValidationError
 
+from ownmem.errors import OwnmemError
 from ownmem.uomp.remote import address_allowed, cimd_url, redirect_uri_ok
 
 _log = logging.getLogger("ownmem.agent")
@@ -44,8 +45,10 @@ ALLOW_HOSTS_ENV = "OWNMEM_CIMD_ALLOW_HOSTS"    # test-only: comma-separated host
 CA_ENV = "OWNMEM_CIMD_CA"                      # test-only: the CA file trusted for CIMD fetches
 
 
-class CimdRefused(Exception):
+class CimdRefused(OwnmemError):
     """The client id's document could not be used; the reason is for the log, never the client."""
+
+    code = "cimd_refused"
 
 
 class _Pinned(httpcore.AsyncNetworkBackend):
