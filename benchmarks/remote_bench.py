@@ -50,7 +50,7 @@ from .agent import OWNMEM, PASSPHRASE, Agent, _fill, _p, _word
 from .mcp_round_trip import _text
 from .report import FAIL, PASS, Check
 from .server import ServerProcess, _free_port
-from .uomp_bench import _cpu_seconds
+from .uomp_bench import _cpu_seconds, run_alone
 
 RATIO_TARGET = 1.5          # remote p50 / stdio p50, same vault, same run
 PUBLIC_RATE = 100_000       # OWNMEM_PUBLIC_RATE for the bench: every session shares 127.0.0.1's bucket
@@ -382,29 +382,7 @@ def checks(quick: bool = False) -> list[Check]:
 
 
 def main(argv: list[str]) -> int:
-    """``--quick``: small sizes; ``--docs``: write the results into docs/benchmarks.md's agent
-    area, each marked with when, at which revision and under which load it was measured."""
-    from dataclasses import replace
-
-    from . import machine
-    from .report import AreaResult, summary
-    from .server import ROOT
-    from .uomp_bench import splice
-
-    load0 = machine.load()
-    res = AreaResult("agent", "")
-    res.checks.extend(checks("--quick" in argv))
-    print(summary([res]))
-    if "--docs" in argv and "--quick" not in argv:
-        when = (f"Measured on its own by `.venv/bin/python -m benchmarks.remote_bench --docs` at "
-                f"{datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}, revision "
-                f"{machine.revision()}, load average {load0} at start, {machine.load()} at end (2 CPUs shared "
-                "with other work); the machine table above is the area's last full run.")
-        fresh = [replace(c, notes=(*c.notes, when)) for c in res.checks]
-        doc = ROOT / "docs" / "benchmarks.md"
-        doc.write_text(splice(doc.read_text(encoding="utf-8"), fresh, prefix="remote MCP"), encoding="utf-8")
-        print(f"wrote {doc.relative_to(ROOT)}")
-    return 0 if all(c.verdict == PASS for c in res.checks) else 1
+    return run_alone(argv, "remote_bench", checks, "remote MCP")
 
 
 if __name__ == "__main__":

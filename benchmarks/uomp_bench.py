@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -464,9 +465,10 @@ def splice(text: str, fresh: list[Check], prefix: str = "UOMP") -> str:
     return "\n".join(lines[:start] + out + ([""] + lines[end:] if end < len(lines) else [])).rstrip() + "\n"
 
 
-def main(argv: list[str]) -> int:
-    """``--quick``: small sizes; ``--docs``: write the results into docs/benchmarks.md's agent
-    area, each marked with when, at which revision and under which load it was measured."""
+def run_alone(argv: list[str], module: str, checks: Callable[[bool], list[Check]], prefix: str) -> int:
+    """Run one part of area `agent` alone: ``--quick``: small sizes; ``--docs``: write its results
+    into docs/benchmarks.md's agent area (the sections whose titles start with ``prefix``), each
+    marked with when, at which revision and under which load it was measured."""
     from dataclasses import replace
 
     from . import machine
@@ -480,15 +482,19 @@ def main(argv: list[str]) -> int:
     if "--docs" in argv and "--quick" not in argv:
         from datetime import datetime
 
-        when = (f"Measured on its own by `.venv/bin/python -m benchmarks.uomp_bench --docs` at "
+        when = (f"Measured on its own by `.venv/bin/python -m benchmarks.{module} --docs` at "
                 f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}, revision {machine.revision()}, "
                 f"load average {load0} at start, {machine.load()} at end (2 CPUs shared with other work); "
                 "the machine table above is the area's last full run.")
         fresh = [replace(c, notes=(*c.notes, when)) for c in res.checks]
         doc = ROOT / "docs" / "benchmarks.md"
-        doc.write_text(splice(doc.read_text(encoding="utf-8"), fresh), encoding="utf-8")
+        doc.write_text(splice(doc.read_text(encoding="utf-8"), fresh, prefix), encoding="utf-8")
         print(f"wrote {doc.relative_to(ROOT)}")
     return 0 if all(c.verdict == PASS for c in res.checks) else 1
+
+
+def main(argv: list[str]) -> int:
+    return run_alone(argv, "uomp_bench", checks, "UOMP")
 
 
 if __name__ == "__main__":
