@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import agent, core, machine, server, web
+from . import agent, core, machine, recall, server, web
 from .report import FAIL, AreaResult, Check, markdown, previous_areas, summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +23,7 @@ AREAS: dict[str, Callable[[argparse.Namespace], AreaResult]] = {
     "server": lambda a: server.run(a.quick),
     "web": lambda a: web.run(a.quick),
     "agent": lambda a: agent.run(a.quick),
+    "recall": lambda a: recall.run(a.quick),
 }
 
 PREFACE = (
@@ -32,7 +33,8 @@ PREFACE = (
     "`server` holds the sync server to absolute targets on SQLite and PostgreSQL, measured side by side; area "
     "`web` holds the web app in Chromium (with and without JSPI), Firefox ESR and WebKit to absolute targets, "
     "per engine; area `agent` holds the agent path "
-    "(MCP, operator, public log) to absolute targets, with the reference's MCP adapter as its anchor.  "
+    "(MCP, operator, public log) to absolute targets, with the reference's MCP adapter as its anchor; area "
+    "`recall` holds the ranking to retrieval targets on public data (LoCoMo), with plain BM25 as its anchor.  "
     "Times are wall-clock (`time.perf_counter`), medians of several repetitions after a warm-up, "
     "garbage collector emptied before and left enabled during each timed region.  Other work "
     "running on the machine (see the load average) inflates absolute times on both sides alike; "

@@ -28,6 +28,8 @@ K = TypeVar("K")
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("ownmem", "ownmem.errors", "ownmem.termsafe", "ownmem.passphrase", "ownmem.scrub",
               "ownmem.purposes")),
+    # search and recall's words and ranking: pure, under every layer that searches
+    ("recall", ("ownmem.recall",)),
     ("crypto", ("ownmem.crypto",)),
     ("aperto", ("ownmem.aperto",)),
     ("saihm", ("ownmem.saihm",)),

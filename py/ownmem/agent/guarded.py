@@ -34,6 +34,7 @@ from typing import Any
 from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.agent.credentials import ANY_TAG, REMOTE, Credential, CredentialFile
 from ownmem.agent.operator import Operator, OperatorError
+from ownmem.agent.recall_index import RecallEntry
 from ownmem.agent.sessions import Session
 from ownmem.agent.ticker import Ticker
 from ownmem.agent.uomp_api import Uomp
@@ -249,7 +250,7 @@ class SaihmGuard:
             self._record(sid, agent, action, req.key, (), False, first.reason, request_size)
             raise OperatorError(B.UNAUTHENTICATED)
         if method == "saihm_recall":
-            return self._recall(cred, claims, state, req, fn, params, request_size)
+            return self._recall(cred, claims, state, req, params, request_size)
         if method == "saihm_status":
             return self._status(cred, claims, state, req, fn, params, request_size)
         if first.code == E.ACCESS_DENIED:        # no write grant: forget, share, remember, revoke_share
@@ -268,10 +269,15 @@ class SaihmGuard:
         return fn(cred, params)
 
     def _recall(self, cred: Credential, claims: Claims, state: guard.SessionState, req: guard.Request,
-                fn: Callable[[Credential, dict[str, Any]], Any], params: dict[str, Any], request_size: int) -> Any:
+                params: dict[str, Any], request_size: int) -> Any:
+        def allowed(e: RecallEntry) -> bool:
+            item = self._item(e.cell_id)
+            return item is not None and guard.decide(claims, state, req, item).allowed
         with self.op.lock:          # the heads the items come from are those the recall ranked
             out = []
-            for r in fn(cred, params):
+            # ranked among what this credential may read only (ownmem.recall.ranking: no oracle),
+            # and checked again as each answer leaves
+            for r in self.op.recall(cred, params, visible=allowed):
                 cid = _cell_id(r.get("cellId"))
                 item = self._item(cid) if cid is not None else None
                 if item is not None and guard.decide(claims, state, req, item).allowed:

@@ -3,8 +3,6 @@ refreshes) and the pure rules of what a read may name and in which order a ranke
 (UOMP draft-00 "Memory Guard API"; issue 19, "No oracle")."""
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,19 +64,3 @@ def too_long(req: guard.Request) -> str | None:
     return None
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def in_scope_order(query: str, items: list[Item]) -> list[Item]:
-    """The ranked query's answer order, from the served items alone: most query words found (as
-    a word prefix, as the index matched them) in the item's key, value, tags and description,
-    then by key.  The index's BM25 order is not used: its weights come from every memory in the
-    vault, so the order of two served items would tell of the items that were not served
-    (issue 19, "No oracle"); ties by insertion order would tell of when each was written."""
-    words = set(_WORD.findall(query.lower()))
-
-    def found(it: Item) -> int:
-        text = set(_WORD.findall(" ".join([it.key, json.dumps(it.value, ensure_ascii=False), *it.tags,
-                                           it.description or ""]).lower()))
-        return sum(1 for w in words if any(t.startswith(w) for t in text))
-    return sorted(items, key=lambda it: (-found(it), it.key))

@@ -84,7 +84,7 @@ def recall_entry(e: Entry, cell: bytes, agents: AgentKeys) -> RecallEntry:
     o = e.opened
     return RecallEntry(c.cell_id, o.content, c.holder_id, c.cell_nonce, c.kek_version, c.timestamp, c.tier,
                        c.signature[:8], trust_label(e, agents), o.authorship.value, o.author_key_id,
-                       o.custody_present)
+                       o.custody_present, tags=o.tags, confidence=o.confidence)
 
 
 class AgentSyncer(Syncer):

@@ -1,15 +1,11 @@
 """Ranked recall for the operator (SAIHM "saihm_recall": "Matching is operator-defined; keyword
-containment is the baseline").
+containment is the baseline"): the cells an agent may recall, ranked by ownmem's one ranking
+(ownmem.recall.ranking, the same as ``ownmem search`` and the web app's), ranked among what the
+caller may see only.
 
-    plaintext of each visible head --> SQLite FTS5 table in ":memory:" (never on disk)
-    query --> words (Unicode letters and digits) --> "w1"* OR "w2"* ... --> ordered by BM25
-    empty query --> every cell, newest first
-
-The index holds decrypted text, so it lives only in this process's memory: a private
-in-memory SQLite connection, dropped with ``close()``.  Query text is never parsed as FTS5
-syntax (an agent's query is data): each word is quoted, so ``NEAR``, ``*`` or ``"`` in it are
-only words or nothing.  A query with no word at all (punctuation only) falls back to the
-baseline, substring containment.
+The index holds decrypted text, so it lives only in this process's memory, dropped with
+``close()``.  A query with no word at all (punctuation only) falls back to the baseline,
+substring containment (ownmem.recall.ranking).
 
 Every element carries ownmem's operator extension (docs/decisions.md, "ownmem's operator
 extension on recalled cells"): ``ownmemTrust`` self | trusted | agent | unverified | shared and
@@ -17,17 +13,13 @@ extension on recalled cells"): ``ownmemTrust`` self | trusted | agent | unverifi
 """
 from __future__ import annotations
 
-import re
-import sqlite3
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ownmem.aperto.frame import b64url
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-MAX_QUERY_WORDS = 64
+from ownmem.recall.ranking import Doc, Ranking
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +38,9 @@ class RecallEntry:
     authorship: str           # signed | attested | unknown
     author_key_id: bytes | None
     custody: bool
+    # what the ranking reads besides the plaintext; not part of saihm_recall's answer
+    tags: tuple[str, ...] = field(default=(), compare=False)
+    confidence: float | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"cellId": self.cell_id.hex(), "plaintext": self.plaintext, "holderIdHex": self.holder_id.hex(),
@@ -58,48 +53,35 @@ class RecallEntry:
                                      "custody": self.custody}}
 
 
-def fts_query(query: str) -> str | None:
-    """The FTS5 MATCH expression for an agent's query, or None if it has no word."""
-    words = _WORD.findall(query.lower())[:MAX_QUERY_WORDS]
-    if not words:
-        return None
-    return " OR ".join('"' + w.replace('"', '""') + '"*' for w in words)
-
-
 class RecallIndex:
     """The in-memory index of recallable cells, keyed by cellId.  Thread-safe."""
 
     def __init__(self) -> None:
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        self._db.execute("CREATE VIRTUAL TABLE fts USING fts5(plaintext, tokenize='unicode61 remove_diacritics 2')")
-        self._entries: dict[int, RecallEntry] = {}
-        self._rowid: dict[bytes, int] = {}
+        self._ranking = Ranking()
+        self._entries: dict[bytes, RecallEntry] = {}
         self._shared: set[bytes] = set()
-        self._next = 1
         self._lock = threading.Lock()
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            self._ranking = Ranking()
             self._entries.clear()
-            self._rowid.clear()
 
     def __len__(self) -> int:
-        return len(self._rowid)
+        return len(self._entries)
 
     def cell_ids(self) -> set[bytes]:
         with self._lock:
-            return set(self._rowid)
+            return set(self._entries)
 
     def own_cell_ids(self) -> set[bytes]:
         """The cellIds of the vault's own cells (every cell but the shared ones)."""
         with self._lock:
-            return set(self._rowid) - self._shared
+            return set(self._entries) - self._shared
 
     def get(self, cell_id: bytes) -> RecallEntry | None:
         with self._lock:
-            rid = self._rowid.get(cell_id)
-            return self._entries[rid] if rid is not None else None
+            return self._entries.get(cell_id)
 
     def is_shared(self, cell_id: bytes) -> bool:
         with self._lock:
@@ -116,17 +98,12 @@ class RecallIndex:
         self._put((replace(e, trust="shared") for e in entries), shared=True)
 
     def _put(self, entries: Iterable[RecallEntry], *, shared: bool) -> None:
-        with self._lock, self._db:
-            for e in entries:
-                old = self._rowid.pop(e.cell_id, None)
-                if old is not None:
-                    self._db.execute("DELETE FROM fts WHERE rowid = ?", (old,))
-                    del self._entries[old]
-                rid = self._next
-                self._next += 1
-                self._db.execute("INSERT INTO fts (rowid, plaintext) VALUES (?, ?)", (rid, e.plaintext))
-                self._entries[rid] = e
-                self._rowid[e.cell_id] = rid
+        with self._lock:
+            batch = list(entries)
+            self._ranking.put(Doc(e.cell_id, e.plaintext, e.tags, "", e.timestamp,
+                                  1.0 if e.confidence is None else e.confidence) for e in batch)
+            for e in batch:
+                self._entries[e.cell_id] = e
                 if shared:
                     self._shared.add(e.cell_id)
                 else:
@@ -135,26 +112,31 @@ class RecallIndex:
     def remove(self, cell_ids: Iterable[bytes]) -> list[RecallEntry]:
         """Withdraw cells from recall -> the entries removed (so a failed erasure can put them back)."""
         out = []
-        with self._lock, self._db:
+        with self._lock:
             for cid in cell_ids:
-                rid = self._rowid.pop(cid, None)
-                if rid is None:
+                e = self._entries.pop(cid, None)
+                if e is None:
                     continue
-                self._db.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
-                out.append(self._entries.pop(rid))
+                out.append(e)
                 self._shared.discard(cid)
+            self._ranking.remove(e.cell_id for e in out)
         return out
 
-    def search(self, query: str | None) -> list[RecallEntry]:
-        """Ranked matches (BM25, best first); every cell, newest first, for an absent or empty query."""
+    def search(self, query: str | None, visible: Callable[[RecallEntry], bool] | None = None) -> list[RecallEntry]:
+        """The cells that answer ``query``, best first (every cell, newest first, for an absent
+        or empty query), ranked among the cells ``visible`` admits only."""
         with self._lock:
-            if query is None or not query.strip():
-                return sorted(self._entries.values(), key=lambda e: (-e.timestamp, e.cell_id))
-            expr = fts_query(query)
-            if expr is None:
-                needle = query.strip().lower()
-                return [e for e in sorted(self._entries.values(), key=lambda e: (-e.timestamp, e.cell_id))
-                        if needle in e.plaintext.lower()]
-            rows = self._db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts), rowid",
-                                    (expr,)).fetchall()
-            return [self._entries[r[0]] for r in rows]
+            return [self._entries[k] for k in self._ranking.search(query, self._sees(visible))]
+
+    def page(self, query: str | None, visible: Callable[[RecallEntry], bool] | None = None,
+             limit: int | None = None, cursor: str | None = None) -> tuple[list[RecallEntry], str | None]:
+        """One page of ``search`` (ownmem.recall.ranking.Ranking.page) -> (entries, next cursor)."""
+        with self._lock:
+            keys, nxt = self._ranking.page(query, self._sees(visible), limit, cursor)
+            return [self._entries[k] for k in keys], nxt
+
+    def _sees(self, visible: Callable[[RecallEntry], bool] | None) -> Callable[[bytes], bool] | None:
+        if visible is None:
+            return None
+        entries = self._entries
+        return lambda k: visible(entries[k])

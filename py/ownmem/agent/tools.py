@@ -4,8 +4,9 @@ requests they make for the person (ownmem.usecases.requests), and the tool calls
 The operator's index, its writes (saihm_remember) and its audit are ownmem.agent.operator, whose
 ``Operator`` carries these as ``Tools``.
 
-    saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py); no
-                    control record, no other agent's unconfirmed staged write
+    saihm_recall    the caller's visible heads (and shared cells), ranked (recall_index.py), one
+                    page (default 10) with a cursor for the next; no control record, no other
+                    agent's unconfirmed staged write
     saihm_forget    holder check (not_holder for another holder's cell; success false for what
                     the caller's recall cannot show, ``agent_may_see``).  The caller's own write
                     still staged: withdraw access first (out of the index, erased locally with its
@@ -33,6 +34,7 @@ from ownmem.agent.credentials import Credential
 from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.aperto.model import Trust
 from ownmem.errors import OwnmemError, SyncError
+from ownmem.recall.ranking import MAX_LIMIT, CursorError
 from ownmem.saihm.errors import B, BindingRefusal
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.uomp.control import is_control
@@ -52,6 +54,10 @@ from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.vault.vault import Entry, UnlockedVault
 
 _log = logging.getLogger("ownmem.agent")
+
+# operator extension on saihm_recall's last element when more cells answer than one page holds
+# (SAIHM "Fields not defined here are operator extensions"; docs/decisions.md)
+NEXT_CURSOR = "ownmemNextCursor"
 
 # operator extension fields of saihm_remember's result (SAIHM "saihm_remember": "An operator MAY
 # add extension fields"; docs/decisions.md): every agent write is staged (ownmem.usecases.staged)
@@ -79,6 +85,19 @@ def agent_may_see(e: Entry, agent: str, confirmed: frozenset[bytes], keys: Agent
     control record (ownmem.uomp.control), not another agent's staged write the person has
     not confirmed (ownmem.usecases.staged)."""
     return not is_control(e.opened.extensions) and not staged.hidden_from(e, agent, confirmed, keys)
+
+
+def limit_param(params: dict[str, Any]) -> int | None:
+    """saihm_recall's ``limit``: a whole number from 1 to MAX_LIMIT, as a JSON number or a
+    decimal string (SAIHM: a client MUST accept either; the operator does too)."""
+    v = params.get("limit")
+    if v is None:
+        return None
+    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 9:
+        v = int(v)
+    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_LIMIT:
+        raise OperatorError(B.INVALID_PARAMS, f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return v
 
 
 def text_param(params: dict[str, Any], name: str, *, required: bool) -> str | None:
@@ -121,16 +140,33 @@ class Tools:
     def _store_signed(self, cred: Credential, content: str, extensions: dict[str, Any]) -> PendingWrite:
         raise NotImplementedError      # Operator._store_signed
 
-    def recall(self, cred: Credential, params: dict[str, Any]) -> list[dict[str, Any]]:
+    def recall(self, cred: Credential, params: dict[str, Any],
+               visible: Callable[[RecallEntry], bool] | None = None) -> list[dict[str, Any]]:
+        """saihm_recall: one page of the cells this caller may see that answer the query, best
+        first (ownmem.recall.ranking): at most ``limit`` (default 10, an operator parameter of
+        ownmem's, docs/decisions.md), from ``cursor``; when more answer, the last element
+        carries ``ownmemNextCursor``.  ``visible``: what the Guard lets this credential read."""
         query = text_param(params, "query", required=False)
+        cursor = text_param(params, "cursor", required=False)
+        limit = limit_param(params)
+        agent = cred.agent
+
+        def sees(e: RecallEntry) -> bool:
+            return self.staged.get(e.cell_id, agent) == agent and (visible is None or visible(e))
         with self.lock:
             # a key revoked in the vault meanwhile (`ownmem trust remove`, on this machine: no
             # sync brings it) downgrades what it signed before this recall answers
             if (self.v.store.known_keys(), self.v.store.revoked_keys()) != self._keyring:
                 self.refresh()
             self.refresh_shared()
-            return [e.to_json() for e in self.index.search(query)
-                    if self.staged.get(e.cell_id, cred.agent) == cred.agent]
+            try:
+                entries, nxt = self.index.page(query, sees, limit, cursor)
+            except CursorError as e:
+                raise OperatorError(B.INVALID_PARAMS, str(e)) from None
+            out = [e.to_json() for e in entries]
+            if nxt is not None and out:
+                out[-1][NEXT_CURSOR] = nxt
+            return out
 
     def refresh_shared(self) -> None:
         """SAIHM "Sharing contracts": a recall includes the covered cells of every contract

@@ -18,7 +18,8 @@
     capability token (Authorization: Bearer)
       POST /v1/sessions/{id}/deletion-proof
       GET  /v1/memory/{key}   GET /v1/memory?tag=   GET /v1/memory/aggregate?tag=&op=&field=
-      POST /v1/memory/query {"query": text}        ranked (the agent's RecallIndex), same scope rules
+      POST /v1/memory/query {"query": text, "limit"?, "cursor"?}   ranked (ownmem.recall.ranking,
+                                                   among the items in scope), one page, next_cursor
       PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE
 
 Revocation from another device: ``ownmem agent revoke SESSION`` on a device without the
@@ -55,7 +56,7 @@ from ownmem.agent.answers import NO_STORE, error, internal_error, ok, store_erro
 from ownmem.agent.approvals import Approvals
 from ownmem.agent.audit import AuditEntry, AuditLog, new_id
 from ownmem.agent.door import parse_json
-from ownmem.agent.item_view import MAX_QUERY, ItemView, in_scope_order, too_long
+from ownmem.agent.item_view import MAX_QUERY, ItemView, too_long
 from ownmem.agent.sessions import (
     DEFAULT_MINUTES,
     MAX_NAME,
@@ -72,6 +73,7 @@ from ownmem.agent.strangers import (
     Tally,
 )
 from ownmem.errors import StoreError
+from ownmem.recall.ranking import MAX_LIMIT, CursorError
 from ownmem.uomp import guard
 from ownmem.uomp.errors import (
     UNCOUNTED,
@@ -96,6 +98,9 @@ from ownmem.uomp.tokens import (
     verify_signature,
 )
 
+# the ranked query: (text, which cells this session may read, limit, cursor) -> (cells, next cursor)
+Search = Callable[[str, Callable[[bytes], bool], "int | None", "str | None"], tuple[list[bytes], "str | None"]]
+
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
@@ -103,7 +108,7 @@ NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
 
 class Uomp:
     def __init__(self, folder: Path, auth_seed: bytes, audit_key: bytes, *, port: int,
-                 search: Callable[[str], list[bytes]] | None = None,
+                 search: Search | None = None,
                  now: Callable[[], int] = lambda: int(time.time()), group_commit: bool = True,
                  approval_key: bytes | None = None) -> None:
         self.key = AuthKey.from_seed(auth_seed)
@@ -261,16 +266,23 @@ class Uomp:
         if not first.allowed:
             await self._audit(claims, action, req, first)
             return error(first.code or E.ACCESS_DENIED, first.reason, sid)
+        next_cursor = None
         if req.path == "query":
-            text = req.key or ""
-            cells = await run_in_threadpool(self.search, text) if self.search else []
+            # ranked among the items this session may read only (ownmem.recall.ranking: the order
+            # of what is served says nothing of what is not; issue 19, "No oracle")
+            def allowed(cid: bytes) -> bool:
+                it = self.items.by_cell.get(cid)
+                return it is not None and guard.decide(claims, state, req, it).allowed
+            try:
+                cells, next_cursor = (await run_in_threadpool(self.search, req.key or "", allowed, req.limit,
+                                                              req.cursor) if self.search else ([], None))
+            except CursorError as e:
+                return error(E.INVALID_REQUEST, str(e), sid)
             pool = [self.items.by_cell[c] for c in cells if c in self.items.by_cell]
         else:
             pool = self.items.by_tag.get(req.tag or "", [])
         passed = [it for it in pool if guard.decide(claims, state, req, it).allowed]
-        if req.path == "query":
-            passed = in_scope_order(req.key or "", passed)
-        elif req.path == "tag":
+        if req.path == "tag":
             passed.sort(key=lambda it: it.key)   # an order of its own: none that other items shape
         if req.path == "aggregate":
             # checked and recorded with no await between: two concurrent aggregates of one
@@ -289,7 +301,10 @@ class Uomp:
             return ok(out)
         d = guard.served(len(passed))
         await self._audit(claims, action, req, d, tuple(sorted({t for it in passed for t in it.tags})))
-        return ok({"items": [guard.project(claims, it) for it in passed]})
+        body: dict[str, Any] = {"items": [guard.project(claims, it) for it in passed]}
+        if next_cursor is not None:
+            body["next_cursor"] = next_cursor
+        return ok(body)
 
     def _item_body(self, claims: Claims, item: Item) -> Response:
         """The answer of a key read: the item's projection for these allowed_fields, encoded
@@ -335,7 +350,12 @@ class Uomp:
             return error(E.INVALID_REQUEST, str(e))
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             return error(E.INVALID_REQUEST, f"query must be a string of at most {MAX_QUERY} characters")
-        return await self._guarded(r, self._req("query", key=doc["query"]), "query")
+        limit, cursor = doc.get("limit"), doc.get("cursor")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT):
+            return error(E.INVALID_REQUEST, f"limit must be a whole number from 1 to {MAX_LIMIT}")
+        if cursor is not None and not isinstance(cursor, str):
+            return error(E.INVALID_REQUEST, "cursor must be the next_cursor of an earlier answer")
+        return await self._guarded(r, self._req("query", key=doc["query"], limit=limit, cursor=cursor), "query")
 
     # ------------------------------------------------------------------ Auth Service
     async def create(self, r: HttpRequest) -> Response:

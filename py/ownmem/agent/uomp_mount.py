@@ -22,6 +22,7 @@ from ownmem.agent.audit import AUDIT_INFO
 from ownmem.agent.audit_sync import INTERVAL, INTERVAL_ENV, AuditSync
 from ownmem.agent.operator import Operator
 from ownmem.agent.published import attach as attach_published
+from ownmem.agent.recall_index import RecallEntry
 from ownmem.agent.retention import RetentionRefused
 from ownmem.agent.uomp_api import KEY_PREFIX, NO_GROUP_COMMIT_ENV, ROUTES, Uomp
 from ownmem.uomp import approval
@@ -42,7 +43,9 @@ def mount(app: Starlette, op: Operator, folder: Path, port: int) -> Uomp:
     # audit entry; as durable, only slower
     group = os.environ.get(NO_GROUP_COMMIT_ENV) != "1"
     u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
-             search=lambda q: [e.cell_id for e in op.index.search(q)], group_commit=group,
+             search=lambda q, allowed, limit, cursor: _cells(op.index.page(q, lambda e: allowed(e.cell_id),
+                                                                           limit, cursor)),
+             group_commit=group,
              approval_key=v.purpose_key(approval.APPROVAL_INFO))
     inner = op.refresh
     built = [-1]          # the operator's version the item view was built from
@@ -128,3 +131,7 @@ def revocation_of(e: Any) -> str | None:
     the blind server that carries it, or an agent writing memories, cannot forge one)."""
     r = Revocation.parse(e.opened)
     return None if r is None else r.session_id
+
+
+def _cells(got: tuple[list[RecallEntry], str | None]) -> tuple[list[bytes], str | None]:
+    return [e.cell_id for e in got[0]], got[1]

@@ -29,6 +29,7 @@ from ownmem.cli.common import (
 )
 from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
+from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT
 from ownmem.termsafe import raw, visible
 from ownmem.usecases.listing import shown
 from ownmem.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault
@@ -124,7 +125,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     v = _unlock(args)
     listing = _listing(v, args)
-    _print_entries(_filter(v.search(" ".join(args.query), listing), args), args.json)
+    pool = {e.id for e in _filter(listing.heads(), args)}
+    found, more = v.search(" ".join(args.query), listing, visible=lambda e: e.id in pool,
+                           limit=args.limit, cursor=args.cursor)
+    _print_entries(found, args.json)
+    if more is not None:
+        print(f"note: more memories match; the next {len(found)}: add --cursor {more}", file=sys.stderr)
+    elif not found:
+        print("note: nothing matched", file=sys.stderr)
     return 0
 
 
@@ -350,6 +358,9 @@ def register(sub: Any) -> None:
     se = sub.add_parser("search", help="search memories (on this device only)")
     se.add_argument("query", nargs="+")
     filters(se)
+    se.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+                    help=f"how many, best first (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})")
+    se.add_argument("--cursor", help="the next page, as the previous search said")
     se.set_defaults(fn=cmd_search)
 
     sh = sub.add_parser("show", help="show one memory")

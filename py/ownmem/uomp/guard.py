@@ -63,6 +63,8 @@ class Request:
     field: str | None = None
     profile: str = "local"        # the deployment the request reached
     audience: str = ""            # this Guard's endpoint, e.g. http://127.0.0.1:9374
+    limit: int | None = None      # a ranked query's page: how many, from where (ownmem.recall.ranking)
+    cursor: str | None = None
 
     @property
     def action(self) -> str:

@@ -29,6 +29,7 @@ from ownmem.aperto.trust import Keyring
 from ownmem.crypto import CryptoProvider, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.purposes import KeyPurpose, Purpose
+from ownmem.recall.ranking import Doc, Ranking
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.vault.store import Store, StoredObject
@@ -526,13 +527,25 @@ class UnlockedVault:
         return (await make_receipt(self.crypto, xi=h.xi, holder_id=h.holder_id, operation="FORGET",
                                    subject_id=cell_id, timestamp=now)).to_cbor()
 
-    def search(self, query: str, listing: Listing | None = None) -> list[Entry]:
-        """Client-side search (§15.4 "Embeddings": never on a server): every word must appear in content or tags."""
-        words = query.lower().split()
+    def search(self, query: str, listing: Listing | None = None, *, visible: Callable[[Entry], bool] | None = None,
+               limit: int | None = None, cursor: str | None = None) -> tuple[list[Entry], str | None]:
+        """Client-side search (§15.4 "Embeddings": never on a server) -> one page of the heads
+        that answer ``query``, best first (ownmem.recall.ranking, the ranking every search of
+        ownmem uses), among those ``visible`` admits, and the cursor of the next page."""
         listing = listing or self.open_all()
-        out = []
-        for e in listing.heads():
-            hay = (e.opened.content + " " + " ".join(e.opened.tags)).lower()
-            if all(w in hay for w in words):
-                out.append(e)
-        return out
+        heads = {e.id: e for e in listing.heads()}
+        ranking = ranking_of(heads.values())
+        keys, nxt = ranking.page(query, None if visible is None else (lambda k: visible(heads[k])), limit, cursor)
+        return [heads[k] for k in keys], nxt
+
+
+def search_doc(e: Entry) -> Doc:
+    """What the ranking reads of a memory: its text, tags, time and confidence."""
+    o = e.opened
+    return Doc(e.id, o.content, tuple(o.tags), "", o.created or 0, 1.0 if o.confidence is None else o.confidence)
+
+
+def ranking_of(entries: Iterable[Entry]) -> Ranking:
+    r = Ranking()
+    r.put(search_doc(e) for e in entries)
+    return r

@@ -1,0 +1,219 @@
+"""One ranking for every search of ownmem: ``ownmem search``, the web app's search, SAIHM's
+``saihm_recall`` and UOMP's ``POST /v1/memory/query`` (docs/decisions.md, "One ranking for every
+search").  Pure: it holds decrypted text only in this process's memory and does no I/O.
+
+    query --> words.query_words (stop words out, stemmed)
+          --> the matching memories the caller may see; BM25 over their fields, weighted:
+              content 1, tags 2, label 2 (a UOMP item's key and description)
+          --> temporal neighbours: of the matching memories in time order, one written within
+              EPISODE_SECONDS of another, up to NEIGHBOURS places away, gains a share of its
+              score (memories written together are about the same thing: the answer to a
+              question is often the turn after the one that names it)
+          --> the relevance floor: scores under FLOOR x the best are dropped
+          --> ties: higher confidence, then newer, then key
+    empty query --> every memory, newest first
+    a query with no word (punctuation, or stop words only) --> the memories whose text or tags
+          contain it, newest first (SAIHM's baseline, keyword containment)
+
+A caller pages through the result (``Ranking.page``): a cap (DEFAULT_LIMIT, at most MAX_LIMIT)
+and an opaque cursor for the next page.  A cursor is an offset into the same query's ranking; a memory
+written between two pages may shift it by one place (decided: docs/decisions.md).
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import islice
+
+from ownmem.errors import MalformedInput
+from ownmem.recall.words import query_words, words
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+FLOOR = 0.2                 # a hit scoring under this share of the best one is not relevant enough
+K1, B = 1.2, 0.4            # BM25; a low B because memories are short and of similar length
+FIELD_WEIGHTS = (1.0, 2.0, 2.0)   # content, tags, label
+NEIGHBOURS = 2              # how many places away in time a neighbour may be
+# the share of a neighbour's score gained, divided by the distance: more from the memory written
+# just before (what this one answers or goes on with) than from the one just after
+SHARE_OF_EARLIER, SHARE_OF_LATER = 0.5, 0.2
+EPISODE_SECONDS = 1800      # neighbours are written at most this far apart
+
+_CURSOR_PREFIX = "o"
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+class CursorError(MalformedInput):
+    """A cursor this ranking did not hand out."""
+
+    code = "bad_cursor"
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """What the ranking knows of one memory."""
+
+    key: bytes
+    content: str
+    tags: tuple[str, ...] = ()
+    label: str = ""             # a UOMP item's key and description
+    timestamp: int = 0          # seconds since the epoch
+    confidence: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Indexed:
+    doc: Doc
+    terms: dict[str, float]   # weighted term frequencies over the fields
+    length: float
+
+
+class Ranking:
+    """The index of one vault's searchable memories, keyed by ``Doc.key``.  Not thread-safe:
+    the caller holds its own lock."""
+
+    def __init__(self) -> None:
+        self._docs: dict[bytes, _Indexed] = {}
+        self._postings: dict[str, dict[bytes, float]] = {}
+        self._total_length = 0.0
+        self._order: list[bytes] | None = None        # keys by time, built on demand
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._docs
+
+    def put(self, docs: Iterable[Doc]) -> None:
+        """Add or replace memories."""
+        for d in docs:
+            self._drop(d.key)
+            terms: dict[str, float] = {}
+            for weight, text in zip(FIELD_WEIGHTS, (d.content, " ".join(d.tags), d.label), strict=True):
+                if text:
+                    for w in words(text):
+                        terms[w] = terms.get(w, 0.0) + weight
+            ix = _Indexed(d, terms, float(sum(terms.values())))
+            self._docs[d.key] = ix
+            self._total_length += ix.length
+            for w, tf in terms.items():
+                self._postings.setdefault(w, {})[d.key] = tf
+        self._order = None
+
+    def remove(self, keys: Iterable[bytes]) -> None:
+        for k in keys:
+            self._drop(k)
+        self._order = None
+
+    def _drop(self, key: bytes) -> None:
+        old = self._docs.pop(key, None)
+        if old is None:
+            return
+        self._total_length -= old.length
+        for w in old.terms:
+            p = self._postings.get(w)
+            if p is not None:
+                p.pop(key, None)
+                if not p:
+                    del self._postings[w]
+
+    def _by_time(self) -> list[bytes]:
+        if self._order is None:
+            self._order = sorted(self._docs, key=lambda k: (self._docs[k].doc.timestamp, k))
+        return self._order
+
+    def search(self, query: str | None, visible: Callable[[bytes], bool] | None = None) -> list[bytes]:
+        """The keys of the memories that answer ``query``, best first; for an absent or empty
+        query (or one of stop words only), every memory, newest first.
+
+        ``visible``: the memories the caller may see; the others are not ranked.  Word rarity
+        and average length are taken from the matching memories the caller may see alone, so
+        the order of what a caller is shown says nothing of what it may not see (issue 19, "No
+        oracle"), and a vault's size does not change how two memories compare."""
+        return list(self.ranked(query, visible))
+
+    def page(self, query: str | None, visible: Callable[[bytes], bool] | None = None,
+             limit: int | None = None, cursor: str | None = None) -> tuple[list[bytes], str | None]:
+        """One page of ``search`` -> (its keys, the cursor of the next page or None).  The
+        newest-first listing of an empty query stops at the page's end."""
+        start, n = parse_cursor(cursor), clamp_limit(limit)
+        got = list(islice(self.ranked(query, visible), start, start + n + 1))
+        return got[:n], (f"{_CURSOR_PREFIX}{start + n}" if len(got) > n else None)
+
+    def ranked(self, query: str | None, visible: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
+        terms = query_words(query) if query else []
+        if not terms:
+            newest: Iterator[bytes] = reversed(self._by_time())
+            if visible is not None:
+                newest = filter(visible, newest)
+            needle = (query or "").strip().lower()
+            if needle:
+                docs = self._docs
+                newest = (k for k in newest if needle in docs[k].doc.content.lower()
+                          or any(needle in t.lower() for t in docs[k].doc.tags))
+            return newest
+        scores = self._bm25(terms, visible)
+        if not scores:
+            return iter(())
+        self._neighbours(scores)
+        best = max(scores.values())
+        kept = [k for k, s in scores.items() if s >= FLOOR * best]
+        docs = self._docs
+        kept.sort(key=lambda k: (-round(scores[k], 9), -docs[k].doc.confidence, -docs[k].doc.timestamp, k))
+        return iter(kept)
+
+    def _bm25(self, terms: Sequence[str], visible: Callable[[bytes], bool] | None) -> dict[bytes, float]:
+        """BM25 over the matching memories the caller may see, with their statistics only."""
+        postings = [p for p in (self._postings.get(w) for w in terms) if p]
+        matching = {k for p in postings for k in p}
+        if visible is not None:
+            matching = {k for k in matching if visible(k)}
+        if not matching:
+            return {}
+        docs = self._docs
+        n = len(matching)
+        avg = sum(docs[k].length for k in matching) / n or 1.0
+        scores: dict[bytes, float] = {}
+        for posting in postings:
+            hits = [(k, tf) for k, tf in posting.items() if k in matching]
+            if not hits:
+                continue
+            idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
+            for k, tf in hits:
+                norm = K1 * (1 - B + B * docs[k].length / avg)
+                scores[k] = scores.get(k, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        return scores
+
+    def _neighbours(self, scores: dict[bytes, float]) -> None:
+        """Among the matching memories put in time order, each gains SHARE_OF_EARLIER (or
+        SHARE_OF_LATER) / distance of the score of each one up to NEIGHBOURS places before (or
+        after) it and written within EPISODE_SECONDS of it.  Only matching memories take part,
+        so what did not match (or may not be seen) never moves a result."""
+        docs = self._docs
+        order = sorted(scores, key=lambda k: (docs[k].doc.timestamp, k))
+        base = [scores[k] for k in order]
+        times = [docs[k].doc.timestamp for k in order]
+        for i, k in enumerate(order):
+            for d in range(1, NEIGHBOURS + 1):
+                for j, share in ((i - d, SHARE_OF_EARLIER), (i + d, SHARE_OF_LATER)):
+                    if 0 <= j < len(order) and abs(times[j] - times[i]) <= EPISODE_SECONDS:
+                        scores[k] += share * base[j] / d
+
+
+def clamp_limit(limit: int | None) -> int:
+    """A caller's ``limit``: DEFAULT_LIMIT when absent, at least 1, at most MAX_LIMIT."""
+    if limit is None:
+        return DEFAULT_LIMIT
+    return max(1, min(int(limit), MAX_LIMIT))
+
+
+def parse_cursor(cursor: str | None) -> int:
+    """The offset a cursor of ``Ranking.page`` names; CursorError for anything else."""
+    if cursor is None or cursor == "":
+        return 0
+    body = cursor[len(_CURSOR_PREFIX):] if cursor.startswith(_CURSOR_PREFIX) else ""
+    if not _DIGITS.fullmatch(body):     # ASCII digits only: str.isdigit takes "１" and "²" too
+        raise CursorError("this cursor was not handed out by a search")
+    return int(body)
