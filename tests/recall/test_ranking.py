@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT, CursorError, Doc, Ranking, parse_cursor
 from ownmem.recall.words import STOP_WORDS, query_words, words
+from ownmem.uomp.items import search_label
 
 DAY = 86_400
 FILLER = ["the weather is nice today", "it is what it is", "the meeting was moved to the afternoon",
@@ -135,3 +136,13 @@ def test_what_a_caller_may_not_see_never_moves_what_it_sees(hidden: list[str], q
     crowded.put(Doc(key(1000 + i), text, timestamp=i * 60 + 30) for i, text in enumerate(hidden))
     visible = {d.key for d in seen}
     assert crowded.search(query, visible.__contains__) == alone.search(query)
+
+
+def test_a_uomp_items_key_and_description_are_searched_as_its_label() -> None:
+    label = search_label({"uomp": {"key": "preference.theme", "value": "dark", "description": "UI colour scheme"}})
+    assert label == "preference.theme UI colour scheme"
+    assert search_label({"uomp": "not an object"}) == "" and search_label({}) == ""
+    r = Ranking()
+    r.put([Doc(key(1), "dark", label=label, timestamp=1), Doc(key(2), "the theme park was closed", timestamp=DAY)])
+    assert r.search("theme preference") == [key(1)]
+    assert r.search("colour scheme") == [key(1)]

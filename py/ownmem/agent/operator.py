@@ -48,6 +48,7 @@ from ownmem.saihm.cell import make_cell, parse_cell, verify_cell
 from ownmem.saihm.errors import B
 from ownmem.saihm.receipt import make_receipt, parse_receipt
 from ownmem.uomp.control import is_bookkeeping, is_control
+from ownmem.uomp.items import search_label
 from ownmem.usecases import requests as agent_requests, staged
 from ownmem.usecases.authors import AgentKeys, author_key, bound_agent
 from ownmem.usecases.listing import memories
@@ -84,7 +85,8 @@ def recall_entry(e: Entry, cell: bytes, agents: AgentKeys) -> RecallEntry:
     o = e.opened
     return RecallEntry(c.cell_id, o.content, c.holder_id, c.cell_nonce, c.kek_version, c.timestamp, c.tier,
                        c.signature[:8], trust_label(e, agents), o.authorship.value, o.author_key_id,
-                       o.custody_present, tags=o.tags, confidence=o.confidence)
+                       o.custody_present, tags=o.tags, confidence=o.confidence,
+                       label=search_label(o.extensions))
 
 
 class AgentSyncer(Syncer):

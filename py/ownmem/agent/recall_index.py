@@ -41,6 +41,7 @@ class RecallEntry:
     # what the ranking reads besides the plaintext; not part of saihm_recall's answer
     tags: tuple[str, ...] = field(default=(), compare=False)
     confidence: float | None = field(default=None, compare=False)
+    label: str = field(default="", compare=False)     # a UOMP item's key and description
 
     def to_json(self) -> dict[str, Any]:
         return {"cellId": self.cell_id.hex(), "plaintext": self.plaintext, "holderIdHex": self.holder_id.hex(),
@@ -100,7 +101,7 @@ class RecallIndex:
     def _put(self, entries: Iterable[RecallEntry], *, shared: bool) -> None:
         with self._lock:
             batch = list(entries)
-            self._ranking.put(Doc(e.cell_id, e.plaintext, e.tags, "", e.timestamp,
+            self._ranking.put(Doc(e.cell_id, e.plaintext, e.tags, e.label, e.timestamp,
                                   1.0 if e.confidence is None else e.confidence) for e in batch)
             for e in batch:
                 self._entries[e.cell_id] = e

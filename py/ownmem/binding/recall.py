@@ -25,6 +25,11 @@ from ownmem.binding.fields import (
     uint,
 )
 from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
+from ownmem.recall.ranking import CURSOR_SHAPE, MAX_LIMIT
+
+# ownmem's operator extension on the last element when more cells match (ownmem.agent.tools); a
+# client shows it only in the shape that operator hands out
+NEXT_CURSOR = "ownmemNextCursor"
 
 # Each line of recalled plaintext is printed behind this; no line the client writes itself starts so.
 BODY = "  | "
@@ -145,6 +150,7 @@ class RecallResult:
     holder_known: bool = False
     without_cell_id: int = 0
     failure: Failure | None = None
+    next_cursor: str | None = None      # ownmem's operator: more cells match than this answer holds
 
     @property
     def ok(self) -> bool:
@@ -173,6 +179,9 @@ class RecallResult:
         head = (f"RECALL INCOMPLETE: {missing} of {n} cells came without plaintext."
                 if o is RecallOutcome.INCOMPLETE else f"RECALLED {n} cell{'s' if n != 1 else ''}.")
         out = [f"{head} {DATA_NOT_INSTRUCTIONS}"]
+        if self.next_cursor is not None:
+            out.append(f"These are the best matches; more match. For the next ones, call saihm_recall again with "
+                       f"the same query and cursor \"{self.next_cursor}\".")
         if not self.holder_known:
             out.append("Your holderId is not known (saihm_status did not report it), so every cell is marked "
                        "as shared by another holder.")
@@ -186,7 +195,7 @@ class RecallResult:
         return result_json("saihm_recall", self.outcome.value, self.failure,
                      cells=[c.to_json() for c in self.cells] if self.cells else None,
                      holderIdKnown=self.holder_known,
-                     cellsWithoutCellId=self.without_cell_id or None)
+                     cellsWithoutCellId=self.without_cell_id or None, nextCursor=self.next_cursor)
 
 
 def _recalled(e: Mapping[str, object], cell_id: str, me: str | None) -> RecalledCell:
@@ -216,23 +225,32 @@ def finish_recall(a: Answer | Failure, *, query: str | None, holder_id: str | No
     if not v:
         return RecallResult(RecallOutcome.NOTHING_MATCHED if query else RecallOutcome.EMPTY,
                             holder_known=me is not None)
-    cells = tuple(_recalled(e, i, me) for e, i in zip(v, ids, strict=False) if i is not None)
+    cells = tuple(_recalled(e, i, me) for e, i in zip(v, ids, strict=True) if i is not None)
+    more = v[-1].get(NEXT_CURSOR)
+    next_cursor = more if isinstance(more, str) and CURSOR_SHAPE.fullmatch(more) else None
     if all(not isinstance(e.get("plaintext"), str) for e in v):
         outcome = RecallOutcome.NOT_CUSTODIAL
     elif any(c.plaintext is None for c in cells):
         outcome = RecallOutcome.INCOMPLETE
     else:
         outcome = RecallOutcome.RECALLED
-    return RecallResult(outcome, cells=cells, holder_known=me is not None)
+    return RecallResult(outcome, cells=cells, holder_known=me is not None, next_cursor=next_cursor)
 
 
 def prepare_recall(args: Mapping[str, object], holder_id: str | None) -> Prepared:
-    query = args.get("query")
+    query, limit, cursor = args.get("query"), args.get("limit"), args.get("cursor")
 
     def finish(a: Answer | Failure) -> RecallResult:
         return finish_recall(a, query=query if isinstance(query, str) else None, holder_id=holder_id)
-    if query is None:
-        return ready("saihm_recall", {}, finish)
-    if not isinstance(query, str):
+    if query is not None and not isinstance(query, str):
         return refuse("RECALL takes `query` as a string", finish)
-    return ready("saihm_recall", {"query": query}, finish)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT):
+        return refuse(f"RECALL takes `limit` as a whole number from 1 to {MAX_LIMIT}", finish)
+    if cursor is not None and (not isinstance(cursor, str) or not CURSOR_SHAPE.fullmatch(cursor)):
+        return refuse("RECALL takes `cursor` only as an earlier recall gave it", finish)
+    params: dict[str, object] = {"query": query} if query is not None else {}
+    if limit is not None:
+        params["limit"] = limit
+    if cursor is not None:
+        params["cursor"] = cursor
+    return ready("saihm_recall", params, finish)

@@ -42,7 +42,9 @@ SHARE_OF_EARLIER, SHARE_OF_LATER = 0.5, 0.2
 EPISODE_SECONDS = 1800      # neighbours are written at most this far apart
 
 _CURSOR_PREFIX = "o"
-_DIGITS = re.compile(r"[0-9]{1,9}")
+# what a cursor looks like, for a client that checks one before showing it: ASCII digits only
+# (str.isdigit takes "１" and "²" too)
+CURSOR_SHAPE = re.compile(r"o[0-9]{1,9}")
 
 
 class CursorError(MalformedInput):
@@ -213,7 +215,6 @@ def parse_cursor(cursor: str | None) -> int:
     """The offset a cursor of ``Ranking.page`` names; CursorError for anything else."""
     if cursor is None or cursor == "":
         return 0
-    body = cursor[len(_CURSOR_PREFIX):] if cursor.startswith(_CURSOR_PREFIX) else ""
-    if not _DIGITS.fullmatch(body):     # ASCII digits only: str.isdigit takes "１" and "²" too
+    if not CURSOR_SHAPE.fullmatch(cursor):
         raise CursorError("this cursor was not handed out by a search")
-    return int(body)
+    return int(cursor[len(_CURSOR_PREFIX):])

@@ -18,6 +18,7 @@ the greater object id, so every view picks the same one (docs/decisions.md).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,3 +51,13 @@ class Item:
         if self.description is not None:
             d["description"] = self.description
         return d
+
+
+def search_label(extensions: Mapping[str, Any]) -> str:
+    """What search reads of a memory's UOMP item besides its text: the key and the description
+    (ownmem.recall weighs them as a label)."""
+    ext = extensions.get(EXTENSION)
+    if not isinstance(ext, dict):
+        return ""
+    parts = [ext.get("key"), ext.get("description")]
+    return " ".join(p for p in parts if isinstance(p, str))[:2 * MAX_KEY + 4096]

@@ -32,6 +32,7 @@ from ownmem.purposes import KeyPurpose, Purpose
 from ownmem.recall.ranking import Doc, Ranking
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
+from ownmem.uomp.items import search_label
 from ownmem.vault.store import Store, StoredObject
 
 DEFAULT_SCOPE = "default"
@@ -542,7 +543,8 @@ class UnlockedVault:
 def search_doc(e: Entry) -> Doc:
     """What the ranking reads of a memory: its text, tags, time and confidence."""
     o = e.opened
-    return Doc(e.id, o.content, tuple(o.tags), "", o.created or 0, 1.0 if o.confidence is None else o.confidence)
+    return Doc(e.id, o.content, tuple(o.tags), search_label(o.extensions), o.created or 0,
+               1.0 if o.confidence is None else o.confidence)
 
 
 def ranking_of(entries: Iterable[Entry]) -> Ranking:
