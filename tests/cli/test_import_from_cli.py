@@ -64,7 +64,7 @@ def test_pasted_list_from_stdin_and_dry_run(tmp_path: Path) -> None:
     assert listed(env) == []
     r = run("import-from", "claude", "-", env=env, input=paste)
     assert r.returncode == 0 and r.stdout.startswith("imported 2 memories from Claude")
-    assert sorted(m["content"] for m in listed(env)) == ["Lives in Oslo", "Prefers short answers"]
+    assert sorted(str(m["content"]) for m in listed(env)) == ["Lives in Oslo", "Prefers short answers"]
 
 
 def test_a_refused_file_is_one_error_line_and_nothing_written(tmp_path: Path) -> None:

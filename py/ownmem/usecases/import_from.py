@@ -117,7 +117,7 @@ def tag_of(source: Source) -> str:
 
 
 def tool_of(source: Source) -> str:
-    """The payload's provenance tool (draft-02 §3, provenance key 1): ownmem, and where from."""
+    """The payload's provenance tool (draft-02 §3 "Data Model", provenance key 1): ownmem, and where from."""
     return f"{TOOL} import-from:{source}"
 
 
