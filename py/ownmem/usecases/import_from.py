@@ -21,6 +21,7 @@ file is skipped and reported.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -335,6 +336,14 @@ def plan(source: Source, shape: Shape, found: Iterable[Found], existing: Iterabl
             first[key] = f.where
             new.append(f)
     return Plan(source, shape, tuple(new), tuple(skipped))
+
+
+def digest(p: Plan) -> str:
+    """What a preview showed, as one hash: the PWA writes a plan only when the one it computes
+    again at Import has the preview's digest (the file, the source and the vault unchanged)."""
+    h = hashlib.sha256(json.dumps([p.source, [[f.where, f.text, f.created] for f in p.new],
+                                   [[s.where, s.why] for s in p.skipped]]).encode())
+    return h.hexdigest()
 
 
 def memory_of(source: Source, f: Found, now: int) -> Memory:
