@@ -273,6 +273,22 @@ export interface RecordsPreview {
   digest: string;
 }
 
+/** ownmem.web.api.App.op_import_from: a preview of memories from ChatGPT, Claude or Gemini, or what was written. */
+export interface ImportFromResult {
+  source: string;
+  shape: "json" | "html" | "text";
+  tag: string;
+  new: number;
+  /** [where, text] of the first memories it would write */
+  first: [string, string][];
+  skipped: number;
+  /** [where, text, why] of the first 200 skipped */
+  skips: [string, string, string][];
+  digest: string;
+  imported: number;
+  ids: string[];
+}
+
 type Empty = Record<string, never>;
 
 /** An operation: the args the page sends, the result it gets. */
@@ -320,6 +336,7 @@ export interface PythonOperations {
   records_preview: Op<RecordsArgs, RecordsPreview>;
   records_import: Op<RecordsArgs & { digest: string },
     { imported: number; replaced: number; defaulted: number[]; sensitivity: string | null; ids: string[] }>;
+  import_from: Op<{ source: string; data: Uint8Array; commit?: boolean; digest?: string }, ImportFromResult>;
   selftest: Op<{ vectors?: string }, { passed: number; failed: string[]; errors: Record<string, string> }>;
 }
 

@@ -1,5 +1,5 @@
-"""`ownmem init|add|list|search|show|edit|forget|conflicts|export|import|migrate|trust|scope|login|
-sync|mcp`: the vault commands.
+"""`ownmem init|add|list|search|show|edit|forget|conflicts|export|import|import-from|migrate|trust|scope|
+login|sync|mcp`: the vault commands.
 
 The vault folder comes from --vault or OWNMEM_VAULT (default ~/.ownmem); the
 passphrase from OWNMEM_PASSPHRASE or a prompt, never from an argument (argv is
@@ -31,6 +31,7 @@ from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
 from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT
 from ownmem.termsafe import raw, visible
+from ownmem.usecases import import_from
 from ownmem.usecases.listing import shown
 from ownmem.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, Vault, export_vault, import_file, migrate_vault
 from ownmem.vault.sync import SyncReport, link, login_new_device, syncer_for
@@ -314,6 +315,35 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+SKIPS_SHOWN = 20      # skipped memories named on stderr, then a count
+
+
+def cmd_import_from(args: argparse.Namespace) -> int:
+    """Memories from another assistant's export (usecases.import_from): the file is read and
+    checked before the vault is unlocked, so a refused file costs no passphrase."""
+    source = import_from.source_of(args.source)
+    if args.file == "-":
+        data = sys.stdin.buffer.read(import_from.MAX_FILE_BYTES + 1)
+    else:
+        with open(args.file, "rb") as f:
+            data = f.read(import_from.MAX_FILE_BYTES + 1)
+    shape, found = import_from.read(source, data)
+    v = _unlock(args)
+    p = import_from.plan(source, shape, found, import_from.vault_texts(v.open_all()))
+    for s in p.skipped[:SKIPS_SHOWN]:
+        print(f"skipped {s.where}: {s.why}: {visible(s.text[:60])}", file=sys.stderr)
+    if len(p.skipped) > SKIPS_SHOWN:
+        print(f"... and {len(p.skipped) - SKIPS_SHOWN} more skipped", file=sys.stderr)
+    name = import_from.NAMES[source]
+    if args.dry_run:
+        print(f"would import {len(p.new)} memories from {name}, skipping {len(p.skipped)} (nothing written)")
+        return 0
+    ids = import_from.write(v, p, progress=_progress("sealing"))
+    print(f"imported {len(ids)} memories from {name} (tagged {import_from.tag_of(source)}), "
+          f"skipped {len(p.skipped)}")
+    return 0
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     # start-up time: the MCP SDK (the keyless SAIHM client, which opens no vault) loads for `ownmem mcp` only
     from ownmem.mcp.server import main as serve_mcp
@@ -395,6 +425,14 @@ def register(sub: Any) -> None:
     im.add_argument("--accept-container-keys", action="store_true",
                     help="adopt accepted author keys from a file whose metadata is unsigned")
     im.set_defaults(fn=cmd_import)
+
+    imf = sub.add_parser("import-from", help="import memories exported from ChatGPT, Claude or Gemini "
+                         "(nothing is written if the file is refused)")
+    imf.add_argument("source", choices=import_from.SOURCES)
+    imf.add_argument("file", help="the export: JSON, an HTML list or text, one memory per line or bullet "
+                     "('-' reads stdin)")
+    imf.add_argument("--dry-run", action="store_true", help="show what would be imported; write nothing")
+    imf.set_defaults(fn=cmd_import_from)
 
     mg = sub.add_parser("migrate", help="re-seal format_version 1 objects as version 2")
     mg.add_argument("--quarantine", action="store_true",

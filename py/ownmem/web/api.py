@@ -33,7 +33,7 @@ from ownmem.uomp.records import (
     target_of,
 )
 from ownmem.uomp.usage import last_use
-from ownmem.usecases import answers, requests as agent_requests
+from ownmem.usecases import answers, import_from, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.usecases.records import write_records
@@ -59,6 +59,8 @@ __all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: 
 PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
 MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
 RECORDS_CHUNK = 25           # records sealed between two progress events
+IMPORT_FROM_SHOWN = 5        # memories an import-from preview shows
+IMPORT_FROM_SKIPS = 200      # skipped memories it names
 
 
 class App:
@@ -470,6 +472,30 @@ class App:
         return {"imported": len(ids), "replaced": sum(1 for r in records if r.key in keep),
                 "defaulted": [r.number for r in records if r.sensitivity_defaulted], "sensitivity": sensitivity or None,
                 "ids": [oid.hex() for oid in ids]}
+
+    # ------------------------------------------------------------ import from ChatGPT, Claude, Gemini
+    async def op_import_from(self, source: str, data: Any, commit: bool = False, digest: str = "") -> dict[str, Any]:
+        """Memories from another assistant's export or a pasted list, as `ownmem import-from` does
+        (usecases.import_from).  Without ``commit``: the preview (the counts, the first memories,
+        the skipped ones and why) and its ``digest``, nothing written.  With ``commit``: the plan
+        read again and written in one transaction, only if its digest is the preview's; progress
+        events ({"event": "progress", "op": "import_from", "done", "total"}) while it seals.  A
+        refused file is the error ``import_from_refused`` naming the line or item, either way."""
+        src = import_from.source_of(source)
+        p = import_from.prepare(src, bytes(data), await self._open_all_async())
+        d = import_from.digest(p)
+        ids: list[bytes] = []
+        if commit:
+            if digest != d:
+                raise VaultError("the file or the vault changed since the preview: nothing was written; "
+                                 "look at the new preview and import again")
+            ids = await import_from.write_async(
+                self.v, p, progress=lambda done, total: self._progress("import_from", done, total))
+        return {"source": src, "shape": p.shape, "tag": import_from.tag_of(src), "new": len(p.new),
+                "first": [[f.where, f.text] for f in p.new[:IMPORT_FROM_SHOWN]],
+                "skipped": len(p.skipped),
+                "skips": [[s.where, s.text, s.why] for s in p.skipped[:IMPORT_FROM_SKIPS]],
+                "digest": d, "imported": len(ids), "ids": [oid.hex() for oid in ids]}
 
     @staticmethod
     def _progress(op: str, done: int, total: int) -> None:

@@ -1,6 +1,6 @@
 // The settings screen: whether this browser keeps the vault (storage.js; a warning with a
 // one-tap export and sync when not), backup and transfer (views/transfer.js), records import
-// with a preview (views/records.js), the sync server link,
+// with a preview (views/records.js), import from ChatGPT, Claude or Gemini (views/import_from.js), the sync server link,
 // the public log as this device last verified it (checkpoint size, root, when; a warning
 // when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
 // what this device holds and uses.
@@ -15,6 +15,7 @@ import {
 import { persistence } from '../storage.js';
 import { call, refreshStatus } from '../vault.js';
 import { renderHeader, syncNow } from './syncstatus.js';
+import { wireImportFrom } from './import_from.js';
 import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
 
@@ -25,6 +26,7 @@ function showSettings() {
   role(node, 'back').addEventListener('click', () => showView('memories'));
   wireTransfer(node);
   wireRecords(role(node, 'records'));
+  wireImportFrom(role(node, 'import-from'));
   wireLink(node);
   wireIdle(role(node, 'idle-form'));
   showFacts(role(node, 'facts'));
