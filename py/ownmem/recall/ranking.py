@@ -191,8 +191,9 @@ class Ranking:
     def _neighbours(self, scores: dict[bytes, float]) -> None:
         """Among the matching memories put in time order, each gains SHARE_OF_EARLIER (or
         SHARE_OF_LATER) / distance of the score of each one up to NEIGHBOURS places before (or
-        after) it and written within EPISODE_SECONDS of it.  Only matching memories take part,
-        so what did not match (or may not be seen) never moves a result."""
+        after) it and written within EPISODE_SECONDS of it, but not in the same second: memories
+        written at once (an import, a batch) have no order to go by.  Only matching memories
+        take part, so what did not match (or may not be seen) never moves a result."""
         docs = self._docs
         order = sorted(scores, key=lambda k: (docs[k].doc.timestamp, k))
         base = [scores[k] for k in order]
@@ -200,7 +201,7 @@ class Ranking:
         for i, k in enumerate(order):
             for d in range(1, NEIGHBOURS + 1):
                 for j, share in ((i - d, SHARE_OF_EARLIER), (i + d, SHARE_OF_LATER)):
-                    if 0 <= j < len(order) and abs(times[j] - times[i]) <= EPISODE_SECONDS:
+                    if 0 <= j < len(order) and 0 < abs(times[j] - times[i]) <= EPISODE_SECONDS:
                         scores[k] += share * base[j] / d
 
 
