@@ -133,7 +133,10 @@ export function auditSentence(e, opts = {}) {
       what = `${who} checked what it can see`;
       break;
     case 'write':
-      what = `${who} tried to save a memory`;
+      what = `${who} tried to save ${e.key ? quoted(e.key) : 'a memory'}`;
+      break;
+    case 'delete':
+      what = `${who} tried to delete ${e.key ? quoted(e.key) : 'a memory'}`;
       break;
     case 'write_attempt':
       what = `${who} asked to save a memory`;

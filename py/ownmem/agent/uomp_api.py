@@ -19,7 +19,7 @@
       POST /v1/sessions/{id}/deletion-proof
       GET  /v1/memory/{key}   GET /v1/memory?tag=   GET /v1/memory/aggregate?tag=&op=&field=
       POST /v1/memory/query {"query": text}        ranked (the agent's RecallIndex), same scope rules
-      PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE
+      PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE (audited "write" | "delete")
 
 Revocation from another device: ``ownmem agent revoke SESSION`` on a device without the
 admin credential seals a memory signed by the owner key with payload extension
@@ -99,6 +99,7 @@ from ownmem.uomp.tokens import (
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
+WRITE_ACTIONS = ("write", "delete")      # the audit actions of PUT and DELETE /v1/memory/{key}
 
 
 class Uomp:
@@ -175,7 +176,7 @@ class Uomp:
             if c is None:
                 entries = self.audit.entries(sid, limit=1_000_000)
                 c = self._counts[sid] = [sum(1 for e in entries if e.action in ("read", "aggregate", "query")),
-                                         sum(1 for e in entries if e.action == "write")]
+                                         sum(1 for e in entries if e.action in WRITE_ACTIONS)]
             return c
 
     def _state(self, claims: Claims, token: str) -> guard.SessionState:
@@ -312,7 +313,10 @@ class Uomp:
     async def memory_key(self, r: HttpRequest) -> Response:
         key = r.path_params["key"]
         if r.method in ("PUT", "DELETE"):
-            return await self._guarded(r, self._req("write" if r.method == "PUT" else "delete", key=key), "write")
+            # each attempt audited under its own action ("write", "delete"): the person reads which
+            # one the agent tried; both count against max_write_queries
+            act = "write" if r.method == "PUT" else "delete"
+            return await self._guarded(r, self._req(act, key=key), act)
         return await self._guarded(r, self._req("key", key=key), "read")
 
     async def memory_tag(self, r: HttpRequest) -> Response:
