@@ -201,8 +201,10 @@ def test_enterprise_mode_gives_an_unverified_agent_no_token_on_any_path_and_the_
     env, port = uv.vault.env, str(agent.port)
     plain = _write(tmp_path / "plain" / "uom.json", _manifest())
     # not enterprise: an unverified publisher may run, and the panel says so (16.4 "MUST prompt")
+    none = set(_sessions(u))
     code, text = _panel(["agent", "authorize", str(plain), "--port", port], env)
     assert code != 0 and "publisher: unverified publisher" in text and "not authorized" in text, text
+    assert set(_sessions(u)) == none                       # answered no: nothing created
     r = ownmem_cli("agent", "authorize", str(plain), "--yes", "--port", port, env=env)
     assert r.returncode == 0 and "unverified publisher" in r.stderr, r.stderr
     assert ownmem_cli("agent", "register", str(plain), env=env).returncode == 0
