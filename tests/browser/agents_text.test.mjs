@@ -83,6 +83,8 @@ test('a refused write and a refused delete on the Guard read as two different ac
   assert.equal(say({ action: 'delete', allowed: false, key: 'pref.theme', reason: 'agent writes are not served by the Guard' }, { name: 'Cal' }).what,
     'Cal tried to delete “pref.theme”');
   assert.equal(say({ action: 'delete', allowed: false, reason: 'x' }, { name: 'Cal' }).what, 'Cal tried to delete a memory');
+  // a validly signed token the session was never issued (guard.decide step 3)
+  assert.equal(reasonWords('not a token issued for this session'), 'a credential it was never given');
 });
 
 test('without the session\'s name, the agent id reads without its credential suffix; unknown actions lose their underscores', () => {

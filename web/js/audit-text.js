@@ -56,7 +56,8 @@ const REASONS = {
   'not found within the grant': 'outside its grant',
   'high-sensitivity item outside an exact-key read': 'a high-sensitivity memory',
   "the token's session does not exist": 'no such session',
-  "not the session's current token": 'an old credential',
+  "not the session's current token": 'an old credential',   // entries recorded before issue 22
+  'not a token issued for this session': 'a credential it was never given',
   'token blacklisted': 'an old credential',
   'session revoked': 'its access was revoked',
   'session expired': 'its access had expired',
