@@ -76,6 +76,17 @@ test('agent writes: asked, waiting for you, then your answer; no raw action name
     `n tried to save a memory — refused: over quota — ${WHEN}`);
 });
 
+test('a refused write and a refused delete on the Guard read as two different acts', () => {
+  // UOMP PUT and DELETE /v1/memory/{key} are audited "write" and "delete" (uomp_api.WRITE_ACTIONS)
+  assert.equal(say({ action: 'write', allowed: false, key: 'pref.theme', reason: 'agent writes are not served by the Guard' }, { name: 'Cal' }).what,
+    'Cal tried to save “pref.theme”');
+  assert.equal(say({ action: 'delete', allowed: false, key: 'pref.theme', reason: 'agent writes are not served by the Guard' }, { name: 'Cal' }).what,
+    'Cal tried to delete “pref.theme”');
+  assert.equal(say({ action: 'delete', allowed: false, reason: 'x' }, { name: 'Cal' }).what, 'Cal tried to delete a memory');
+  // a validly signed token the session was never issued (guard.decide step 3)
+  assert.equal(reasonWords('not a token issued for this session'), 'a credential it was never given');
+});
+
 test('without the session\'s name, the agent id reads without its credential suffix; unknown actions lose their underscores', () => {
   assert.equal(say({ action: 'status', reason: 'status' }).what, 'claude checked what it can see');
   assert.equal(say({ action: 'frobnicate_things' }).what, 'claude frobnicate things');

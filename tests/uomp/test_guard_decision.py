@@ -35,7 +35,7 @@ def req(path: str = "key", **kw: Any) -> Request:
     (replace(LIVE, status="revoked"), "SESSION_REVOKED", "session revoked"),
     (replace(LIVE, status="expired"), "SESSION_REVOKED", "session expired"),
     (replace(LIVE, status="created"), "SESSION_REVOKED", "session created"),
-    (replace(LIVE, current_token=False), "SESSION_REVOKED", "not the session's current token"),
+    (replace(LIVE, current_token=False), "INVALID_TOKEN", "not a token issued for this session"),
     (replace(LIVE, blacklisted=True), "SESSION_REVOKED", "token blacklisted"),
 ])
 def test_session_state_and_blacklist(state: SessionState, code: str, reason: str) -> None:

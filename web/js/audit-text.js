@@ -56,7 +56,8 @@ const REASONS = {
   'not found within the grant': 'outside its grant',
   'high-sensitivity item outside an exact-key read': 'a high-sensitivity memory',
   "the token's session does not exist": 'no such session',
-  "not the session's current token": 'an old credential',
+  "not the session's current token": 'an old credential',   // entries recorded before issue 22
+  'not a token issued for this session': 'a credential it was never given',
   'token blacklisted': 'an old credential',
   'session revoked': 'its access was revoked',
   'session expired': 'its access had expired',
@@ -133,7 +134,10 @@ export function auditSentence(e, opts = {}) {
       what = `${who} checked what it can see`;
       break;
     case 'write':
-      what = `${who} tried to save a memory`;
+      what = `${who} tried to save ${e.key ? quoted(e.key) : 'a memory'}`;
+      break;
+    case 'delete':
+      what = `${who} tried to delete ${e.key ? quoted(e.key) : 'a memory'}`;
       break;
     case 'write_attempt':
       what = `${who} asked to save a memory`;

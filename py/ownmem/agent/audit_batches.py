@@ -93,7 +93,7 @@ def request_path(e: Mapping[str, Any]) -> str:
         return "staged/" + str(action)[6:]        # the person's answer (`ownmem staged`, the PWA)
     if isinstance(action, str) and action.startswith("write_"):
         return "/saihm"                           # saihm_remember on the SAIHM binding (staging.WriteAudit)
-    if action in ("read", "write") and e.get("key") is not None:
+    if action in ("read", "write", "delete") and e.get("key") is not None:
         return "/v1/memory/" + str(e["key"])
     return {"read": "/v1/memory", "aggregate": "/v1/memory/aggregate", "query": "/v1/memory/query",
             "closed": f"/v1/sessions/{sid}/close", "deletion_proof": f"/v1/sessions/{sid}/deletion-proof",

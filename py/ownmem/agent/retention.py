@@ -12,8 +12,13 @@
     accounted(entries)               stream -> seq ranges that deletion entries account for, so
                                      a reader tells retention's gap from a withheld batch
 
-Every prune (the service's POST /v1/audit/prune, `ownmem agent audit prune` on a device without
-the service) passes through ``prune_cutoff``/``check_cutoff`` here and records ``pruned_entry``
+The service prunes by itself too: at its start and then every RETENTION_PERIOD (a day), with the
+retention the person configured for it (``OWNMEM_UOMP_AUDIT_RETENTION_DAYS``, 90 by default and
+at least; ``retention_days``), through the same cut-off (uomp_mount.attach_audit).
+``OWNMEM_UOMP_RETENTION_PERIOD`` (seconds) shortens the period for tests.
+
+Every prune (the service's POST /v1/audit/prune and its timer, `ownmem agent audit prune` on a
+device without the service) passes through ``prune_cutoff``/``check_cutoff`` here and records ``pruned_entry``
 before it deletes; a proof of the person can be required at these two entry points alone.
 Pure: the clock is a parameter.
 """
@@ -31,6 +36,9 @@ if TYPE_CHECKING:       # audit.py (AES-GCM, the journal) is the service's; the 
     from ownmem.agent.audit import AuditEntry
 
 RETENTION_DAYS = 90                  # section 18.3's default, and the floor
+RETENTION_PERIOD = 86400             # the service prunes daily (and at its start)
+RETENTION_DAYS_ENV = "OWNMEM_UOMP_AUDIT_RETENTION_DAYS"
+RETENTION_PERIOD_ENV = "OWNMEM_UOMP_RETENTION_PERIOD"
 PRUNED_ACTION = "audit_pruned"
 DAY = 86400
 MAX_DAYS = 36500
@@ -68,6 +76,31 @@ def prune_cutoff(now: int, *, as_of: int | None = None, days: float = RETENTION_
     before = (now if as_of is None else as_of) - int(days * DAY)
     check_cutoff(before, now)
     return before
+
+
+def retention_days(text: str | None) -> float:
+    """The service's retention in days from its configuration (None or empty: the default);
+    RetentionRefused for one under the floor or not a number (the service does not start with
+    a retention it would not keep)."""
+    if not text:
+        return RETENTION_DAYS
+    try:
+        days = float(text)
+    except ValueError:
+        raise RetentionRefused(f"{RETENTION_DAYS_ENV}={text!r} is not a number of days") from None
+    if not RETENTION_DAYS <= days <= MAX_DAYS:
+        raise RetentionRefused(f"{RETENTION_DAYS_ENV}: the retention is {RETENTION_DAYS} to {MAX_DAYS} days "
+                               f"(asked {days:g})")
+    return days
+
+
+def retention_period(text: str | None) -> float:
+    """Seconds between the service's own prunes (None, empty or not positive: RETENTION_PERIOD)."""
+    try:
+        period = float(text or RETENTION_PERIOD)
+    except ValueError:
+        return RETENTION_PERIOD
+    return period if period > 0 else RETENTION_PERIOD
 
 
 @dataclass(frozen=True, slots=True)

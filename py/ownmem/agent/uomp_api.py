@@ -3,7 +3,9 @@
 
     the person's approval (X-Ownmem-Approval, approval.py: a MAC under a key only the unlocked
     vault gives, over this very request; the admin file alone answers 403, audited)
-      POST /v1/sessions                 create        -> created
+      POST /v1/sessions                 create        -> created; a registered agent's manifest sets
+                                        proof_required, deletion_method and identity_key (terms.py);
+                                        enterprise mode: 403 ACCESS_DENIED "unverified publisher" (16.4)
       POST /v1/sessions/{id}/grant      grant         -> {token, token_type, expires_at}
       POST /v1/audit/prune              (uomp_mount.attach_audit)
     admin (X-Ownmem-Admin: <secret of uomp-admin>; a capability token never suffices): narrowing
@@ -20,7 +22,7 @@
       GET  /v1/memory/{key}   GET /v1/memory?tag=   GET /v1/memory/aggregate?tag=&op=&field=
       POST /v1/memory/query {"query": text, "limit"?, "cursor"?}   ranked (ownmem.recall.ranking,
                                                    among the items in scope), one page, next_cursor
-      PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE
+      PUT | DELETE /v1/memory/{key}                WRITE_NOT_AVAILABLE (audited "write" | "delete")
 
 Revocation from another device: ``ownmem agent revoke SESSION`` on a device without the
 admin credential seals a memory signed by the owner key with payload extension
@@ -72,7 +74,7 @@ from ownmem.agent.strangers import (
     WINDOW_ENV as STRANGER_WINDOW_ENV,
     Tally,
 )
-from ownmem.errors import StoreError
+from ownmem.errors import MalformedInput, NotFound, StoreError, VaultError
 from ownmem.recall.ranking import MAX_LIMIT, CursorError
 from ownmem.uomp import guard
 from ownmem.uomp.errors import (
@@ -81,10 +83,15 @@ from ownmem.uomp.errors import (
     HttpRefusal,
     InvalidToken,
     SessionNotFound,
+    StoreUnavailable,
     UompError,
     error_body,
 )
 from ownmem.uomp.items import Item
+from ownmem.uomp.manifest import ManifestForged, ManifestInvalid
+from ownmem.uomp.publisher import load_trust
+from ownmem.uomp.registered import registered
+from ownmem.uomp.terms import Terms, admission, session_terms, terms_of
 from ownmem.uomp.tokens import (
     AuthKey,
     Claims,
@@ -104,6 +111,7 @@ Search = Callable[[str, Callable[[bytes], bool], "int | None", "str | None"], tu
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
 NO_GROUP_COMMIT_ENV = "OWNMEM_UOMP_AUDIT_NO_GROUP_COMMIT"
+WRITE_ACTIONS = ("write", "delete")      # the audit actions of PUT and DELETE /v1/memory/{key}
 
 
 class Uomp:
@@ -112,6 +120,7 @@ class Uomp:
                  now: Callable[[], int] = lambda: int(time.time()), group_commit: bool = True,
                  approval_key: bytes | None = None) -> None:
         self.key = AuthKey.from_seed(auth_seed)
+        self.folder = Path(folder)      # its registered manifests and trust list (uomp.registered)
         self.sessions = SessionStore(folder)
         self.audit = AuditLog(folder, audit_key, group=group_commit)
         self.admin_secret = AdminCredential(folder).ensure()
@@ -180,7 +189,7 @@ class Uomp:
             if c is None:
                 entries = self.audit.entries(sid, limit=1_000_000)
                 c = self._counts[sid] = [sum(1 for e in entries if e.action in ("read", "aggregate", "query")),
-                                         sum(1 for e in entries if e.action == "write")]
+                                         sum(1 for e in entries if e.action in WRITE_ACTIONS)]
             return c
 
     def _state(self, claims: Claims, token: str) -> guard.SessionState:
@@ -327,7 +336,10 @@ class Uomp:
     async def memory_key(self, r: HttpRequest) -> Response:
         key = r.path_params["key"]
         if r.method in ("PUT", "DELETE"):
-            return await self._guarded(r, self._req("write" if r.method == "PUT" else "delete", key=key), "write")
+            # each attempt audited under its own action ("write", "delete"): the person reads which
+            # one the agent tried; both count against max_write_queries
+            act = "write" if r.method == "PUT" else "delete"
+            return await self._guarded(r, self._req(act, key=key), act)
         return await self._guarded(r, self._req("key", key=key), "read")
 
     async def memory_tag(self, r: HttpRequest) -> Response:
@@ -374,15 +386,51 @@ class Uomp:
             for name in ("identity_key", "deletion_method", "agent_name"):
                 if d.get(name) is not None and not isinstance(d[name], str):
                     raise UompError(f"{name} must be a string")
+            if not isinstance(d.get("proof_required", False), bool):
+                raise UompError("proof_required must be true or false")
         except (UompError, ValueError) as e:
             return error(E.INVALID_REQUEST, str(e))
+        # a registered agent's manifest sets the session's terms (9.6, 19.3, 19.4), and in
+        # enterprise mode only an agent verified as the trust list demands gets one (16.4)
+        try:
+            registered, refused = await run_in_threadpool(self._admitted, d["agent_id"])
+            if refused is not None:
+                await self._refused_token(None, d["agent_id"], refused)
+                return error(E.ACCESS_DENIED, refused)
+            t = session_terms(Terms(d.get("proof_required", False), d.get("deletion_method"), d.get("identity_key")),
+                              registered)
+        except UompError as e:
+            return error(e.error_code, str(e))
         now = self.now()
         s = Session(self.sessions.new_id(), d["agent_id"], d.get("agent_name") or d["agent_id"], "created", now,
-                    now + int(minutes * 60), None, requested, None, None, bool(d.get("proof_required", False)),
-                    d.get("deletion_method"), d.get("identity_key"))
+                    now + int(minutes * 60), None, requested, None, None, t.proof_required,
+                    t.deletion_method, t.identity_key)
         await run_in_threadpool(self.sessions.put, s)
         return ok({"session_id": s.session_id, "status": "created", "agent_id": s.agent_id,
                    "requested_scopes": requested.to_json(), "expires_at": iso(s.expires_at)}, 201)
+
+    def _admitted(self, agent_id: str) -> tuple[Terms | None, str | None]:
+        """(the terms of the agent's registered manifest, None when it has none; why it may not
+        receive a token, None when it may).  Reads the vault folder: the trust list and the
+        manifest, verified again against today's trust list (a damaged trust list is
+        StoreUnavailable, never "no enterprise mode")."""
+        try:
+            trust = load_trust(self.folder)
+        except VaultError as e:
+            raise StoreUnavailable(str(e)) from None
+        try:
+            r = registered(self.folder, agent_id)
+        except (ManifestInvalid, ManifestForged) as e:
+            # its terms cannot be known: no session, whatever the mode
+            return None, f"the registered manifest of {agent_id!r} does not verify: {e}"
+        except (NotFound, MalformedInput):       # none registered (or no id a manifest can have)
+            return None, admission(None, trust)
+        return terms_of(r.manifest), admission(r.status, trust)
+
+    async def _refused_token(self, s: Session | None, agent_id: str, reason: str) -> None:
+        """A create or grant refused by 16.4: the person reads in the audit that it was refused."""
+        await self.audit.arecord(AuditEntry(new_id(), self.now(), s.session_id if s else "", agent_id, "grant",
+                                            None, None, (), False, reason))
 
     def _session(self, r: HttpRequest) -> Session:
         s = self.sessions.get(r.path_params["sid"])
@@ -407,6 +455,14 @@ class Uomp:
             if s.state(now) == "active":
                 return error(E.INVALID_REQUEST, "session is active", s.session_id, http=HttpRefusal.ALREADY_GRANTED)
             return error(E.SESSION_REVOKED, f"session is {s.state(now)}", s.session_id)
+        # 16.4 again at the token's issue: the trust list may have changed since the create
+        try:
+            _, refused = await run_in_threadpool(self._admitted, s.agent_id)
+        except UompError as e:
+            return error(e.error_code, str(e), s.session_id)
+        if refused is not None:
+            await self._refused_token(s, s.agent_id, refused)
+            return error(E.ACCESS_DENIED, refused, s.session_id)
         claims = Claims(s.session_id, s.agent_id, now, g.expires_at, g.scopes, g.max_read_queries,
                         g.max_write_queries, "local", self.audience, ("127.0.0.1",), g.allowed_fields,
                         g.aggregation_only, g.task_bound)

@@ -23,7 +23,15 @@ from ownmem.agent.audit_sync import INTERVAL, INTERVAL_ENV, AuditSync
 from ownmem.agent.operator import Operator
 from ownmem.agent.published import attach as attach_published
 from ownmem.agent.recall_index import RecallEntry
-from ownmem.agent.retention import RetentionRefused
+from ownmem.agent.retention import (
+    RETENTION_DAYS_ENV,
+    RETENTION_PERIOD_ENV,
+    RetentionRefused,
+    prune_cutoff,
+    retention_days,
+    retention_period,
+)
+from ownmem.agent.ticker import Ticker
 from ownmem.agent.uomp_api import KEY_PREFIX, NO_GROUP_COMMIT_ENV, ROUTES, Uomp
 from ownmem.uomp import approval
 from ownmem.uomp.control import Revocation
@@ -107,6 +115,18 @@ def attach_audit(u: Uomp, op: Operator, folder: Path, app: Starlette) -> AuditSy
         return ok({"pruned": pruned, "forgotten": forgotten})
 
     app.router.routes.append(Route(PRUNE_ROUTE[0], prune, methods=list(PRUNE_ROUTE[1])))
+    # 18.3: the retention kept by the service itself, at its start and daily, whoever types what
+    days = retention_days(os.environ.get(RETENTION_DAYS_ENV))
+    pruner = Ticker("ownmem-uomp-retention", retention_period(os.environ.get(RETENTION_PERIOD_ENV)),
+                    lambda: s.prune(prune_cutoff(u.now(), days=days)), "audit retention not applied")
+    stop_batches = u.before_close
+
+    def stop() -> None:
+        pruner.stop()
+        stop_batches()
+    u.before_close = stop
+    pruner.start()
+    pruner.wake()                 # at once: a service down for months prunes when it comes back
     return s.start()
 
 

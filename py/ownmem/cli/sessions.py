@@ -2,7 +2,9 @@
 "Auth Service API"; "Audit and Logging").
 
     ownmem agent authorize uom.json [--grant TAG...] [--deny TAG...] [--minutes N] [--yes]
-        create + grant a session on the running service; prints the session id and token
+        create + grant a session on the running service; prints the session id and token; the
+        panel shows the publisher's status ("unverified publisher", 16.4), and in enterprise mode
+        an agent no required method verifies is refused before anything is asked
     ownmem agent run [authorize options] [--env NAME]... --manifest uom.json -- CMD...
         CMD runs with UOM_TOKEN, UOMP_BASE_URL and only the allow-list of the environment
         (CHILD_ENV, LC_*, --env names; never OWNMEM_*/SAIHM_*); the session is revoked when CMD exits
@@ -26,7 +28,6 @@ unlocks the vault here, and each request carries an approval made with its purpo
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import subprocess
@@ -44,12 +45,13 @@ from ownmem.agent.audit_sync import prune_batches
 from ownmem.agent.retention import RETENTION_DAYS, prune_cutoff
 from ownmem.agent.sessions import ADMIN_HEADER, AdminCredential
 from ownmem.cli.common import folder as _folder, keyring_passphrase as _passphrase, unlock as _unlock, when as _when
-from ownmem.errors import MalformedInput, ServiceDown, SyncError, VaultError
+from ownmem.errors import ServiceDown, SyncError, VaultError
 from ownmem.scrub import forget_passphrase_env
 from ownmem.termsafe import raw, visible
 from ownmem.uomp.approval import APPROVAL_HEADER, APPROVAL_INFO, sign
-from ownmem.uomp.manifest import load_manifest, retention_level
-from ownmem.uomp.publisher import did_key_public
+from ownmem.uomp.manifest import AgentUnverified, Manifest, load_manifest, retention_level
+from ownmem.uomp.publisher import PublisherStatus, gpg_signature_path, load_trust, verify_publisher
+from ownmem.uomp.terms import UNVERIFIED, admission, identity_key
 from ownmem.uomp.tokens import iso, parse_iso
 from ownmem.uomp.usage import kind_words, last_use
 from ownmem.usecases.sessions import revoke_session
@@ -100,21 +102,21 @@ def _admin(args: argparse.Namespace, method: str, path: str, body: Any = None, *
     return doc
 
 
-def _identity_key(m: Any) -> str | None:
-    """The agent's Ed25519 identity key for deletion proofs: its manifest's did:key."""
-
-
-    did = m.identity.did if m.identity is not None else None
-    if not did or not did.startswith("did:key:"):
-        return None
-    try:
-        return base64.urlsafe_b64encode(did_key_public(did)).rstrip(b"=").decode()
-    except MalformedInput:
-        return None
+def _publisher(path: str | os.PathLike[str], m: Manifest, folder: Path) -> PublisherStatus:
+    """16.3: the publisher of the manifest to authorize, verified against the vault's trust list;
+    16.4: in enterprise mode one that no required method verifies is refused here, before the
+    passphrase is asked (AgentUnverified; the service refuses it too)."""
+    trust = load_trust(folder)
+    status = verify_publisher(m, trust, gpg_signature=gpg_signature_path(Path(path)))
+    refused = admission(status, trust)
+    if refused is not None:
+        raise AgentUnverified(refused)
+    return status
 
 
 def _authorize(args: argparse.Namespace) -> dict[str, Any]:
     m = load_manifest(args.manifest)          # schema-validated, one problem per line when refused
+    status = _publisher(args.manifest, m, Path(_folder(args)))
     read = m.requested_scopes.read
     grant = args.grant if args.grant is not None else list(read.tags if read else ())
     deny = sorted(set((args.deny or []) + list(read.deny_tags if read else ())))
@@ -128,10 +130,15 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         print(visible(f"  tags {', '.join(grant) or '-'}; keys {', '.join(keys) or '-'}; "
                       f"denied {', '.join(deny) or '-'}"))
         print(f"  for {args.minutes:g} minutes")
+        # 16.4: "the authorization panel ... MUST prompt 'unverified publisher'"
+        print(("" if status.verified else "\033[31m") + f"  publisher: {visible(status.summary())}"   # our colour: raw
+              + ("" if status.verified else "\033[0m"), file=raw(sys.stdout))
         print(("\033[31m" if view.warning else "") + f"  retention: {visible(view.text)}"     # our colour: raw
               + ("\033[0m" if view.warning else ""), file=raw(sys.stdout))
         if input("Grant? [y/N] ").strip().lower() not in ("y", "yes"):
             raise VaultError("not authorized")
+    elif not status.verified:
+        print(f"warning: {UNVERIFIED} ({visible(m.agent.id)})", file=sys.stderr)    # --yes: no panel to show it
     key = person_key(args)        # after the panel: the passphrase is the person's yes
     created = _admin(args, "POST", "/v1/sessions", approve=key, body={
         "agent_id": m.agent.id, "agent_name": m.agent.name,
@@ -139,7 +146,7 @@ def _authorize(args: argparse.Namespace) -> dict[str, Any]:
         "duration_minutes": args.minutes,
         "proof_required": bool(policy.proof_required) if policy else False,
         "deletion_method": policy.deletion_method if policy else None,
-        "identity_key": _identity_key(m)})
+        "identity_key": identity_key(m)})
     sid = created["session_id"]
     grant_doc: dict[str, Any] = {
         "granted_scopes": {"read": {"tags": grant, "keys": keys, "deny_tags": deny,

@@ -4,7 +4,8 @@
     decide(claims, state, request, item) -> Decision(allowed, code, reason)
 
 in the order of "Access Control" (steps 1-2, signature and expiry, are tokens.verify's):
-  3. the session is active (not created, closed, revoked, expired) and this is its token
+  3. the session is active (not created, closed, revoked, expired) and this is its token (one
+     it never issued is INVALID_TOKEN: never issued, so never revoked)
   4. the token is not on the persistent blacklist
   4a. profile matches the deployment; 4b. audience matches this endpoint
   5. quota: ``limits.max_read_queries`` counts every read request of the session that got
@@ -132,7 +133,9 @@ def decide(claims: Claims, state: SessionState, request: Request, item: Item | N
     if state.status != "active":
         return _deny(E.SESSION_REVOKED, f"session {state.status}")
     if not state.current_token:
-        return _deny(E.SESSION_REVOKED, "not the session's current token")
+        # a session is granted one token, once: a validly signed token that is not it was never
+        # issued for this session, and it was never revoked either (8.4: INVALID_TOKEN)
+        return _deny(E.INVALID_TOKEN, "not a token issued for this session")
     # 4. blacklist
     if state.blacklisted:
         return _deny(E.SESSION_REVOKED, "token blacklisted")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from ownmem.aperto.model import Memory, Trust
 from ownmem.errors import MalformedInput
-from ownmem.uomp.items import EXTENSION, MAX_KEY, SENSITIVITIES, Item
+from ownmem.uomp.items import EXTENSION, MAX_KEY, SENSITIVITIES, Item, stated_times
 from ownmem.vault.vault import DEFAULT_SCOPE, MERGES, SUPERSEDES, TOOL, Entry, UnlockedVault
 
 
@@ -26,11 +27,14 @@ def item_of(e: Entry) -> Item | None:
         return None
     sens = ext.get("sensitivity")
     desc = ext.get("description")
+    sealed = o.updated or o.created or 0
+    # an imported record's stated times are the item's (12.7); the memory's own order the heads
+    created_at, updated_at = stated_times(ext, o.created or 0, sealed)
     return Item(key=key, value=ext.get("value"), tags=tuple(o.tags),
                 sensitivity=sens if sens in SENSITIVITIES else "high",
                 source="user" if o.trust is Trust.SELF else "agent",
-                created_at=o.created or 0, updated_at=o.updated or o.created or 0,
-                description=desc if isinstance(desc, str) else None, object_id=o.object_id)
+                created_at=created_at, updated_at=updated_at,
+                description=desc if isinstance(desc, str) else None, object_id=o.object_id, sealed_at=sealed)
 
 
 def live_items(heads: Iterable[Entry], of: Callable[[Entry], Item | None] = item_of) -> dict[str, Item]:
@@ -41,7 +45,7 @@ def live_items(heads: Iterable[Entry], of: Callable[[Entry], Item | None] = item
         if it is None:
             continue
         cur = out.get(it.key)
-        if cur is None or (it.updated_at, it.object_id) > (cur.updated_at, cur.object_id):
+        if cur is None or (it.sealed_at, it.object_id) > (cur.sealed_at, cur.object_id):
             out[it.key] = it
     return out
 
@@ -71,6 +75,11 @@ def put_item(v: UnlockedVault, key: str, value: Any, *, tags: Iterable[str], sen
     if mine:
         exts[SUPERSEDES] = mine[-1].id
         created = mine[-1].opened.created or at
+        was = mine[-1].opened.extensions.get(EXTENSION)
+        if isinstance(was, dict) and isinstance(was.get("created_at"), str):
+            # an imported item keeps the creation it stated; this edit is its update
+            ext["created_at"] = was["created_at"]
+            ext["updated_at"] = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if len(mine) > 1:
             exts[MERGES] = [e.id for e in mine[:-1]]
     memory = Memory(content=f"{key}: {json.dumps(value, ensure_ascii=False)}"
