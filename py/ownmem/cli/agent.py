@@ -49,7 +49,7 @@ from ownmem.agent.guarded import SaihmGuard
 from ownmem.agent.oauth import OAuthServer, passphrase_checker
 from ownmem.agent.operator import Operator
 from ownmem.agent.quota import Limits, parse_size
-from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
+from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, PortFile, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
 from ownmem.agent.uomp_api import Uomp
 from ownmem.agent.uomp_mount import KeyReads, mount
@@ -242,6 +242,21 @@ def ask_grant(counts: list[tuple[str, int]], ask: Callable[[str], str], *, may_w
     return choice.tags, write
 
 
+def _connect_port(given: int | None, folder: Path) -> int:
+    """--port, else the port the running `ownmem agent` of this vault wrote (service.PortFile),
+    else the default, said on stderr: the host must be told where the service listens."""
+    if given is not None:
+        return given
+    running = PortFile.read(folder)
+    if running is not None:
+        print(f"ownmem agent runs on port {running.port} (pid {running.pid}): the configuration names it",
+              file=sys.stderr)
+        return running.port
+    print(f"ownmem agent is not running for this vault: the configuration names the default port {DEFAULT_PORT}; "
+          "start it with `ownmem agent` (or give --port PORT, the port it will listen on)", file=sys.stderr)
+    return DEFAULT_PORT
+
+
 def cmd_connect(args: argparse.Namespace) -> int:
     if args.minutes is not None and args.expires is not None:
         raise VaultError("give --minutes or --expires, not both")
@@ -264,10 +279,11 @@ def cmd_connect(args: argparse.Namespace) -> int:
             write = not args.no_write
     finally:
         v.close()
+    port = _connect_port(args.port, vault.folder)
     issued = CredentialFile(vault.folder, key).issue(
         args.name, int(time.time()), expires_days=days, tags=tags, keys=args.key or [],
         deny_tags=args.deny or [], deny_keys=args.deny_key or [], write=write)
-    print(json.dumps(host_config(issued.header, args.port), indent=2))
+    print(json.dumps(host_config(issued.header, port), indent=2))
     print(_grant_lines(issued.credential), file=sys.stderr)
     print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Claude Code: "
           f".mcp.json; Cursor: .cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; "
@@ -327,12 +343,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     TimedHttpTools.header_timeout = header_timeout()
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     public = None if plan is None else _public(plan, binding, uomp, v, vault.folder, creds, (grace, rate))
+    here = PortFile(args.host, args.port, os.getpid())
     try:
+        here.write(vault.folder)      # where `ownmem agent connect` finds this service
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
         uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
                     proxy_headers=False, http=TimedHttpTools)
     finally:
+        here.remove(vault.folder)
         if public is not None:
             public.stop()
         sync.stop()
@@ -471,7 +490,9 @@ def register(sub: Any) -> None:
     cn.add_argument("name")
     _grant_options(cn)
     cn.add_argument("--minutes", type=_minutes, metavar="N", help="minutes until it expires (instead of --expires)")
-    cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
+    cn.add_argument("--port", type=int, default=None,
+                    help="the port `ownmem agent` listens on (default: the running one's, else "
+                         f"{DEFAULT_PORT})")
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 
