@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sqlite3
 import ssl
 import sys
@@ -46,8 +47,9 @@ from ownmem.agent.cimd import CimdFetcher
 from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
 from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.local import LocalLog, LocalRemote, LocalSyncer, PublishingRemote
 from ownmem.agent.oauth import OAuthServer, passphrase_checker
-from ownmem.agent.operator import Operator
+from ownmem.agent.operator import AgentSyncer, Operator
 from ownmem.agent.quota import Limits, parse_size
 from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, PortFile, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
@@ -312,18 +314,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not forget_passphrase_env():
         print("ownmem agent: warning: OWNMEM_PASSPHRASE could not be wiped from /proc/self/environ, where "
               "agents of your OS user can read it (prefer the prompt or --keyring)", file=sys.stderr, flush=True)
-    linked = Syncer.linked(v.store)
-    if linked is None:
-        v.close()
-        raise VaultError("this vault is not linked to a server (run `ownmem login --server URL --vault-name NAME`): "
-                         "agent writes need the public receipt log")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    op = Operator(v, Remote(linked[0], linked[1]),
-                  limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
-                                args.max_staged_bytes))
-    op.catch_up()
+    # linked: receipts to the server's public log (the local log of a local-only past published
+    # first); not linked: to the local receipts log, until `ownmem login` and a restart (agent/local.py)
+    linked, local_log = Syncer.linked(v.store), LocalLog(vault.folder)
+    remote: Remote = LocalRemote(local_log) if linked is None else PublishingRemote(linked[0], linked[1], local_log)
+    op = Operator(v, remote, limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
+                                           args.max_staged_bytes),
+                  syncer=LocalSyncer if linked is None else AgentSyncer)
+    if linked is None:
+        op.syncer.sync_once()     # the person's memories get their cells (and receipts) first
+    else:
+        op.catch_up()
     sync = SyncThread(op).start()
-    print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
+    where = (f"vault {linked[1]!r}" if linked is not None else
+             f"this vault, local-only (no sync server: receipts in {local_log.path.name}; `ownmem login` and a "
+             "restart sync it)")
+    print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for {where} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     creds = CredentialFile(vault.folder, v.purpose_key(CREDENTIALS_INFO))
     adopted = creds.migrate()       # once, the first start after the upgrade to sealed entries
@@ -344,6 +351,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     public = None if plan is None else _public(plan, binding, uomp, v, vault.folder, creds, (grace, rate))
     here = PortFile(args.host, args.port, os.getpid())
+    _remove_at_sigterm(here, vault.folder)
     try:
         here.write(vault.folder)      # where `ownmem agent connect` finds this service
         # no proxy headers: nothing stands between a client and this loopback port, and an
@@ -361,6 +369,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             op.close()
             v.close()
     return 0
+
+
+def _remove_at_sigterm(here: PortFile, folder: Path) -> None:
+    """uvicorn ends a SIGTERM'd service by raising the signal again once it has shut down, under
+    the handler it found: no ``finally`` runs then.  This handler removes the port file first and
+    then dies of the signal as before (the exit status a service manager expects)."""
+    def on_term(sig: int, frame: object) -> None:
+        here.remove(folder)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.raise_signal(sig)
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _grant_options(p: argparse.ArgumentParser) -> None:
