@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
-from ownmem.agent.local import LOG_NAME, PUBLISHED_NAME
 from ownmem.agent.service import PortFile
 from ownmem.binding.tools import TOOLS
 from ownmem.saihm.receipt import parse_receipt
+from ownmem.vault.local_receipts import LOG_NAME, PUBLISHED_NAME
 from tests.agent.agentkit import AgentProcess, LogReader, agent_env, ownmem_cli
 from tests.sync.synckit import Backend, ServerProcess, cli_env, free_port, ownmem
 
@@ -183,47 +183,69 @@ def test_every_tool_with_the_agent_stopped_says_how_to_start_it(tmp_path: Path) 
         assert r.structured_content["failure"]["kind"] == "not_delivered", tool
 
 
-def test_a_vault_linked_later_publishes_its_local_receipts_then_syncs(
-        tmp_path: Path, sqlite_backend: Backend, servers: Callable[..., ServerProcess]) -> None:
+def _remember_local_only(tmp_path: Path) -> tuple[Path, dict[str, str], AgentProcess, str]:
+    """A never-linked vault with one memory of the person's, its agent running, and one agent
+    write through it -> (folder, env, the running agent, the write's cellId)."""
     folder, env = _local_vault(tmp_path, "written before any server")
     agent = AgentProcess(folder, tmp_path).start()
-    try:
-        auth = ownmem_cli("agent", "credential", "issue", "--name", "bot", env=env).stdout.strip()
-        status, made = agent.call("saihm_remember", {"content": "remembered while local-only"}, auth=auth)
-        assert status == 200 and made["ownmemStaged"] is True, made
-        status, cells = agent.call("saihm_recall", {}, auth=auth)
-        assert status == 200 and len(cells) == 2
-    finally:
-        agent.stop()
-    local = _local_receipts(folder)
-    assert ("REMEMBER", made["cellId"]) in local
+    auth = ownmem_cli("agent", "credential", "issue", "--name", "bot", env=env).stdout.strip()
+    status, made = agent.call("saihm_remember", {"content": "remembered while local-only"}, auth=auth)
+    assert status == 200 and made["ownmemStaged"] is True, made
+    status, cells = agent.call("saihm_recall", {}, auth=auth)
+    assert status == 200 and len(cells) == 2
+    assert ("REMEMBER", made["cellId"]) in _local_receipts(folder)
+    return folder, env, agent, str(made["cellId"])
 
-    srv = servers(sqlite_backend)
-    r = ownmem("login", "--server", srv.url, "--vault-name", f"late-{tmp_path.name[-8:].lower().replace('_', '-')}",
-               env=env)
-    assert r.returncode == 0, r.stderr
-    agent = AgentProcess(folder, tmp_path).start()
+
+def _published_and_seen(tmp_path: Path, folder: Path, srv: ServerProcess, name: str) -> None:
+    """Every receipt of the local log is in the server's public log, and another device of the
+    person, logged in to that server, has both memories."""
+    for _ in range(60):
+        if (folder / PUBLISHED_NAME).exists():
+            break
+        anyio.run(anyio.sleep, 0.5)
+    assert not (folder / LOG_NAME).exists() and (folder / PUBLISHED_NAME).exists()
+    log = LogReader(srv.url)
     try:
-        log = LogReader(srv.url)
-        try:
-            for _ in range(60):
-                if (folder / PUBLISHED_NAME).exists():
-                    break
-                anyio.run(anyio.sleep, 0.5)
-            assert not (folder / LOG_NAME).exists() and (folder / PUBLISHED_NAME).exists()
-            # every receipt written while local-only is in the public log now
-            for (_, _subject), line in zip(local, (folder / PUBLISHED_NAME).read_text().splitlines(), strict=True):
-                rid = parse_receipt(bytes.fromhex(json.loads(line)["receipt"])).receipt_id.hex()
-                assert log.get(rid) is not None, rid
-        finally:
-            log.close()
-        # and the agent's write reached the server: another device of the person sees it
-        phone = tmp_path / "phone"
-        penv = cli_env(tmp_path, phone)
-        name = r.args[r.args.index("--vault-name") + 1]
-        assert ownmem("login", "--server", srv.url, "--vault-name", name, env=penv).returncode == 0
+        for line in (folder / PUBLISHED_NAME).read_text().splitlines():
+            rid = parse_receipt(bytes.fromhex(json.loads(line)["receipt"])).receipt_id.hex()
+            assert log.get(rid) is not None, rid
+    finally:
+        log.close()
+    penv = cli_env(tmp_path, tmp_path / "phone")
+    assert ownmem("login", "--server", srv.url, "--vault-name", name, env=penv).returncode == 0
+    listing: list[dict[str, Any]] = []
+    for _ in range(30):        # the agent pushes from its sync loop
         assert ownmem("sync", env=penv).returncode == 0
         listing = json.loads(ownmem("list", "--json", env=penv).stdout)
-        assert {m["content"] for m in listing} == {"written before any server", "remembered while local-only"}
+        if len(listing) == 2:
+            break
+        anyio.run(anyio.sleep, 0.5)
+    assert {m["content"] for m in listing} == {"written before any server", "remembered while local-only"}
+
+
+def test_a_running_local_only_agent_joins_the_server_its_vault_is_linked_to(
+        tmp_path: Path, sqlite_backend: Backend, servers: Callable[..., ServerProcess]) -> None:
+    folder, env, agent, _ = _remember_local_only(tmp_path)
+    try:
+        srv = servers(sqlite_backend)
+        name = f"join-{tmp_path.name[-8:].lower().replace('_', '-')}"
+        r = ownmem("login", "--server", srv.url, "--vault-name", name, env=env)
+        assert r.returncode == 0, r.stderr
+        # no restart: the agent publishes its local receipts, then syncs
+        _published_and_seen(tmp_path, folder, srv, name)
+        assert "is now linked to" in agent.logs()
     finally:
         agent.stop()
+
+
+def test_the_clis_sync_publishes_the_local_receipts_before_it_pushes(
+        tmp_path: Path, sqlite_backend: Backend, servers: Callable[..., ServerProcess]) -> None:
+    folder, env, agent, _ = _remember_local_only(tmp_path)
+    agent.stop()
+    srv = servers(sqlite_backend)
+    name = f"cli-{tmp_path.name[-8:].lower().replace('_', '-')}"
+    assert ownmem("login", "--server", srv.url, "--vault-name", name, env=env).returncode == 0
+    r = ownmem("sync", env=env)         # the CLI, not the agent: it publishes them first too
+    assert r.returncode == 0, r.stderr
+    _published_and_seen(tmp_path, folder, srv, name)

@@ -3,9 +3,9 @@ receipt", "Receipt semantics"; issue 22): the receipts go to a local receipts lo
 is linked, then to the public log before anything else.
 
     not linked (local):
-      LocalLog      ``agent-receipts.jsonl`` in the vault folder: every receipt the operator
-                    would log publicly (REMEMBER of an agent write or of the person's memory
-                    first made a cell, FORGET, an audit batch's anchor), one hex line each,
+      LocalLog      (ownmem.vault.local_receipts) ``agent-receipts.jsonl`` in the vault folder:
+                    every receipt the operator would log publicly (REMEMBER of an agent write or
+                    of the person's memory first made a cell, FORGET, an audit batch's anchor),
                     on disk (fsync) before the effect it receipts
       LocalRemote   the Remote the operator holds: receipts to and from the LocalLog; every
                     other request fails as a server out of reach does (SyncError), so shared
@@ -15,12 +15,14 @@ is linked, then to the public log before anything else.
                     have their FORGET receipt written to the LocalLog; run again whenever
                     another process (the CLI, `ownmem add`) changed the vault
 
-    linked later (`ownmem login`, then the agent restarted):
+    linked later (`ownmem login`; the running agent notices it within a second, ``join``, and a
+    restarted one starts linked):
       PublishingRemote  before its first push or erasure, every receipt of the LocalLog goes to
-                    the public log (REMEMBER and anchors by /receipts, FORGET by /erase), and the
-                    file is renamed ``agent-receipts.published.jsonl``: no cell made locally
-                    reaches the server before its REMEMBER receipt is public.  Until the server
-                    answers, pushes fail and the sync loop retries, as for any outage.
+                    the public log (local_receipts.publish: REMEMBER and anchors by /receipts,
+                    FORGET by /erase), and the file is renamed ``agent-receipts.published.jsonl``:
+                    no cell made locally reaches the server before its REMEMBER receipt is
+                    public.  Until the server answers, pushes fail and are retried, as for any
+                    outage.  (Every Syncer publishes it first too, the CLI's `ownmem sync`'s.)
 
 What the local log proves is less than the public log: it is the person's own file, so it keeps
 the order of effect and receipt on this machine, but nobody else can check it was not rewritten
@@ -28,18 +30,17 @@ before it is published.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
-from ownmem.agent.operator import AgentSyncer
-from ownmem.errors import OwnmemError, SyncError
-from ownmem.saihm.receipt import parse_receipt
+from ownmem.agent.operator import AgentSyncer, Operator
+from ownmem.errors import SyncError
+from ownmem.vault import local_receipts
+from ownmem.vault.local_receipts import LocalLog
 from ownmem.vault.remote import Remote
+from ownmem.vault.sharing import SharedReader
 from ownmem.vault.store import StoredObject
 from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.vault.vault import UnlockedVault
@@ -47,53 +48,8 @@ from ownmem.wire import messages
 
 _log = logging.getLogger("ownmem.agent")
 
-LOG_NAME = "agent-receipts.jsonl"
-PUBLISHED_NAME = "agent-receipts.published.jsonl"
 NOT_LINKED = "this vault is not linked to a sync server (ownmem agent runs local-only)"
 POLL = 1.0          # seconds between looks at whether another process changed the vault
-
-
-class LocalLog:
-    """The local receipts log: one JSON line per receipt, {"op", "receipt"} (hex), appended and
-    fsynced; read back whole (it holds only what was receipted while no server was linked)."""
-
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
-        self.path = Path(folder) / LOG_NAME
-        self._lock = threading.Lock()
-        self._ids: set[bytes] | None = None
-
-    def receipts(self) -> list[bytes]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text().splitlines():
-            if line.strip():
-                out.append(bytes.fromhex(json.loads(line)["receipt"]))
-        return out
-
-    def _known(self) -> set[bytes]:
-        if self._ids is None:
-            self._ids = {parse_receipt(r).receipt_id for r in self.receipts()}
-        return self._ids
-
-    def append(self, receipts: list[bytes]) -> tuple[bytes, ...]:
-        """Each receipt on disk (once: a receipt already here is not written twice) -> their ids."""
-        with self._lock:
-            known = self._known()
-            parsed = [(parse_receipt(r), r) for r in receipts]
-            new = [(p, r) for p, r in parsed if p.receipt_id not in known]
-            if new:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-                with os.fdopen(fd, "a") as f:
-                    for p, r in new:
-                        f.write(json.dumps({"op": p.operation, "receipt": r.hex()}) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                known.update(p.receipt_id for p, _ in new)
-            return tuple(p.receipt_id for p, _ in parsed)
-
-    def get(self, receipt_id: bytes) -> bytes | None:
-        return next((r for r in self.receipts() if parse_receipt(r).receipt_id == receipt_id), None)
 
 
 class LocalRemote(Remote):
@@ -127,7 +83,6 @@ class LocalSyncer(AgentSyncer):
                  after: Callable[[], None]) -> None:
         super().__init__(v, remote, lock, after)
         self._seen_version: int | None = None
-        self._told_linked = False
 
     def ensure_login(self) -> None:
         pass
@@ -180,16 +135,34 @@ class LocalSyncer(AgentSyncer):
         return changed
 
     def watch(self, on_report: Callable[[SyncReport], None], *, stop: Callable[[], bool] = lambda: False) -> None:
+        """Until ``stop``, or until the vault is linked (`ownmem login` in another process): then
+        it returns, and the service's sync thread joins the server (``join``)."""
         while not stop():
             with self.lock:
                 changed = self._changed()
             if changed:
                 on_report(self.sync_once())
-                if not self._told_linked and Syncer.linked(self.store) is not None:
-                    self._told_linked = True
-                    _log.warning("this vault is now linked to a server: restart `ownmem agent` to sync it "
-                                 "(the receipts written meanwhile are published first)")
+                if Syncer.linked(self.store) is not None:
+                    return
             time.sleep(POLL)
+
+
+def join(op: Operator) -> bool:
+    """The vault of a local-only service was linked meanwhile: from now on the operator syncs with
+    that server, through a PublishingRemote (the local receipts are public before its first push).
+    -> whether it joined.  Under the operator's lock, so no tool call sees half of the change; the
+    sync loop and the audit's batches read ``op.syncer`` afresh each time."""
+    linked = Syncer.linked(op.v.store)
+    syncer = op.syncer
+    if linked is None or not isinstance(syncer, LocalSyncer):
+        return False
+    with op.lock:
+        op.syncer = AgentSyncer(op.v, PublishingRemote(linked[0], linked[1], syncer.remote.log), op.lock,
+                                op.catch_up)
+        op.shared = SharedReader(op.syncer)
+    _log.warning("this vault is now linked to %s as %r: ownmem agent syncs with it (the receipts written "
+                 "meanwhile are published first)", linked[0], linked[1])
+    return True
 
 
 class PublishingRemote(Remote):
@@ -202,25 +175,11 @@ class PublishingRemote(Remote):
         self._published = not log.path.exists()
 
     def _publish(self) -> None:
-        if self._published:
-            return
-        receipts = self.log.receipts()
-        forgets = [r for r in receipts if parse_receipt(r).operation == "FORGET"]
-        others = [r for r in receipts if parse_receipt(r).operation != "FORGET"]
-        try:
-            for i in range(0, len(others), 100):
-                part = others[i:i + 100]
-                logged = set(super().post_receipts(part))
-                if any(parse_receipt(r).receipt_id not in logged for r in part):
-                    raise SyncError("the server did not log every receipt of the local receipts log")
-            for i in range(0, len(forgets), 100):
-                # an erasure of a cell the server never had is logged all the same (vault_routes.erase)
-                super().erase(forgets[i:i + 100])
-        except OwnmemError as e:
-            raise SyncError(f"the local receipts log is not published yet ({e}); retried") from None
-        os.replace(self.log.path, self.log.path.with_name(PUBLISHED_NAME))
-        self._published = True
-        _log.info("the local receipts log (%d receipts) is published to the server's public log", len(receipts))
+        if not self._published:
+            n = local_receipts.publish(self.log.path.parent, super().post_receipts, super().erase)
+            self._published = True
+            if n:
+                _log.info("the local receipts log (%d receipts) is published to the server's public log", n)
 
     def get_receipt(self, receipt_id: bytes) -> bytes | None:
         """A receipt of the LocalLog not yet published counts as logged: it will be public before

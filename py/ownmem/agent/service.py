@@ -41,6 +41,7 @@ from ownmem.agent.answers import HANDLERS, ok, saihm_error
 from ownmem.agent.credentials import Credential, CredentialFile, authenticate
 from ownmem.agent.door import parse_json
 from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.local import join
 from ownmem.agent.operator import Operator, OperatorError
 from ownmem.errors import OwnmemError
 from ownmem.saihm.errors import B
@@ -228,6 +229,8 @@ class SyncThread:
         while not self.stopping.is_set():
             try:
                 self.op.syncer.watch(lambda report: None, stop=self.stopping.is_set)
+                if join(self.op):           # a local-only vault was linked: sync with its server now
+                    continue
             except OwnmemError as e:
                 _log.info("sync failed (%s): retrying", e)
             except Exception:   # noqa: BLE001 - a sync bug must not end the service; it is logged

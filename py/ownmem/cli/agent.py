@@ -47,7 +47,7 @@ from ownmem.agent.cimd import CimdFetcher
 from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
 from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 from ownmem.agent.guarded import SaihmGuard
-from ownmem.agent.local import LocalLog, LocalRemote, LocalSyncer, PublishingRemote
+from ownmem.agent.local import LocalRemote, LocalSyncer, PublishingRemote
 from ownmem.agent.oauth import OAuthServer, passphrase_checker
 from ownmem.agent.operator import AgentSyncer, Operator
 from ownmem.agent.quota import Limits, parse_size
@@ -66,6 +66,7 @@ from ownmem.termsafe import visible
 from ownmem.uomp.control import is_control
 from ownmem.uomp.usage import parse_mode_answer, parse_tags_answer, tag_counts
 from ownmem.vault import Vault
+from ownmem.vault.local_receipts import LocalLog
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer
 from ownmem.vault.vault import UnlockedVault
