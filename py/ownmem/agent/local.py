@@ -40,7 +40,7 @@ from ownmem.errors import SyncError
 from ownmem.vault import local_receipts
 from ownmem.vault.local_receipts import LocalLog
 from ownmem.vault.remote import Remote
-from ownmem.vault.sharing import SharedReader
+from ownmem.vault.sharing import Received, SharedReader
 from ownmem.vault.store import StoredObject
 from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.vault.vault import UnlockedVault
@@ -145,6 +145,14 @@ class LocalSyncer(AgentSyncer):
                 if Syncer.linked(self.store) is not None:
                     return
             time.sleep(POLL)
+
+
+class NoShares(SharedReader):
+    """What other holders share with a vault that has no server: nothing, said without asking
+    (and without a warning in the log at every recall)."""
+
+    def read(self, *, now: int | None = None) -> Received:
+        return Received((), ())
 
 
 def join(op: Operator) -> bool:

@@ -3,7 +3,9 @@
 
     unlock once (passphrase prompt, OWNMEM_PASSPHRASE, or the OS keyring when opted in)
       -> index the visible memories (recall_index.py, in memory only)
-      -> sync in a background thread, live (Syncer.watch under the operator's lock)
+      -> sync in a background thread, live (Syncer.watch under the operator's lock); on a vault
+         linked to no server, local-only (agent/local.py: a local receipts log), joining the
+         server once the vault is linked
       -> serve 127.0.0.1:9374 only:
            POST /saihm  {"method": <tool>, "params": {...}}   Authorization: Bearer <credential>
              2xx: the tool's result (an array for saihm_recall), no envelope

@@ -47,7 +47,7 @@ from ownmem.agent.cimd import CimdFetcher
 from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
 from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 from ownmem.agent.guarded import SaihmGuard
-from ownmem.agent.local import LocalRemote, LocalSyncer, PublishingRemote
+from ownmem.agent.local import LocalRemote, LocalSyncer, NoShares, PublishingRemote
 from ownmem.agent.oauth import OAuthServer, passphrase_checker
 from ownmem.agent.operator import AgentSyncer, Operator
 from ownmem.agent.quota import Limits, parse_size
@@ -323,6 +323,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     op = Operator(v, remote, limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
                                            args.max_staged_bytes),
                   syncer=LocalSyncer if linked is None else AgentSyncer)
+    if linked is None:
+        op.shared = NoShares(op.syncer)
     if linked is None:
         op.syncer.sync_once()     # the person's memories get their cells (and receipts) first
     else:
