@@ -317,7 +317,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "agents of your OS user can read it (prefer the prompt or --keyring)", file=sys.stderr, flush=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # linked: receipts to the server's public log (the local log of a local-only past published
-    # first); not linked: to the local receipts log, until `ownmem login` and a restart (agent/local.py)
+    # first); not linked: to the local receipts log, until `ownmem login` (agent/local.py)
     linked, local_log = Syncer.linked(v.store), LocalLog(vault.folder)
     remote: Remote = LocalRemote(local_log) if linked is None else PublishingRemote(linked[0], linked[1], local_log)
     op = Operator(v, remote, limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
@@ -325,14 +325,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                   syncer=LocalSyncer if linked is None else AgentSyncer)
     if linked is None:
         op.shared = NoShares(op.syncer)
-    if linked is None:
         op.syncer.sync_once()     # the person's memories get their cells (and receipts) first
     else:
         op.catch_up()
     sync = SyncThread(op).start()
     where = (f"vault {linked[1]!r}" if linked is not None else
-             f"this vault, local-only (no sync server: receipts in {local_log.path.name}; `ownmem login` and a "
-             "restart sync it)")
+             f"this vault, local-only (no sync server: receipts in {local_log.path.name}; after `ownmem login` "
+             "it syncs with that server)")
     print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for {where} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     creds = CredentialFile(vault.folder, v.purpose_key(CREDENTIALS_INFO))
