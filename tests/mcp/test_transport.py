@@ -352,8 +352,14 @@ class _RawServer:
 
 
 def test_an_endpoint_nobody_listens_on_was_not_delivered() -> None:
-    r = call(make_session(f"http://127.0.0.1:{closed_port()}/saihm"), "saihm_forget", id="c" * 64)
-    assert r.report() == "FORGET FAILED: Could not connect to the operator; the call was not delivered."
+    port = closed_port()
+    r = call(make_session(f"http://127.0.0.1:{port}/saihm"), "saihm_forget", id="c" * 64)
+    assert r.report() == (f"FORGET FAILED: ownmem agent is not running at http://127.0.0.1:{port} (nothing answers "
+                          "there); the call was not delivered. To use this memory, start it with `ownmem agent` in a "
+                          "terminal (and keep it running), then call again. If it runs on another port, "
+                          "SAIHM_ENDPOINT_URL must name that port (`ownmem agent connect NAME` prints the "
+                          "configuration).")
+    assert r.to_json()["failure"] == {"kind": "not_delivered", "origin": f"http://127.0.0.1:{port}"}
 
 
 # ------------------------------------------------------------------ certificate validation

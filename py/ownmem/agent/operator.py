@@ -133,13 +133,15 @@ DEFAULT_LIMITS = quota.Limits()      # frozen: one default shared by every opera
 
 class Operator(Tools):
     def __init__(self, v: UnlockedVault, remote: Remote, *, now: Callable[[], int] = lambda: int(time.time()),
-                 limits: quota.Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic) -> None:
+                 limits: quota.Limits = DEFAULT_LIMITS, clock: Callable[[], float] = time.monotonic,
+                 syncer: type[AgentSyncer] = AgentSyncer) -> None:
+        """``syncer``: the sync loop's class (agent/local.py LocalSyncer on a vault with no server)."""
         self.v, self.now = v, now
         self.limits, self.clock = limits, clock
         self._windows: dict[str, quota.Window] = {}        # credential name -> its last minute of writes
         self.lock = threading.RLock()
         self.index = RecallIndex()
-        self.syncer: AgentSyncer = AgentSyncer(v, remote, self.lock, self.catch_up)
+        self.syncer: AgentSyncer = syncer(v, remote, self.lock, self.catch_up)
         self.shared = SharedReader(self.syncer)     # what other holders share with this one
         self._opened: dict[bytes, tuple[Entry, bytes, bytes]] = {}   # object id -> (entry, cellId, cell), visible
         self._keyring: tuple[dict[bytes, bytes], set[bytes]] | None = None

@@ -3,13 +3,18 @@
 
     unlock once (passphrase prompt, OWNMEM_PASSPHRASE, or the OS keyring when opted in)
       -> index the visible memories (recall_index.py, in memory only)
-      -> sync in a background thread, live (Syncer.watch under the operator's lock)
+      -> sync in a background thread, live (Syncer.watch under the operator's lock); on a vault
+         linked to no server, local-only (agent/local.py: a local receipts log), joining the
+         server once the vault is linked
       -> serve 127.0.0.1:9374 only:
            POST /saihm  {"method": <tool>, "params": {...}}   Authorization: Bearer <credential>
              2xx: the tool's result (an array for saihm_recall), no envelope
              4xx/5xx: {"error": <code>}  (ownmem.saihm.errors: the codes per tool of the
                       spec, plus invalid_params, unknown_method, not_enabled, ...)
            GET /health  {"status": "ok"}  (no credential, says nothing of the vault)
+
+While it serves, ``agent-port.json`` in the vault folder says where (host, port, pid): written as
+it starts to serve, removed at stop (``PortFile``); `ownmem agent connect` reads it.
 
 Any other bind address is refused before the vault is unlocked: the service hands out
 plaintext to whoever holds a credential, and the transport is plain HTTP on loopback
@@ -18,10 +23,14 @@ a listener of their own, with TLS and OAuth (ownmem.mcp.remote, `--public-url`).
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -34,6 +43,7 @@ from ownmem.agent.answers import HANDLERS, ok, saihm_error
 from ownmem.agent.credentials import Credential, CredentialFile, authenticate
 from ownmem.agent.door import parse_json
 from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.local import join
 from ownmem.agent.operator import Operator, OperatorError
 from ownmem.errors import OwnmemError
 from ownmem.saihm.errors import B
@@ -66,6 +76,63 @@ def check_bind(host: str) -> None:
         raise BindRefused(f"ownmem agent listens on {DEFAULT_HOST} only (refused {host!r}): it serves your "
                           "memories in plaintext to credential holders over plain HTTP, which is safe on "
                           "loopback only")
+
+
+@dataclass(frozen=True, slots=True)
+class PortFile:
+    """Where a running ``ownmem agent`` of this vault listens: ``agent-port.json`` in the vault
+    folder, {"host", "port", "pid"}.  Written by the service at start and removed at stop, so
+    that `ownmem agent connect` gives the host the port the service runs on, not a default the
+    person must repeat.  A file a killed service left (its pid gone) is read as absent.  It is a
+    hint, not a trust anchor: whoever can write the vault folder can point it elsewhere, and the
+    host's configuration then names a loopback port that is not the agent's (http to 127.0.0.1
+    only, the client refuses any other host)."""
+
+    host: str
+    port: int
+    pid: int
+
+    NAME = "agent-port.json"
+
+    @classmethod
+    def path(cls, folder: str | os.PathLike[str]) -> Path:
+        return Path(folder) / cls.NAME
+
+    def write(self, folder: str | os.PathLike[str]) -> None:
+        p = self.path(folder)
+        tmp = p.with_name(p.name + f".{self.pid}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"host": self.host, "port": self.port, "pid": self.pid}, f)
+        os.replace(tmp, p)
+
+    def remove(self, folder: str | os.PathLike[str]) -> None:
+        """Removed only while it is this process's: a second service's file stays."""
+        if PortFile.read(folder, alive_only=False) == self:
+            self.path(folder).unlink(missing_ok=True)
+
+    @classmethod
+    def read(cls, folder: str | os.PathLike[str], *, alive_only: bool = True) -> PortFile | None:
+        try:
+            doc = json.loads(cls.path(folder).read_text())
+            got = cls(str(doc["host"]), int(doc["port"]), int(doc["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not 0 < got.port < 65536 or got.host != DEFAULT_HOST:
+            return None
+        return got if not alive_only or _alive(got.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True        # another user's process has this pid: not ours, but something runs
+    return True
 
 
 class Binding:
@@ -164,6 +231,8 @@ class SyncThread:
         while not self.stopping.is_set():
             try:
                 self.op.syncer.watch(lambda report: None, stop=self.stopping.is_set)
+                if join(self.op):           # a local-only vault was linked: sync with its server now
+                    continue
             except OwnmemError as e:
                 _log.info("sync failed (%s): retrying", e)
             except Exception:   # noqa: BLE001 - a sync bug must not end the service; it is logged

@@ -211,10 +211,14 @@ class Tools:
                     # a cell another holder shared with this one: not this holder's to share
                     raise OperatorError(B.NOT_HOLDER, "a listed cell is another holder's")
                 oid = self._visible_object(cred, cid)
-                if oid is None or self._opened[oid][0].opened.trust is not Trust.SELF:
+                if oid is None:
+                    raise OperatorError(B.SHARD_NOT_FOUND, "a listed cell is none this caller can recall")
+                if self._opened[oid][0].opened.trust is not Trust.SELF:
                     # only the person's own memories can be shared (vault/sharing.py share_objects):
-                    # refused now rather than staged for a confirmation that must fail
-                    raise OperatorError(B.SHARD_NOT_FOUND, "a listed cell is none of the person's own memories")
+                    # refused now rather than staged for a confirmation that must fail; with its own
+                    # code, since the cell is the holder's and recalled (docs/decisions.md, issue 22)
+                    raise OperatorError(B.NOT_SHAREABLE, "a listed cell was written by an agent (or another "
+                                        "author), not by the person")
                 objects.append(oid)
             rid = self._request(cred, "share", tuple(objects), cells,
                                 ShareTerms(p.grantees, p.mode, p.scope, p.expires), "saihm_share")

@@ -9,7 +9,14 @@ from typing import Any
 from ownmem.binding.fields import HEX, UINT_TEXT, bracket, details, ident, member, printable, uint
 from ownmem.binding.forget import SHARE_STAGED, request_words, staged_request
 from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
+from ownmem.saihm.errors import BindingError
 
+# ownmem's operator's refusal of an agent-written cell (docs/decisions.md, "Sharing contracts",
+# issue 22), in the client's own words: the code alone would not tell the agent what to do next
+NOT_SHAREABLE = ("Nothing was shared: only memories the person wrote themselves can be shared, and a listed cell "
+                 "was written by an agent or another author (an agent's memory stays the agent's, staged or "
+                 "confirmed), while a grantee verifies every shared memory against the person's own key. To share "
+                 "it, ask the person to add it in ownmem as their own memory and share that one.")
 SHARE_TYPES = ("temporary", "permanent", "syndicate")
 SCOPES = ("read", "write", "readwrite")
 
@@ -63,7 +70,8 @@ class ShareResult:
         f = self.failure
         assert f is not None
         return failed_lines("SHARE FAILED", f, "" if f.nothing_sent or f.operator_failed else
-                             "saihm_status lists the contracts in force.")
+                             "saihm_status lists the contracts in force.",
+                             NOT_SHAREABLE if f.code == BindingError.NOT_SHAREABLE else "")
 
     def to_json(self) -> dict[str, Any]:
         return result_json("saihm_share", self.outcome.value, self.failure, contractId=self.contract_id, type=self.type,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ MAX_BODY = 16 * 1024 * 1024          # the bound the spec's implementation uses 
 DEFAULT_TIMEOUT = 30.0
 # the shape of an operator's {"error": code}, read only when it has it (ownmem.saihm.errors: ownmem's own)
 _ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+LOCAL_HOSTS = ("127.0.0.1", "localhost")      # the only hosts an http endpoint may name
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class Failure:
     code: str | None = None       # the operator's {"error": code}, only when it has the shape of one
     content_type: str | None = None
     seconds: float | None = None  # the timeout that ran out
+    origin: str | None = None     # NOT_DELIVERED: the endpoint's scheme://host:port (the client's own setting)
 
     @property
     def nothing_sent(self) -> bool:
@@ -72,7 +75,7 @@ class Failure:
         if k in (Kind.REFUSED, Kind.UNCONFIGURED):
             return f"{self.detail}; nothing was sent."
         if k is Kind.NOT_DELIVERED:
-            return "Could not connect to the operator; the call was not delivered."
+            return not_delivered(self.origin)
         if k is Kind.CERTIFICATE:
             return "The operator's TLS certificate could not be validated; nothing was sent."
         if k is Kind.TIMEOUT:
@@ -104,7 +107,23 @@ class Failure:
     def to_json(self) -> dict[str, Any]:
         return compact({"kind": self.kind.value, "status": self.status, "reason": self.reason,
                          "code": self.code, "contentType": self.content_type, "seconds": self.seconds,
-                         "detail": self.detail})
+                         "detail": self.detail, "origin": self.origin})
+
+
+# the one operator an ownmem client reaches on this machine is `ownmem agent`; the person who reads
+# the model's answer must learn how to start it (issue 22), and an agent run on another port is the
+# other way the call fails
+START_AGENT = "start it with `ownmem agent` in a terminal (and keep it running), then call again"
+
+
+def not_delivered(origin: str | None) -> str:
+    """Nothing answers at the endpoint: what is not running, and how to start it."""
+    if origin is not None and urllib.parse.urlsplit(origin).hostname in LOCAL_HOSTS:
+        return (f"ownmem agent is not running at {origin} (nothing answers there); the call was not delivered. "
+                f"To use this memory, {START_AGENT}. If it runs on another port, SAIHM_ENDPOINT_URL must name "
+                "that port (`ownmem agent connect NAME` prints the configuration).")
+    return ("Could not connect to the operator; the call was not delivered. If the operator is your own "
+            f"`ownmem agent`, {START_AGENT}.")
 
 
 def refused(detail: str) -> Failure:

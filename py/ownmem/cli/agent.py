@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sqlite3
 import ssl
 import sys
@@ -46,10 +47,11 @@ from ownmem.agent.cimd import CimdFetcher
 from ownmem.agent.credentials import CREDENTIALS_INFO, SESSION_PREFIX, CredentialFile
 from ownmem.agent.door import Door, TimedHttpTools, body_limits, body_timeout, header_timeout
 from ownmem.agent.guarded import SaihmGuard
+from ownmem.agent.local import LocalRemote, LocalSyncer, NoShares, PublishingRemote
 from ownmem.agent.oauth import OAuthServer, passphrase_checker
-from ownmem.agent.operator import Operator
+from ownmem.agent.operator import AgentSyncer, Operator
 from ownmem.agent.quota import Limits, parse_size
-from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, SyncThread, check_bind
+from ownmem.agent.service import DEFAULT_HOST, DEFAULT_PORT, PATH, Binding, PortFile, SyncThread, check_bind
 from ownmem.agent.sessions import DB_NAME
 from ownmem.agent.uomp_api import Uomp
 from ownmem.agent.uomp_mount import KeyReads, mount
@@ -64,6 +66,7 @@ from ownmem.termsafe import visible
 from ownmem.uomp.control import is_control
 from ownmem.uomp.usage import parse_mode_answer, parse_tags_answer, tag_counts
 from ownmem.vault import Vault
+from ownmem.vault.local_receipts import LocalLog
 from ownmem.vault.remote import Remote
 from ownmem.vault.sync import Syncer
 from ownmem.vault.vault import UnlockedVault
@@ -242,6 +245,21 @@ def ask_grant(counts: list[tuple[str, int]], ask: Callable[[str], str], *, may_w
     return choice.tags, write
 
 
+def _connect_port(given: int | None, folder: Path) -> int:
+    """--port, else the port the running `ownmem agent` of this vault wrote (service.PortFile),
+    else the default, said on stderr: the host must be told where the service listens."""
+    if given is not None:
+        return given
+    running = PortFile.read(folder)
+    if running is not None:
+        print(f"ownmem agent runs on port {running.port} (pid {running.pid}): the configuration names it",
+              file=sys.stderr)
+        return running.port
+    print(f"ownmem agent is not running for this vault: the configuration names the default port {DEFAULT_PORT}; "
+          "start it with `ownmem agent` (or give --port PORT, the port it will listen on)", file=sys.stderr)
+    return DEFAULT_PORT
+
+
 def cmd_connect(args: argparse.Namespace) -> int:
     if args.minutes is not None and args.expires is not None:
         raise VaultError("give --minutes or --expires, not both")
@@ -264,10 +282,11 @@ def cmd_connect(args: argparse.Namespace) -> int:
             write = not args.no_write
     finally:
         v.close()
+    port = _connect_port(args.port, vault.folder)
     issued = CredentialFile(vault.folder, key).issue(
         args.name, int(time.time()), expires_days=days, tags=tags, keys=args.key or [],
         deny_tags=args.deny or [], deny_keys=args.deny_key or [], write=write)
-    print(json.dumps(host_config(issued.header, args.port), indent=2))
+    print(json.dumps(host_config(issued.header, port), indent=2))
     print(_grant_lines(issued.credential), file=sys.stderr)
     print(f"Add this to your MCP host's configuration (Claude Desktop: claude_desktop_config.json; Claude Code: "
           f".mcp.json; Cursor: .cursor/mcp.json) and keep `ownmem agent` running.  The credential is shown once; "
@@ -296,18 +315,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not forget_passphrase_env():
         print("ownmem agent: warning: OWNMEM_PASSPHRASE could not be wiped from /proc/self/environ, where "
               "agents of your OS user can read it (prefer the prompt or --keyring)", file=sys.stderr, flush=True)
-    linked = Syncer.linked(v.store)
-    if linked is None:
-        v.close()
-        raise VaultError("this vault is not linked to a server (run `ownmem login --server URL --vault-name NAME`): "
-                         "agent writes need the public receipt log")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    op = Operator(v, Remote(linked[0], linked[1]),
-                  limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
-                                args.max_staged_bytes))
-    op.catch_up()
+    # linked: receipts to the server's public log (the local log of a local-only past published
+    # first); not linked: to the local receipts log, until `ownmem login` (agent/local.py)
+    linked, local_log = Syncer.linked(v.store), LocalLog(vault.folder)
+    remote: Remote = LocalRemote(local_log) if linked is None else PublishingRemote(linked[0], linked[1], local_log)
+    op = Operator(v, remote, limits=Limits(args.writes_per_minute, args.write_bytes_per_minute, args.max_staged,
+                                           args.max_staged_bytes),
+                  syncer=LocalSyncer if linked is None else AgentSyncer)
+    if linked is None:
+        op.shared = NoShares(op.syncer)
+        op.syncer.sync_once()     # the person's memories get their cells (and receipts) first
+    else:
+        op.catch_up()
     sync = SyncThread(op).start()
-    print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for vault {linked[1]!r} "
+    where = (f"vault {linked[1]!r}" if linked is not None else
+             f"this vault, local-only (no sync server: receipts in {local_log.path.name}; after `ownmem login` "
+             "it syncs with that server)")
+    print(f"ownmem agent: SAIHM endpoint http://{args.host}:{args.port}{PATH} for {where} "
           f"({len(op.index)} memories recallable)", file=sys.stderr, flush=True)
     creds = CredentialFile(vault.folder, v.purpose_key(CREDENTIALS_INFO))
     adopted = creds.migrate()       # once, the first start after the upgrade to sealed entries
@@ -327,12 +352,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     TimedHttpTools.header_timeout = header_timeout()
     served = Door(BodyDeadline(KeyReads(app, uomp), grace=grace, min_rate=rate), args.port)
     public = None if plan is None else _public(plan, binding, uomp, v, vault.folder, creds, (grace, rate))
+    here = PortFile(args.host, args.port, os.getpid())
+    _remove_at_sigterm(here, vault.folder)
     try:
+        here.write(vault.folder)      # where `ownmem agent connect` finds this service
         # no proxy headers: nothing stands between a client and this loopback port, and an
         # X-Forwarded-For from a local process must not rename it
         uvicorn.run(served, host=args.host, port=args.port, log_level="warning", access_log=False,
                     proxy_headers=False, http=TimedHttpTools)
     finally:
+        here.remove(vault.folder)
         if public is not None:
             public.stop()
         sync.stop()
@@ -342,6 +371,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             op.close()
             v.close()
     return 0
+
+
+def _remove_at_sigterm(here: PortFile, folder: Path) -> None:
+    """uvicorn ends a SIGTERM'd service by raising the signal again once it has shut down, under
+    the handler it found: no ``finally`` runs then.  This handler removes the port file first and
+    then dies of the signal as before (the exit status a service manager expects)."""
+    def on_term(sig: int, frame: object) -> None:
+        here.remove(folder)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.raise_signal(sig)
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def _grant_options(p: argparse.ArgumentParser) -> None:
@@ -471,7 +511,9 @@ def register(sub: Any) -> None:
     cn.add_argument("name")
     _grant_options(cn)
     cn.add_argument("--minutes", type=_minutes, metavar="N", help="minutes until it expires (instead of --expires)")
-    cn.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `ownmem agent` listens on")
+    cn.add_argument("--port", type=int, default=None,
+                    help="the port `ownmem agent` listens on (default: the running one's, else "
+                         f"{DEFAULT_PORT})")
     cn.add_argument("--keyring", action="store_true", help="the passphrase from the OS keyring entry")
     cn.set_defaults(fn=cmd_connect)
 

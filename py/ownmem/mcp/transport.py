@@ -32,10 +32,9 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
-from ownmem.binding.transport import DEFAULT_TIMEOUT, MAX_BODY, Answer, Call, Failure, Kind, interpret
+from ownmem.binding.transport import DEFAULT_TIMEOUT, LOCAL_HOSTS, MAX_BODY, Answer, Call, Failure, Kind, interpret
 from ownmem.errors import OwnmemError
 
-LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _PRINTABLE_ASCII = frozenset(range(0x21, 0x7F))
 
 
@@ -137,7 +136,9 @@ class Transport:
         except httpx.TimeoutException:
             return Failure(Kind.TIMEOUT, seconds=self.timeout)
         except httpx.ConnectError as e:
-            return Failure(Kind.CERTIFICATE if _certificate_failed(e) else Kind.NOT_DELIVERED)
+            if _certificate_failed(e):
+                return Failure(Kind.CERTIFICATE)
+            return Failure(Kind.NOT_DELIVERED, origin=self.endpoint.origin)
         except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError, ssl.SSLError):
             return Failure(Kind.BROKEN)
 

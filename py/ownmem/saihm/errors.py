@@ -44,6 +44,7 @@ class BindingError(enum.StrEnum):
     CONTENT_TOO_LARGE = "content_too_large"
     WRITE_REFUSED = "write_refused"
     QUOTA_EXCEEDED = "quota_exceeded"
+    NOT_SHAREABLE = "not_shareable"
     FORBIDDEN = "forbidden"
     TIMEOUT = "timeout"
     NOT_FOUND = "not_found"
@@ -88,6 +89,8 @@ ERRORS: dict[BindingError, tuple[int, str]] = {
     B.CONTENT_TOO_LARGE: (413, "a memory over the operator's limit of characters"),
     B.WRITE_REFUSED: (403, "this credential may not write, or the write breaks a rule of the vault"),
     B.QUOTA_EXCEEDED: (429, "writes and requests of this credential already wait for the person"),
+    B.NOT_SHAREABLE: (403, "a named cell is the holder's but not the person's own writing (an agent's memory, "
+                           "staged or confirmed): a grantee verifies a shared memory against the person's key only"),
     B.FORBIDDEN: (403, "a foreign Host, or an Origin header (a web page's request)"),
     B.TIMEOUT: (408, "the request body did not arrive in time"),
     B.NOT_FOUND: (404, "no such route"),

@@ -37,6 +37,7 @@ from ownmem.crypto import CryptoProvider, cbor, run_sync
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import make_receipt, parse_receipt
+from ownmem.vault import local_receipts
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import Metadata, check_metadata_seen, merge_metadata, note_metadata_seen, parse_metadata
 from ownmem.vault.remote import Remote
@@ -193,9 +194,17 @@ class Syncer:
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
+    def _publish_local(self) -> None:
+        """The receipts `ownmem agent` wrote while this vault had no server, public before any push
+        (vault/local_receipts.py): SyncError until they are."""
+        local_receipts.publish(self.store.folder,
+                               lambda rs: self._call(functools.partial(self.remote.post_receipts, rs)),
+                               lambda rs: self._call(functools.partial(self.remote.erase, rs)))
+
     def push_rows(self, rows: list[StoredObject]) -> list[messages.PushResult]:
         """These objects' cells to the server, each REMEMBER receipt logged first -> the
         server's answers (one per request)."""
+        self._publish_local()
         now = int(time.time())
         cells = [self._cell_for(r, now) for r in rows]
         with self.store.transaction():   # cells are kept, so a retry re-sends identical bytes
@@ -227,6 +236,7 @@ class Syncer:
         proven in a checkpoint this device verified: an answer that parses proves nothing, and a
         server that swallows an erasure is asked again at every sync, each time a refusal the
         person sees.  -> whether every erasure is confirmed (the outbox is empty)."""
+        self._publish_local()
         outbox = self.store.erase_outbox()
         unproven = unchecked = 0
         for chunk in runs(outbox, lambda e: 2 * len(e[1]) + 4, ERASE_BYTES):
