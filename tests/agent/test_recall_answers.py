@@ -49,7 +49,7 @@ def test_a_question_recalls_the_few_memories_about_it_and_pages_the_rest(
                     cursor = (out["all"].structured_content or {}).get("nextCursor")
                     out["next"] = await s.call_tool("saihm_recall", {"cursor": cursor, "limit": 100})
                     out["bad"] = await s.call_tool("saihm_recall", {"cursor": "o１"})
-                    out["schema"] = {t.name: t.inputSchema for t in (await s.list_tools()).tools}
+                    out["schema"] = {t.name: t.input_schema for t in (await s.list_tools()).tools}
                     return out
     got = anyio.run(run)
 
