@@ -81,6 +81,7 @@ class Ranking:
         self._postings: dict[str, dict[bytes, float]] = {}
         self._total_length = 0.0
         self._order: list[bytes] | None = None        # keys by time, built on demand
+        self._place: dict[bytes, int] | None = None   # each key's place in _order
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -102,12 +103,12 @@ class Ranking:
             self._total_length += ix.length
             for w, tf in terms.items():
                 self._postings.setdefault(w, {})[d.key] = tf
-        self._order = None
+        self._order = self._place = None
 
     def remove(self, keys: Iterable[bytes]) -> None:
         for k in keys:
             self._drop(k)
-        self._order = None
+        self._order = self._place = None
 
     def _drop(self, key: bytes) -> None:
         old = self._docs.pop(key, None)
@@ -160,11 +161,12 @@ class Ranking:
         if not scores:
             return iter(())
         self._neighbours(scores)
-        best = max(scores.values())
-        kept = [k for k, s in scores.items() if s >= FLOOR * best]
+        floor = FLOOR * max(scores.values())
         docs = self._docs
-        kept.sort(key=lambda k: (-round(scores[k], 9), -docs[k].doc.confidence, -docs[k].doc.timestamp, k))
-        return iter(kept)
+        kept = [(-round(s, 9), -docs[k].doc.confidence, -docs[k].doc.timestamp, k) for k, s in scores.items()
+                if s >= floor]
+        kept.sort()
+        return (row[3] for row in kept)
 
     def _bm25(self, terms: Sequence[str], visible: Callable[[bytes], bool] | None) -> dict[bytes, float]:
         """BM25 over the matching memories the caller may see, with their statistics only."""
@@ -176,16 +178,17 @@ class Ranking:
             return {}
         docs = self._docs
         n = len(matching)
-        avg = sum(docs[k].length for k in matching) / n or 1.0
-        scores: dict[bytes, float] = {}
+        length = {k: docs[k].length for k in matching}
+        avg = sum(length.values()) / n or 1.0
+        norm = {k: K1 * (1 - B + B * ln / avg) for k, ln in length.items()}
+        scores = dict.fromkeys(matching, 0.0)
         for posting in postings:
-            hits = [(k, tf) for k, tf in posting.items() if k in matching]
+            hits = posting if visible is None else {k: tf for k, tf in posting.items() if k in matching}
             if not hits:
                 continue
-            idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5))
-            for k, tf in hits:
-                norm = K1 * (1 - B + B * docs[k].length / avg)
-                scores[k] = scores.get(k, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+            idf = math.log(1 + (n - len(hits) + 0.5) / (len(hits) + 0.5)) * (K1 + 1)
+            for k, tf in hits.items():
+                scores[k] += idf * tf / (tf + norm[k])
         return scores
 
     def _neighbours(self, scores: dict[bytes, float]) -> None:
@@ -194,15 +197,28 @@ class Ranking:
         after) it and written within EPISODE_SECONDS of it, but not in the same second: memories
         written at once (an import, a batch) have no order to go by.  Only matching memories
         take part, so what did not match (or may not be seen) never moves a result."""
+        if len(scores) < 2:
+            return
+        place = self._places()
         docs = self._docs
-        order = sorted(scores, key=lambda k: (docs[k].doc.timestamp, k))
+        order = sorted(scores, key=place.__getitem__)
         base = [scores[k] for k in order]
         times = [docs[k].doc.timestamp for k in order]
+        last = len(order)
         for i, k in enumerate(order):
+            t = times[i]
             for d in range(1, NEIGHBOURS + 1):
-                for j, share in ((i - d, SHARE_OF_EARLIER), (i + d, SHARE_OF_LATER)):
-                    if 0 <= j < len(order) and 0 < abs(times[j] - times[i]) <= EPISODE_SECONDS:
-                        scores[k] += share * base[j] / d
+                j = i - d
+                if j >= 0 and 0 < t - times[j] <= EPISODE_SECONDS:
+                    scores[k] += SHARE_OF_EARLIER * base[j] / d
+                j = i + d
+                if j < last and 0 < times[j] - t <= EPISODE_SECONDS:
+                    scores[k] += SHARE_OF_LATER * base[j] / d
+
+    def _places(self) -> dict[bytes, int]:
+        if self._place is None:
+            self._place = {k: i for i, k in enumerate(self._by_time())}
+        return self._place
 
 
 def clamp_limit(limit: int | None) -> int:

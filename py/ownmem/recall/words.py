@@ -63,19 +63,23 @@ def words(text: str, *, limit: int | None = None) -> list[str]:
     out: list[str] = []
     found = _WORD.findall(fold(text))
     for raw in found[:limit] if limit is not None else found:
+        if raw.isalnum():               # the common case: one plain word
+            if raw not in STOP_WORDS:
+                out.append(stem(raw))
+            continue
         parts = [p for p in _SPLIT.split(raw) if p]
+        out.extend(stem(p) for p in parts if p not in STOP_WORDS)
         if len(parts) > 1 and _HYPHEN in raw:
             joined = "".join(parts)
-            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
             if joined not in STOP_WORDS:
                 out.append(stem(joined))
-        else:
-            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
     return out
 
 
 def fold(text: str) -> str:
     """Lower case, compatibility forms unified, combining marks (accents) dropped."""
+    if text.isascii():
+        return text.lower()             # nothing to unify or drop: the common case, fast
     decomposed = unicodedata.normalize("NFKD", text.lower())
     return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
 
