@@ -6,7 +6,9 @@
                                     puppeteer-core, esbuild, typescript); Chromium, WebKit (webkit2gtk-driver:
                                     WebKitWebDriver + MiniBrowser, xvfb) and Firefox ESR (firefox-esr)
                                     for the browser tests (apt-get, as root)
-    python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md)
+    python3 build.py build          setup, then assemble the web app (PWA) in web/dist/ (docs/web.md); offline
+                                    after one setup (the worker's pure-Python wheels are kept in
+                                    node_modules/.cache/ownmem-wheels)
     python3 build.py serve          build, then run the server with the web app on http://127.0.0.1:8000
                                     (SQLite under ./data; OWNMEM_DATABASE_URL selects PostgreSQL)
     python3 build.py test [ARGS]    build, then run the whole test suite: mypy --strict, ruff, the JavaScript
@@ -55,6 +57,11 @@ SW_VERSION_MARK = "__OWNMEM_PRECACHE_VERSION__"
 # fixed timestamps inside the wheel, so the same sources give the same bytes (and hash)
 SOURCE_DATE_EPOCH = "315532800"    # 1980-01-01, the earliest a zip can say
 SETUP_REV = b"2"                   # bump when setup() itself installs more
+# the pure-Python dependencies the web worker's Python needs besides ownmem (docs/web.md "Build
+# output"): each goes into the bundle as the wheel of the version installed in .venv, fetched once
+# by `setup` into WHEEL_CACHE, so `build` then works offline
+WORKER_WHEELS = ("snowballstemmer",)
+WHEEL_CACHE = NODE_MODULES / ".cache" / "ownmem-wheels"
 # the web app's type-check programs (one per global scope: the page, the workers, node)
 TSCONFIGS = ("web/tsconfig.json", "web/tsconfig.worker.json", "web/tsconfig.node.json")
 # what the lint gate of `test` reads (pyproject.toml [tool.ruff] says how)
@@ -82,6 +89,7 @@ def _inputs_digest() -> str:
 def setup() -> None:
     _setup_python()
     _setup_npm()
+    _setup_worker_wheels()     # after npm ci, which empties node_modules (and the cache in it)
     _setup_chromium()
     _setup_webkit()
     _setup_firefox()
@@ -113,6 +121,28 @@ def _setup_npm() -> None:
         _die("npm is not installed: install Node.js 20 or later (with npm), then run this again")
     _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"])
     NPM_STAMP.write_text(digest)
+
+
+def _worker_wheel(name: str) -> Path:
+    """Where the wheel of ``name``, at the version .venv has, is kept (it may not be there yet)."""
+    version = subprocess.run([str(PY), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
+                             cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    return WHEEL_CACHE / f"{name}-{version}-py3-none-any.whl"
+
+
+def _setup_worker_wheels() -> None:
+    # The registry's own wheel (pure Python, any platform), exactly the version the CLI runs with,
+    # so the browser stems with the same code; fetched once, then kept.
+    for name in WORKER_WHEELS:
+        wheel = _worker_wheel(name)
+        if wheel.exists():
+            continue
+        WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+        version = wheel.name.split("-")[1]
+        _run([str(PY), "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+              "-d", str(WHEEL_CACHE), f"{name}=={version}"])
+        if not wheel.exists():
+            _die(f"pip download gave no {wheel.name} (a pure-Python wheel of {name} is needed for the web app)")
 
 
 WEBKIT = (Path("/usr/bin/WebKitWebDriver"), Path("/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"),
@@ -173,6 +203,7 @@ def build() -> None:
         _copy_pyodide(out / "pyodide")
         _bundle_vendor(out / "vendor")
         _build_wheel(out / "wheels")
+        _copy_worker_wheels(out / "wheels")
         _compile_python(out)
         version = _write_precache(out)
         out.chmod(0o755)   # mkdtemp made it private
@@ -243,8 +274,17 @@ def _build_wheel(out: Path) -> None:
         _die(f"expected one ownmem wheel in {out}, found {[w.name for w in wheels]}")
 
 
+def _copy_worker_wheels(out: Path) -> None:
+    # the worker unpacks them on first need (web/js/worker.js); the service worker precaches them
+    for name in WORKER_WHEELS:
+        wheel = _worker_wheel(name)
+        if not wheel.exists():
+            _die(f"{wheel.name} is not in {WHEEL_CACHE}: run `python3 build.py setup` (online) first")
+        shutil.copyfile(wheel, out / wheel.name)
+
+
 def _compile_python(out: Path) -> None:
-    """Replace the bundle's python_stdlib.zip and ownmem wheel by bytecode-compiled copies
+    """Replace the bundle's python_stdlib.zip and its wheels by bytecode-compiled copies
     (web/pycompile.mjs: Pyodide's interpreter under node), so the browser does not compile
     Python source at every start.  Results are cached by input in node_modules/.cache."""
     script = WEB / "pycompile.mjs"
@@ -253,7 +293,7 @@ def _compile_python(out: Path) -> None:
     cache = NODE_MODULES / ".cache" / "ownmem-pycompile"
     jobs, hits = [], []
     for kind, path in (("stdlib", out / "pyodide" / "python_stdlib.zip"),
-                       ("wheel", next((out / "wheels").glob("ownmem-*.whl")))):
+                       *(("wheel", w) for w in sorted((out / "wheels").glob("*.whl")))):
         cached = cache / f"{hashlib.sha256(salt + path.read_bytes()).hexdigest()}{path.suffix}"
         if cached.exists():
             hits.append((cached, path))

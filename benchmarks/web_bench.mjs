@@ -152,6 +152,29 @@ function pageAdd(text) {
   });
 }
 
+/** In an unlocked page: the worker's `search` (web/js/vault.js call, as the list screen asks it),
+ * ms per call.  The first call builds the index (the stemmer's wheel fetched and unpacked, every
+ * listed memory stemmed); then each query `reps` times, in turn. */
+async function pageSearch({ queries, reps }) {
+  const m = await import('/js/vault.js');
+  const timed = async (query) => {
+    const t = performance.now();
+    const r = await m.call('search', { query });
+    return { ms: performance.now() - t, hits: r.ids.length };
+  };
+  const first = await timed(queries[0]);
+  const times = [];
+  const hits = {};
+  for (let i = 0; i < reps; i++) {
+    for (const q of queries) {
+      const r = await timed(q);
+      times.push(r.ms);
+      hits[q] = r.hits;
+    }
+  }
+  return { build: first.ms, times, hits };
+}
+
 function pageState() {
   return {
     bench: window.__bench || null,
@@ -185,7 +208,7 @@ async function pageSpeed(py) {
   const pyodide = await m.loadPyodide({ indexURL: '/pyodide/' });
   const boot = performance.now() - t0;
   const list = await (await fetch('/precache.json')).json();
-  const wheel = Object.keys(list.files).find((f) => f.startsWith('/wheels/') && f.endsWith('.whl'));
+  const wheel = Object.keys(list.files).find((f) => f.startsWith('/wheels/ownmem-') && f.endsWith('.whl'));
   let loop, json, imp;
   try {
     pyodide.unpackArchive(await (await fetch(wheel)).arrayBuffer(), 'wheel');
@@ -509,7 +532,17 @@ async function addRuns(dev, vault, reps, label) {
   out.runs[label] = runs;
 }
 
-async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitEngine = false }) {
+/** The worker's search in the unlocked page (the sync settled first): the index build, then the queries. */
+async function searchRuns(dev, key, search) {
+  await settle(dev);
+  const r = await dev.run(pageSearch, search);
+  out.runs[`${key}_search`] = [r];
+  const sorted = [...r.times].sort((a, b) => a - b);
+  say(`${key} search: first (index built) ${r.build.toFixed(0)} ms; ${r.times.length} searches, median `
+    + `${sorted[Math.floor(sorted.length / 2)].toFixed(1)} ms; hits ${JSON.stringify(r.hits)}`);
+}
+
+async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitEngine = false, search = null }) {
   // a fresh browser uses the vault from the server; the last one becomes the device the cached
   // loads are measured on
   const key = vault.key;
@@ -541,8 +574,10 @@ async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitE
   else out.notes.push(`${key}: this engine exposes no navigator.serviceWorker`);
   await settle(dev);
   out.runs[`${key}_cache_bytes`] = await dev.run(pageCacheBytes).catch(() => null);
-  if (await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine)) await addRuns(dev, vault, addReps, `${key}_add`);
-  else out.notes.push(`${key}: an unlock did not show the list within ${cfg.timeout_ms / 1000} s; the adds were not run`);
+  if (await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine)) {
+    await addRuns(dev, vault, addReps, `${key}_add`);
+    if (search) await searchRuns(dev, key, search);
+  } else out.notes.push(`${key}: an unlock did not show the list within ${cfg.timeout_ms / 1000} s; the adds were not run`);
   await dev.close();
 }
 

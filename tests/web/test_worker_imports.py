@@ -1,5 +1,7 @@
-"""The web worker's Python imports with the standard library alone: the worker unpacks only the
-ownmem wheel into Pyodide (web/js/worker.js), none of ownmem's dependencies.  So ownmem.web.api,
+"""The web worker's Python imports with the standard library alone: the worker unpacks the
+ownmem wheel into Pyodide (web/js/worker.js), none of ownmem's dependencies at start (the
+stemmer's wheel only on the first search, and ownmem.recall.words imports it then: it is
+blocked here too, tests/web/test_search.py checks the first query loads it).  So ownmem.web.api,
 and every ownmem module it imports inside its operations, must import with each dependency of
 pyproject.toml missing; a module above that line (the agent's audit journal, with cryptography)
 stays behind a function-level import that says so."""
@@ -18,7 +20,7 @@ API = ROOT / "py" / "ownmem" / "web" / "api.py"
 # the import names of pyproject.toml's dependencies (none of them is in the worker's Pyodide)
 DEPENDENCIES = ("cryptography", "argon2", "nacl", "dilithium_py", "starlette", "uvicorn", "httptools", "httpx",
                 "mcp", "psycopg", "psycopg_pool", "zxcvbn", "keyring", "jwt", "jsonschema", "rfc8785", "base58",
-                "gnupg", "Crypto")
+                "gnupg", "Crypto", "snowballstemmer")
 # Pyodide-only by design: the browser's crypto provider (pyodide.ffi at its top)
 PYODIDE_ONLY = {"ownmem.web.provider"}
 # module -> why: a worker module that may fail here (none: every one imports)

@@ -51,9 +51,12 @@ function sendMarks() {
   marksSent = marks.length;
 }
 
+/** @type {Awaited<ReturnType<typeof loadPyodide>> | null} set once Pyodide has booted */
+let pyodideNow = null;
+
 async function boot() {
   // The wheel is fetched and unzipped while Pyodide boots (they do not depend on each other).
-  const wheel = wheelPath().then(async (path) => {
+  const wheel = bundlePath(isWheel).then(async (path) => {
     if (!path) throw new Error("the app bundle has no ownmem wheel");
     const buf = await (await fetch(path)).arrayBuffer();
     mark("wheel-fetched");
@@ -61,6 +64,7 @@ async function boot() {
   });
   wheel.catch(() => {});
   const pyodide = await loadPyodide({ indexURL: new URL("../pyodide/", import.meta.url).href });
+  pyodideNow = pyodide;
   mark("pyodide");
   await glueLoaded;
   if (JSPI) {
@@ -70,23 +74,50 @@ async function boot() {
     pyodide.registerJsModule("ownmem_js", { ...syncGlue, ASYNC: { ...glue } });
   }
   const { buf, files } = await wheel;
-  if (files) {
-    // where pyodide.unpackArchive(buf, "wheel") would put them: the working directory, on sys.path
-    const root = pyodide.FS.cwd();
-    for (const [name, data] of files) {
-      const slash = name.lastIndexOf("/");
-      if (slash > 0) pyodide.FS.mkdirTree(`${root}/${name.slice(0, slash)}`);
-      pyodide.FS.writeFile(`${root}/${name}`, data);
-    }
-    pyodide.runPython("import importlib; importlib.invalidate_caches()");
-    mark("wheel-unpacked");
-  } else {
-    pyodide.unpackArchive(buf, "wheel");
-    mark("wheel-unpacked-python");
-  }
+  mark(unpack(pyodide, buf, files) ? "wheel-unpacked" : "wheel-unpacked-python");
   const handle = pyodide.pyimport("ownmem.web.api").handle;
   mark("imported");
   return handle;
+}
+
+/**
+ * A wheel's files where pyodide.unpackArchive(buf, "wheel") would put them: the working directory,
+ * on sys.path.  -> whether they were written from `files` (else unpackArchive did it in Python).
+ * @param {NonNullable<typeof pyodideNow>} pyodide
+ * @param {ArrayBuffer} buf
+ * @param {[string, Uint8Array][] | null} files the wheel unzipped by unzip(), if it could
+ */
+function unpack(pyodide, buf, files) {
+  if (!files) {
+    pyodide.unpackArchive(buf, "wheel");
+    return false;
+  }
+  const root = pyodide.FS.cwd();
+  for (const [name, data] of files) {
+    const slash = name.lastIndexOf("/");
+    if (slash > 0) pyodide.FS.mkdirTree(`${root}/${name.slice(0, slash)}`);
+    pyodide.FS.writeFile(`${root}/${name}`, data);
+  }
+  pyodide.runPython("import importlib; importlib.invalidate_caches()");
+  return true;
+}
+
+// The search's stemmer (snowballstemmer, ownmem.recall.words) is a wheel of its own, unpacked
+// when the first search needs it: the first screen never waits for it.  Called between two
+// Python operations (callNow), so no Python runs while its files are written.
+/** @type {Promise<void> | null} */
+let stemmer = null;
+function stemmerReady() {
+  stemmer ??= (async () => {
+    const path = await bundlePath(isStemmer);
+    if (!path) throw new Error("the app bundle has no stemmer wheel");
+    const buf = await (await fetch(path)).arrayBuffer();
+    const files = await unzip(buf).catch(() => null);
+    unpack(/** @type {NonNullable<typeof pyodideNow>} */ (pyodideNow), buf, files);
+    mark("stemmer-unpacked");
+  })();
+  stemmer.catch(() => { stemmer = null; });   // offline before the service worker had it: next time
+  return stemmer;
 }
 
 // The wheel's files, [[name, bytes]], read from the zip in JavaScript and inflated by the
@@ -134,21 +165,23 @@ async function inflate(data) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-const isWheel = (/** @type {string} */ p) => p.startsWith("/wheels/") && p.endsWith(".whl");
+const isWheel = (/** @type {string} */ p) => p.startsWith("/wheels/ownmem-") && p.endsWith(".whl");
+const isStemmer = (/** @type {string} */ p) => p.startsWith("/wheels/snowballstemmer-") && p.endsWith(".whl");
 
-// The bundle's file list names the wheel.  Offline the list cannot be fetched (the service
-// worker caches the files it lists, not the list): the wheel is then found in its cache.
-async function wheelPath() {
+// The bundle's file list names the wheels.  Offline the list cannot be fetched (the service
+// worker caches the files it lists, not the list): a wheel is then found in its cache.
+/** @param {(path: string) => boolean} isWanted */
+async function bundlePath(isWanted) {
   try {
     const res = await fetch("/precache.json", { cache: "no-cache" });
-    if (res.ok) return Object.keys((await res.json()).files).find(isWheel) ?? null;
+    if (res.ok) return Object.keys((await res.json()).files).find(isWanted) ?? null;
     if (!self.caches) throw new Error(`precache.json: HTTP ${res.status}`);
   } catch (err) {
     if (!self.caches) throw err;
   }
   for (const name of await caches.keys()) {
     if (!name.startsWith("ownmem-")) continue;
-    const found = (await (await caches.open(name)).keys()).map((r) => new URL(r.url).pathname).find(isWheel);
+    const found = (await (await caches.open(name)).keys()).map((r) => new URL(r.url).pathname).find(isWanted);
     if (found) return found;
   }
   throw new Error("the vault engine is not available offline yet: open the app once while online");
@@ -239,6 +272,8 @@ function pump() {
  */
 async function callNow(op, args) {
   const handle = await ready;
+  // a query is stemmed (a blank one is not): the stemmer's wheel first, once
+  if (op === "search" && String(/** @type {{ query?: unknown }} */ (args).query ?? "").trim()) await stemmerReady();
   let out;
   if (JSPI) {
     out = await handle.callPromising(op, args);

@@ -309,6 +309,9 @@ export interface PythonOperations {
   list: Op<{ include_unverified?: boolean }, ListResult>;
   add: Op<{ content: string; tags?: string[]; type?: string; confidence?: number; scope?: string },
     { id: string; entry: Entry }>;
+  /** the list screen's search: the listed memories its filters admit that answer query, best first */
+  search: Op<{ query: string; tag?: string; type?: string; scope?: string; trust?: string; include_unverified?: boolean },
+    { ids: string[] }>;
   edit: Op<{ id: string; content?: string; tags?: string[]; type?: string; confidence?: number }, { id: string }>;
   resolve: Op<{ id: string }, { id: string }>;
   forget: Op<{ id: string }, { erased: number }>;

@@ -44,12 +44,13 @@ from ownmem.vault.logwatch import log_status
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
 from ownmem.vault.transfer import export_bytes, import_bytes
 from ownmem.vault.unlock import create_in_async, unlock_store_async
-from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault
+from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
 from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
 from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
+from ownmem.web.search import Facets, Filters, ListedSearch
 from ownmem.web.shares import share_json, shared_json
 from ownmem.web.store import IdbStore
 from ownmem.wire import codec
@@ -77,6 +78,7 @@ class App:
         self.last_sync: int | None = None
         self._agents: AgentKeys | None = None      # agent id -> its derived author key id, per unlock
         self._anchors_checked: set[str] = set()   # audit anchors proven in the log (op_audit)
+        self.listed_search = ListedSearch()        # the list screen's search (op_search)
 
     # ------------------------------------------------------------ helpers
     @property
@@ -94,7 +96,9 @@ class App:
         item 4): the verified plaintext of every object the store no longer holds leaves the
         IndexedDB record now, not at some later listing.  The record is sealed again without
         them, under a fresh nonce, replacing the old one in the same put."""
-        if self.vault is not None and self.cache.keep_only(self.store.object_ids()):
+        live = self.store.object_ids()
+        self.listed_search.keep_only(live)      # and the search index's copy of their text
+        if self.vault is not None and self.cache.keep_only(live):
             self._save_cache()
 
     def _save_cache(self) -> None:
@@ -157,6 +161,7 @@ class App:
         self.cache = DeviceCache()
         self.syncer = None
         self._agents = None
+        self.listed_search = ListedSearch()
         return {}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
@@ -172,7 +177,10 @@ class App:
         # not listed, searched or counted (the search and filters run on this list)
         listing = shown(await self._open_all_async(include_unverified))
         heads = sorted(listing.heads(), key=lambda e: (-(e.opened.created or 0), e.id))
-        return {"entries": [self._entry_json(e) for e in heads], "refused": len(listing.refused),
+        shown_json = [self._entry_json(e) for e in heads]
+        # what the list shows is what its search ranks (op_search): only the changes reach the ranking
+        self.listed_search.listed((search_doc(e), _facets(j)) for e, j in zip(heads, shown_json, strict=True))
+        return {"entries": shown_json, "refused": len(listing.refused),
                 "conflicts": [[e.id.hex() for e in g] for g in listing.conflicts()],
                 "scopes": sorted(self.v.scopes())}
 
@@ -188,7 +196,17 @@ class App:
         keyring = self.v.keyring()
         entry = await self.v.open_stored_async(row, {s.scope_id: s for s in self.v.scopes().values()}, keyring)
         UnlockedVault._remember(self.cache, row, entry.opened, keyring)  # noqa: SLF001
-        return {"id": oid.hex(), "entry": self._entry_json(entry)}
+        j = self._entry_json(entry)
+        self.listed_search.added(search_doc(entry), _facets(j))
+        return {"id": oid.hex(), "entry": j}
+
+    def op_search(self, query: str, tag: str = "", type: str = "", scope: str = "", trust: str = "",
+                  include_unverified: bool = False) -> dict[str, Any]:
+        """The list screen's search (ownmem.web.search): the ids of the listed memories the filters
+        admit that answer ``query``, best first, by ownmem's one ranking; the ranking is built at
+        the first query and then kept in step with the listing."""
+        filters = Filters(str(tag), str(type), str(scope), str(trust), bool(include_unverified))
+        return {"ids": [k.hex() for k in self.listed_search.search(str(query), filters)]}
 
     async def op_edit(self, id: str, content: str | None = None, tags: list[str] | None = None,
                       type: str | None = None, confidence: float | None = None) -> dict[str, Any]:
@@ -514,6 +532,13 @@ class App:
         from ownmem.web.selftest import run  # start-up time: the vector checks load when the page asks
 
         return run(vectors)
+
+
+def _facets(j: dict[str, Any]) -> Facets:
+    """What the list screen's filters read of an Entry's JSON (views/list.js, format.js isAgentWritten)."""
+    trust = str(j["trust"])
+    return Facets(tuple(j["tags"]), str(j["type"]), str(j["scope"]), trust,
+                  j.get("source") == "agent" and trust != "unverified")
 
 
 def _contract_id(text: str) -> bytes:

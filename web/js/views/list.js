@@ -1,16 +1,19 @@
 // The memories screen: the add form, search and filters (tag, type, trust, scope), the
 // "Show unverified" toggle, the list of cards (views/card.js) a page at a time, the summary
-// line, the empty state, and the banner that leads to the conflicts view.  Search and
-// filters run in the page over the decrypted list; nothing of them reaches the worker or
-// storage.  Memories that cannot be authenticated are listed only while the toggle is on
+// line, the empty state, and the banner that leads to the conflicts view.  Filters run in the
+// page over the decrypted list; a search query goes to the vault worker's `search` (ownmem's
+// one ranking: stemmed words, best first), with the filters, and the list shows its order;
+// nothing of either reaches storage.  Memories that cannot be authenticated are listed only while the toggle is on
 // (ApertoMemory "Opening a sealed object"): the worker is asked for them then only, so
 // search and filters never see them otherwise.
 
-import { el, enterSubmits, errorText, main, mount, notice, q, role, setBusy, showError, showsPercent, tpl } from '../dom.js';
+import {
+  el, enterSubmits, errorText, main, mount, notice, oneLine, q, role, setBusy, showError, showsPercent, tpl,
+} from '../dom.js';
 import { isAgentWritten, parseTags, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
-  conflictGroups, currentSession, currentView, entries, isCurrent, isLoaded, on, refusedCount, scopeNames,
+  conflictGroups, currentSession, currentView, entries, entryById, isCurrent, isLoaded, on, refusedCount, scopeNames,
   setShowUnverified, showsUnverified,
 } from '../state.js';
 import { call, refreshList, showAdded } from '../vault.js';
@@ -175,16 +178,47 @@ function fillOptions() {
   }
 }
 
-/** @type {WeakMap<Entry, string>} */
-let haystack = new WeakMap();
+// The ranked answer to the current query and filters, as the worker's `search` gave it.  `key`
+// says which question it answers (the query, the filters, the listing it ranked); an answer to an
+// older question (the person typed on, the list changed) is never shown as the current one.
+/** @type {{ key: string, ids: string[] | null, failed: boolean }} */
+let ranked = { key: '', ids: null, failed: false };
+let asked = 0;          // the number of the newest question: only its answer is taken
+let askedKey = '';
+let listingVersion = 0; // bumped by every new listing or added memory: the worker then ranks them too
+/** @type {Entry[]} what the list showed last, kept on screen while a newer answer is on its way */
+let lastShown = [];
+
+function searchKey() {
+  const f = filters;
+  return JSON.stringify([f.q.trim(), f.tag, f.type, f.scope, f.trust, showsUnverified(), listingVersion]);
+}
+
+/** Ask the worker to rank for the current question, unless that is asked already. */
+function askRanking() {
+  const key = searchKey();
+  if (key === askedKey) return;
+  askedKey = key;
+  const seq = ++asked;
+  const session = currentSession();
+  const f = filters;
+  call('search', { query: f.q, tag: f.tag, type: f.type, scope: f.scope, trust: f.trust,
+    include_unverified: showsUnverified() }).then((r) => {
+    if (seq !== asked || !isCurrent(session)) return;   // a newer question was asked meanwhile
+    ranked = { key, ids: r.ids, failed: false };
+    renderList();
+  }, (ex) => {
+    if (seq !== asked || !isCurrent(session)) return;
+    // the list still answers, by the words as typed (the old containment search), and says so
+    ranked = { key, ids: null, failed: true };
+    notice(`Search could not rank the memories (${oneLine(errorText(ex))}); showing those that contain the words.`);
+    renderList();
+  });
+}
+
 /** @param {Entry} e */
 function hay(e) {
-  let h = haystack.get(e);
-  if (h === undefined) {
-    h = `${e.content}\n${e.tags.join(' ')}`.toLocaleLowerCase();
-    haystack.set(e, h);
-  }
-  return h;
+  return `${e.content}\n${e.tags.join(' ')}`.toLocaleLowerCase();
 }
 
 // What the list may show at all: an unverified memory only while the toggle is on (a list
@@ -193,26 +227,51 @@ function listed() {
   return showsUnverified() ? entries() : entries().filter((e) => e.trust !== 'unverified');
 }
 
-function visibleEntries() {
+/** @param {Entry} e */
+function admitted(e) {
   const f = filters;
-  const terms = f.q.toLocaleLowerCase().split(/\s+/).filter(Boolean);
-  return listed().filter((e) => {
-    if (f.tag && !e.tags.includes(f.tag)) return false;
-    if (f.type && e.type !== f.type) return false;
-    if (f.scope && e.scope !== f.scope) return false;
-    if (f.trust === 'agent' ? !isAgentWritten(e) : f.trust && e.trust !== f.trust) return false;
-    if (terms.length) {
-      const h = hay(e);
-      if (!terms.every((t) => h.includes(t))) return false;
+  if (!showsUnverified() && e.trust === 'unverified') return false;
+  if (f.tag && !e.tags.includes(f.tag)) return false;
+  if (f.type && e.type !== f.type) return false;
+  if (f.scope && e.scope !== f.scope) return false;
+  if (f.trust === 'agent' ? !isAgentWritten(e) : f.trust && e.trust !== f.trust) return false;
+  return true;
+}
+
+// Without a query: the listing's order (newest first), filtered.  With one: the worker's ranked
+// order (the filters applied again here, as the list may have changed since it answered); until
+// the answer to the current question is in, what was shown stays (without what left the list).
+function visibleEntries() {
+  if (!filters.q.trim()) return listed().filter(admitted);
+  const key = searchKey();
+  if (ranked.key === key && ranked.failed) {
+    const terms = filters.q.toLocaleLowerCase().split(/\s+/).filter(Boolean);
+    return listed().filter((e) => admitted(e) && terms.every((t) => hay(e).includes(t)));
+  }
+  if (ranked.key === key && ranked.ids) {
+    /** @type {Entry[]} */
+    const out = [];
+    for (const id of ranked.ids) {
+      const e = entryById(id);
+      if (e && admitted(e)) out.push(e);
     }
-    return true;
-  });
+    return out;
+  }
+  askRanking();
+  /** @type {Entry[]} */
+  const still = [];
+  for (const old of lastShown) {
+    const e = entryById(old.id);   // as the listing has it now (a new listing brings new objects)
+    if (e && admitted(e)) still.push(e);
+  }
+  return still;
 }
 
 function renderList() {
   const list = q(main, '#memory-list');
   if (!list) return;
   const shown = visibleEntries();
+  lastShown = shown;
   // Cards already in the list stay where they are: only new ones are built and inserted.
   let at = list.firstElementChild;
   for (const node of shown.slice(0, limit).map((e) => cardFor(e, filterTag))) {
@@ -299,14 +358,19 @@ function rerender() {
   renderList();
 }
 
+// A new listing or an added memory: the worker ranks what it listed, so the question is asked again.
+function listingChanged() {
+  listingVersion++;
+  rerender();
+}
+
 defineScreen('memories', showMemories);
 on('open', () => { limit = PAGE; });
-on('listing', () => {
-  haystack = new WeakMap();
-  rerender();
-});
-on('added', rerender);
+on('listing', listingChanged);
+on('added', listingChanged);
 on('lock', () => {
   filters = noFilters();
-  haystack = new WeakMap();
+  ranked = { key: '', ids: null, failed: false };
+  askedKey = '';
+  lastShown = [];
 });
