@@ -131,7 +131,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                            limit=args.limit, cursor=args.cursor)
     _print_entries(found, args.json)
     if more is not None:
-        print(f"note: more memories match; the next {len(found)}: add --cursor {more}", file=sys.stderr)
+        print(f"note: more memories match: add --cursor {more} for the next ones", file=sys.stderr)
     elif not found:
         print("note: nothing matched", file=sys.stderr)
     return 0
