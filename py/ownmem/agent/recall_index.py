@@ -61,7 +61,8 @@ class RecallIndex:
         self._ranking = Ranking()
         self._entries: dict[bytes, RecallEntry] = {}
         self._shared: set[bytes] = set()
-        self._lock = threading.Lock()
+        # re-entrant: a recall's `visible` (the Guard's check) asks the index which cells are shared
+        self._lock = threading.RLock()
 
     def close(self) -> None:
         with self._lock:
