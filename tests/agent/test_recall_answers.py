@@ -5,7 +5,6 @@ stdio to `ownmem mcp`, as a host connects with `ownmem agent connect`."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -54,8 +53,10 @@ def test_a_question_recalls_the_few_memories_about_it_and_pages_the_rest(
     got = anyio.run(run)
 
     cat = got["cat"].structured_content
-    assert [c["plaintext"] for c in cat["cells"]][:2] == ["Our cat is called Miso", "The cat sleeps on the blue chair"]
-    assert len(cat["cells"]) == 2 and "nextCursor" not in cat, "only the memories about the cat"
+    texts = [c["plaintext"] for c in cat["cells"]]
+    # the answer first; the other cat memory only if it is not under the relevance floor; never the vault
+    assert texts[0] == "Our cat is called Miso"
+    assert set(texts) <= {"Our cat is called Miso", "The cat sleeps on the blue chair"} and "nextCursor" not in cat
     assert len(_text(got["cat"])) < 4000
 
     everything = got["all"].structured_content
@@ -67,7 +68,7 @@ def test_a_question_recalls_the_few_memories_about_it_and_pages_the_rest(
     first = {c["cellId"] for c in everything["cells"]}
     assert not first & {c["cellId"] for c in nxt["cells"]}, "the next page starts where the first ended"
     # a cursor no recall handed out is refused before it is sent
-    assert got["bad"].isError or re.search(r"cursor", _text(got["bad"]))
+    assert "cursor" in _text(got["bad"]) and not (got["bad"].structured_content or {}).get("cells")
     schema = got["schema"]["saihm_recall"]
     assert schema["properties"]["limit"]["maximum"] == 100 and "cursor" in schema["properties"]
 
