@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ownmem.recall.ranking import DEFAULT_LIMIT
+from ownmem.recall.pages import DEFAULT_LIMIT
 from ownmem.usecases import import_from
 from ownmem.vault import Vault
 from ownmem.vault.vault import ranking_of

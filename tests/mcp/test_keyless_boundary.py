@@ -30,10 +30,13 @@ ALLOWED = {"ownmem", "ownmem.errors", "ownmem.mcp", "ownmem.mcp.server", "ownmem
            "ownmem.binding", *(f"ownmem.binding.{m}" for m in ("fields", "transport", "remember", "recall", "forget",
                                                                "status", "share", "revoke", "governance", "tools")),
            "ownmem.saihm", "ownmem.saihm.errors", "ownmem.aperto", "ownmem.aperto.frame", "ownmem.aperto.model",
-           "ownmem.crypto", "ownmem.crypto.interface", "ownmem.crypto.cbor"}
+           "ownmem.crypto", "ownmem.crypto.interface", "ownmem.crypto.cbor",
+           # a recall page's limit and cursor, checked before they are sent (not the ranking)
+           "ownmem.recall", "ownmem.recall.pages"}
 FORBIDDEN = ("ownmem.vault", "ownmem.aperto.keys", "ownmem.aperto.seal", "ownmem.aperto.container",
              "ownmem.crypto.cpython", "ownmem.crypto.cose", "ownmem.saihm.identity", "ownmem.saihm.cell",
-             "ownmem.saihm.receipt", "ownmem.web", "ownmem.cli", "ownmem.passphrase", "nacl", "argon2", "dilithium_py")
+             "ownmem.saihm.receipt", "ownmem.web", "ownmem.cli", "ownmem.passphrase", "nacl", "argon2", "dilithium_py",
+             "ownmem.recall.ranking", "ownmem.recall.words", "snowballstemmer")
 
 
 def test_the_mcp_server_loads_no_vault_no_keys_and_no_crypto_provider() -> None:

@@ -29,7 +29,8 @@ ANNOTATIONS = {
 STRING, STRINGS = {"type": "string"}, {"type": "array", "items": {"type": "string"}}
 INPUTS: dict[str, tuple[dict[str, Any], set[str]]] = {
     "saihm_remember": ({"content": STRING}, {"content"}),
-    "saihm_recall": ({"query": STRING}, set()),
+    # limit and cursor: ownmem's extension, a page of the best matches (docs/decisions.md, saihm_recall)
+    "saihm_recall": ({"query": STRING, "limit": {"type": "integer"}, "cursor": STRING}, set()),
     "saihm_forget": ({"id": STRING}, {"id"}),
     "saihm_status": ({}, set()),
     "saihm_share": ({"granteeIdHashesHex": STRINGS, "shardIds": STRINGS,

@@ -6,7 +6,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT, CursorError, Doc, Ranking, parse_cursor
+from ownmem.recall.pages import DEFAULT_LIMIT, MAX_LIMIT, CursorError, parse_cursor
+from ownmem.recall.ranking import Doc, Ranking
 from ownmem.recall.words import STOP_WORDS, query_words, words
 from ownmem.uomp.items import search_label
 

@@ -34,7 +34,7 @@ from ownmem.agent.credentials import Credential
 from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.aperto.model import Trust
 from ownmem.errors import OwnmemError, SyncError
-from ownmem.recall.ranking import MAX_LIMIT, CursorError
+from ownmem.recall.pages import MAX_LIMIT, CursorError, is_limit
 from ownmem.saihm.errors import B, BindingRefusal
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.uomp.control import is_control
@@ -95,7 +95,7 @@ def limit_param(params: dict[str, Any]) -> int | None:
         return None
     if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 9:
         v = int(v)
-    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_LIMIT:
+    if not is_limit(v):
         raise OperatorError(B.INVALID_PARAMS, f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return v
 

@@ -75,7 +75,7 @@ from ownmem.agent.strangers import (
     Tally,
 )
 from ownmem.errors import MalformedInput, NotFound, StoreError, VaultError
-from ownmem.recall.ranking import MAX_LIMIT, CursorError
+from ownmem.recall.pages import MAX_LIMIT, CursorError, is_limit
 from ownmem.uomp import guard
 from ownmem.uomp.errors import (
     UNCOUNTED,
@@ -363,7 +363,7 @@ class Uomp:
         if not isinstance(doc, dict) or not isinstance(doc.get("query"), str):
             return error(E.INVALID_REQUEST, f"query must be a string of at most {MAX_QUERY} characters")
         limit, cursor = doc.get("limit"), doc.get("cursor")
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT):
+        if limit is not None and not is_limit(limit):
             return error(E.INVALID_REQUEST, f"limit must be a whole number from 1 to {MAX_LIMIT}")
         if cursor is not None and not isinstance(cursor, str):
             return error(E.INVALID_REQUEST, "cursor must be the next_cursor of an earlier answer")

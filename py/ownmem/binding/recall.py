@@ -25,7 +25,7 @@ from ownmem.binding.fields import (
     uint,
 )
 from ownmem.binding.transport import Answer, Failure, Prepared, failed_lines, ready, refuse, result_json
-from ownmem.recall.ranking import CURSOR_SHAPE, MAX_LIMIT
+from ownmem.recall.pages import CURSOR_SHAPE, MAX_LIMIT, is_limit
 
 # ownmem's operator extension on the last element when more cells match (ownmem.agent.tools); a
 # client shows it only in the shape that operator hands out
@@ -244,7 +244,7 @@ def prepare_recall(args: Mapping[str, object], holder_id: str | None) -> Prepare
         return finish_recall(a, query=query if isinstance(query, str) else None, holder_id=holder_id)
     if query is not None and not isinstance(query, str):
         return refuse("RECALL takes `query` as a string", finish)
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT):
+    if limit is not None and not is_limit(limit):
         return refuse(f"RECALL takes `limit` as a whole number from 1 to {MAX_LIMIT}", finish)
     if cursor is not None and (not isinstance(cursor, str) or not CURSOR_SHAPE.fullmatch(cursor)):
         return refuse("RECALL takes `cursor` only as an earlier recall gave it", finish)

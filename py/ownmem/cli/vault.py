@@ -29,7 +29,7 @@ from ownmem.cli.common import (
 )
 from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
-from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT
+from ownmem.recall.pages import DEFAULT_LIMIT, MAX_LIMIT
 from ownmem.termsafe import raw, visible
 from ownmem.usecases import import_from
 from ownmem.usecases.listing import shown

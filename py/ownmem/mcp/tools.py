@@ -10,7 +10,7 @@ from typing import Any
 from ownmem.binding.governance import GOVERNANCE_SCOPES
 from ownmem.binding.share import SCOPES, SHARE_TYPES
 from ownmem.binding.tools import TOOLS
-from ownmem.recall.ranking import DEFAULT_LIMIT, MAX_LIMIT
+from ownmem.recall.pages import DEFAULT_LIMIT, MAX_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

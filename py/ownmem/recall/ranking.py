@@ -15,23 +15,21 @@ search").  Pure: it holds decrypted text only in this process's memory and does 
     a query with no word (punctuation, or stop words only) --> the memories whose text or tags
           contain it, newest first (SAIHM's baseline, keyword containment)
 
-A caller pages through the result (``Ranking.page``): a cap (DEFAULT_LIMIT, at most MAX_LIMIT)
-and an opaque cursor for the next page.  A cursor is an offset into the same query's ranking; a memory
-written between two pages may shift it by one place (decided: docs/decisions.md).
+A caller pages through the result (``Ranking.page``; ownmem.recall.pages): a cap (DEFAULT_LIMIT,
+at most MAX_LIMIT) and an opaque cursor for the next page.  A cursor is an offset into the same
+query's ranking; a memory written between two pages may shift it by one place (decided:
+docs/decisions.md).
 """
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from ownmem.errors import MalformedInput
+from ownmem.recall.pages import clamp_limit, cursor_at, parse_cursor
 from ownmem.recall.words import query_words, words
 
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 100
 FLOOR = 0.2                 # a hit scoring under this share of the best one is not relevant enough
 K1, B = 1.2, 0.4            # BM25; a low B because memories are short and of similar length
 FIELD_WEIGHTS = (1.0, 2.0, 2.0)   # content, tags, label
@@ -40,17 +38,6 @@ NEIGHBOURS = 2              # how many places away in time a neighbour may be
 # just before (what this one answers or goes on with) than from the one just after
 SHARE_OF_EARLIER, SHARE_OF_LATER = 0.5, 0.2
 EPISODE_SECONDS = 1800      # neighbours are written at most this far apart
-
-_CURSOR_PREFIX = "o"
-# what a cursor looks like, for a client that checks one before showing it: ASCII digits only
-# (str.isdigit takes "１" and "²" too)
-CURSOR_SHAPE = re.compile(r"o[0-9]{1,9}")
-
-
-class CursorError(MalformedInput):
-    """A cursor this ranking did not hand out."""
-
-    code = "bad_cursor"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +130,7 @@ class Ranking:
         newest-first listing of an empty query stops at the page's end."""
         start, n = parse_cursor(cursor), clamp_limit(limit)
         got = list(islice(self.ranked(query, visible), start, start + n + 1))
-        return got[:n], (f"{_CURSOR_PREFIX}{start + n}" if len(got) > n else None)
+        return got[:n], (cursor_at(start + n) if len(got) > n else None)
 
     def ranked(self, query: str | None, visible: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
         terms = query_words(query) if query else []
@@ -219,19 +206,3 @@ class Ranking:
         if self._place is None:
             self._place = {k: i for i, k in enumerate(self._by_time())}
         return self._place
-
-
-def clamp_limit(limit: int | None) -> int:
-    """A caller's ``limit``: DEFAULT_LIMIT when absent, at least 1, at most MAX_LIMIT."""
-    if limit is None:
-        return DEFAULT_LIMIT
-    return max(1, min(int(limit), MAX_LIMIT))
-
-
-def parse_cursor(cursor: str | None) -> int:
-    """The offset a cursor of ``Ranking.page`` names; CursorError for anything else."""
-    if cursor is None or cursor == "":
-        return 0
-    if not CURSOR_SHAPE.fullmatch(cursor):
-        raise CursorError("this cursor was not handed out by a search")
-    return int(cursor[len(_CURSOR_PREFIX):])
