@@ -147,3 +147,16 @@ def test_a_uomp_items_key_and_description_are_searched_as_its_label() -> None:
     r.put([Doc(key(1), "dark", label=label, timestamp=1), Doc(key(2), "the theme park was closed", timestamp=DAY)])
     assert r.search("theme preference") == [key(1)]
     assert r.search("colour scheme") == [key(1)]
+
+
+def test_records_ordered_by_a_tie_key_ignore_when_they_were_written() -> None:
+    """UOMP items: the served order comes from what is served (issue 19), never from write times."""
+    names = {key(1): "pay.rate", key(2): "pay.bonus", key(3): "pay.grade"}
+    orders = []
+    for times in ((1, 2, 3), (3, 1, 2), (5, 5, 5), (1, 100, 100_000)):
+        r = Ranking()
+        r.put(Doc(k, "pay", label=names[k], timestamp=t, confidence=c)
+              for (k, t, c) in zip(names, times, (0.5, 1.0, 0.8), strict=True))
+        orders.append((r.search("pay", tie=names.__getitem__), r.search(None, tie=names.__getitem__)))
+    assert all(o == orders[0] for o in orders)
+    assert orders[0][0] == [key(2), key(3), key(1)]        # bonus, grade, rate

@@ -28,7 +28,7 @@ def _until(what: Callable[[], Any], timeout: float = 30.0) -> Any:
 
 
 def _recalled(agent: AgentProcess, auth: str) -> dict[str, str]:
-    status, got = agent.call("saihm_recall", {}, auth=auth)
+    status, got = agent.call("saihm_recall", {"limit": 100}, auth=auth)     # every cell: one page of 100
     assert status == 200, got
     return {g["cellId"]: g["plaintext"] for g in got}
 

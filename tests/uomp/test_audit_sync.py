@@ -16,11 +16,12 @@ import httpx
 from Crypto.Hash import keccak
 
 from ownmem.agent import audit_batches as ab, audit_sync as au
+from ownmem.agent.retention import RETENTION_DAYS_ENV
 from ownmem.saihm import tlog
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.uomp.control import AUDIT as AUDIT_RECORD, is_control
 from ownmem.vault import Vault
-from tests.agent.agentkit import issue, ownmem_cli
+from tests.agent.agentkit import AgentProcess, issue, ownmem_cli
 from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env
 from tests.uomp.uompkit import Uomp, UompVault
 
@@ -400,11 +401,22 @@ def test_a_prune_inside_the_retention_is_refused_and_deletes_nothing(
 
 def test_a_prune_past_the_retention_is_itself_an_audit_entry_and_its_gap_is_accounted_for(
         sqlite_backend: Backend, servers: Callable[..., ServerProcess], uomp_vault: Callable[[str], UompVault],
-        agents: Callable[..., Any], devices: Devices) -> None:
+        devices: Devices) -> None:
     srv = servers(sqlite_backend)
     uv = uomp_vault(srv.url)
-    _old_entries(uv.vault.folder, 120, 3)               # four months old, in audit.db before the service starts
-    agent = agents(uv.vault)
+    _old_entries(uv.vault.folder, 100, 3)               # 100 days old, in audit.db before the service starts
+    # the service keeps 120 days itself (its own prune at start leaves them), so the person's
+    # prune of 90 days is the one that deletes them, after their batch has synced
+    agent = AgentProcess(uv.vault.folder, uv.vault.root)
+    agent.env[RETENTION_DAYS_ENV] = "120"
+    agent.start()
+    try:
+        _prune_synced(agent, uv, devices, srv)
+    finally:
+        agent.stop()
+
+
+def _prune_synced(agent: AgentProcess, uv: UompVault, devices: Devices, srv: ServerProcess) -> None:
     u = Uomp(agent.port, uv.vault.folder)
     phone = devices.join(srv.url, uv.vault.name, label="phone")
     _poll(lambda: 1 in _batch_cells(phone) if phone.sync() is not None else None, "the old entries' batch synced")

@@ -131,10 +131,13 @@ class RecallIndex:
             return [self._entries[k] for k in self._ranking.search(query, self._sees(visible))]
 
     def page(self, query: str | None, visible: Callable[[RecallEntry], bool] | None = None,
-             limit: int | None = None, cursor: str | None = None) -> tuple[list[RecallEntry], str | None]:
+             limit: int | None = None, cursor: str | None = None,
+             tie: Callable[[RecallEntry], str] | None = None) -> tuple[list[RecallEntry], str | None]:
         """One page of ``search`` (ownmem.recall.ranking.Ranking.page) -> (entries, next cursor)."""
         with self._lock:
-            keys, nxt = self._ranking.page(query, self._sees(visible), limit, cursor)
+            entries = self._entries
+            by = None if tie is None else (lambda k: tie(entries[k]))
+            keys, nxt = self._ranking.page(query, self._sees(visible), limit, cursor, by)
             return [self._entries[k] for k in keys], nxt
 
     def _sees(self, visible: Callable[[RecallEntry], bool] | None) -> Callable[[bytes], bool] | None:

@@ -105,8 +105,10 @@ from ownmem.uomp.tokens import (
     verify_signature,
 )
 
-# the ranked query: (text, which cells this session may read, limit, cursor) -> (cells, next cursor)
-Search = Callable[[str, Callable[[bytes], bool], "int | None", "str | None"], tuple[list[bytes], "str | None"]]
+# the ranked query: (text, which cells this session may read, limit, cursor, the order of ties) ->
+# (cells, next cursor)
+Search = Callable[[str, Callable[[bytes], bool], "int | None", "str | None", Callable[[bytes], str]],
+                 tuple[list[bytes], "str | None"]]
 
 _log = logging.getLogger("ownmem.uomp")
 MAX_BODY = 64 * 1024
@@ -282,9 +284,13 @@ class Uomp:
             def allowed(cid: bytes) -> bool:
                 it = self.items.by_cell.get(cid)
                 return it is not None and guard.decide(claims, state, req, it).allowed
+
+            def item_key(cid: bytes) -> str:       # ties by key: never by when an item was written
+                it = self.items.by_cell.get(cid)
+                return it.key if it is not None else ""
             try:
                 cells, next_cursor = (await run_in_threadpool(self.search, req.key or "", allowed, req.limit,
-                                                              req.cursor) if self.search else ([], None))
+                                                              req.cursor, item_key) if self.search else ([], None))
             except CursorError as e:
                 return error(E.INVALID_REQUEST, str(e), sid)
             pool = [self.items.by_cell[c] for c in cells if c in self.items.by_cell]

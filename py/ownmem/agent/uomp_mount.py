@@ -51,8 +51,8 @@ def mount(app: Starlette, op: Operator, folder: Path, port: int) -> Uomp:
     # audit entry; as durable, only slower
     group = os.environ.get(NO_GROUP_COMMIT_ENV) != "1"
     u = Uomp(Path(folder), v.purpose_key(AUTH_INFO), v.purpose_key(AUDIT_INFO), port=port,
-             search=lambda q, allowed, limit, cursor: _cells(op.index.page(q, lambda e: allowed(e.cell_id),
-                                                                           limit, cursor)),
+             search=lambda q, allowed, limit, cursor, tie: _cells(op.index.page(
+                 q, lambda e: allowed(e.cell_id), limit, cursor, lambda e: tie(e.cell_id))),
              group_commit=group,
              approval_key=v.purpose_key(approval.APPROVAL_INFO))
     inner = op.refresh

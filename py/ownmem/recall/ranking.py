@@ -114,42 +114,52 @@ class Ranking:
             self._order = sorted(self._docs, key=lambda k: (self._docs[k].doc.timestamp, k))
         return self._order
 
-    def search(self, query: str | None, visible: Callable[[bytes], bool] | None = None) -> list[bytes]:
+    def search(self, query: str | None, visible: Callable[[bytes], bool] | None = None,
+               tie: Callable[[bytes], str] | None = None) -> list[bytes]:
         """The keys of the memories that answer ``query``, best first; for an absent or empty
         query (or one of stop words only), every memory, newest first.
 
         ``visible``: the memories the caller may see; the others are not ranked.  Word rarity
         and average length are taken from the matching memories the caller may see alone, so
         the order of what a caller is shown says nothing of what it may not see (issue 19, "No
-        oracle"), and a vault's size does not change how two memories compare."""
-        return list(self.ranked(query, visible))
+        oracle"), and a vault's size does not change how two memories compare.
+
+        ``tie``: for records whose write times must not order them (UOMP items, whose served
+        order must come from what is served: issue 19): no temporal neighbours, and ties (an
+        empty query: all) in the order of ``tie`` instead of confidence and recency."""
+        return list(self.ranked(query, visible, tie))
 
     def page(self, query: str | None, visible: Callable[[bytes], bool] | None = None,
-             limit: int | None = None, cursor: str | None = None) -> tuple[list[bytes], str | None]:
+             limit: int | None = None, cursor: str | None = None,
+             tie: Callable[[bytes], str] | None = None) -> tuple[list[bytes], str | None]:
         """One page of ``search`` -> (its keys, the cursor of the next page or None).  The
         newest-first listing of an empty query stops at the page's end."""
         start, n = parse_cursor(cursor), clamp_limit(limit)
-        got = list(islice(self.ranked(query, visible), start, start + n + 1))
+        got = list(islice(self.ranked(query, visible, tie), start, start + n + 1))
         return got[:n], (cursor_at(start + n) if len(got) > n else None)
 
-    def ranked(self, query: str | None, visible: Callable[[bytes], bool] | None = None) -> Iterator[bytes]:
+    def ranked(self, query: str | None, visible: Callable[[bytes], bool] | None = None,
+               tie: Callable[[bytes], str] | None = None) -> Iterator[bytes]:
         terms = query_words(query) if query else []
+        docs = self._docs
         if not terms:
-            newest: Iterator[bytes] = reversed(self._by_time())
+            every: Iterator[bytes] = reversed(self._by_time())
             if visible is not None:
-                newest = filter(visible, newest)
+                every = filter(visible, every)
             needle = (query or "").strip().lower()
             if needle:
-                docs = self._docs
-                newest = (k for k in newest if needle in docs[k].doc.content.lower()
-                          or any(needle in t.lower() for t in docs[k].doc.tags))
-            return newest
+                every = (k for k in every if needle in docs[k].doc.content.lower()
+                         or any(needle in t.lower() for t in docs[k].doc.tags))
+            return every if tie is None else iter(sorted(every, key=lambda k: (tie(k), k)))
         scores = self._bm25(terms, visible)
         if not scores:
             return iter(())
-        self._neighbours(scores)
+        if tie is None:
+            self._neighbours(scores)
         floor = FLOOR * max(scores.values())
-        docs = self._docs
+        if tie is not None:
+            by_tie = sorted(((-round(s, 9), tie(k), k) for k, s in scores.items() if s >= floor))
+            return (row[2] for row in by_tie)
         kept = [(-round(s, 9), -docs[k].doc.confidence, -docs[k].doc.timestamp, k) for k, s in scores.items()
                 if s >= floor]
         kept.sort()
