@@ -33,7 +33,7 @@ from ownmem.uomp.records import (
     target_of,
 )
 from ownmem.uomp.usage import last_use
-from ownmem.usecases import answers, import_from, requests as agent_requests
+from ownmem.usecases import answers, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.usecases.records import write_records
@@ -499,6 +499,9 @@ class App:
         read again and written in one transaction, only if its digest is the preview's; progress
         events ({"event": "progress", "op": "import_from", "done", "total"}) while it seals.  A
         refused file is the error ``import_from_refused`` naming the line or item, either way."""
+        # imported here: start-up time (the parsers, html.parser among them, would load with the
+        # first screen under Pyodide, and most starts never import)
+        from ownmem.usecases import import_from
         src = import_from.source_of(source)
         p = import_from.prepare(src, bytes(data), await self._open_all_async())
         d = import_from.digest(p)
