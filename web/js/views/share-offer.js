@@ -18,8 +18,8 @@ import { call } from '../vault.js';
 /** What the public log shows of this vault, said before the first share (the Shares screen's
  * header and the Offer form) and after creation (welcome.js may import it). */
 export const PUBLIC_LOG_NOTE = 'Anyone who knows your holder ID can read this vault\'s entries in the public log: '
-  + 'when memories were saved or forgotten, when an assistant read them, when you shared, and when keys changed, '
-  + 'never what the memories say. ownmem writes each saved memory\'s time rounded down to the hour.';
+  + 'when memories were saved, forgotten or shared, when your assistants\' activity record was sealed, and when keys '
+  + 'changed, but never what the memories say. ownmem writes the time of each save to the hour only.';
 
 const LINK_KEY = 'share-with';
 
