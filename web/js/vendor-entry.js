@@ -28,3 +28,8 @@ export { sha256 as nobleSha256 } from "@noble/hashes/sha2.js";
 // Keccak-256 for the UOMP audit's event hashes (ownmem.agent.audit_batches), on both paths
 export { keccak_256 as nobleKeccak256 } from "@noble/hashes/sha3.js";
 export { argon2id as nobleArgon2id } from "@noble/hashes/argon2.js";
+// The Shares screen's QR code of this vault's share link (qrcode-generator, MIT, about 20 KB
+// minified): behind a dynamic import, so a chunk of its own that loads when the screen shows.
+export async function loadQr() {
+  return (await import("qrcode-generator")).default;
+}

@@ -327,6 +327,8 @@ export interface PythonOperations {
   log: Op<Empty, { status: LogStatus | null }>;
   shares: Op<Empty, { offered: Share[]; received: Share[]; refused: string[]; more: boolean; holder_id: string }>;
   shared: Op<Empty, { memories: Shared[]; refused: [string, string][] }>;
+  share_offer: Op<{ memories: string[]; to: string; mode: "temporary" | "permanent" | "syndicate"; expires_in?: number },
+    { contract_id: string; receipt_id: string; mode: string; expires_at: number; grantee: string; cells: number }>;
   share_answer: Op<{ id: string; action: "accept" | "decline" | "withdraw" }, { state: string }>;
   share_revoke: Op<{ id: string }, { revoked: boolean; receipt_id: string; already: boolean }>;
   agents: Op<Empty,

@@ -45,6 +45,18 @@ class Receipt:
         return cbor.encode(m)
 
 
+# What the public log tells of when: a REMEMBER receipt's timestamp is the start of its hour
+# (docs/decisions.md, SAIHM "The public log tells the hour of a save, not the second").  SAIHM
+# asks a receipt to carry "the timestamp" and gives it no precision; every receipt check (its
+# signature over the body, its id the body's hash) covers whatever value it holds.
+RECEIPT_TIME_GRAIN = 3600
+
+
+def coarse_time(t: int, grain: int = RECEIPT_TIME_GRAIN) -> int:
+    """``t`` (Unix seconds) rounded down to a multiple of ``grain``: never later than ``t``."""
+    return t - t % grain
+
+
 def receipt_body(subject_id: bytes, operation: str, holder_id: bytes, timestamp: int, nonce: bytes,
                  detail: Any = None) -> bytes:
     m: dict[int, Any] = {2: subject_id, 3: operation, 4: holder_id, 6: timestamp, 8: nonce}

@@ -36,7 +36,7 @@ from ownmem.aperto.model import LEGACY_VERSION
 from ownmem.crypto import CryptoProvider, cbor, run_sync
 from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
-from ownmem.saihm.receipt import make_receipt, parse_receipt
+from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
 from ownmem.vault import local_receipts
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import Metadata, check_metadata_seen, merge_metadata, note_metadata_seen, parse_metadata
@@ -280,8 +280,9 @@ class Syncer:
         new = [cid for cid in cell_ids if cid not in have]
         if new:
             h = self.v.holder()
+            # the hour only (saihm.receipt.coarse_time): the log shows when a memory was saved, not the second
             made = [(cid, run_sync(make_receipt(self.v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
-                                                subject_id=cid, timestamp=now)).to_cbor()) for cid in new]
+                                                subject_id=cid, timestamp=coarse_time(now))).to_cbor()) for cid in new]
             with self.store.transaction():
                 for cid, r in made:
                     self.store.put_remember_receipt(cid, r)

@@ -51,7 +51,7 @@ from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_pa
 from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
 from ownmem.web.search import Facets, Filters, ListedSearch
-from ownmem.web.shares import share_json, shared_json
+from ownmem.web.shares import make_offer, offer_json, offer_request, share_json, shared_json
 from ownmem.web.store import IdbStore
 from ownmem.wire import codec
 
@@ -335,6 +335,13 @@ class App:
         got = sharing.received(self._syncer())
         return {"memories": [shared_json(m) for m in got.memories],
                 "refused": [[cell.hex(), why] for cell, why in got.refused]}
+
+    def op_share_offer(self, memories: list[str], to: str, mode: str,
+                       expires_in: int | None = None) -> dict[str, Any]:
+        """Offer this vault's own memories to another holder (vault.sharing.share, as `ownmem
+        share create`): nothing is released until the grantee accepts."""
+        req = offer_request(memories, to, mode, expires_in)
+        return offer_json(make_offer(self._syncer(), req, int(time.time())))
 
     def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
         """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""

@@ -6,7 +6,8 @@
 // vault, each badged with its owner's holderId.  Every contract and shared memory is checked
 // in the vault worker before it is listed; what does not verify is said, never shown.
 // Shared memories are read from the server each time the screen shows and kept nowhere:
-// a revocation governs every later read.
+// a revocation governs every later read.  Offering is share-offer.js's form; the holder ID
+// shows with its share link and that link's QR code (qr.js).
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
@@ -14,6 +15,8 @@ import { dateTime, excerpt, shortId, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import { currentSession, entryById, isCurrent, isLinked } from '../state.js';
 import { call } from '../vault.js';
+import { drawQr } from '../qr.js';
+import { PUBLIC_LOG_NOTE, shareLink, takePendingHolder, wireOffer } from './share-offer.js';
 
 /** @import { Result, Share, Shared } from '../../types/protocol' */
 /** @typedef {{ op: 'share_revoke', args: { id: string } }
@@ -28,7 +31,13 @@ function showShares() {
   const node = mount(tpl('tpl-shares'));
   role(node, 'back').addEventListener('click', () => showView('memories'));
   role(node, 'refresh').addEventListener('click', () => load(node));
-  focusTitle(node);
+  role(node, 'log-note').textContent = PUBLIC_LOG_NOTE;
+  const offer = wireOffer(node, () => {
+    notice('Offered. They see nothing until they accept.');
+    load(node);
+  });
+  const linked = takePendingHolder();
+  if (linked !== null) offer.open(linked); else focusTitle(node);
   load(node);
 }
 
@@ -68,6 +77,13 @@ function render(node, offers, shared) {
   me.textContent = offers.holder_id;
   me.title = offers.holder_id;
   role(node, 'copy-holder').onclick = () => copy(offers.holder_id, 'Holder ID copied.');
+  const link = shareLink(offers.holder_id);
+  const box = role(node, 'share-link');
+  role(box, 'link-text').textContent = link;
+  role(box, 'copy-link').onclick = () => copy(link, 'Share link copied.');
+  box.hidden = false;
+  const qr = /** @type {HTMLCanvasElement} */ (role(box, 'qr'));
+  if (qr.dataset.text !== link) drawQr(qr, link).catch(() => { qr.hidden = true; });
 
   const refused = role(node, 'refused');
   const bad = [...offers.refused, ...shared.refused.map(([cell, why]) => `Shared cell ${shortId(cell)}…: ${why}`)];
@@ -81,7 +97,7 @@ function render(node, offers, shared) {
   role(refused, 'refused-list').replaceChildren(...bad.map((s) => el('li', { text: s })));
 
   list(role(node, 'offered'), offers.offered, (s) => contractRow(node, s, 'offered'),
-    'You have not shared any memory. Share one from the command line: ownmem share.');
+    'You have not shared any memory yet: use Share memories above.');
   list(role(node, 'received'), offers.received, (s) => contractRow(node, s, 'received'),
     'Nobody has offered to share memories with you.');
   list(role(node, 'shared'), shared.memories, sharedCard, 'No memory is shared with you right now.');
