@@ -121,6 +121,7 @@ def _setup_npm() -> None:
         _die("npm is not installed: install Node.js 20 or later (with npm), then run this again")
     _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"])
     NPM_STAMP.write_text(digest)
+    _setup_worker_wheels()     # npm ci emptied node_modules, and the wheel cache in it
 
 
 def _worker_wheel(name: str) -> Path:
