@@ -122,9 +122,10 @@ class VaultRoutes:
         # never exchange a change (a backup restored under a new name, then linked): refused,
         # naming the vault, unless the request asks for it.  Only the keys' holder, proven by
         # the three signatures above, learns that name (docs/decisions.md, issue 23).
-        if b.get("another_name") is not True:
+        # (A taken name stays name_taken, whoever holds it.)
+        if b.get("another_name") is not True and await self.ctx.call(self.ctx.storage.vault, name) is None:
             held = await self.ctx.call(self.ctx.storage.name_of_owner, reg.owner_pub)
-            if held is not None and held != name:
+            if held is not None:
                 raise ApiError(E.KEYS_REGISTERED, f'these keys hold the vault "{held}" on this server already',
                                vault=held)
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,

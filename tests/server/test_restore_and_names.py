@@ -55,7 +55,8 @@ def restored(tmp_path: Path) -> Iterator[Callable[[], tuple[UnlockedVault, Unloc
 def _names_of_owner(backend: Backend, v: UnlockedVault) -> str | None:
     st = backend.storage()
     try:
-        return st.name_of_owner(v.identity.sign_pub)
+        name: str | None = st.name_of_owner(v.identity.sign_pub)
+        return name
     finally:
         st.close()
 
