@@ -209,19 +209,19 @@ async function scenarios(view) {
   // 5. Enter is a new line; Ctrl+Enter saves; what is typed during the save stays
   await ev(watchTyping, 'form');
   await ev(() => { document.querySelector('#add-content').focus(); return true; });
-  await view.keys(['First line', { press: 'Enter' }, 'second line']);
-  assert.equal(await ev(() => document.querySelector('#add-content').value), 'First line\nsecond line');
-  assert.ok(!(await ev(cards)).some((c) => c.startsWith('First line')), 'Enter saved nothing');
+  await view.keys([`First line ${tag}`, { press: 'Enter' }, 'second line']);
+  assert.equal(await ev(() => document.querySelector('#add-content').value), `First line ${tag}\nsecond line`);
+  assert.ok(!(await ev(cards)).some((c) => c.startsWith(`First line ${tag}`)), 'Enter saved nothing');
   await view.keys([{ ctrlEnter: true }, 'typed during the save']);
-  await wait('the multi-line memory listed', async () => (await ev(cards)).includes('First line\nsecond line'));
+  await wait('the multi-line memory listed', async () => (await ev(cards)).includes(`First line ${tag}\nsecond line`));
   await wait('the typed text kept', async () => (await ev(() => document.querySelector('#add-content').value)) === 'typed during the save');
   const typedAdd = await ev(() => window.__typedBusy);
 
-  const firstId = await ev(() => {
-    const card = [...document.querySelectorAll('[data-testid="memory-card"]')].find((c) => c.querySelector('[data-role="content"]').textContent === 'First line\nsecond line');
+  const firstId = await ev((want) => {
+    const card = [...document.querySelectorAll('[data-testid="memory-card"]')].find((c) => c.querySelector('[data-role="content"]').textContent === want);
     card.querySelector('[data-testid="edit-button"]').click();
     return card.closest('li[data-id]')?.dataset.id ?? card.dataset.id;
-  });
+  }, `First line ${tag}\nsecond line`);
   await showing(view, '[data-testid="edit-form"] [data-testid="edit-content"]');
   await ev(() => {
     const t = document.querySelector('[data-testid="edit-form"] [data-testid="edit-content"]');
@@ -239,10 +239,10 @@ async function scenarios(view) {
   }, firstId)).catch(async (e) => {
     throw new Error(`${e.message}; editing ${JSON.stringify(await ev(() => [...document.querySelectorAll('[data-testid="edit-content"]')].map((t) => t.value)))}; errors ${await ev(text, '[data-testid="edit-form"] [data-role="error"]')}`);
   });
-  assert.equal(editedId[1], 'First line\nsecond line\nthird line more words typed at once');
+  assert.equal(editedId[1], `First line ${tag}\nsecond line\nthird line more words typed at once`);
   await ev(() => { document.querySelector('[data-testid="edit-form"] [data-role="cancel"]').click(); return true; });
-  await wait('the saved version listed', async () => (await ev(cards)).includes('First line\nsecond line\nthird line'));
-  assert.ok(!(await ev(cards)).some((c) => c.includes('more')), 'what was typed after the save is not in the saved version');
+  await wait('the saved version listed', async () => (await ev(cards)).includes(`First line ${tag}\nsecond line\nthird line`));
+  assert.ok(!(await ev(cards)).some((c) => c.includes('more words typed')), 'what was typed after the save is not in the saved version');
   const typedEdit = await ev(() => window.__typedBusy) - typedAdd;
   console.log(`# ${tag}: keys typed while saving: add ${typedAdd}, edit ${typedEdit}`);
   assert.ok(typedAdd > 0 && typedEdit > 0, 'keys were typed while the forms were saving');
