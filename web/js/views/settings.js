@@ -56,7 +56,7 @@ async function showStorage(node, panel) {
   sync.hidden = !isLinked();
   sync.onclick = () => syncNow('manual').then(
     (/** @type {unknown} */ r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
-    (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)}`));
+    (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)} Export a copy, or try Sync again later.`, { persist: true }));
   const session = currentSession();
   const { persisted, waiting } = await persistence();
   if (!isCurrent(session) || !panel.isConnected) return;
