@@ -168,6 +168,7 @@ async function scenarios(view) {
     return t && t;
   }, BOOT_MS);
   assert.match(unknown, /No vault with this name on this server/);
+  assert.equal(await ev(() => document.activeElement?.id), 'login-name', 'the name is what to fix');
   await fill(view, '[data-testid="login-form"] [name="name"]', ORIG);
   await fill(view, '[data-testid="login-form"] [name="passphrase"]', 'not the passphrase of this vault');
   await click(view, '[data-testid="login-form"] [type="submit"]');
@@ -271,6 +272,11 @@ async function scenarios(view) {
   await showing(view, '[data-testid="held-vault"]');
   assert.match(await ev(text, '[data-testid="held-vault"]'), new RegExp(`holds the vault “${ORIG}”`));
   assert.ok(await ev(visible, '[data-testid="tab-create"]'));
+  assert.ok((await ev(idbCounts))['ownmem/objects'] > 0, 'nothing deleted');
+  // its sign-out is a step of its own, asked first: locked, it still says what would be lost
+  await click(view, '[data-testid="held-signout"]');
+  assert.match(await wait('what is lost', async () => ev(text, '[data-testid="held-vault"] [data-testid="signout-loss"]')), /Everything is synced to/);
+  await click(view, '[data-testid="held-vault"] [data-testid="signout-cancel"]');
   assert.ok((await ev(idbCounts))['ownmem/objects'] > 0, 'nothing deleted');
   await click(view, '[data-testid="back-to-unlock"]');
   await fill(view, '[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
