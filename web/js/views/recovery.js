@@ -7,13 +7,14 @@ import { el } from '../dom.js';
 import { isoDate } from '../format.js';
 
 /**
- * @param {{ name: string, server: string | null, onClose?: () => void }} vault
+ * @param {{ name: string, server: string | null, created?: boolean, onClose?: () => void }} vault
+ *   created: the vault was made just now (the sheet then says the day)
  * @returns {HTMLElement}
  */
-export function recoverySheet({ name, server, onClose }) {
+export function recoverySheet({ name, server, created = false, onClose }) {
   /** @type {[string, string][]} */
-  const facts = [['Vault name', name], ['Server', server || 'none: this vault lives only in this browser'],
-    ['Made on', isoDate()]];
+  const facts = [['Vault name', name], ['Server', server || 'none: this vault lives only in this browser']];
+  if (created) facts.push(['Made on', isoDate()]);
   const sheet = el('section', { class: 'panel recovery-sheet', 'aria-labelledby': 'recovery-title', 'data-testid': 'recovery-sheet' },
     el('h2', { id: 'recovery-title', class: 'panel-title', text: 'Your recovery sheet' }),
     el('dl', { class: 'facts' }, ...facts.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })])),

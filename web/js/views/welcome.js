@@ -141,7 +141,8 @@ function createForm() {
       }
     }
     await enterVault();
-    const sheet = recoverySheet({ name: vname, server: link && !linkError ? location.origin : null, onClose: () => sheet.remove() });
+    const sheet = recoverySheet({ name: vname, server: link && !linkError ? location.origin : null, created: true,
+      onClose: () => sheet.remove() });
     main.prepend(sheet);
     if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`, { persist: true });
   });
