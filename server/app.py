@@ -51,9 +51,13 @@ _log = logging.getLogger("ownmem.server")
 
 # ---------------------------------------------------------------- every answer that is not 2xx
 
-def refusal(code: ErrorCode, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    """The one shape of every answer that is not 2xx."""
-    return JSONResponse(messages.ErrorBody(code, message).encode(), status_code=code.status, headers=headers)
+def refusal(code: ErrorCode, message: str, headers: Mapping[str, str] | None = None,
+            vault: str | None = None) -> Response:
+    """The one shape of every answer that is not 2xx (``keys_registered`` adds the vault it names)."""
+    body = messages.ErrorBody(code, message).encode()
+    if vault is not None:
+        body["vault"] = vault
+    return JSONResponse(body, status_code=code.status, headers=headers)
 
 
 # what Starlette raises itself: no route for the path (also a file the web mount lacks), and a
@@ -63,7 +67,7 @@ _STARLETTE = {404: E.NOT_FOUND, 405: E.METHOD_NOT_ALLOWED}
 
 async def _answer(request: Request, exc: Exception) -> Response:
     if isinstance(exc, ApiError):
-        return refusal(exc.code, exc.message, exc.headers)
+        return refusal(exc.code, exc.message, exc.headers, exc.vault)
     assert isinstance(exc, HTTPException)
     code = _STARLETTE.get(exc.status_code)
     if code is None:   # e.g. a web file the server may not read: the server's fault, not the request's

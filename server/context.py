@@ -38,9 +38,11 @@ class ApiError(OwnmemError):
 
     code: ErrorCode
 
-    def __init__(self, code: ErrorCode, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, headers: dict[str, str] | None = None,
+                 vault: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.headers = code, message, headers
+        self.vault = vault      # keys_registered: the vault these keys hold (told only to their holder)
 
 
 @dataclass

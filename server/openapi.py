@@ -82,7 +82,9 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
                 "name": NAME["schema"], "salt": _hexn(16), "owner_pub": _hexn(32), "sync_pub": _hexn(32),
                 "ka_pub": _hexn(32), "holder_pub": _hexn(1952), "metadata": HEX, "metadata_sig": _hexn(64),
-                "key_receipt": HEX, "proof": _hexn(64), "holder_proof": _hexn(3309)})}}},
+                "key_receipt": HEX, "proof": _hexn(64), "holder_proof": _hexn(3309),
+                "another_name": {"type": "boolean"}}, required=["name", "salt", "owner_pub", "sync_pub", "ka_pub",
+                "holder_pub", "metadata", "metadata_sig", "key_receipt", "proof", "holder_proof"])}}},
             "responses": {"201": _json(_obj({"name": {"type": "string"}, "holder_id": _hexn(32),
                                              "key_receipt_id": _hexn(32)}), "registered"),
                           **_err(400, 403, 408, 409, 413, 429)}}},
@@ -91,6 +93,10 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_obj({"name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32),
                                              "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": HEX,
                                              "holder_id": _hexn(32)})), **_err(404, 429)}}},
+        "/v1/names/{name}": {"get": {
+            "operationId": "nameTaken", "parameters": [NAME],
+            "responses": {"200": _json(_obj({"name": {"type": "string"}, "taken": {"type": "boolean"}})),
+                          **_err(404, 429)}}},
         "/v1/vaults/{name}/challenge": {"post": {
             "operationId": "challenge", "parameters": [NAME],
             "responses": {"200": _json(_obj({"challenge": _hexn(32), "expires_at": {"type": "integer"}})),

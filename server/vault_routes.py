@@ -4,6 +4,7 @@ export, and the log's and erasure list's listings.
 
     POST /v1/vaults                          register a vault (public, paid by the address)
     GET  /v1/vaults/{name}                   its lookup: salt and public keys (a decoy's for a name not held)
+    GET  /v1/names/{name}                    whether a vault holds the name (paid from the registration budget)
     POST /v1/vaults/{name}/challenge         a login challenge
     POST /v1/vaults/{name}/session           a session credential for a signed challenge
     GET|PUT /v1/vaults/{name}/metadata       the owner-signed vault metadata (compare-and-swap)
@@ -117,6 +118,16 @@ class VaultRoutes:
         # registers; the holder's own signature over this registration does.
         if not hk.valid(reg.message(), reg.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
             raise ApiError(E.BAD_SIGNATURE, "the registration is not signed by its holder key")
+        # A second name for keys that hold a vault here already splits one vault into two that
+        # never exchange a change (a backup restored under a new name, then linked): refused,
+        # naming the vault, unless the request asks for it.  Only the keys' holder, proven by
+        # the three signatures above, learns that name (docs/decisions.md, issue 23).
+        # (A taken name stays name_taken, whoever holds it.)
+        if b.get("another_name") is not True and await self.ctx.call(self.ctx.storage.vault, name) is None:
+            held = await self.ctx.call(self.ctx.storage.name_of_owner, reg.owner_pub)
+            if held is not None:
+                raise ApiError(E.KEYS_REGISTERED, f'these keys hold the vault "{held}" on this server already',
+                               vault=held)
         stored = Registration(name, reg.salt, reg.owner_pub, reg.sync_pub, reg.ka_pub, reg.holder_pub, holder_id,
                               reg.metadata, reg.metadata_sig, entry, reg.holder_proof)
         try:
@@ -127,6 +138,16 @@ class VaultRoutes:
             raise ApiError(E.TOO_MANY_VAULTS, f"a key of this registration is in {self.ctx.config.vaults_per_key} "
                                               "vaults on this server already") from None
         return JSONResponse(messages.Registered(name, holder_id, r.receipt_id).encode(), status_code=201)
+
+    async def name_taken(self, request: Request) -> Response:
+        """Whether a vault holds this name, charged to the registration budget of the address:
+        registering already tells a taken name (name_taken), at that rate, so this tells no more
+        and no faster; the lookup keeps its decoys (docs/decisions.md, issue 23)."""
+        name = self._vault_name(request)
+        self.ctx.charge(self.ctx.register_limiter, client_key(request.scope),
+                        "too many name checks from this address")
+        held = await self.ctx.call(self.ctx.storage.vault, name)
+        return JSONResponse({"name": name, "taken": held is not None})
 
     async def lookup(self, request: Request) -> Response:
         _, info = await self.ctx.named(request)
@@ -413,6 +434,7 @@ def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
     return [
         Route("/v1/vaults", r.register, methods=["POST"]),
         Route("/v1/vaults/{name}", r.lookup),
+        Route("/v1/names/{name}", r.name_taken),
         Route("/v1/vaults/{name}/challenge", r.challenge, methods=["POST"]),
         Route("/v1/vaults/{name}/session", r.session, methods=["POST"]),
         Route("/v1/vaults/{name}/metadata", r.metadata, methods=["GET", "PUT"]),

@@ -53,6 +53,13 @@ class WrongPassphrase(OwnmemError):
         super().__init__(message)
 
 
+class NoSuchVault(WrongPassphrase):
+    """No vault holds this name on the server (it said so when asked; a server that cannot say
+    leaves a plain WrongPassphrase).  Check the name and the server address."""
+
+    code = "no_such_vault"
+
+
 class ImportRefused(OwnmemError):
     """A container cannot be imported into this vault as a whole (identity, metadata)."""
 
@@ -89,10 +96,12 @@ class SyncError(OwnmemError):
 
     code = "sync"
 
-    def __init__(self, message: str, server_code: str | None = None, status: int | None = None) -> None:
+    def __init__(self, message: str, server_code: str | None = None, status: int | None = None,
+                 vault: str | None = None) -> None:
         super().__init__(message)
         self.server_code = server_code
         self.status = status
+        self.vault = vault     # keys_registered: the vault these keys hold on that server
 
 
 class WireError(SyncError):

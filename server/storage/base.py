@@ -154,6 +154,10 @@ class Storage(Protocol):
 
     def vault_by_id(self, vault_id: int) -> VaultRecord | None: ...
 
+    def name_of_owner(self, owner_pub: bytes) -> str | None:
+        """The first vault registered with this owner key, if any."""
+        ...
+
     def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         """Note a challenge a login succeeded with (server/challenge.py) -> False if it was used
         before (a replay).  Rows past their expiry are dropped: the table holds only challenges

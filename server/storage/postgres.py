@@ -244,6 +244,11 @@ class PostgresStorage:
             r = c.execute(Q.vault_by_id, (vault_id,)).fetchone()
         return _vault(r) if r else None
 
+    def name_of_owner(self, owner_pub: bytes) -> str | None:
+        with self._tx() as c:
+            r = c.execute(Q.name_of_owner, (owner_pub,)).fetchone()
+        return str(r[0]) if r else None
+
     # ---------------------------------------------------------------- auth
     def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:

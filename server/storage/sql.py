@@ -30,6 +30,7 @@ class Sql:
                              f"meta_version, metadata, metadata_sig) VALUES ({p},{p},{p},{p},{p},{p},{p},1,{p},{p})")
         self.put_proof = shares.PUT_PROOF.replace("?", p)
         self.vault_by_name = f"SELECT {VAULT_COLS} FROM vaults WHERE name = {p}"
+        self.name_of_owner = f"SELECT name FROM vaults WHERE owner_pub = {p} ORDER BY id LIMIT 1"
         self.vault_by_id = f"SELECT {VAULT_COLS} FROM vaults WHERE id = {p}"
         self.expire_challenges = f"DELETE FROM challenges WHERE expires_at < {p}"
         self.expire_tokens = f"DELETE FROM tokens WHERE expires_at < {p}"

@@ -194,6 +194,10 @@ class SqliteStorage:
         r = self._conn().execute(Q.vault_by_id, (vault_id,)).fetchone()
         return VaultRecord(*r) if r else None
 
+    def name_of_owner(self, owner_pub: bytes) -> str | None:
+        r = self._conn().execute(Q.name_of_owner, (owner_pub,)).fetchone()
+        return str(r[0]) if r else None
+
     # ---------------------------------------------------------------- auth
     def use_challenge(self, vault_id: int, challenge: bytes, expires_at: float, now: float) -> bool:
         with self._tx() as c:

@@ -519,7 +519,7 @@ test('5. export downloads a .amem that the CLI imports and the reference opens a
     for (const c of contents) await addMemory(page, c, 'export');
     const file = await exportFile(page, path.join(tmp, 't5-export.amem'));
     await page.waitForSelector('[data-role="export-progress"].done');
-    assert.match(await page.textContent('[data-role="export-progress"]'), /Exported 3 objects/);
+    assert.equal(await page.textContent('[data-role="export-progress"]'), 'Exported 3 memories.');
     await shot(page, '10-export');
     assert.ok(fs.statSync(file).size > 1000);
 

@@ -101,6 +101,7 @@ export function oneLine(message) {
 export function errorText(err) {
   if (!err) return 'Something went wrong';
   if (err.code === 'wrong_passphrase') return 'Wrong passphrase for this vault.';
+  if (err.code === 'no_such_vault') return 'No vault with this name on this server. Check the name and the server address.';
   const m = String(err.message || err);
   if (m.startsWith('Traceback')) {
     // an unexpected Python exception: its last line says what it was
@@ -149,15 +150,45 @@ export function showProgress(node, text, busy = true) {
   node.classList.toggle('done', !busy);
 }
 
+// The notice at the foot of the screen.  Plain information fades after 5 s; a message that
+// asks the person to act (`persist`) stays, with a Dismiss button, until dismissed: a plain
+// notice shown meanwhile takes its place for its 5 s, then the message comes back.
 /** @type {ReturnType<typeof setTimeout> | undefined} */
 let noticeTimer;
-/** @param {string} text */
-export function notice(text) {
-  const n = /** @type {HTMLElement} */ (document.getElementById('notice'));
+/** @type {string} the message that waits for Dismiss, '' for none */
+let pinned = '';
+
+/**
+ * @param {string} text
+ * @param {{ persist?: boolean }} [options] persist: it asks the person to act, so it stays until dismissed
+ */
+export function notice(text, { persist = false } = {}) {
   clearTimeout(noticeTimer);
-  n.textContent = text;
+  if (persist || !text) pinned = text;   // '' clears everything (a lock)
+  showNotice(text, persist);
+  if (text && !persist) noticeTimer = setTimeout(() => showNotice(pinned, true), 5000);
+}
+
+/**
+ * @param {string} text
+ * @param {boolean} persist
+ */
+function showNotice(text, persist) {
+  const n = /** @type {HTMLElement} */ (document.getElementById('notice'));
+  n.replaceChildren();
   n.hidden = !text;
-  if (text) noticeTimer = setTimeout(() => { n.hidden = true; n.textContent = ''; }, 5000);
+  n.classList.toggle('notice-persist', Boolean(text && persist));
+  if (!text) return;
+  n.append(el('span', { text }));
+  if (!persist) return;
+  n.append(el('button', {
+    type: 'button', class: 'btn btn-small notice-dismiss', 'data-testid': 'notice-dismiss', text: 'Dismiss',
+    'aria-label': 'Dismiss this message',
+    onclick: () => {
+      pinned = '';
+      showNotice('', false);
+    },
+  }));
 }
 
 /**
@@ -171,15 +202,31 @@ export function setBusy(form, busy) {
   form.setAttribute('aria-busy', String(busy));
 }
 
-// Enter submits, Shift+Enter starts a new line (textareas of the add and edit forms).
+// Ctrl+Enter (⌘+Enter on a Mac) saves; a plain Enter is a new line, as in any text field
+// (the add and edit forms' textareas: a memory may run over several lines).
 /** @param {HTMLTextAreaElement} textarea */
 export function enterSubmits(textarea) {
+  textarea.setAttribute('aria-keyshortcuts', 'Control+Enter Meta+Enter');
   textarea.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
+    if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !e.isComposing) {
       e.preventDefault();
       /** @type {HTMLFormElement} */ (textarea.form).requestSubmit();
     }
   });
+}
+
+/**
+ * A form busy saving whose text fields stay editable: what is typed meanwhile stays in them.
+ * Its buttons, selects and checkboxes are disabled (no second submit); Ctrl+Enter does
+ * nothing while `aria-busy` is true (see the forms' submit handlers).
+ * @param {HTMLFormElement} form
+ * @param {boolean} busy
+ */
+export function setSaving(form, busy) {
+  /** @type {NodeListOf<HTMLInputElement | HTMLSelectElement | HTMLButtonElement>} */
+  const controls = form.querySelectorAll('button, select, input[type="checkbox"], input[type="range"]');
+  for (const c of controls) c.disabled = busy;
+  form.setAttribute('aria-busy', String(busy));
 }
 
 /**

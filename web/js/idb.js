@@ -3,7 +3,7 @@
 // encrypted verified-plaintext cache.  Every write is one readwrite transaction with
 // strict durability, so a crash loses at most the operation in flight.
 
-const NAME = "ownmem";
+export const NAME = "ownmem";
 const VERSION = 1;
 export const STORES = ["meta", "scopes", "known_keys", "revoked_keys", "objects", "erased", "cells",
   "erase_outbox", "sync_state", "cache"];
@@ -23,7 +23,15 @@ function db() {
           if (!req.result.objectStoreNames.contains(s)) req.result.createObjectStore(s);
         }
       };
-      req.onsuccess = () => resolve(req.result);
+      req.onsuccess = () => {
+        // Another context deletes the database (sign-out, views/signout.js): let it, rather
+        // than block it for as long as this worker lives; a later call opens it again.
+        req.result.onversionchange = () => {
+          req.result.close();
+          opening = null;
+        };
+        resolve(req.result);
+      };
       req.onerror = () => reject(req.error);
     });
   }
@@ -160,10 +168,27 @@ export async function idb_put(table, key, value) {
   await done(tx);
 }
 
-// Removes every record: the "remove this vault from this browser" setting.
+// Removes every record of every store: sign-out ("Sign out of this browser",
+// views/signout.js), first, so nothing is left even if the database's deletion below waits.
 export async function idb_clear() {
   const d = await db();
   const tx = d.transaction(STORES, "readwrite", { durability: "strict" });
   for (const s of STORES) tx.objectStore(s).clear();
   await done(tx);
+}
+
+// Then the database itself, this context's connection closed first.  -> true once deleted;
+// false when another context still holds it open after `waitMs` (its records are cleared).
+export async function idb_delete(waitMs = 5000) {
+  if (opening) {
+    const d = await opening.catch(() => null);
+    d?.close();
+    opening = null;
+  }
+  return new Promise((resolve) => {
+    const req = indexedDB.deleteDatabase(NAME);
+    const timer = setTimeout(() => resolve(false), waitMs);
+    req.onsuccess = () => { clearTimeout(timer); resolve(true); };
+    req.onerror = () => { clearTimeout(timer); resolve(false); };
+  });
 }

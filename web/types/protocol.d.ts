@@ -305,7 +305,7 @@ export interface PythonOperations {
   /** master: the Argon2id output, when client.js derived it */
   unlock: Op<{ passphrase: string; master?: Uint8Array }, { count: number }>;
   login: Op<{ server: string; name: string; passphrase: string; master?: Uint8Array }, SyncResult>;
-  link: Op<{ server: string; name: string }, Empty>;
+  link: Op<{ server: string; name: string }, { name: string }>;
   list: Op<{ include_unverified?: boolean }, ListResult>;
   add: Op<{ content: string; tags?: string[]; type?: string; confidence?: number; scope?: string },
     { id: string; entry: Entry }>;
@@ -317,7 +317,7 @@ export interface PythonOperations {
   forget: Op<{ id: string }, { erased: number }>;
   import: Op<{ data: Uint8Array; accept_container_keys?: boolean; passphrase?: string }, ImportResult>;
   /** data: the .amem file (bytes cross postMessage in an ArrayBuffer of their own) */
-  export: Op<Empty, { data: Uint8Array<ArrayBuffer>; count: number }>;
+  export: Op<Empty, { data: Uint8Array<ArrayBuffer>; count: number; memories: number; versions: number; other: number }>;
   sync: Op<Empty, SyncResult>;
   token: Op<Empty, { token: string; url: string }>;
   status: Op<Empty, StatusResult>;

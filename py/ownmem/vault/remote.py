@@ -28,10 +28,13 @@ def refusal(status: int, body: bytes) -> SyncError:
     """A non-2xx answer as one SyncError, with the server's stable code when its body is a
     well-formed ErrorBody (a proxy's HTML page is not: then only the status is known)."""
     try:
-        err = messages.ErrorBody.parse(codec.load_json(body))
+        doc = codec.load_json(body)
+        err = messages.ErrorBody.parse(doc)
     except WireError:
         return SyncError(f"server refused: HTTP {status}", None, status)
-    return SyncError(f"server refused: {err.message}", err.error, status)
+    vault = doc.get("vault") if err.error == ErrorCode.KEYS_REGISTERED else None
+    return SyncError(f"server refused: {err.message}", err.error, status,
+                     vault if isinstance(vault, str) and valid_vault_name(vault) else None)
 
 
 class Remote:
@@ -95,8 +98,22 @@ class Remote:
             raise WireError("the server answered with another vault")
         return info
 
-    def register(self, reg: messages.Registration) -> messages.Registered:
-        return messages.Registered.parse(self._json("POST", f"{self.base}/v1/vaults", reg))
+    def register(self, reg: messages.Registration, *, another_name: bool = False) -> messages.Registered:
+        """``another_name``: register these keys under this name even if they hold a vault here
+        already (else the server answers ``keys_registered`` naming it)."""
+        body = reg.encode() | ({"another_name": True} if another_name else {})
+        return messages.Registered.parse(codec.load_json(self._req("POST", f"{self.base}/v1/vaults",
+                                                                   codec.dump_json(body), JSON)))
+
+    def name_taken(self) -> bool | None:
+        """Whether a vault holds this name here (GET /v1/names, paid from the address's registration
+        budget); None when the server cannot say (an older server, the budget spent, offline)."""
+        try:
+            got = codec.load_json(self._req("GET", f"{self.base}/v1/names/{self.name}"))
+        except SyncError:
+            return None
+        taken = got.get("taken") if isinstance(got, dict) else None
+        return taken if isinstance(taken, bool) else None
 
     def login(self, sync_key: aperto_keys.SigningKey) -> None:
         c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge

@@ -34,7 +34,7 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import sign_metadata
 from ownmem.aperto.model import LEGACY_VERSION
 from ownmem.crypto import CryptoProvider, cbor, run_sync
-from ownmem.errors import MalformedInput, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
+from ownmem.errors import MalformedInput, NoSuchVault, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
 from ownmem.vault import local_receipts
@@ -461,9 +461,28 @@ class Syncer:
 # ---------------------------------------------------------------- login
 
 def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | None = None,
-         remote: Remote | None = None) -> Syncer:
-    """Register this device's vault under ``name`` (or re-link it if it is already there)."""
+         remote: Remote | None = None, another_name: bool = False, follow: bool = False) -> Syncer:
+    """Register this device's vault under ``name`` (or re-link it if it is already there).
+
+    If its keys hold a vault of another name on that server (a backup restored under a new
+    name), the server refuses a second one (``keys_registered``, naming it): with ``follow``
+    the vault is linked to that name instead (the Syncer's ``remote.name`` says which), else
+    the refusal names it.  ``another_name`` registers the second name anyway."""
     remote = remote if remote is not None else Remote(server, name, client=client)
+    try:
+        return _link(v, remote, another_name)
+    except SyncError as e:
+        if e.server_code != ErrorCode.KEYS_REGISTERED or e.vault is None:
+            raise
+        if not follow:
+            raise SyncError(f"this vault is on this server already, named {e.vault!r}: link it under that name",
+                            e.server_code, e.status, e.vault) from None
+        remote.name = e.vault
+        return _link(v, remote, False)
+
+
+def _link(v: UnlockedVault, remote: Remote, another_name: bool) -> Syncer:
+    name = remote.name
     s = Syncer(v, remote)
     info = remote.lookup()
     ident = v.identity
@@ -483,7 +502,8 @@ def link(v: UnlockedVault, server: str, name: str, *, client: httpx.Client | Non
         try:
             remote.register(messages.Registration(name, pub.salt, ident.sign_pub, sync.public, ident.ka_pub, h.public,
                                               doc, s._signed(1, doc),  # noqa: SLF001 (this module's own Syncer)
-                                              key_receipt.to_cbor(), proof, holder_proof))
+                                              key_receipt.to_cbor(), proof, holder_proof),
+                            another_name=another_name)
         except SyncError as e:
             if e.server_code == ErrorCode.NAME_TAKEN:
                 raise SyncError(f"the vault name {name!r} is taken on this server by another identity",
@@ -541,6 +561,10 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
         master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
     ident = await aperto_keys.identity_from_master(p, master)
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
+        # A decoy's keys (a name nobody holds) never match either: only the name check, paid
+        # from the address's registration budget, tells the two apart (docs/decisions.md, issue 23)
+        if remote.name_taken() is False:
+            raise NoSuchVault(f"no vault named {name!r} on {remote.base}")
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
     sync_seed = await aperto_keys.derive_purpose_key(p, master, SYNC_INFO)

@@ -241,7 +241,12 @@ class App:
 
     def op_export(self) -> dict[str, Any]:
         data, n = export_bytes(self.v)
-        return {"data": data, "count": n}
+        # counted as the list counts (issue 23): its memories, the earlier versions in their
+        # history, and the rest (agent sessions and other control records, unverified objects)
+        listing = shown(self._open_all())
+        memories = len(listing.heads())
+        return {"data": data, "count": n, "memories": memories, "versions": len(listing.entries) - memories,
+                "other": max(0, n - len(listing.entries))}
 
     # ------------------------------------------------------------ sync
     def _syncer(self) -> Any:
@@ -253,10 +258,13 @@ class App:
         return self.syncer
 
     def op_link(self, server: str, name: str) -> dict[str, Any]:
+        """-> ``{"name"}``: the name linked, which is not ``name`` when this vault's keys hold
+        a vault of another name on that server already (a backup restored under a new name):
+        it is linked back to that one, never registered twice (docs/decisions.md, issue 23)."""
         remote = FetchRemote(server, name)
-        link(self.v, server, name, remote=remote)
+        link(self.v, server, name, remote=remote, follow=True)
         self.syncer = Syncer(self.v, remote)
-        return {}
+        return {"name": remote.name}
 
     async def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
         if self.store.identity() is not None:

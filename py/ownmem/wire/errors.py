@@ -24,6 +24,7 @@ class ErrorCode(enum.StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     NAME_TAKEN = "name_taken"
+    KEYS_REGISTERED = "keys_registered"
     STALE_VERSION = "stale_version"
     NO_EXPORT = "no_export"
     TOO_LARGE = "too_large"
@@ -74,6 +75,8 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.NOT_FOUND: (404, "no such route, file or receipt"),
     ErrorCode.METHOD_NOT_ALLOWED: (405, "the route does not take that method (see Allow)"),
     ErrorCode.NAME_TAKEN: (409, "a vault of that name exists"),
+    ErrorCode.KEYS_REGISTERED: (409, "the keys of this registration hold a vault on this server already (its name in "
+                                     "`vault`); send `another_name: true` to register a second name anyway"),
     ErrorCode.STALE_VERSION: (409, "the metadata changed since the expected version; pull and retry"),
     ErrorCode.NO_EXPORT: (409, "the vault's metadata carries no export header"),
     ErrorCode.TOO_LARGE: (413, "the request body is over the limit"),

@@ -8,7 +8,7 @@
 // search and filters never see them otherwise.
 
 import {
-  el, enterSubmits, errorText, main, mount, notice, oneLine, q, role, setBusy, showError, showsPercent, tpl,
+  el, enterSubmits, errorText, main, mount, notice, oneLine, q, role, setSaving, showError, showsPercent, tpl,
 } from '../dom.js';
 import { isAgentWritten, parseTags, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
@@ -106,12 +106,17 @@ async function addMemory(form) {
     scope: form.elements.scope.value || 'default',
   };
   const session = currentSession();
-  setBusy(form, true);
+  if (form.getAttribute('aria-busy') === 'true') return;   // a second Ctrl+Enter during the save
+  // the text fields stay editable during the save: what was typed after it stays (dom.js setSaving)
+  const sent = { content: form.elements.content.value, tags: form.elements.tags.value };
+  setSaving(form, true);
   try {
     const r = await call('add', args);
     if (!isCurrent(session)) return;
-    form.elements.content.value = '';
-    form.elements.tags.value = '';
+    for (const name of /** @type {const} */ (['content', 'tags'])) {
+      const now = form.elements[name].value;
+      form.elements[name].value = now.startsWith(sent[name]) ? now.slice(sent[name].length).replace(/^\s+/, '') : now;
+    }
     notice('Memory added.');
     await showAdded(r);
     afterWrite();
@@ -119,7 +124,7 @@ async function addMemory(form) {
     if (isCurrent(session)) showError(err, errorText(ex));
   } finally {
     if (isCurrent(session) && form.isConnected) {
-      setBusy(form, false);
+      setSaving(form, false);
       form.elements.content.focus();
     }
   }

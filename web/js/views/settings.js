@@ -18,6 +18,8 @@ import { renderHeader, syncNow } from './syncstatus.js';
 import { wireImportFrom } from './import_from.js';
 import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
+import { recoverySheet } from './recovery.js';
+import { signOutPanel } from './signout.js';
 
 /** @import { Provider } from '../../types/protocol' */
 
@@ -32,6 +34,8 @@ function showSettings() {
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
+  role(node, 'storage').after(signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }),
+    recoverySheet({ name: vaultName(), server: syncStatus().server }));
   focusTitle(node);
 }
 
@@ -52,7 +56,7 @@ async function showStorage(node, panel) {
   sync.hidden = !isLinked();
   sync.onclick = () => syncNow('manual').then(
     (/** @type {unknown} */ r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
-    (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)}`));
+    (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)} Export a copy, or try Sync again later.`, { persist: true }));
   const session = currentSession();
   const { persisted, waiting } = await persistence();
   if (!isCurrent(session) || !panel.isConnected) return;
@@ -120,14 +124,18 @@ function wireLink(node) {
     setBusy(link, true);
     showProgress(progress, 'Linking…');
     try {
-      await call('link', { server, name });
+      // a restored backup's keys may hold a vault of another name there: linked back to it
+      const linked = (await call('link', { server, name })).name || name;
       if (!isCurrent(session)) return;
-      rememberName(name);
+      rememberName(linked);
+      link.elements.name.value = linked;
       await refreshStatus();
       showProgress(progress, 'Linked. Syncing…');
       await syncNow('link');
-      showProgress(progress, 'Linked and synced.', false);
+      showProgress(progress, linked === name ? 'Linked and synced.'
+        : `This vault is “${linked}” on this server already: linked back to it and synced (no second copy made).`, false);
       describeLink(node);
+      showLog(role(node, 'log'));
       renderHeader();
     } catch (ex) {
       if (!isCurrent(session)) return;

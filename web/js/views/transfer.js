@@ -6,6 +6,7 @@ import { el, errorText, role, showError, showProgress } from '../dom.js';
 import { isoDate, plural, shortId } from '../format.js';
 import { currentSession, isCurrent } from '../state.js';
 import { call, refreshList } from '../vault.js';
+import { memoryCount } from './signout.js';
 import { afterWrite } from './syncstatus.js';
 
 /** @import { ImportResult } from '../../types/protocol' */
@@ -66,8 +67,19 @@ function exportVault(node, button) {
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 60000);
-    return `Exported ${plural(r.count, 'object')}.`;
+    return exportedLine(r);
   });
+}
+
+// Counted as the list counts (issue 23): "Exported 4 memories (with 1 earlier version)";
+// the earlier versions are in each memory's history, the other records (agent sessions,
+// unverified memories not shown) said apart.
+/** @param {{ count: number, memories?: number, versions?: number, other?: number }} r */
+export function exportedLine(r) {
+  if (r.memories === undefined) return `Exported ${plural(r.count, 'object')}.`;
+  const extra = [r.versions ? `with ${plural(r.versions, 'earlier version')}` : '',
+    r.other ? `${plural(r.other, 'other record')}` : ''].filter(Boolean).join(', ');
+  return `Exported ${memoryCount(r.memories)}${extra ? ` (${extra})` : ''}.`;
 }
 
 /**

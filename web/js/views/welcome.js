@@ -4,24 +4,32 @@
 // name only), logged or rendered.
 
 import {
-  concealPassphrases, errorText, mount, notice, oneLine, q, refuse, role, setBusy, showError, showProgress, tpl,
+  concealPassphrases, el, errorText, main, mount, notice, oneLine, q, refuse, role, setBusy, showError, showProgress, tpl,
   topbar, wireReveal,
 } from '../dom.js';
-import { NAME_RE, plural, serverUrl } from '../format.js';
+import { NAME_RE, serverUrl } from '../format.js';
 import { enterVault } from '../nav.js';
 import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
-import { bootInfo, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
+import { bootInfo, entries, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
 import { requestPersistence } from '../storage.js';
 import { call, healAfterRefusal } from '../vault.js';
+import { recoverySheet } from './recovery.js';
+import { justSignedOut, memoryCount, signOutPanel } from './signout.js';
 
 /** @import { Args, OpName, Result } from '../../types/protocol' */
 /** @import { Verdict } from '../passphrase.js' */
 /** @typedef {HTMLFormElement & { elements: Record<string, any> }} Form */
 
-/** @param {'create' | 'login' | 'restore'} tab */
-export function showWelcome(tab) {
+/**
+ * @param {'create' | 'login' | 'restore'} tab
+ * @param {string} [held] the vault this browser holds ("Not you? Use another vault"): the
+ *   welcome says so, with the way back to its unlock and its sign-out, a step of its own
+ */
+export function showWelcome(tab, held) {
   topbar.hidden = true;
   const node = mount(tpl('tpl-welcome'));
+  if (held) q(node, '[role="tablist"]').before(heldVault(held));
+  if (justSignedOut()) notice('Signed out: this browser no longer holds the vault.');
   const body = role(node, 'welcome-body');
   const tabs = [...node.querySelectorAll('[role="tab"]')];
   /** @type {(name: string, focus: boolean) => void} */
@@ -68,10 +76,13 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
   showProgress(progress, progressText);
   let ok = false;
   let result = null;
+  /** @type {string | undefined} */
+  let failure;
   try {
     result = await call(op, /** @type {any} */ (args));
     ok = true;
   } catch (ex) {
+    failure = /** @type {{ code?: string }} */ (ex).code;
     showError(role(form, 'error'), errorText(ex));
     if (heal && /** @type {{ code?: string }} */ (ex).code === 'wrong_passphrase') await healAfterRefusal();
   } finally {
@@ -80,7 +91,7 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
   if (!ok) {
     setBusy(form, false);
     showProgress(progress, '');
-    form.elements.passphrase.focus();
+    (failure === 'no_such_vault' ? form.elements.name : form.elements.passphrase).focus();
   }
   return ok ? result ?? {} : null;
 }
@@ -111,6 +122,11 @@ function createForm() {
       return refuse(err, pass2, 'The two passphrases differ.');
     }
     const link = form.elements.link.checked;
+    // a name taken on the server is said here, before any key is derived or sealed
+    if (link) {
+      const free = await nameFree(form, vname);
+      if (free !== true) return refuse(err, name, free);
+    }
     if (!await withPassphrase(form, 'Creating your vault: deriving its keys…', 'create', { passphrase: pass.value })) return;
     release();
     rememberName(vname);
@@ -125,9 +141,37 @@ function createForm() {
       }
     }
     await enterVault();
-    if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`);
+    const sheet = recoverySheet({ name: vname, server: link && !linkError ? location.origin : null, created: true,
+      onClose: () => sheet.remove() });
+    main.prepend(sheet);
+    if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`, { persist: true });
   });
   return form;
+}
+
+// Whether `vname` is free on this server (GET /v1/names, paid from this address's
+// registration budget: docs/decisions.md, issue 23).  -> true, or why the form cannot go on.
+/**
+ * @param {Form} form
+ * @param {string} vname
+ * @returns {Promise<true | string>}
+ */
+async function nameFree(form, vname) {
+  showProgress(role(form, 'progress'), 'Checking the name on the server…');
+  try {
+    const r = await fetch(`/v1/names/${encodeURIComponent(vname)}`, { cache: 'no-store' });
+    if (r.ok) {
+      const { taken } = await r.json();
+      if (taken === false) return true;
+      if (taken === true) return `The name “${vname}” is taken on this server. Choose another name.`;
+    }
+    if (r.status === 429) return 'Too many name checks from this address: try again later, or untick “Sync this vault through this server”.';
+    return 'The server could not check the name: try again, or untick “Sync this vault through this server”.';
+  } catch {
+    return 'The server cannot be reached to check the name: try again, or untick “Sync this vault through this server”.';
+  } finally {
+    showProgress(role(form, 'progress'), '');
+  }
 }
 
 // The create form's meter: the bars, the line under them and the "I accept" box, following
@@ -226,7 +270,8 @@ function restoreForm() {
     requestPersistence();
     setBootInfo({ ...bootInfo(), vault: { name: vname, server: null, count: r.imported } });
     await enterVault();
-    notice(importedLine(chosen.name, r));
+    // it asks the person to act (link, or keep the file): it stays until dismissed
+    notice(importedLine(chosen.name, r, entries().length), { persist: true });
   });
   return form;
 }
@@ -234,13 +279,29 @@ function restoreForm() {
 /**
  * @param {string} filename
  * @param {Result<'import'>} r
+ * @param {number} memories what the list shows now
  */
-function importedLine(filename, r) {
+function importedLine(filename, r, memories) {
   const refused = (r.refused || []).length;
   const skipped = (r.skipped || []).length;
   const extra = [refused ? `${refused} refused` : '', skipped ? `${skipped} skipped` : ''].filter(Boolean).join(', ');
-  return `Opened ${filename}: ${plural(r.imported, 'object')} imported${extra ? ` (${extra})` : ''}.`
+  return `Opened ${filename}: ${memoryCount(memories)} imported${extra ? ` (${extra})` : ''}.`
     + ' Link the vault to a server in Settings to sync it.';
+}
+
+// "Not you? Use another vault": the vault this browser holds stays as it is; unlocking it
+// again, or signing out of it (asked first, views/signout.js), are the person's next steps.
+/** @param {string} held */
+function heldVault(held) {
+  const signOut = signOutPanel({ memories: () => null, headingLevel: 'h2' });
+  signOut.hidden = true;
+  return el('div', { class: 'callout', 'data-testid': 'held-vault' },
+    el('p', { text: `This browser holds the vault “${held}”. To create or open another vault here, sign out of “${held}” first: that removes it from this browser.` }),
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', class: 'btn', 'data-testid': 'back-to-unlock', text: `Unlock “${held}”`, onclick: () => showUnlock() }),
+      el('button', { type: 'button', class: 'btn btn-ghost', 'data-testid': 'held-signout', text: `Sign out of “${held}”…`,
+        onclick: () => { signOut.hidden = false; /** @type {HTMLElement} */ (signOut.querySelector('[data-testid="signout-button"]')).click(); } })),
+    signOut);
 }
 
 /** @param {string} [message] why it is locked */
@@ -254,6 +315,10 @@ export function showUnlock(message) {
   const err = role(form, 'error');
   const pass = form.elements.passphrase;
   form.elements.username.value = vaultName();
+  form.after(el('p', { class: 'not-you' }, el('button', {
+    type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'not-you', text: 'Not you? Use another vault',
+    onclick: () => showWelcome('create', vaultName()),
+  })));
   form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
