@@ -206,6 +206,7 @@ def build() -> None:
         _copy_worker_wheels(out / "wheels")
         _compile_python(out)
         version = _write_precache(out)
+        _compress(out)
         out.chmod(0o755)   # mkdtemp made it private
         old = WEB / f".dist-old-{os.getpid()}"
         if DIST.exists():
@@ -333,6 +334,14 @@ def _write_precache(out: Path) -> str:
     doc = {"version": version, "files": dict(sorted(files.items()))}
     (out / "precache.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return version
+
+
+def _compress(out: Path) -> None:
+    """FILE.br and FILE.gz beside the bundle's files where they save (web/compress.mjs), for the
+    server to send by Accept-Encoding (server/web.py).  After precache.json: the copies are
+    encodings of the listed files, not files of the bundle, so the list never names them."""
+    files = [str(p) for p in sorted(out.rglob("*")) if p.is_file()]
+    _run(["node", str(WEB / "compress.mjs"), str(NODE_MODULES / ".cache" / "ownmem-compress"), *files])
 
 
 def typecheck_js() -> int:
