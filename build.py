@@ -314,7 +314,7 @@ def _compile_python(out: Path) -> None:
 
 
 def _write_precache(out: Path) -> str:
-    """precache.json: every file of the bundle with its sha256, and the bundle's version.
+    """precache.json: every file of the bundle with its sha256 and size, and the bundle's version.
 
     The version is the sha256 over the sorted "path hash" lines.  sw.js enters that list
     with the hash of its source, and then gets the version written into it: a new
@@ -331,7 +331,9 @@ def _write_precache(out: Path) -> str:
             _die(f"web/sw.js lacks the version placeholder {SW_VERSION_MARK}")
         sw.write_text(text.replace(SW_VERSION_MARK, version), encoding="utf-8")
         files["/sw.js"] = _sha256(sw)
-    doc = {"version": version, "files": dict(sorted(files.items()))}
+    # each file's size too: the vault worker's progress bar counts its start's files against them
+    sizes = {k: (out / k.lstrip("/")).stat().st_size for k in sorted(files)}
+    doc = {"version": version, "files": dict(sorted(files.items())), "sizes": sizes}
     (out / "precache.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return version
 

@@ -54,7 +54,67 @@ function sendMarks() {
 /** @type {Awaited<ReturnType<typeof loadPyodide>> | null} set once Pyodide has booted */
 let pyodideNow = null;
 
+// The engine's files as they arrive, for the page's progress bar (its `loading` event): every
+// fetch of a file the bundle lists, while the boot runs, is counted from a clone of its body
+// (the answer itself is handed on untouched, so the browser still compiles Pyodide's
+// WebAssembly as it streams in, and may keep that compiled code for the next start).  The
+// total is what precache.json says those files weigh; the counts are of decoded bytes, as the
+// sizes are, whatever encoding carried them.
+const BOOT_FILES = ["/pyodide/pyodide.asm.wasm", "/pyodide/python_stdlib.zip", "/pyodide/pyodide-lock.json"];
+const LOADING_EVERY = 100;   // ms between two `loading` events
+
+/** @param {Promise<BundleList>} listed */
+function countBootFetches(listed) {
+  const plain = self.fetch;
+  let loaded = 0;
+  let total = 0;
+  let sent = 0;
+  const send = (/** @type {boolean} */ now) => {
+    if (!total || (!now && performance.now() - sent < LOADING_EVERY)) return;
+    sent = performance.now();
+    self.postMessage({ event: "loading", loaded: Math.min(loaded, total), total });
+  };
+  listed.then((list) => {
+    const sizes = list.sizes ?? {};
+    total = [...BOOT_FILES, Object.keys(list.files).find(isWheel) ?? ""].reduce((n, f) => n + (sizes[f] ?? 0), 0);
+    send(true);
+  }, () => {});
+  /** @type {typeof fetch} */
+  const counting = async (input, init) => {
+    const res = await plain(input, init);
+    const path = new URL(input instanceof Request ? input.url : String(input), self.location.href).pathname;
+    if (res.ok && res.body && (BOOT_FILES.includes(path) || isWheel(path))) {
+      const reader = /** @type {ReadableStream<Uint8Array>} */ (res.clone().body).getReader();
+      (async () => {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          loaded += value.byteLength;
+          send(false);
+        }
+        send(true);
+      })().catch(() => {});
+    }
+    return res;
+  };
+  self.fetch = counting;
+  return () => {
+    self.fetch = plain;
+    loaded = total;
+    send(true);
+  };
+}
+
 async function boot() {
+  const stopCounting = countBootFetches(bundleList());
+  try {
+    return await bootCounted();
+  } finally {
+    stopCounting();
+  }
+}
+
+async function bootCounted() {
   // The wheel is fetched and unzipped while Pyodide boots (they do not depend on each other).
   const wheel = bundlePath(isWheel).then(async (path) => {
     if (!path) throw new Error("the app bundle has no ownmem wheel");
@@ -168,14 +228,26 @@ async function inflate(data) {
 const isWheel = (/** @type {string} */ p) => p.startsWith("/wheels/ownmem-") && p.endsWith(".whl");
 const isStemmer = (/** @type {string} */ p) => p.startsWith("/wheels/snowballstemmer-") && p.endsWith(".whl");
 
+/** @typedef {{ version: string, files: Record<string, string>, sizes?: Record<string, number> }} BundleList precache.json */
+
+// The bundle's file list (precache.json: each file's hash and size), fetched once per worker.
+/** @type {Promise<BundleList> | null} */
+let listed = null;
+function bundleList() {
+  listed ??= fetch("/precache.json", { cache: "no-cache" }).then((res) => {
+    if (!res.ok) throw new Error(`precache.json: HTTP ${res.status}`);
+    return res.json();
+  });
+  listed.catch(() => { listed = null; });   // offline: asked again next time
+  return listed;
+}
+
 // The bundle's file list names the wheels.  Offline the list cannot be fetched (the service
 // worker caches the files it lists, not the list): a wheel is then found in its cache.
 /** @param {(path: string) => boolean} isWanted */
 async function bundlePath(isWanted) {
   try {
-    const res = await fetch("/precache.json", { cache: "no-cache" });
-    if (res.ok) return Object.keys((await res.json()).files).find(isWanted) ?? null;
-    if (!self.caches) throw new Error(`precache.json: HTTP ${res.status}`);
+    return Object.keys((await bundleList()).files).find(isWanted) ?? null;
   } catch (err) {
     if (!self.caches) throw err;
   }
@@ -325,8 +397,10 @@ async function run(op, args) {
     const salt = args.master ? null : await storedSalt();
     if (salt) args = { ...args, master: await master(args.passphrase, salt) };
   } else if (op === "create") {
-    const salt = crypto.getRandomValues(new Uint8Array(16));
-    args = { ...args, salt, master: await master(args.passphrase, salt) };
+    // the page's salt and master (client.js, Argon2id on a thread of its own), else both here
+    const given = args.salt instanceof Uint8Array && args.salt.length === 16 && args.master instanceof Uint8Array;
+    const salt = given ? args.salt : crypto.getRandomValues(new Uint8Array(16));
+    args = { ...args, salt, master: given ? args.master : await master(args.passphrase, salt) };
   } else if (op === "lock") {
     stopLive();
   }
