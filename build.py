@@ -342,8 +342,7 @@ def _compress(out: Path) -> None:
     """FILE.br and FILE.gz beside the bundle's files where they save (web/compress.mjs), for the
     server to send by Accept-Encoding (server/web.py).  After precache.json: the copies are
     encodings of the listed files, not files of the bundle, so the list never names them."""
-    files = [str(p) for p in sorted(out.rglob("*")) if p.is_file()]
-    _run(["node", str(WEB / "compress.mjs"), str(NODE_MODULES / ".cache" / "ownmem-compress"), *files])
+    _run(["node", str(WEB / "compress.mjs"), str(NODE_MODULES / ".cache" / "ownmem-compress"), str(out)])
 
 
 def typecheck_js() -> int:

@@ -5,7 +5,7 @@
 // Node's own zlib: no dependency beyond node.  Results are cached by input in CACHE_DIR, as
 // Brotli's best quality takes about half a minute over Pyodide's 9.6 MB engine.
 //
-//   node web/compress.mjs CACHE_DIR FILE ...
+//   node web/compress.mjs CACHE_DIR DIR      (every file under DIR)
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,11 +14,13 @@ import zlib from 'node:zlib';
 const MIN_SIZE = 1024;      // below this the headers outweigh the saving
 const MAX_RATIO = 0.9;
 
-const [cacheDir, ...files] = process.argv.slice(2);
-if (!cacheDir || !files.length) {
-  console.error('usage: node web/compress.mjs CACHE_DIR FILE ...');
+const [cacheDir, dir] = process.argv.slice(2);
+if (!cacheDir || !dir) {
+  console.error('usage: node web/compress.mjs CACHE_DIR DIR');
   process.exit(2);
 }
+const files = fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+  .filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name)).sort();
 fs.mkdirSync(cacheDir, { recursive: true });
 
 const ENCODERS = {
