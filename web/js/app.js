@@ -80,7 +80,10 @@ function showLoading({ loaded, total }) {
   loading.hidden = false;
   loadingBar.max = total;
   loadingBar.value = Math.min(loaded, total);
-  loadingText.textContent = `Loading the vault engine: ${megabytes(loaded)} of ${megabytes(total)} MB`;
+  // every byte in: what is left is Pyodide's own start (compiling, then starting CPython)
+  loadingText.textContent = loaded < total
+    ? `Loading the vault engine: ${megabytes(loaded)} of ${megabytes(total)} MB`
+    : 'Starting the vault engine…';
 }
 
 /** @param {number} bytes */
