@@ -8,11 +8,12 @@
 // fetched from, or allowed to, any origin but the app's own.
 //
 // Each file is downloaded once: the page registers this worker only once the vault engine
-// has started (app.js), so the files the start fetched are in the browser's HTTP cache, and
-// install takes them from there (`force-cache`) rather than downloading them again; the hash
-// decides, as for a download: a cached copy that does not match (an older build's) is
-// fetched again from the server, and that copy must match.  A new bundle likewise downloads
-// only the files that changed.
+// has started (app.js).  By then the vault worker has put the engine's files into this
+// bundle's cache (worker.js `keep`), and the page's own files are in the browser's HTTP
+// cache.  Install takes a copy the cache holds, else the HTTP cache's (`force-cache`), and
+// downloads only what neither has; the hash decides, as for a download: a held or cached copy
+// that does not match (an older build's, a truncated one) is fetched again from the server,
+// and that copy must match.  A new bundle likewise downloads only the files that changed.
 "use strict";
 
 // build.py writes the bundle's version over this placeholder in web/dist/sw.js: every
@@ -91,6 +92,9 @@ async function precache() {
  * @param {string} sha256 hex
  */
 async function store(cache, path, sha256) {
+  // a copy the vault worker kept here at its start, if it is the one listed
+  const held = await cache.match(path);
+  if (held && await sha256Hex(await held.arrayBuffer()) === sha256) return;
   // the copy the page's start downloaded, if any; a cached failure counts as none
   let got = await download(path, "force-cache").catch(() => null);
   if (got?.sha256 !== sha256) got = await download(path, "no-store");
@@ -114,6 +118,11 @@ async function download(path, mode) {
   const res = await fetch(path, { cache: mode, redirect: "error" });
   if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
   const body = await res.arrayBuffer();
+  return { res, body, sha256: await sha256Hex(body) };
+}
+
+/** @param {ArrayBuffer} body */
+async function sha256Hex(body) {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
-  return { res, body, sha256: Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("") };
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -89,9 +89,10 @@ function showLoading({ loaded, total }) {
 /** @param {number} bytes */
 const megabytes = (bytes) => (bytes / 1e6).toFixed(1);
 
-// The service worker is registered once the engine has started: the files the start fetched
-// are then in the HTTP cache, and its install takes them from there (sw.js): each file is
-// downloaded once.  A page it already controls registers at once (an update check).
+// The service worker is registered once the engine has started and its files are kept in the
+// cache the service worker fills (worker.js `kept`): its install takes those, and the page's
+// own files from the HTTP cache (sw.js), so each file is downloaded once.  A page it already
+// controls registers at once (an update check).
 let registered = false;
 function registerServiceWorker() {
   if (registered || !('serviceWorker' in navigator) || !window.isSecureContext) return;
@@ -114,10 +115,8 @@ async function start() {
     return;
   }
   client.on('loading', showLoading);
-  client.on('ready', () => {
-    loading.hidden = true;
-    registerServiceWorker();
-  });
+  client.on('ready', () => { loading.hidden = true; });
+  client.on('kept', registerServiceWorker);
   let failed = false;
   client.on('failed', (e) => {
     failed = true;

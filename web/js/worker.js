@@ -55,20 +55,31 @@ function sendMarks() {
 let pyodideNow = null;
 
 // The engine's files as they arrive, for the page's progress bar (its `loading` event): every
-// fetch of a file the bundle lists, while the boot runs, is counted from a clone of its body
-// (the answer itself is handed on untouched, so the browser still compiles Pyodide's
-// WebAssembly as it streams in, and may keep that compiled code for the next start).  The
-// total is what precache.json says those files weigh; the counts are of decoded bytes, as the
-// sizes are, whatever encoding carried them.
+// fetch of one of them while the boot runs is read again from a clone of its body (the answer
+// itself is handed on untouched, so the browser still compiles Pyodide's WebAssembly as it
+// streams in, and may keep that compiled code for the next start).  The total is what
+// precache.json says those files weigh; the counts are of decoded bytes, as the sizes are,
+// whatever encoding carried them.
+//
+// The same clone goes into the cache the service worker fills (`ownmem-<version>`, sw.js)
+// when that cache does not hold the file yet (a first visit, a new bundle): its install then
+// takes the copy, once its hash matches, instead of downloading the engine a second time.  A
+// browser whose service worker cannot use the HTTP cache's copy (WebKit's private and
+// automated sessions keep none) still downloads it once.  The worker says `kept` when those
+// copies are written; the page registers the service worker then (app.js).
 const BOOT_FILES = ["/pyodide/pyodide.asm.wasm", "/pyodide/python_stdlib.zip", "/pyodide/pyodide-lock.json"];
 const LOADING_EVERY = 100;   // ms between two `loading` events
+// what a kept copy must not say of itself: it is the decoded body, matched by its path alone
+const TRANSFER_HEADERS = ["content-encoding", "content-length", "vary"];
 
 /** @param {Promise<BundleList>} listed */
-function countBootFetches(listed) {
+function bootFetches(listed) {
   const plain = self.fetch;
   let loaded = 0;
   let total = 0;
   let sent = 0;
+  /** @type {Promise<unknown>[]} */
+  const kept = [];
   const send = (/** @type {boolean} */ now) => {
     if (!total || (!now && performance.now() - sent < LOADING_EVERY)) return;
     sent = performance.now();
@@ -79,38 +90,72 @@ function countBootFetches(listed) {
     total = [...BOOT_FILES, Object.keys(list.files).find(isWheel) ?? ""].reduce((n, f) => n + (sizes[f] ?? 0), 0);
     send(true);
   }, () => {});
+  const counter = () => new TransformStream({
+    transform(chunk, ctl) {
+      loaded += chunk.byteLength;
+      send(false);
+      ctl.enqueue(chunk);
+    },
+  });
   /** @type {typeof fetch} */
   const counting = async (input, init) => {
     const res = await plain(input, init);
     const path = new URL(input instanceof Request ? input.url : String(input), self.location.href).pathname;
     if (res.ok && res.body && (BOOT_FILES.includes(path) || isWheel(path))) {
-      const reader = /** @type {ReadableStream<Uint8Array>} */ (res.clone().body).getReader();
-      (async () => {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          loaded += value.byteLength;
-          send(false);
-        }
-        send(true);
-      })().catch(() => {});
+      const copy = res.clone();
+      kept.push(keep(path, copy, listed, counter()).catch(() => {}));
     }
     return res;
   };
   self.fetch = counting;
-  return () => {
-    self.fetch = plain;
-    loaded = total;
-    send(true);
+  return {
+    stop() {
+      self.fetch = plain;
+      loaded = total;
+      send(true);
+    },
+    kept: () => Promise.all(kept),
   };
 }
 
+/**
+ * A boot file's clone, counted as it is read, and written into the service worker's cache
+ * of this bundle when that cache lacks it.
+ * @param {string} path
+ * @param {Response} res
+ * @param {Promise<BundleList>} listed
+ * @param {TransformStream<Uint8Array, Uint8Array>} counter
+ */
+async function keep(path, res, listed, counter) {
+  const body = /** @type {ReadableStream<Uint8Array>} */ (res.body).pipeThrough(counter);
+  /** @type {Cache | null} */
+  let cache = null;
+  try {
+    const list = await listed;
+    if (self.caches) {
+      cache = await caches.open(`ownmem-${list.version}`);
+      if (await cache.match(path)) cache = null;   // there already (a cached start)
+    }
+  } catch {
+    cache = null;
+  }
+  if (!cache) {
+    const reader = body.getReader();
+    while (!(await reader.read()).done) { /* counted */ }
+    return;
+  }
+  const headers = new Headers(res.headers);
+  for (const h of TRANSFER_HEADERS) headers.delete(h);
+  await cache.put(path, new Response(body, { status: 200, statusText: "OK", headers }));
+}
+
 async function boot() {
-  const stopCounting = countBootFetches(bundleList());
+  const fetches = bootFetches(bundleList());
   try {
     return await bootCounted();
   } finally {
-    stopCounting();
+    fetches.stop();
+    fetches.kept().then(() => self.postMessage({ event: "kept" }));
   }
 }
 

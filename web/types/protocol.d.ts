@@ -386,4 +386,6 @@ export interface Events {
   progress: { op: string; done: number; total: number };
   /** the vault engine's files arriving at start (bytes, decoded): `total` from precache.json's sizes */
   loading: { loaded: number; total: number };
+  /** the boot's copies of the engine's files are in the service worker's cache of this bundle (or were there) */
+  kept: {};
 }
