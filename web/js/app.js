@@ -74,9 +74,11 @@ const loading = /** @type {HTMLElement} */ (document.getElementById('engine-prog
 const loadingBar = /** @type {HTMLProgressElement} */ (document.getElementById('engine-progress-bar'));
 const loadingText = /** @type {HTMLElement} */ (document.getElementById('engine-progress-text'));
 
+let engineReady = false;
+
 /** @param {{ loaded: number, total: number }} e */
 function showLoading({ loaded, total }) {
-  if (!(total > 0)) return;
+  if (!(total > 0) || engineReady) return;
   loading.hidden = false;
   loadingBar.max = total;
   loadingBar.value = Math.min(loaded, total);
@@ -115,7 +117,10 @@ async function start() {
     return;
   }
   client.on('loading', showLoading);
-  client.on('ready', () => { loading.hidden = true; });
+  client.on('ready', () => {
+    engineReady = true;
+    loading.hidden = true;
+  });
   client.on('kept', registerServiceWorker);
   let failed = false;
   client.on('failed', (e) => {

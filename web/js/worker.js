@@ -57,9 +57,11 @@ let pyodideNow = null;
 // The engine's files as they arrive, for the page's progress bar (its `loading` event): every
 // fetch of one of them while the boot runs is read again from a clone of its body (the answer
 // itself is handed on untouched, so the browser still compiles Pyodide's WebAssembly as it
-// streams in, and may keep that compiled code for the next start).  The total is what
-// precache.json says those files weigh; the counts are of decoded bytes, as the sizes are,
-// whatever encoding carried them.
+// streams in, and may keep that compiled code for the next start).  The bar counts what comes
+// over the network: a file that came compressed weighs its Content-Length (the encoded
+// bytes), and the decoded bytes read so far count for their share of it; a file that came as
+// it is (from the service worker's cache) weighs its size in precache.json.  Nothing is said
+// before every file has answered, so the total never changes.
 //
 // The same clone goes into the cache the service worker fills (`ownmem-<version>`, sw.js)
 // when that cache does not hold the file yet (a first visit, a new bundle): its install then
@@ -75,24 +77,38 @@ const TRANSFER_HEADERS = ["content-encoding", "content-length", "vary"];
 /** @param {Promise<BundleList>} listed */
 function bootFetches(listed) {
   const plain = self.fetch;
-  let loaded = 0;
-  let total = 0;
+  /** @type {Map<string, { size: number, weight: number, read: number, answered: boolean }>} the engine's files: decoded size, bytes as sent, decoded bytes read */
+  const files = new Map();
+  let done = false;
   let sent = 0;
   /** @type {Promise<unknown>[]} */
   const kept = [];
   const send = (/** @type {boolean} */ now) => {
-    if (!total || (!now && performance.now() - sent < LOADING_EVERY)) return;
+    // after the boot, a clone still being read or written says nothing more
+    if (!files.size || (!now && (done || performance.now() - sent < LOADING_EVERY))) return;
+    // the total is known once every file has answered (its encoded size): nothing said before
+    if (!done && [...files.values()].some((f) => !f.answered)) return;
     sent = performance.now();
-    self.postMessage({ event: "loading", loaded: Math.min(loaded, total), total });
+    let loaded = 0;
+    let total = 0;
+    for (const f of files.values()) {
+      total += f.weight;
+      loaded += done ? f.weight : f.weight * Math.min(1, f.read / f.size);
+    }
+    self.postMessage({ event: "loading", loaded: Math.round(loaded), total: Math.round(total) });
   };
   listed.then((list) => {
     const sizes = list.sizes ?? {};
-    total = [...BOOT_FILES, Object.keys(list.files).find(isWheel) ?? ""].reduce((n, f) => n + (sizes[f] ?? 0), 0);
+    for (const f of [...BOOT_FILES, Object.keys(list.files).find(isWheel) ?? ""]) {
+      if (sizes[f] && !files.has(f)) files.set(f, { size: sizes[f], weight: sizes[f], read: 0, answered: false });
+    }
     send(true);
   }, () => {});
-  const counter = () => new TransformStream({
+  /** @param {string} path */
+  const counter = (path) => new TransformStream({
     transform(chunk, ctl) {
-      loaded += chunk.byteLength;
+      const f = files.get(path);
+      if (f) f.read += chunk.byteLength;
       send(false);
       ctl.enqueue(chunk);
     },
@@ -102,8 +118,13 @@ function bootFetches(listed) {
     const res = await plain(input, init);
     const path = new URL(input instanceof Request ? input.url : String(input), self.location.href).pathname;
     if (res.ok && res.body && (BOOT_FILES.includes(path) || isWheel(path))) {
+      await listed.catch(() => null);
+      const f = files.get(path);
+      const sentBytes = Number(res.headers.get("content-length"));
+      if (f && res.headers.get("content-encoding") && sentBytes > 0) f.weight = sentBytes;
+      if (f) f.answered = true;
       const copy = res.clone();
-      kept.push(keep(path, copy, listed, counter()).catch(() => {}));
+      kept.push(keep(path, copy, listed, counter(path)).catch(() => {}));
     }
     return res;
   };
@@ -111,7 +132,7 @@ function bootFetches(listed) {
   return {
     stop() {
       self.fetch = plain;
-      loaded = total;
+      done = true;
       send(true);
     },
     kept: () => Promise.all(kept),
