@@ -299,7 +299,7 @@ async function pageServiceWorker() {
 /** A pass-through HTTP proxy to the server; `traffic` counts the app files it was asked for. */
 function startProxy(target) {
   const t = new URL(target);
-  const traffic = { files: [], swChecks: 0, sent: new Map() };   // sent: path -> { bodies, bytes }
+  const traffic = { files: [], swChecks: 0, sent: new Map() };   // sent: path?query -> { bodies, bytes }
   const server = http.createServer((req, res) => {
     const p = new URL(req.url, 'http://x').pathname;
     const app = !p.startsWith('/v1/') && p !== '/v1' && p !== '/health';
@@ -309,8 +309,10 @@ function startProxy(target) {
       headers: { ...req.headers, host: t.host } }, (r) => {
       res.writeHead(r.statusCode, r.headers);
       if (app) {
-        const sent = traffic.sent.get(p) ?? { bodies: 0, bytes: 0 };
-        traffic.sent.set(p, sent);
+        // per URL: with ?jspi=0 the page's /js/worker.js?jspi=0 is another URL than the service worker's
+        const url = p + new URL(req.url, 'http://x').search;
+        const sent = traffic.sent.get(url) ?? { bodies: 0, bytes: 0 };
+        traffic.sent.set(url, sent);
         let first = true;
         r.on('data', (chunk) => {
           if (first && chunk.length) sent.bodies++;

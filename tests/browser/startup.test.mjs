@@ -98,13 +98,16 @@ test('the vault worker starts before the page modules, once; the wheel is unzipp
   await ctx.close();
 });
 
-// A pass-through proxy to the server that counts, per path, the answers that carried a body and
-// their bytes as sent (compressed or not), and passes bodies on in paced pieces (about 6 MB/s).
+// A pass-through proxy to the server that counts, per URL (path and query: with ?jspi=0 the page
+// asks for /js/worker.js?jspi=0, another URL than the service worker's /js/worker.js), the
+// answers that carried a body and their bytes as sent (compressed or not), and passes bodies on
+// in paced pieces (about 6 MB/s).
 function countingProxy(target) {
   const t = new URL(target);
-  const seen = new Map();   // path -> { bodies, bytes, statuses: [] }
+  const seen = new Map();   // path?query -> { bodies, bytes, statuses: [] }
   const server = http.createServer((req, res) => {
-    const p = new URL(req.url, 'http://x').pathname;
+    const u = new URL(req.url, 'http://x');
+    const p = u.pathname + u.search;
     const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url,
       headers: { ...req.headers, host: t.host } }, async (r) => {
       res.writeHead(r.statusCode, r.headers);
