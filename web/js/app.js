@@ -69,7 +69,7 @@ function bootFailed(message) {
 
 // The vault engine's files arriving (the worker's `loading` events): one bar, above whichever
 // screen shows (the boot screen, then the welcome or unlock form, usable meanwhile), gone
-// once the engine is ready.  Its numbers are the bytes of the engine's files, decoded.
+// once the engine is ready.  Its numbers are the engine's files' bytes as sent (worker.js).
 const loading = /** @type {HTMLElement} */ (document.getElementById('engine-progress'));
 const loadingBar = /** @type {HTMLProgressElement} */ (document.getElementById('engine-progress-bar'));
 const loadingText = /** @type {HTMLElement} */ (document.getElementById('engine-progress-text'));
