@@ -1,7 +1,7 @@
 // The page's side of the vault worker (docs/web.md "Worker operations").
 //
 //   const vault = new VaultClient();
-//   vault.on('synced', (e) => ...);          // worker events: ready, failed, synced, online
+//   vault.on('synced', (e) => ...);          // worker events: loading, ready, kept, failed, synced, online
 //   const { entries } = await vault.call('list', { include_unverified: true });
 //
 // One promise per request id.  Requests are sent one at a time, in order: the vault code
