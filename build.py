@@ -207,6 +207,7 @@ def build() -> None:
         _copy_worker_wheels(out / "wheels")
         _compile_python(out)
         version = _write_precache(out)
+        _compress(out)
         out.chmod(0o755)   # mkdtemp made it private
         old = WEB / f".dist-old-{os.getpid()}"
         if DIST.exists():
@@ -314,7 +315,7 @@ def _compile_python(out: Path) -> None:
 
 
 def _write_precache(out: Path) -> str:
-    """precache.json: every file of the bundle with its sha256, and the bundle's version.
+    """precache.json: every file of the bundle with its sha256 and size, and the bundle's version.
 
     The version is the sha256 over the sorted "path hash" lines.  sw.js enters that list
     with the hash of its source, and then gets the version written into it: a new
@@ -331,9 +332,18 @@ def _write_precache(out: Path) -> str:
             _die(f"web/sw.js lacks the version placeholder {SW_VERSION_MARK}")
         sw.write_text(text.replace(SW_VERSION_MARK, version), encoding="utf-8")
         files["/sw.js"] = _sha256(sw)
-    doc = {"version": version, "files": dict(sorted(files.items()))}
+    # each file's size too: the vault worker's progress bar counts its start's files against them
+    sizes = {k: (out / k.lstrip("/")).stat().st_size for k in sorted(files)}
+    doc = {"version": version, "files": dict(sorted(files.items())), "sizes": sizes}
     (out / "precache.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return version
+
+
+def _compress(out: Path) -> None:
+    """FILE.br and FILE.gz beside the bundle's files where they save (web/compress.mjs), for the
+    server to send by Accept-Encoding (server/web.py).  After precache.json: the copies are
+    encodings of the listed files, not files of the bundle, so the list never names them."""
+    _run(["node", str(WEB / "compress.mjs"), str(NODE_MODULES / ".cache" / "ownmem-compress"), str(out)])
 
 
 def typecheck_js() -> int:

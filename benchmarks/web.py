@@ -76,7 +76,11 @@ BINARIES = {
 }
 
 # the issue's bar (issue 11), in every engine
-CACHED_LOAD_TARGET = 2.0      # s, SW-cached load -> unlocked list of 1,000
+CACHED_LOAD_TARGET = 2.0      # s, SW-cached load -> unlocked list of 1,000 (issue 11; issue 23: WebKit's)
+# issue 23: every engine but WebKit at 1.5 s
+CACHED_LOAD_TARGETS = {"chromium": 1.5, "chromium-nojspi": 1.5, "firefox": 1.5, "webkit": CACHED_LOAD_TARGET}
+FIRST_VISIT_TARGET = 12e6     # bytes over the network on a first visit, each file once (issue 23)
+FAST_4G_TARGET = 6.0          # s, Chromium under Fast 4G and 4x CPU: the first usable screen (issue 23)
 UNLOCK_TARGET = 4.0           # s, passphrase submitted -> list of 10,000, verified cache
 ADD_TARGET = 0.100            # s, add submitted -> the card shown
 FRESH_TARGET = 20.0           # s, a fresh browser pulls and opens 10,000
@@ -135,6 +139,7 @@ class Sizes:
     small_unlock_reps: int = 5
     large_unlock_reps: int = 3
     large_fresh_reps: int = 1
+    fast4g_reps: int = 2
     add_reps: int = 7
     search_reps: int = SEARCH_REPS
     settle_ms: int = 1_000       # quiet time after the sync settles, before an add
@@ -143,7 +148,8 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(small=100, large=400, small_unlock_reps=2, large_unlock_reps=1, large_fresh_reps=1, add_reps=2,
+QUICK = Sizes(small=100, large=400, small_unlock_reps=2, large_unlock_reps=1, large_fresh_reps=1, fast4g_reps=1,
+              add_reps=2,
               search_reps=2,
               settle_ms=300, timeout_ms=120_000, fresh_timeout_ms=180_000)
 
@@ -238,7 +244,7 @@ def _browser(s: Sizes, e: Engine, url: str, vaults: list[Prepared], state: dict[
     cfg = {"engine": e.engine, "label": e.key, "jspi": e.jspi, "server": url, "passphrase": PASSPHRASE,
            "out": str(out), "timeout_ms": s.timeout_ms,
            "fresh_timeout_ms": min(s.fresh_timeout_ms, SLOW_FRESH_MS) if e.slow else s.fresh_timeout_ms,
-           "settle_ms": s.settle_ms,
+           "settle_ms": s.settle_ms, "fast4g_reps": s.fast4g_reps if e.key == "chromium" else 0,
            **BINARIES,
            "vaults": [{"key": v.key, "name": v.name, "n": state[v.key].n, "first": state[v.key].first,
                        "reps": reps[v.key]} for v in vaults]}
@@ -329,14 +335,15 @@ def _cached_check(s: Sizes, e: Engine, d: dict[str, Any], n: int) -> Check:
     total = _col(runs, "total")
     served, served_txt = _served(runs)
     med = _med(total)
+    target = CACHED_LOAD_TARGETS[e.key]
     return Check(
         f"{e.title}: service-worker-cached load to an unlocked vault of {s.small:,} memories listed",
-        _verdict(served and med <= CACHED_LOAD_TARGET),
+        _verdict(served and med <= target),
         (f"A vault of {n:,} memories, pulled once by this browser profile (which listed it, so the device's "
          "verified cache exists).  Each run loads the app anew in that profile: navigation start -> page and vault "
          "engine from the service worker's cache -> the unlock form (the passphrase is entered the moment the "
          "form is in the document) -> Argon2id, keys, the verified cache -> the list shown.  Median of "
-         f"{len(runs)} runs after one warm-up load; passes at ≤ {CACHED_LOAD_TARGET} s with every file from the "
+         f"{len(runs)} runs after one warm-up load; passes at ≤ {target} s with every file from the "
          "service worker." + (f"  {e.note}" if e.note else "")),
         (("navigation start -> list shown, median", _s(med)),
          ("of which navigation start -> unlock form shown (and the passphrase submitted), median",
@@ -350,8 +357,8 @@ def _cached_check(s: Sizes, e: Engine, d: dict[str, Any], n: int) -> Check:
          ("cards rendered / summary", f"{runs[0]['cards']} / “{runs[0]['summary']}”"),
          ("files", served_txt),
          *_late(runs),
-         ("target", f"≤ {CACHED_LOAD_TARGET} s")),
-        figure=_s(med), target=f"≤ {CACHED_LOAD_TARGET} s")
+         ("target", f"≤ {target} s")),
+        figure=_s(med), target=f"≤ {target} s")
 
 
 def _unlock_check(s: Sizes, e: Engine, d: dict[str, Any], n: int) -> Check:
@@ -456,7 +463,7 @@ def _engine_checks(s: Sizes, e: Engine, d: dict[str, Any], n: dict[str, int]) ->
     r = d["runs"]
     targets = (   # title, the runs judged, the bar, the check
         (f"{e.title}: service-worker-cached load to an unlocked vault of {s.small:,} memories listed",
-         ("small_unlock",), CACHED_LOAD_TARGET, lambda: _cached_check(s, e, d, n["small"])),
+         ("small_unlock",), CACHED_LOAD_TARGETS[e.key], lambda: _cached_check(s, e, d, n["small"])),
         (f"{e.title}: unlock of a {s.large:,}-memory vault with the verified cache",
          ("large_unlock",), UNLOCK_TARGET, lambda: _unlock_check(s, e, d, n["large"])),
         (f"{e.title}: adding one memory until it shows", ("small_add", "large_add"), ADD_TARGET,
@@ -479,6 +486,60 @@ def _engine_checks(s: Sizes, e: Engine, d: dict[str, Any], n: dict[str, int]) ->
                          "The engine's run stopped part way; the targets above are those it measured before.",
                          (("error", str(d["error"])[:600]),), figure="stopped", target="completes"))
     return out
+
+
+def _first_visit_check(e: Engine, d: dict[str, Any]) -> Check:
+    """A fresh profile's first visit: the app's bytes over the network until its service worker
+    has installed, and whether any file crossed it twice."""
+    title = f"{e.title}: a first visit's bytes over the network, each file once"
+    runs = d["runs"].get("small_first_visit") or d["runs"].get("large_first_visit")
+    if not runs:
+        return Check(title, FAIL, "Not measured in this engine: its fresh browser did not complete.",
+                     (("notes", "; ".join(d.get("notes", [])) or "none"),), figure="not measured",
+                     target=f"≤ {FIRST_VISIT_TARGET / 1e6:.0f} MB")
+    r = runs[0]
+    files = sorted(r["files"].items(), key=lambda kv: -kv[1])
+    biggest = ", ".join(f"{p} {_mb(b)}" for p, b in files[:6])
+    return Check(
+        title, _verdict(r["bytes"] <= FIRST_VISIT_TARGET and not r["twice"]),
+        ("A new browser profile opens the app and uses the vault from the server (the fresh browser above); "
+         "until its service worker has installed and controls the page, the counting proxy adds up the bytes "
+         "it passed on for every app file (the answers as sent: Brotli or gzip where the server has a copy "
+         "and the browser accepts it; the sync API's traffic is the vault's, not the app's, and is left out), "
+         "and counts the answers with a body per file.  Passes at ≤ "
+         f"{FIRST_VISIT_TARGET / 1e6:.0f} MB with no file sent twice." + (f"  {e.note}" if e.note else "")),
+        (("bytes over the network", _mb(r["bytes"])),
+         ("app files sent", str(r["count"])),
+         ("files sent more than once", ", ".join(r["twice"]) or "none"),
+         ("the largest", biggest),
+         ("target", f"≤ {FIRST_VISIT_TARGET / 1e6:.0f} MB, each file once")),
+        figure=f"{_mb(r['bytes'])}, " + ("each file once" if not r["twice"] else f"{len(r['twice'])} sent twice"),
+        target=f"≤ {FIRST_VISIT_TARGET / 1e6:.0f} MB, each once")
+
+
+def _fast4g_check(d: dict[str, Any]) -> Check:
+    title = "Chromium under Fast 4G and 4× CPU: the first usable screen of a first visit"
+    runs = d["runs"].get("fast4g")
+    if not runs:
+        return Check(title, FAIL, "Not measured: the run did not reach it (see the notes and the run's error).",
+                     (("notes", "; ".join(d.get("notes", [])) or "none"),), figure="not measured",
+                     target=f"≤ {FAST_4G_TARGET:g} s")
+    visible, engine = _med(_col(runs, "visible")), _med(_col(runs, "engine"))
+    return Check(
+        title, _verdict(visible <= FAST_4G_TARGET),
+        ("A new Chromium profile opens the app (no vault) with DevTools' \"Fast 4G\" network preset "
+         "(front_end/core/sdk/NetworkManager.ts Fast4GConditions: 9 Mbit/s down and 1.5 Mbit/s up, each × 0.9, "
+         "latency 60 ms × 2.75 = 165 ms; CDP Network.emulateNetworkConditions, which reaches the page's workers "
+         "too) and 4× CPU throttling (Emulation.setCPUThrottlingRate 4).  The first usable screen: the create "
+         "form in a frame (it can be typed into, and its passphrase's Argon2id starts on submit); its submit "
+         "completes once the vault engine is ready, reported beside it.  Median of "
+         f"{len(runs)} runs; passes at ≤ {FAST_4G_TARGET:g} s."),
+        (("navigation start -> create form shown, median", _s(visible)),
+         ("navigation start -> vault engine ready (a create can complete), median", _s(engine)),
+         ("runs, form / engine", ", ".join(f"{r['visible']:.2f} / {r['engine']:.2f} s" for r in runs)),
+         ("bytes over the network by then", _mb(runs[0]["bytes"])),
+         ("target", f"≤ {FAST_4G_TARGET:g} s to the first usable screen")),
+        figure=f"{_s(visible)} (engine {_s(engine)})", target=f"≤ {FAST_4G_TARGET:g} s")
 
 
 def _search_check(s: Sizes, e: Engine, d: dict[str, Any]) -> Check:
@@ -736,6 +797,9 @@ def run(quick: bool = False) -> AreaResult:
             if d.get("error"):
                 print(f"--- {e.title}: {d['error']}\n--- server log (tail) ---\n{srv.tail()}", file=sys.stderr)
             result.checks += _engine_checks(s, e, d, n)
+            result.checks.append(_first_visit_check(e, d))
+            if e.key == "chromium":
+                result.checks.append(_fast4g_check(d))
             if "large" in keys:
                 result.checks.append(_search_check(s, e, d))
             figs[e.key] = _figures(d)

@@ -29,7 +29,16 @@
 // page's origin): it records every request for an app file (not the sync API), so "every
 // file from the service worker" is checked the same way in every engine.  The browser's own
 // check for a new service worker script (/sw.js, which by specification bypasses the
-// service worker) is counted apart.
+// service worker) is counted apart.  It also counts, per path, the answers that carried a
+// body and their bytes as sent (compressed or not): a first visit's bytes over the network,
+// and whether any file crossed it twice (the fresh browser's load, until its service worker
+// has installed and controls the page).
+//
+// Chromium alone also opens the app in a fresh profile under DevTools' "Fast 4G" with 4x CPU
+// throttling (CDP Network.emulateNetworkConditions, which Chromium applies to the page's
+// vault worker and service worker too, and Emulation.setCPUThrottlingRate): the moment the
+// create form is in the document (the first usable screen: it can be typed into and
+// submitted), and the moment the engine is ready (a submitted form completes).
 import { createRequire } from 'node:module';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -127,6 +136,27 @@ function pageProbe(p) {
     };
   }
   check();
+}
+
+/** Runs in the page before its scripts (Chromium): a first visit, no vault: when the create form
+ * is in the document and in a frame, and when the vault worker says "ready". */
+function firstProbe() {
+  const B = { marks: {} };
+  window.__first = B;
+  const mark = (k) => { if (!(k in B.marks)) B.marks[k] = performance.now(); };
+  new MutationObserver(() => {
+    if (!B.marks.form && document.querySelector('[data-testid="create-form"]')) {
+      mark('form');
+      requestAnimationFrame(() => setTimeout(() => mark('visible'), 0));
+    }
+  }).observe(document, { subtree: true, childList: true });
+  const PageWorker = window.Worker;
+  window.Worker = class extends PageWorker {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (e) => { if (e.data && e.data.event === 'ready') mark('engine'); });
+    }
+  };
 }
 
 /** In an unlocked page: add one memory through the add form; ms until its card is in a frame. */
@@ -269,14 +299,27 @@ async function pageServiceWorker() {
 /** A pass-through HTTP proxy to the server; `traffic` counts the app files it was asked for. */
 function startProxy(target) {
   const t = new URL(target);
-  const traffic = { files: [], swChecks: 0 };
+  const traffic = { files: [], swChecks: 0, sent: new Map() };   // sent: path?query -> { bodies, bytes }
   const server = http.createServer((req, res) => {
     const p = new URL(req.url, 'http://x').pathname;
+    const app = !p.startsWith('/v1/') && p !== '/v1' && p !== '/health';
     if (p === '/sw.js') traffic.swChecks++;
-    else if (!p.startsWith('/v1/') && p !== '/v1' && p !== '/health') traffic.files.push(p);
+    else if (app) traffic.files.push(p);
     const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url,
       headers: { ...req.headers, host: t.host } }, (r) => {
       res.writeHead(r.statusCode, r.headers);
+      if (app) {
+        // per URL: with ?jspi=0 the page's /js/worker.js?jspi=0 is another URL than the service worker's
+        const url = p + new URL(req.url, 'http://x').search;
+        const sent = traffic.sent.get(url) ?? { bodies: 0, bytes: 0 };
+        traffic.sent.set(url, sent);
+        let first = true;
+        r.on('data', (chunk) => {
+          if (first && chunk.length) sent.bodies++;
+          first = false;
+          sent.bytes += chunk.length;
+        });
+      }
       r.pipe(res);
     });
     up.on('error', () => res.destroy());
@@ -292,21 +335,32 @@ function startProxy(target) {
 // An engine makes devices (a fresh browser profile each: no service worker, no HTTP cache, no
 // IndexedDB); a device opens the app in a page (`open`) and runs functions in it (`run`).
 
+// DevTools' "Fast 4G" preset (devtools-frontend front_end/core/sdk/NetworkManager.ts,
+// Fast4GConditions): 9 Mbit/s down and 1.5 Mbit/s up, each x 0.9, latency 60 ms x 2.75
+const FAST_4G = { offline: false, latency: 60 * 2.75, downloadThroughput: 9e6 / 8 * 0.9, uploadThroughput: 1.5e6 / 8 * 0.9 };
+const CPU_SLOWDOWN = 4;
+
 async function chromiumEngine() {
   const { chromium } = require('playwright-core');
   const browser = await chromium.launch({ executablePath: cfg.chromium, args: ['--headless=new', '--no-sandbox',
     '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   out.version = `Chromium ${browser.version()}`;
   return {
-    async device(label) {
+    async device(label, { throttled = false } = {}) {
       const ctx = await browser.newContext({ viewport: VIEWPORT });
       ctx.on('weberror', (e) => console.error(`  [${label} error] ${e.error()?.message || e.error()}`));
       let page = null;
       return {
-        async open(url, probe) {   // a new page of this profile
+        async open(url, probe, script = pageProbe) {   // a new page of this profile
           if (page) await page.close();
           page = await ctx.newPage();
-          if (probe) await page.addInitScript(pageProbe, probe);
+          if (throttled) {
+            const cdp = await ctx.newCDPSession(page);
+            await cdp.send('Network.enable');
+            await cdp.send('Network.emulateNetworkConditions', FAST_4G);
+            await cdp.send('Emulation.setCPUThrottlingRate', { rate: CPU_SLOWDOWN });
+          }
+          if (probe) await page.addInitScript(script, probe);
           await page.goto(url, { waitUntil: 'commit' });
         },
         run: (fn, arg) => page.evaluate(fn, arg),
@@ -446,6 +500,7 @@ async function load(dev, mode, vault, timeout, waitEngine = false) {
     engineBy: cfg.engine === 'webkit' ? 'status' : 'ready' };
   proxy.traffic.files = [];
   proxy.traffic.swChecks = 0;
+  proxy.traffic.sent = new Map();
   await dev.open(url, probe);
   let failed = '';
   const st = await until(`${vault.name}: the list of ${vault.n} (${mode})`, async () => {
@@ -573,12 +628,46 @@ async function device(engine, vault, { freshReps = 1, unlockReps, addReps, waitE
   if (hasSw) await until('the service worker to control the page', async () => (await dev.run(pageState)).controlled, 60_000);
   else out.notes.push(`${key}: this engine exposes no navigator.serviceWorker`);
   await settle(dev);
+  // the fresh browser's first visit, its service worker's install included: bytes over the network
+  out.runs[`${key}_first_visit`] = [firstVisit(proxy.traffic.sent)];
+  say(`${key} first visit: ${JSON.stringify({ ...out.runs[`${key}_first_visit`][0], files: undefined })}`);
   out.runs[`${key}_cache_bytes`] = await dev.run(pageCacheBytes).catch(() => null);
   if (await unlockRuns(dev, vault, unlockReps, `${key}_unlock`, waitEngine)) {
     await addRuns(dev, vault, addReps, `${key}_add`);
     if (search) await searchRuns(dev, key, search);
   } else out.notes.push(`${key}: an unlock did not show the list within ${cfg.timeout_ms / 1000} s; the adds were not run`);
   await dev.close();
+}
+
+/** What a first visit sent: every app file's bytes as sent, and the files sent with a body more than once. */
+function firstVisit(sent) {
+  const files = Object.fromEntries([...sent].map(([p, s]) => [p, s.bytes]));
+  const twice = [...sent].filter(([, s]) => s.bodies > 1).map(([p, s]) => `${p} x${s.bodies}`);
+  return { bytes: Object.values(files).reduce((a, b) => a + b, 0), count: sent.size, twice, files };
+}
+
+/** Chromium: a fresh profile under Fast 4G and 4x CPU; the create form, then the engine ready. */
+async function fast4gRuns(engine, reps) {
+  const runs = [];
+  for (let i = 0; i < reps; i++) {
+    const dev = await engine.device(`fast4g-${i}`, { throttled: true });
+    try {
+      proxy.traffic.sent = new Map();
+      await dev.open(`${origin}/`, {}, firstProbe);
+      const m = await until('the engine under Fast 4G', async () => {
+        const b = await dev.run(() => window.__first || null);
+        return b?.marks.engine && b.marks.visible ? b.marks : null;
+      }, cfg.fresh_timeout_ms);
+      const r = { form: m.form / 1000, visible: m.visible / 1000, engine: m.engine / 1000,
+        bytes: firstVisit(proxy.traffic.sent).bytes };
+      runs.push(r);
+      say(`Fast 4G, 4x CPU, run ${i + 1}/${reps}: create form shown ${r.visible.toFixed(2)} s, engine ready `
+        + `${r.engine.toFixed(2)} s, ${(r.bytes / 1e6).toFixed(2)} MB by then`);
+    } finally {
+      await dev.close();
+    }
+  }
+  out.runs.fast4g = runs;
 }
 
 async function main() {
@@ -590,6 +679,7 @@ async function main() {
       say(`vault ${v.name}: ${v.n.toLocaleString('en')} memories`);
       await device(engine, v, v.reps);
     }
+    if (cfg.fast4g_reps && cfg.engine === 'chromium' && !cfg.speed_only) await fast4gRuns(engine, cfg.fast4g_reps);
     // a profile of its own, on a page of the origin the app never uses (/health): twice, the
     // second with the engine's caches warm
     const dev = await engine.device('speed');

@@ -6,6 +6,14 @@
 // stores it in the cache named after that version; a file that does not match fails the
 // install, so a half-updated server never becomes the offline copy.  Nothing is ever
 // fetched from, or allowed to, any origin but the app's own.
+//
+// Each file is downloaded once: the page registers this worker only once the vault engine
+// has started (app.js).  By then the vault worker has put the engine's files into this
+// bundle's cache (worker.js `keep`), and the page's own files are in the browser's HTTP
+// cache.  Install takes a copy the cache holds, else the HTTP cache's (`force-cache`), and
+// downloads only what neither has; the hash decides, as for a download: a held or cached copy
+// that does not match (an older build's, a truncated one) is fetched again from the server,
+// and that copy must match.  A new bundle likewise downloads only the files that changed.
 "use strict";
 
 // build.py writes the bundle's version over this placeholder in web/dist/sw.js: every
@@ -59,7 +67,8 @@ async function cacheFirst(request, url) {
 
 async function precache() {
   try {
-    const res = await fetch("/precache.json", { cache: "no-store" });
+    // revalidated (the worker fetched it at start: usually a 304), never taken stale
+    const res = await fetch("/precache.json", { cache: "no-cache" });
     if (!res.ok) throw new Error(`precache.json: HTTP ${res.status}`);
     /** @type {{ version: string, files: Record<string, string> }} path -> sha256 */
     const list = await res.json();
@@ -83,16 +92,37 @@ async function precache() {
  * @param {string} sha256 hex
  */
 async function store(cache, path, sha256) {
-  const res = await fetch(path, { cache: "no-store", redirect: "error" });
-  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
-  const body = await res.arrayBuffer();
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
-  const got = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
-  if (got !== sha256) throw new Error(`${path}: content does not match precache.json`);
+  // a copy the vault worker kept here at its start, if it is the one listed
+  const held = await cache.match(path);
+  if (held && await sha256Hex(await held.arrayBuffer()) === sha256) return;
+  // the copy the page's start downloaded, if any; a cached failure counts as none
+  let got = await download(path, "force-cache").catch(() => null);
+  if (got?.sha256 !== sha256) got = await download(path, "no-store");
+  if (got.sha256 !== sha256) throw new Error(`${path}: content does not match precache.json`);
+  const { res, body } = got;
   // Keep the server's headers (Content-Type for WASM streaming, the CSP for pages and
-  // workers) but not the transfer ones, which described the encoded body.
+  // workers) but not the transfer ones, which described the encoded body: the cache holds
+  // the one decoded copy, matched by its path alone.
   const headers = new Headers(res.headers);
   headers.delete("content-encoding");
   headers.delete("content-length");
+  headers.delete("vary");
   await cache.put(path, new Response(body, { status: 200, statusText: "OK", headers }));
+}
+
+/**
+ * @param {string} path
+ * @param {RequestCache} mode
+ */
+async function download(path, mode) {
+  const res = await fetch(path, { cache: mode, redirect: "error" });
+  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+  const body = await res.arrayBuffer();
+  return { res, body, sha256: await sha256Hex(body) };
+}
+
+/** @param {ArrayBuffer} body */
+async function sha256Hex(body) {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }

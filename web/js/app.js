@@ -28,11 +28,11 @@
 //   - no inline script or style (the CSP forbids both): classes and the `hidden` attribute.
 
 import { anyDialogOpen } from './dialog.js';
-import { errorText, main, mount, notice, role, showError, tpl, topbar } from './dom.js';
+import { main, mount, notice, role, showError, tpl, topbar } from './dom.js';
 import { plural } from './format.js';
 import { showView } from './nav.js';
 import {
-  bootInfo, currentView, endSession, idleMinutes, isUnlocked, on, setBootInfo, setLink,
+  bootInfo, currentView, endSession, idleMinutes, isUnlocked, on,
 } from './state.js';
 import { call, connect } from './vault.js';
 import './views/list.js';
@@ -51,7 +51,7 @@ function showBoot() {
   const slow = setTimeout(() => {
     const d = role(node, 'boot-detail');
     if (d.isConnected) {
-      d.textContent = 'Still preparing: the first start loads the vault engine (about 10 MB); later starts are quick and work offline.';
+      d.textContent = 'Still preparing: the first start loads the vault engine; later starts are quick and work offline.';
     }
   }, 8000);
   return () => clearTimeout(slow);
@@ -59,16 +59,54 @@ function showBoot() {
 
 /** @param {string} message */
 function bootFailed(message) {
+  // the welcome or unlock form may be showing already (they do not wait for the engine)
+  if (!role(main, 'boot-error')) mount(tpl('tpl-boot'));
   const err = role(main, 'boot-error');
-  if (!err) return;
-  main.querySelector('.spinner')?.remove();
   /** @type {HTMLElement} */ (main.querySelector('#boot-title')).textContent = 'The secure workspace could not start';
   role(main, 'boot-detail').textContent = 'Reload the page to try again. If it keeps failing, this browser may lack a feature ownmem needs (module workers, WebAssembly, IndexedDB).';
   showError(err, message);
 }
 
+// The vault engine's files arriving (the worker's `loading` events): one bar, above whichever
+// screen shows (the boot screen, then the welcome or unlock form, usable meanwhile), gone
+// once the engine is ready.  Its numbers are the engine's files' bytes as sent (worker.js).
+const loading = /** @type {HTMLElement} */ (document.getElementById('engine-progress'));
+const loadingBar = /** @type {HTMLProgressElement} */ (document.getElementById('engine-progress-bar'));
+const loadingText = /** @type {HTMLElement} */ (document.getElementById('engine-progress-text'));
+
+let engineReady = false;
+
+/** @param {{ loaded: number, total: number }} e */
+function showLoading({ loaded, total }) {
+  if (!(total > 0) || engineReady) return;
+  loading.hidden = false;
+  loadingBar.max = total;
+  loadingBar.value = Math.min(loaded, total);
+  // every byte in: what is left is Pyodide's own start (compiling, then starting CPython)
+  loadingText.textContent = loaded < total
+    ? `Loading the vault engine: ${megabytes(loaded)} of ${megabytes(total)} MB`
+    : 'Starting the vault engine…';
+}
+
+/** @param {number} bytes */
+const megabytes = (bytes) => (bytes / 1e6).toFixed(1);
+
+// The service worker is registered once the engine has started and its files are kept in the
+// cache the service worker fills (worker.js `kept`): its install takes those, and the page's
+// own files from the HTTP cache (sw.js), so each file is downloaded once.  A page it already
+// controls registers at once (an update check).
+let registered = false;
+function registerServiceWorker() {
+  if (registered || !('serviceWorker' in navigator) || !window.isSecureContext) return;
+  registered = true;
+  navigator.serviceWorker.register('/sw.js').catch(() => {
+    // offline support unavailable (private mode, unsupported); the app still works online
+  });
+}
+
 async function start() {
   performance.mark('ownmem:app');   // every module of the page loaded (client.js: start-up marks)
+  if (navigator.serviceWorker?.controller) registerServiceWorker();
   const done = showBoot();
   let client;
   try {
@@ -78,39 +116,38 @@ async function start() {
     bootFailed(/** @type {Error} */ (err).message);
     return;
   }
-  client.on('failed', (e) => { if (!bootInfo()) bootFailed(e.message); });
+  client.on('loading', showLoading);
+  client.on('ready', () => {
+    engineReady = true;
+    loading.hidden = true;
+  });
+  client.on('kept', registerServiceWorker);
+  let failed = false;
+  client.on('failed', (e) => {
+    failed = true;
+    loading.hidden = true;
+    if (!bootInfo()) bootFailed(e.message);
+  });
   client.on('synced', onSynced);
   client.on('online', onOnline);
-  // A vault in this browser: its unlock form shows at once, while the vault engine is still
-  // booting, and the passphrase's Argon2id runs alongside the boot (worker.js).  The rest of
-  // what `boot` tells is fetched once the vault is open.
+  // Whether a vault is in this browser is read from IndexedDB without the engine, so its
+  // unlock form, or the welcome's create form, shows at once while the engine still loads;
+  // a passphrase's Argon2id runs beside it (client.js), and the submit waits for the engine.
+  // What `boot` tells is fetched once the vault is open (nav.js enterVault).
   let stored = false;
   try {
     stored = (await call('probe')).vault === true;
   } catch {
     stored = false;
   }
+  done();
+  if (failed) return;   // the boot screen says why
   if (stored) {
-    done();
     showUnlock();
     performance.mark('ownmem:unlock-form');
-    return;
-  }
-  let boot;
-  try {
-    boot = await call('boot');
-    setBootInfo(boot);
-  } catch (err) {
-    done();
-    bootFailed(errorText(err));
-    return;
-  }
-  done();
-  if (boot.vault) {
-    setLink(boot.vault.server, boot.vault.name);
-    showUnlock();
   } else {
     showWelcome('create');
+    performance.mark('ownmem:welcome-form');
   }
 }
 
@@ -168,11 +205,5 @@ document.addEventListener('keydown', (e) => {
 });
 
 // ------------------------------------------------------------------ service worker, start
-
-if ('serviceWorker' in navigator && window.isSecureContext) {
-  navigator.serviceWorker.register('/sw.js').catch(() => {
-    // offline support unavailable (private mode, unsupported); the app still works online
-  });
-}
 
 start();

@@ -1,7 +1,7 @@
 // The page's side of the vault worker (docs/web.md "Worker operations").
 //
 //   const vault = new VaultClient();
-//   vault.on('synced', (e) => ...);          // worker events: ready, failed, synced, online
+//   vault.on('synced', (e) => ...);          // worker events: loading, ready, kept, failed, synced, online
 //   const { entries } = await vault.call('list', { include_unverified: true });
 //
 // One promise per request id.  Requests are sent one at a time, in order: the vault code
@@ -26,17 +26,20 @@ export class VaultError extends Error {
   }
 }
 
-// An unlock's Argon2id, on a thread of its own started the moment the passphrase is submitted
-// (web/js/argon2-worker.js): the vault worker's thread may still be booting Pyodide, and would
-// only start it then.  -> args with `master`, or args as they were if that fails (the vault
-// worker then derives it itself).  The master secret is transferred on to the vault worker,
-// so the page keeps no copy.
+// An unlock's or a create's Argon2id, on a thread of its own started the moment the passphrase
+// is submitted (web/js/argon2-worker.js): the vault worker's thread may still be booting
+// Pyodide, and would only start it then.  A create's salt is drawn here (public, 16 random
+// bytes), an unlock's is read from IndexedDB by the helper.  -> args with `master` (and a
+// create's `salt`), or without `master` if that fails (the vault worker then derives it
+// itself).  The master secret is transferred on to the vault worker, so the page keeps no copy.
 /**
- * @template {{ passphrase?: unknown, master?: Uint8Array }} A
+ * @template {{ passphrase?: unknown, master?: Uint8Array, salt?: Uint8Array }} A
  * @param {A} args
+ * @param {boolean} fresh a create: a new salt
  * @returns {Promise<A>}
  */
-function withMaster(args) {
+function withMaster(args, fresh) {
+  if (fresh) args = { ...args, salt: crypto.getRandomValues(new Uint8Array(16)) };
   return new Promise((resolve) => {
     /** @type {Worker | undefined} */
     let helper;
@@ -58,7 +61,7 @@ function withMaster(args) {
       done(null);
     });
     mark('argon2-start');
-    helper.postMessage({ passphrase: args.passphrase });
+    helper.postMessage({ passphrase: args.passphrase, salt: args.salt });
   });
 }
 
@@ -83,7 +86,7 @@ function mark(name, at) {
 
 /** @typedef {{ resolve: (result: any) => void, reject: (err: VaultError) => void, op: OpName }} Pending */
 /** @typedef {(data: any) => void} Listener */
-/** @typedef {{ passphrase?: unknown, master?: Uint8Array }} SendArgs what #send reads of an op's args */
+/** @typedef {{ passphrase?: unknown, master?: Uint8Array, salt?: Uint8Array }} SendArgs what #send reads of an op's args */
 
 export class VaultClient {
   constructor() {
@@ -161,7 +164,9 @@ export class VaultClient {
    * @returns {Promise<any>}
    */
   async #send(op, args) {
-    if (op === 'unlock' && typeof args.passphrase === 'string' && !args.master) args = await withMaster(args);
+    if ((op === 'unlock' || op === 'create') && typeof args.passphrase === 'string' && !args.master) {
+      args = await withMaster(args, op === 'create');
+    }
     const id = this.next++;
     mark(`${op}-sent`);
     return new Promise((resolve, reject) => {

@@ -54,7 +54,133 @@ function sendMarks() {
 /** @type {Awaited<ReturnType<typeof loadPyodide>> | null} set once Pyodide has booted */
 let pyodideNow = null;
 
+// The engine's files as they arrive, for the page's progress bar (its `loading` event): every
+// fetch of one of them while the boot runs is read again from a clone of its body (the answer
+// itself is handed on untouched, so the browser still compiles Pyodide's WebAssembly as it
+// streams in, and may keep that compiled code for the next start).  The bar counts what comes
+// over the network: a file that came compressed weighs its Content-Length (the encoded
+// bytes), and the decoded bytes read so far count for their share of it; a file that came as
+// it is (from the service worker's cache) weighs its size in precache.json.  Nothing is said
+// before every file has answered, so the total never changes.
+//
+// The same clone goes into the cache the service worker fills (`ownmem-<version>`, sw.js)
+// when that cache does not hold the file yet (a first visit, a new bundle): its install then
+// takes the copy, once its hash matches, instead of downloading the engine a second time.  A
+// browser whose service worker cannot use the HTTP cache's copy (WebKit's private and
+// automated sessions keep none) still downloads it once.  The worker says `kept` when those
+// copies are written; the page registers the service worker then (app.js).
+const BOOT_FILES = ["/pyodide/pyodide.asm.wasm", "/pyodide/python_stdlib.zip", "/pyodide/pyodide-lock.json"];
+const LOADING_EVERY = 100;   // ms between two `loading` events
+// what a kept copy must not say of itself: it is the decoded body, matched by its path alone
+const TRANSFER_HEADERS = ["content-encoding", "content-length", "vary"];
+
+/** @param {Promise<BundleList>} listed */
+function bootFetches(listed) {
+  const plain = self.fetch;
+  /** @type {Map<string, { size: number, weight: number, read: number, answered: boolean }>} the engine's files: decoded size, bytes as sent, decoded bytes read */
+  const files = new Map();
+  let done = false;
+  let sent = 0;
+  /** @type {Promise<unknown>[]} */
+  const kept = [];
+  const send = (/** @type {boolean} */ now) => {
+    // after the boot, a clone still being read or written says nothing more
+    if (!files.size || (!now && (done || performance.now() - sent < LOADING_EVERY))) return;
+    // the total is known once every file has answered (its encoded size): nothing said before
+    if (!done && [...files.values()].some((f) => !f.answered)) return;
+    sent = performance.now();
+    let loaded = 0;
+    let total = 0;
+    for (const f of files.values()) {
+      total += f.weight;
+      loaded += done ? f.weight : f.weight * Math.min(1, f.read / f.size);
+    }
+    self.postMessage({ event: "loading", loaded: Math.round(loaded), total: Math.round(total) });
+  };
+  listed.then((list) => {
+    const sizes = list.sizes ?? {};
+    for (const f of [...BOOT_FILES, Object.keys(list.files).find(isWheel) ?? ""]) {
+      if (sizes[f] && !files.has(f)) files.set(f, { size: sizes[f], weight: sizes[f], read: 0, answered: false });
+    }
+    send(true);
+  }, () => {});
+  /** @param {string} path */
+  const counter = (path) => new TransformStream({
+    transform(chunk, ctl) {
+      const f = files.get(path);
+      if (f) f.read += chunk.byteLength;
+      send(false);
+      ctl.enqueue(chunk);
+    },
+  });
+  /** @type {typeof fetch} */
+  const counting = async (input, init) => {
+    const res = await plain(input, init);
+    const path = new URL(input instanceof Request ? input.url : String(input), self.location.href).pathname;
+    if (res.ok && res.body && (BOOT_FILES.includes(path) || isWheel(path))) {
+      await listed.catch(() => null);
+      const f = files.get(path);
+      const sentBytes = Number(res.headers.get("content-length"));
+      if (f && res.headers.get("content-encoding") && sentBytes > 0) f.weight = sentBytes;
+      if (f) f.answered = true;
+      const copy = res.clone();
+      kept.push(keep(path, copy, listed, counter(path)).catch(() => {}));
+    }
+    return res;
+  };
+  self.fetch = counting;
+  return {
+    stop() {
+      self.fetch = plain;
+      done = true;
+      send(true);
+    },
+    kept: () => Promise.all(kept),
+  };
+}
+
+/**
+ * A boot file's clone, counted as it is read, and written into the service worker's cache
+ * of this bundle when that cache lacks it.
+ * @param {string} path
+ * @param {Response} res
+ * @param {Promise<BundleList>} listed
+ * @param {TransformStream<Uint8Array, Uint8Array>} counter
+ */
+async function keep(path, res, listed, counter) {
+  const body = /** @type {ReadableStream<Uint8Array>} */ (res.body).pipeThrough(counter);
+  /** @type {Cache | null} */
+  let cache = null;
+  try {
+    const list = await listed;
+    if (self.caches) {
+      cache = await caches.open(`ownmem-${list.version}`);
+      if (await cache.match(path)) cache = null;   // there already (a cached start)
+    }
+  } catch {
+    cache = null;
+  }
+  if (!cache) {
+    const reader = body.getReader();
+    while (!(await reader.read()).done) { /* counted */ }
+    return;
+  }
+  const headers = new Headers(res.headers);
+  for (const h of TRANSFER_HEADERS) headers.delete(h);
+  await cache.put(path, new Response(body, { status: 200, statusText: "OK", headers }));
+}
+
 async function boot() {
+  const fetches = bootFetches(bundleList());
+  try {
+    return await bootCounted();
+  } finally {
+    fetches.stop();
+    fetches.kept().then(() => self.postMessage({ event: "kept" }));
+  }
+}
+
+async function bootCounted() {
   // The wheel is fetched and unzipped while Pyodide boots (they do not depend on each other).
   const wheel = bundlePath(isWheel).then(async (path) => {
     if (!path) throw new Error("the app bundle has no ownmem wheel");
@@ -168,14 +294,26 @@ async function inflate(data) {
 const isWheel = (/** @type {string} */ p) => p.startsWith("/wheels/ownmem-") && p.endsWith(".whl");
 const isStemmer = (/** @type {string} */ p) => p.startsWith("/wheels/snowballstemmer-") && p.endsWith(".whl");
 
+/** @typedef {{ version: string, files: Record<string, string>, sizes?: Record<string, number> }} BundleList precache.json */
+
+// The bundle's file list (precache.json: each file's hash and size), fetched once per worker.
+/** @type {Promise<BundleList> | null} */
+let listed = null;
+function bundleList() {
+  listed ??= fetch("/precache.json", { cache: "no-cache" }).then((res) => {
+    if (!res.ok) throw new Error(`precache.json: HTTP ${res.status}`);
+    return res.json();
+  });
+  listed.catch(() => { listed = null; });   // offline: asked again next time
+  return listed;
+}
+
 // The bundle's file list names the wheels.  Offline the list cannot be fetched (the service
 // worker caches the files it lists, not the list): a wheel is then found in its cache.
 /** @param {(path: string) => boolean} isWanted */
 async function bundlePath(isWanted) {
   try {
-    const res = await fetch("/precache.json", { cache: "no-cache" });
-    if (res.ok) return Object.keys((await res.json()).files).find(isWanted) ?? null;
-    if (!self.caches) throw new Error(`precache.json: HTTP ${res.status}`);
+    return Object.keys((await bundleList()).files).find(isWanted) ?? null;
   } catch (err) {
     if (!self.caches) throw err;
   }
@@ -325,8 +463,10 @@ async function run(op, args) {
     const salt = args.master ? null : await storedSalt();
     if (salt) args = { ...args, master: await master(args.passphrase, salt) };
   } else if (op === "create") {
-    const salt = crypto.getRandomValues(new Uint8Array(16));
-    args = { ...args, salt, master: await master(args.passphrase, salt) };
+    // the page's salt and master (client.js, Argon2id on a thread of its own), else both here
+    const given = args.salt instanceof Uint8Array && args.salt.length === 16 && args.master instanceof Uint8Array;
+    const salt = given ? args.salt : crypto.getRandomValues(new Uint8Array(16));
+    args = { ...args, salt, master: given ? args.master : await master(args.passphrase, salt) };
   } else if (op === "lock") {
     stopLive();
   }

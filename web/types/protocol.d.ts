@@ -300,7 +300,7 @@ interface Op<A, R> {
 /** The operations ownmem.web.api answers (App.op_<name>), in docs/web.md's order. */
 export interface PythonOperations {
   boot: Op<Empty, BootResult>;
-  /** the page sends the passphrase; worker.js adds the salt and its Argon2id master */
+  /** the page sends the passphrase with a fresh salt and its Argon2id master (client.js), else worker.js adds them */
   create: Op<{ passphrase: string; master?: Uint8Array; salt?: Uint8Array }, { key_id: string }>;
   /** master: the Argon2id output, when client.js derived it */
   unlock: Op<{ passphrase: string; master?: Uint8Array }, { count: number }>;
@@ -386,4 +386,8 @@ export interface Events {
   synced: SyncResult & { reason: string };
   online: { online: boolean; message?: string };
   progress: { op: string; done: number; total: number };
+  /** the vault engine's files arriving at start (bytes, decoded): `total` from precache.json's sizes */
+  loading: { loaded: number; total: number };
+  /** the boot's copies of the engine's files are in the service worker's cache of this bundle (or were there) */
+  kept: {};
 }

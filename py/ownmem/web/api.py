@@ -18,44 +18,28 @@ import json
 import time
 from typing import Any
 
-from ownmem.agent.published import read_published
-from ownmem.aperto.container import parse_container
 from ownmem.aperto.model import MemType
 from ownmem.crypto import provider, run_sync, set_provider
 from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError
-from ownmem.uomp.records import (
-    RecordsRefused,
-    accepted,
-    field_names,
-    format_of,
-    missing_sensitivity,
-    parse_map,
-    target_of,
-)
-from ownmem.uomp.usage import last_use
-from ownmem.usecases import answers, requests as agent_requests
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
-from ownmem.usecases.records import write_records
-from ownmem.usecases.sessions import revoke_session
-from ownmem.usecases.staged import StagedWrite, pending
-from ownmem.vault import sharing
-from ownmem.vault.logwatch import log_status
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
-from ownmem.vault.transfer import export_bytes, import_bytes
 from ownmem.vault.unlock import create_in_async, unlock_store_async
 from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
-from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
-from ownmem.web.records import checked_file, records_digest
 from ownmem.web.remote import FetchRemote
 from ownmem.web.search import Facets, Filters, ListedSearch
-from ownmem.web.shares import make_offer, offer_json, offer_request, share_json, shared_json
 from ownmem.web.store import IdbStore
 from ownmem.wire import codec
 
 __all__ = ["CACHE_INFO", "App", "DeviceCache", "handle"]   # the cache's names: ownmem.web.cache
+
+# Start-up imports are what the first screens need (create, unlock, login, list, add, edit,
+# forget, sync): the worker imports this module before its first answer, so every import here
+# is paid by every start (docs/web.md "Start-up").  The other operations import their modules
+# when first called (below: import, export, receipts, log, shares, agents, audit, staged
+# writes, records): they cost nothing until used.
 
 PREVIEW_ROWS = 500           # records a preview lists besides every one with a problem
 MAX_RECORD_FIELDS = 200      # input fields a preview offers a mapping for
@@ -223,6 +207,8 @@ class App:
         return {"erased": len(gone)}
 
     def op_import(self, data: Any, accept_container_keys: bool = False, passphrase: str = "") -> dict[str, Any]:
+        from ownmem.aperto.container import parse_container
+        from ownmem.vault.transfer import import_bytes
         raw = bytes(data)
         ident = self.vault.identity if self.vault is not None else None
         if ident is not None and parse_container(raw).meta.sign_pub != ident.sign_pub:
@@ -240,6 +226,7 @@ class App:
                 "identity_adopted": report.identity_adopted, "metadata_signed": report.metadata_signed}
 
     def op_export(self) -> dict[str, Any]:
+        from ownmem.vault.transfer import export_bytes
         data, n = export_bytes(self.v)
         # counted as the list counts (issue 23): its memories, the earlier versions in their
         # history, and the rest (agent sessions and other control records, unverified objects)
@@ -300,6 +287,7 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
+        from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
         oid = bytes.fromhex(id)
         if len(oid) != 16:
             raise MalformedInput("a memory id is 32 hex digits")
@@ -324,6 +312,7 @@ class App:
 
     def op_log(self) -> dict[str, Any]:
         """The public log as this device last verified it (vault.logwatch.log_status)."""
+        from ownmem.vault.logwatch import log_status
         st = log_status(self.store)
         return {"status": None if st is None else {
             "origin": st.origin, "size": st.size, "root_hash": st.root_hash, "checked_at": st.checked_at,
@@ -332,6 +321,8 @@ class App:
     # ------------------------------------------------------------ sharing between people
     def op_shares(self) -> dict[str, Any]:
         """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
+        from ownmem.vault import sharing
+        from ownmem.web.shares import share_json
         got = sharing.offers(self._syncer())
         return {"offered": [share_json(x, got.sharers, self.store) for x in got.offered],
                 "received": [share_json(x, got.sharers, self.store) for x in got.received],
@@ -340,6 +331,8 @@ class App:
     def op_shared(self) -> dict[str, Any]:
         """The memories of every active contract offered to this vault and accepted, fetched
         and checked now (vault.sharing.received); nothing of them is stored here."""
+        from ownmem.vault import sharing
+        from ownmem.web.shares import shared_json
         got = sharing.received(self._syncer())
         return {"memories": [shared_json(m) for m in got.memories],
                 "refused": [[cell.hex(), why] for cell, why in got.refused]}
@@ -348,11 +341,13 @@ class App:
                        expires_in: int | None = None) -> dict[str, Any]:
         """Offer this vault's own memories to another holder (vault.sharing.share, as `ownmem
         share create`): nothing is released until the grantee accepts."""
+        from ownmem.web.shares import make_offer, offer_json, offer_request
         req = offer_request(memories, to, mode, expires_in)
         return offer_json(make_offer(self._syncer(), req, int(time.time())))
 
     def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
         """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
+        from ownmem.vault import sharing
         acts = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
         if action not in acts:
             raise MalformedInput("a share is answered with accept, decline or withdraw")
@@ -360,6 +355,7 @@ class App:
 
     def op_share_revoke(self, id: str) -> dict[str, Any]:
         """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
+        from ownmem.vault import sharing
         r = sharing.revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
 
@@ -368,6 +364,9 @@ class App:
         """What the agent service published (ownmem.agent.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.agent.staging), from this device's
         store; the live sync keeps it current."""
+        from ownmem.agent.published import read_published
+        from ownmem.usecases import requests as agent_requests
+        from ownmem.usecases.staged import pending
         listing = self._open_all()
         now = int(time.time())
         pub = read_published(listing.entries, now)
@@ -387,6 +386,7 @@ class App:
         # loaded when the page asks: its reader imports the agent service's audit module and the
         # cryptography package it seals with, which the rest of the worker never needs
         from ownmem.agent.audit_batches import Batch, audit_view, log_anchor_check, log_newer_anchors, read_batches
+        from ownmem.uomp.usage import last_use
 
         check, newer = None, None
         if self._linked() is not None:
@@ -422,6 +422,8 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
+        from ownmem.agent.published import read_published
+        from ownmem.usecases.sessions import revoke_session
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
         s = live.get(session_id)
         if s is None:
@@ -435,6 +437,7 @@ class App:
     def op_staged_confirm(self, id: str) -> dict[str, Any]:
         """Accept a staged agent write, or do what an agent's request asks, here, as `ownmem staged
         confirm` does (usecases.answers.confirm): a forget is erased from this device's cache too."""
+        from ownmem.usecases import answers
         listing = self._open_all()
         waiting = answers.find(self.v, id, listing, whole_id=True)
         done = answers.confirm(self.v, waiting, listing.entries, self._syncer)
@@ -450,6 +453,8 @@ class App:
     def op_staged_discard(self, id: str) -> dict[str, Any]:
         """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does
         (usecases.answers.discard)."""
+        from ownmem.usecases import answers
+        from ownmem.usecases.staged import StagedWrite
         waiting = answers.find(self.v, id, self._open_all(), whole_id=True)
         gone = answers.discard(self.v, waiting)
         self._erase_from_cache()
@@ -463,6 +468,15 @@ class App:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
+        from ownmem.uomp.records import (
+            RecordsRefused,
+            field_names,
+            format_of,
+            missing_sensitivity,
+            parse_map,
+            target_of,
+        )
+        from ownmem.web.records import checked_file, records_digest
         fmt = format_of(name, format or None)
         mapping = parse_map(list(map or []))
         fields = [[n, target_of(n, mapping)] for n in field_names(bytes(data), fmt)[:MAX_RECORD_FIELDS]]
@@ -491,6 +505,9 @@ class App:
         record checked again (12.9: any problem refuses the whole file, nothing written), then one
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
+        from ownmem.uomp.records import accepted
+        from ownmem.usecases.records import write_records
+        from ownmem.web.records import checked_file, records_digest
         _, heads, checked = checked_file(self.v, self._open_all(), data, name, format, map, sensitivity, replace)
         if digest != records_digest(checked, replace):
             raise VaultError("the file, the choices or the vault changed since the preview: nothing was written; "
