@@ -37,7 +37,7 @@ function meter() {
   return worker;
 }
 
-/** Start the meter (it unpacks its dictionaries first): call as the form appears. */
+/** Start the meter (it unpacks its dictionaries first): call at the first key typed. */
 export function prepare() {
   try {
     meter();

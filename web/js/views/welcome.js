@@ -187,7 +187,9 @@ function strengthMeter(form) {
   let asked = 0;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
-  prepare();
+  // the meter's dictionaries (~0.55 MB) load at the first key typed, not with the form: on a
+  // first visit they would compete with the vault engine's download
+  pass.addEventListener('input', prepare, { once: true });
   /** @param {Verdict | Error | null} verdict */
   const show = (verdict) => {
     bar.dataset.score = String(verdict && !(verdict instanceof Error) ? verdict.score : -1);
