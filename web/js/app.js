@@ -34,6 +34,7 @@ import { showView } from './nav.js';
 import {
   bootInfo, currentView, endSession, idleMinutes, isUnlocked, on, setBootInfo, setLink,
 } from './state.js';
+import { watchInstall } from './storage.js';
 import { call, connect } from './vault.js';
 import './views/list.js';
 import './views/conflicts.js';
@@ -168,6 +169,9 @@ document.addEventListener('keydown', (e) => {
 });
 
 // ------------------------------------------------------------------ service worker, start
+
+// the browser's install offer (Chromium) may come at any time after load: kept for Settings' Install
+watchInstall();
 
 if ('serviceWorker' in navigator && window.isSecureContext) {
   navigator.serviceWorker.register('/sw.js').catch(() => {
