@@ -365,7 +365,8 @@ test('Firefox: create, reload and unlock, add, edit and forget; the worker path 
     warning: !document.querySelector('[data-testid="storage-warning"]').hidden,
     sync: !document.querySelector('[data-testid="storage-sync"]').hidden,
   }));
-  assert.deepEqual(storage, { persisted: false, shown: 'false', line: 'Persistent storage: not granted.', warning: true, sync: true });
+  // linked: the server's copy is the way back, said calmly (no "may delete this vault"), with Sync now
+  assert.deepEqual(storage, { persisted: false, shown: 'false', line: 'The server keeps a sealed copy of this vault.', warning: true, sync: true });
   await shot(page, 'settings');
   // the warning's Sync: one tap, and the server holds everything (pending stays 0)
   await page.click('[data-testid="storage-sync"]');
@@ -429,7 +430,7 @@ test('Firefox: two devices (profiles of their own) sync live: add, edit and forg
   assert.deepEqual(await b.evaluate(async () => [await navigator.storage.persisted(),
     document.querySelector('[data-testid="storage-state"]').textContent,
     document.querySelector('[data-testid="storage-warning"]').hidden]),
-  [true, 'Persistent storage: granted. This browser keeps the vault until you delete it.', true]);
+  [true, 'This browser keeps the vault until you delete it, and the server keeps a sealed copy.', true]);
   await backToMemories(b);
 
   // live: no reload on either side (a marker on the window survives only without one)
