@@ -1,9 +1,10 @@
-// The settings screen: whether this browser keeps the vault (storage.js; a warning with a
-// one-tap export and sync when not), backup and transfer (views/transfer.js), records import
-// with a preview (views/records.js), import from ChatGPT, Claude or Gemini (views/import_from.js), the sync server link,
-// the public log as this device last verified it (checkpoint size, root, when; a warning
-// when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
-// what this device holds and uses.
+// The settings screen: the sync server link and keeping this vault (storage.js: what the
+// browser, the server and an installed app mean for it; the Install button; an iPhone's "Add to
+// Home Screen" tip), backup and transfer (views/transfer.js), records import with a preview
+// (views/records.js), import from ChatGPT, Claude or Gemini (views/import_from.js), the public
+// log as this device last verified it (in a sentence; the checkpoint and its root behind
+// Details; a warning when the server's log failed a check: ownmem.vault.logwatch), auto-lock
+// minutes, and what this device holds (how it encrypts and signs behind "Advanced").
 
 import { el, errorText, focusTitle, main, mount, notice, q, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
 import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
