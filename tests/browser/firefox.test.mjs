@@ -551,8 +551,14 @@ test('cross-engine: the vault made in Firefox opens through the server in Chromi
   const chromeContents = () => c.$$eval('[data-testid="memory-card"] [data-role="content"]', (ns) => ns.map((n) => n.textContent));
   await until('the Firefox vault listed in Chromium', async () => (await chromeContents()).includes('Added during the outage'), SYNC_MS);
   assert.deepEqual(await c.$$eval('[data-testid="memory-card"]', (cs) => [...new Set(cs.map((n) => n.dataset.trust))]), ['self']);
-  // the open vault: the top bar takes the status bar's inset, the screen no longer does
-  assert.deepEqual(await padding(), { bodyBottom: '34px', mainTop: '0px', topbarTop: '47px' });
+  // the open vault: the top bar takes the status bar's inset, the screen no longer does; at phone
+  // size the bottom bar (56 px) sits above the home indicator's inset, its buttons clear of it
+  assert.deepEqual(await padding(), { bodyBottom: '90px', mainTop: '0px', topbarTop: '47px' });
+  assert.deepEqual(await c.evaluate(() => {
+    const nav = document.querySelector('.topnav');
+    const last = [...nav.querySelectorAll('button')].map((b) => b.getBoundingClientRect().bottom);
+    return { navBottom: nav.getBoundingClientRect().bottom === innerHeight, buttonsAbove: last.every((b) => b <= innerHeight - 34) };
+  }), { navBottom: true, buttonsAbove: true });
 
   // Chromium edits -> Firefox; Firefox edits -> Chromium (both live)
   await c.locator('[data-testid="memory-card"]', { hasText: 'Added during the outage' }).locator('[data-testid="edit-button"]').click();

@@ -70,7 +70,6 @@ async function showStorage(node, panel) {
   role(warning, 'storage-detail').textContent = m.detail;
   warning.hidden = m.level === 'kept';
   warning.classList.toggle('callout-warn', m.level === 'at-risk');
-  role(warning, 'storage-export').hidden = m.level !== 'at-risk';
   role(panel, 'home-screen-tip').hidden = !m.homeScreenTip;
   if (m.level !== 'at-risk') q(node, '[data-role="link-form"]')?.closest('section')?.after(panel);
 }
