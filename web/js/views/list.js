@@ -1,7 +1,7 @@
-// The memories screen: the add form (on a phone closed to one line until tapped: the list comes first), search and filters (tag, type, trust, scope), the
-// "Show unverified" toggle, the list of cards (views/card.js) a page at a time, the summary
-// line, the empty state, and the banner that leads to the conflicts view.  Filters run in the
-// page over the decrypted list; a search query goes to the vault worker's `search` (ownmem's
+// The memories screen: the add form (on a phone closed to one line until tapped: the list
+// comes first), search and filters (tag, type, trust, scope), the "Show unverified" toggle,
+// the list of cards (views/card.js) a page at a time, the summary line, the empty state, and
+// the banner that leads to the conflicts view.  Filters run in the page over the decrypted list; a search query goes to the vault worker's `search` (ownmem's
 // one ranking: stemmed words, best first), with the filters, and the list shows its order;
 // nothing of either reaches storage.  Memories that cannot be authenticated are listed only while the toggle is on
 // (ApertoMemory "Opening a sealed object"): the worker is asked for them then only, so
@@ -365,7 +365,7 @@ function renderAround(shown) {
         el('p', { class: 'muted', text: 'What this vault holds cannot be authenticated. Turn on “Show unverified” to see it, marked as such.' }));
     } else if (all === 0) {
       empty.append(el('p', { class: 'empty-title', text: 'Your vault is empty.' }),
-        el('p', { class: 'muted', text: 'Add the first thing your agents should know about you (Add a memory). It is encrypted before it is stored.' }));
+        el('p', { class: 'muted', text: 'Add the first thing your agents should know about you: it is encrypted before it is stored.' }));
     } else {
       empty.append(el('p', { class: 'empty-title', text: 'No memory matches.' }),
         el('button', { type: 'button', class: 'btn btn-small', text: 'Clear search and filters', onclick: clearFilters }));
