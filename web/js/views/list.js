@@ -1,8 +1,8 @@
 // The memories screen: the add form (on a phone closed to one line until tapped: the list
 // comes first), search and filters (tag, type, trust, scope), the "Show unverified" toggle,
 // the list of cards (views/card.js) a page at a time, the summary line, the empty state, and
-// the banner that leads to the conflicts view.  Filters run in the page over the decrypted list; a search query goes to the vault worker's `search` (ownmem's
-// one ranking: stemmed words, best first), with the filters, and the list shows its order;
+// the banner that leads to the conflicts view.  Filters run in the page over the decrypted
+// list; a search query goes to the vault worker's `search` (ownmem's one ranking: stemmed words, best first), with the filters, and the list shows its order;
 // nothing of either reaches storage.  Memories that cannot be authenticated are listed only while the toggle is on
 // (ApertoMemory "Opening a sealed object"): the worker is asked for them then only, so
 // search and filters never see them otherwise.
