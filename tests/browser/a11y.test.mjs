@@ -41,6 +41,7 @@ const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const PASS = 'correct horse battery staple 42';
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
+const PHONE_320 = { width: 320, height: 568 };
 const BOOT_MS = 120_000;     // Pyodide + the wheel in a fresh context, on a loaded 2-core machine
 const OP_MS = 60_000;
 
@@ -143,7 +144,7 @@ const focused = (page) => page.evaluate(() => {
 // dark; Firefox (puppeteer over WebDriver BiDi, which emulates no colour scheme) light only.
 const CHROMIUM_VIEW = {
   prefix: '',
-  views: [['desktop', DESKTOP, 'light'], ['phone', PHONE, 'light'], ['dark', DESKTOP, 'dark']],
+  views: [['desktop', DESKTOP, 'light'], ['phone', PHONE, 'light'], ['phone-320', PHONE_320, 'light'], ['dark', DESKTOP, 'dark']],
   show: async (page, viewport, colorScheme) => {
     await page.setViewportSize(viewport);
     await page.emulateMedia({ colorScheme });
@@ -208,6 +209,36 @@ test('1. axe-core: no serious or critical violation on any screen, desktop and p
   await addMemory(page, 'The spare key is under the blue pot', 'home, keys');
   await addMemory(page, 'Dentist appointments are on Tuesdays', 'health');
   await axeCheck(page, 'memories');
+
+  // phone first, keys only: the add form is closed to its text field; typing opens it, Escape
+  // closes it again with the focus and what was typed kept, a click opens it to add
+  await page.setViewportSize(PHONE);
+  const tagsShown = () => page.isVisible('[data-testid="add-tags"]');
+  assert.equal(await tagsShown(), false, 'at phone size the add form starts closed');
+  assert.equal(await page.getAttribute('[data-testid="add-content"]', 'placeholder'), '+ Add a memory…');
+  await page.focus('[data-testid="add-content"]');
+  assert.equal(await tagsShown(), false, 'the focus alone does not open it');
+  await page.keyboard.type('Stand-up is at 9:30 on Mondays');
+  assert.equal(await tagsShown(), true, 'typing opens the form');
+  await page.keyboard.press('Escape');
+  assert.equal(await tagsShown(), false, 'Escape closes the add form');
+  assert.equal((await focused(page)).id, 'add-content');
+  assert.equal(await page.inputValue('[data-testid="add-content"]'), 'Stand-up is at 9:30 on Mondays');
+  await page.click('[data-testid="add-content"]');
+  await page.click('[data-testid="add-submit"]');
+  await waitCard(page, 'Stand-up is at 9:30 on Mondays');
+  await until('the add form closed after the add', async () => !await tagsShown(), OP_MS);
+  // the search ignores punctuation and case at phone size: "standup" finds "Stand-up", nothing more
+  await page.fill('[data-testid="search"]', 'standup');
+  await until('"standup" ranked', async () => JSON.stringify((await cardTexts(page)).map((c) => c.content))
+    === JSON.stringify(['Stand-up is at 9:30 on Mondays']), OP_MS);
+  await page.fill('[data-testid="search"]', '');
+  await until('the whole list again', async () => (await cardTexts(page)).length === 3, OP_MS);
+  // forgotten again: the tests below count this vault's two memories
+  await page.locator('[data-testid="memory-card"]', { hasText: 'Stand-up' }).locator('[data-testid="forget-button"]').click();
+  await page.click('[data-testid="forget-confirm"]');
+  await waitCard(page, 'Stand-up is at 9:30 on Mondays', false);
+
   await page.setViewportSize(PHONE);             // the Filters toggle shows at phone size only
   await page.click('[data-testid="filters-toggle"]');
   await axeCheck(page, 'memories-filters');

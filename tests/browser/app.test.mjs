@@ -372,7 +372,7 @@ test('1. create a vault, add memories, reload, unlock: they list as self', { tim
     assert.deepEqual(list.map((c) => c.content).sort(), ['I prefer tea over coffee', 'My cat is called Miso']);
     for (const c of list) {
       assert.equal(c.trust, 'self');
-      assert.equal(c.badge, 'self');
+      assert.equal(c.badge, 'yours');
     }
     await openSettings(page);
     await shot(page, '05-settings');
@@ -916,10 +916,10 @@ test('12. unverified memories are hidden unless asked for: the toggle shows them
     const card = page.locator('[data-testid="memory-card"]', { hasText: STRANGER });
     assert.equal(await card.getAttribute('data-trust'), 'unverified');
     assert.match(await card.getAttribute('class'), /\bcard-unverified\b/);
-    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'unverified — cannot be authenticated');
+    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'unverified');
     assert.equal(await card.locator('[data-testid="edit-button"]').count(), 0, 'an unverified memory offers no edit');
     const own = page.locator('[data-testid="memory-card"]', { hasText: 'My own note' });
-    assert.equal(await own.locator('[data-testid="trust-badge"]').textContent(), 'self');
+    assert.equal(await own.locator('[data-testid="trust-badge"]').textContent(), 'yours');
     assert.doesNotMatch(await summaryText(page), /cannot be authenticated/);
     await shot(page, '15-unverified-shown');
 
@@ -1336,17 +1336,19 @@ test('16. agent-written memories are badged with their agent; a memory lists its
     const card = (text) => page.locator('[data-testid="memory-card"]', { hasText: text });
     const agentCard = card(AGENT);
     assert.equal(await agentCard.getAttribute('data-id'), ids.agent);
-    assert.equal(await agentCard.locator('[data-testid="trust-badge"]').textContent(), 'trusted');
+    assert.equal(await agentCard.locator('[data-testid="trust-badge"]').textContent(), 'from an agent you trust');
     const badge = agentCard.locator('[data-testid="agent-badge"]');
     assert.equal(await badge.isVisible(), true);
     assert.equal(await badge.textContent(), 'agent: claude-desktop');
     assert.equal(await badge.getAttribute('data-confirmed'), 'true');
+    // a trusted key only claiming the agent's name: trusted, but not "an agent you trust"
+    assert.equal(await card(IMPOSTOR).locator('[data-testid="trust-badge"]').textContent(), 'from someone you trust');
     const impostor = card(IMPOSTOR).locator('[data-testid="agent-badge"]');
     assert.equal(await impostor.textContent(), 'agent: claude-desktop (unconfirmed)');
     assert.equal(await impostor.getAttribute('data-confirmed'), 'false');
     assert.match(await impostor.getAttribute('class'), /badge-agent-unconfirmed/);
     assert.equal(await card(OWN).locator('[data-testid="agent-badge"]').isHidden(), true);
-    assert.equal(await card(OWN).locator('[data-testid="trust-badge"]').textContent(), 'self');
+    assert.equal(await card(OWN).locator('[data-testid="trust-badge"]').textContent(), 'yours');
     // another author's memory offers no edit (it would be re-signed as this vault's own)
     assert.equal(await agentCard.locator('[data-testid="edit-button"]').count(), 0);
     assert.equal(await card(OWN).locator('[data-testid="edit-button"]').count(), 1);
@@ -1669,7 +1671,7 @@ test('19. an MCP session remembers through ownmem mcp -> ownmem agent: the PWA s
     assert.match(cellId, /^[0-9a-f]{64}$/);
     await waitCard(page, MEMORY);                      // the PWA's live sync, no click
     const card = page.locator('[data-testid="memory-card"]', { hasText: MEMORY });
-    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'trusted');
+    assert.equal(await card.locator('[data-testid="trust-badge"]').textContent(), 'from an agent you trust');
     const badge = card.locator('[data-testid="agent-badge"]');
     assert.equal(await badge.textContent(), 'agent: claude-desktop');
     assert.equal(await badge.getAttribute('data-confirmed'), 'true');

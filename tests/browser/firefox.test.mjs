@@ -365,7 +365,8 @@ test('Firefox: create, reload and unlock, add, edit and forget; the worker path 
     warning: !document.querySelector('[data-testid="storage-warning"]').hidden,
     sync: !document.querySelector('[data-testid="storage-sync"]').hidden,
   }));
-  assert.deepEqual(storage, { persisted: false, shown: 'false', line: 'Persistent storage: not granted.', warning: true, sync: true });
+  // linked: the server's copy is the way back, said calmly (no "may delete this vault"), with Sync now
+  assert.deepEqual(storage, { persisted: false, shown: 'false', line: 'The server keeps a sealed copy of this vault.', warning: true, sync: true });
   await shot(page, 'settings');
   // the warning's Sync: one tap, and the server holds everything (pending stays 0)
   await page.click('[data-testid="storage-sync"]');
@@ -429,7 +430,7 @@ test('Firefox: two devices (profiles of their own) sync live: add, edit and forg
   assert.deepEqual(await b.evaluate(async () => [await navigator.storage.persisted(),
     document.querySelector('[data-testid="storage-state"]').textContent,
     document.querySelector('[data-testid="storage-warning"]').hidden]),
-  [true, 'Persistent storage: granted. This browser keeps the vault until you delete it.', true]);
+  [true, 'This browser keeps the vault until you delete it, and the server keeps a sealed copy.', true]);
   await backToMemories(b);
 
   // live: no reload on either side (a marker on the window survives only without one)
@@ -550,8 +551,14 @@ test('cross-engine: the vault made in Firefox opens through the server in Chromi
   const chromeContents = () => c.$$eval('[data-testid="memory-card"] [data-role="content"]', (ns) => ns.map((n) => n.textContent));
   await until('the Firefox vault listed in Chromium', async () => (await chromeContents()).includes('Added during the outage'), SYNC_MS);
   assert.deepEqual(await c.$$eval('[data-testid="memory-card"]', (cs) => [...new Set(cs.map((n) => n.dataset.trust))]), ['self']);
-  // the open vault: the top bar takes the status bar's inset, the screen no longer does
-  assert.deepEqual(await padding(), { bodyBottom: '34px', mainTop: '0px', topbarTop: '47px' });
+  // the open vault: the top bar takes the status bar's inset, the screen no longer does; at phone
+  // size the bottom bar (56 px) sits above the home indicator's inset, its buttons clear of it
+  assert.deepEqual(await padding(), { bodyBottom: '90px', mainTop: '0px', topbarTop: '47px' });
+  assert.deepEqual(await c.evaluate(() => {
+    const nav = document.querySelector('.topnav');
+    const last = [...nav.querySelectorAll('button')].map((b) => b.getBoundingClientRect().bottom);
+    return { navBottom: nav.getBoundingClientRect().bottom === innerHeight, buttonsAbove: last.every((b) => b <= innerHeight - 34) };
+  }), { navBottom: true, buttonsAbove: true });
 
   // Chromium edits -> Firefox; Firefox edits -> Chromium (both live)
   await c.locator('[data-testid="memory-card"]', { hasText: 'Added during the outage' }).locator('[data-testid="edit-button"]').click();

@@ -34,6 +34,7 @@ import { showView } from './nav.js';
 import {
   bootInfo, currentView, endSession, idleMinutes, isUnlocked, on,
 } from './state.js';
+import { watchInstall } from './storage.js';
 import { call, connect } from './vault.js';
 import './views/list.js';
 import './views/conflicts.js';
@@ -205,5 +206,8 @@ document.addEventListener('keydown', (e) => {
 });
 
 // ------------------------------------------------------------------ service worker, start
+
+// the browser's install offer (Chromium) may come at any time after load: kept for Settings' Install
+watchInstall();
 
 start();

@@ -1,6 +1,6 @@
 // How an agent's session and its access audit read on the Agents screen: a session's kind in
 // words, its last use, and one sentence per audit entry ("Claude read 3 memories tagged work —
-// allowed — Dec 5, 21:04").  Pure: no DOM, so node's test runner imports it as it is
+// allowed, Dec 5, 21:04").  Pure: no DOM, so node's test runner imports it as it is
 // (tests/browser/agents_text.test.mjs).  The kind words are ownmem.uomp.usage.KIND_WORDS's.
 
 import { agentName, excerpt } from './format.js';
@@ -244,7 +244,9 @@ export function auditSentence(e, opts = {}) {
   const v = verdict ?? (denied ? 'denied' : 'allowed');
   const at = Date.parse(e.timestamp) / 1000;
   const when = Number.isFinite(at) ? shortDateTime(at, opts.now) : '';
-  const text = [what, v ? `${v}${why ? `: ${why}` : ''}` : why, when].filter(Boolean).join(' — ');
+  // "Claude read 3 memories tagged work — allowed, Dec 5, 21:04": the verdict after a dash, the time after a comma
+  const said = [what, v ? `${v}${why ? `: ${why}` : ''}` : why].filter(Boolean).join(' — ');
+  const text = when ? `${said}, ${when}` : said;
   return { what, verdict: v, why, when, text };
 }
 

@@ -4,11 +4,12 @@
 
 /** @type {Record<string, string>} */
 const TYPE_LABELS = { semantic: 'Fact', episodic: 'Event', procedural: 'How-to' };
+// Everyday words for the trust levels (ownmem's own terms stay in data-trust and the filters' values).
 /** @type {Record<string, string>} */
 const TRUST_TEXT = {
-  self: 'self',
-  trusted: 'trusted',
-  unverified: 'unverified — cannot be authenticated',
+  self: 'yours',
+  trusted: 'from someone you trust',
+  unverified: 'unverified',
 };
 /** @type {Record<string, string>} */
 const TRUST_TITLE = {
@@ -22,12 +23,31 @@ export function typeLabel(t) {
   return TYPE_LABELS[t] || String(t);
 }
 
+/** A trust level in words; a trusted key's memory that an agent wrote, signed with that agent's
+ * own key (agentBadge's "confirmed"), reads "from an agent you trust".
+ * @param {Pick<Entry, 'trust'> & Partial<Pick<Entry, 'source' | 'agent_confirmed'>>} e
+ */
+export function trustWords(e) {
+  if (e.trust === 'trusted' && e.agent_confirmed && isAgentWritten({ trust: e.trust, source: e.source ?? null })) {
+    return 'from an agent you trust';
+  }
+  return TRUST_TEXT[e.trust] || e.trust;
+}
+
+/** How sure the memory is, in words (the exact figure is in the card's details).
+ * @param {number | string | null | undefined} c a confidence, 0 to 1 */
+export function confidenceWords(c) {
+  if (c === null || c === undefined) return '';
+  const v = Number(c);
+  return v >= 0.9 ? 'certain' : v >= 0.6 ? 'likely' : v >= 0.3 ? 'unsure' : 'a guess';
+}
+
 /**
  * @param {HTMLElement} node
- * @param {{ trust: string }} e
+ * @param {Pick<Entry, 'trust'> & Partial<Pick<Entry, 'source' | 'agent_confirmed'>>} e
  */
 export function trustBadge(node, e) {
-  node.textContent = TRUST_TEXT[e.trust] || e.trust;
+  node.textContent = trustWords(e);
   node.className = `badge badge-${e.trust in TRUST_TEXT ? e.trust : 'unverified'}`;
   node.title = TRUST_TITLE[e.trust] || '';
   node.dataset.trust = e.trust;

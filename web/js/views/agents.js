@@ -170,7 +170,7 @@ const VERDICT_BADGE = {
 };
 
 /**
- * One entry, one sentence: what — verdict[: why] — when; the whole record in its time's title.
+ * One entry, one sentence: what — verdict[: why], when; the whole record in its time's title.
  * @param {AuditRow} e
  * @param {import('../audit-text.js').Sentence} said
  */
@@ -187,7 +187,7 @@ function auditRow(e, said) {
     }) : null,
     said.why ? (said.verdict ? ': ' : ' — ') : null,
     said.why ? el('span', { 'data-testid': 'audit-reason', text: said.why }) : null,
-    ' — ',
+    ', ',
     el('time', { class: 'muted', datetime: e.timestamp, title: e.timestamp, text: said.when })),
   e.batch.problem ? el('p', { class: 'retention-warning', 'data-testid': 'audit-problem', text: `⚠ ${e.batch.problem}` }) : null);
 }

@@ -10,7 +10,7 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, main, q, role, tpl } from '../dom.js';
-import { agentBadge, dateTime, excerpt, percent, shortId, trustBadge, typeLabel } from '../format.js';
+import { agentBadge, confidenceWords, dateTime, excerpt, percent, shortId, trustBadge, typeLabel } from '../format.js';
 import { showView } from '../nav.js';
 import { editingId, entryById, isInConflict, on, setEditing } from '../state.js';
 import { call } from '../vault.js';
@@ -77,7 +77,8 @@ function card(e, onTag) {
     }))));
   } else tags.remove();
 
-  const meta = [e.scope, e.confidence !== null && e.confidence !== undefined ? `${percent(e.confidence)} confident` : null,
+  // the scope only where there is a choice of scopes; how sure in a word (the figure in Details)
+  const meta = [e.scope !== 'default' ? e.scope : null, confidenceWords(e.confidence),
     dateTime(e.updated || e.created), e.supersedes ? 'edited' : null].filter(Boolean);
   role(li, 'meta').textContent = meta.join(' · ');
 
@@ -115,6 +116,8 @@ function details(dl, e) {
     ['ID', e.id],
     ['Author', e.trust === 'self' ? 'this vault' : (e.author_key_id ? `key ${e.author_key_id}` : 'unknown')],
     ['Authorship', e.authorship],
+    ['Confidence', e.confidence !== null && e.confidence !== undefined ? percent(e.confidence) : null],
+    ['Scope', e.scope],
     ['Source', e.source || null],
     ['Agent', e.agent_id ? `${e.agent_id}${e.agent_confirmed ? ' (its own key)' : ' (unconfirmed: signed by another trusted key)'}` : null],
     ['Created', dateTime(e.created)],

@@ -1,8 +1,8 @@
-// The memories screen: the add form, search and filters (tag, type, trust, scope), the
-// "Show unverified" toggle, the list of cards (views/card.js) a page at a time, the summary
-// line, the empty state, and the banner that leads to the conflicts view.  Filters run in the
-// page over the decrypted list; a search query goes to the vault worker's `search` (ownmem's
-// one ranking: stemmed words, best first), with the filters, and the list shows its order;
+// The memories screen: the add form (on a phone closed to one line until tapped: the list
+// comes first), search and filters (tag, type, trust, scope), the "Show unverified" toggle,
+// the list of cards (views/card.js) a page at a time, the summary line, the empty state, and
+// the banner that leads to the conflicts view.  Filters run in the page over the decrypted
+// list; a search query goes to the vault worker's `search` (ownmem's one ranking: stemmed words, best first), with the filters, and the list shows its order;
 // nothing of either reaches storage.  Memories that cannot be authenticated are listed only while the toggle is on
 // (ApertoMemory "Opening a sealed object"): the worker is asked for them then only, so
 // search and filters never see them otherwise.
@@ -36,6 +36,7 @@ function showMemories() {
   enterSubmits(form.elements.content);
   showsPercent(form.elements.confidence, role(form, 'confidence-out'));
   form.addEventListener('submit', (/** @type {SubmitEvent} */ e) => { e.preventDefault(); addMemory(form); });
+  wireAddOpen(form);
 
   const search = q(node, '#search');
   search.value = filters.q;
@@ -74,6 +75,49 @@ function showMemories() {
   });
   fillOptions();
   renderList();
+}
+
+// A phone's add form is closed to its text field ("+ Add a memory…"; CSS hides the rest and
+// keeps it open on a wider screen): a tap on it, or typing in it, opens the whole form; Cancel or
+// Escape closes it again, the focus staying in the field and what was typed kept, so nothing is
+// lost by closing it by mistake.  Focus alone does not open it: Cancel and Escape leave the focus
+// there.
+const CLOSED_HINT = '+ Add a memory…';
+const OPEN_HINT = 'Something your agents should remember…';
+// the width under which css/app.css closes the form ("small screens")
+const PHONE = matchMedia('(max-width: 720px)');
+
+/** @param {HTMLFormElement & { elements: Record<string, any> }} form */
+function wireAddOpen(form) {
+  const text = form.elements.content;
+  const open = () => { if (form.classList.contains('add-closed')) setAddOpen(form, true); };
+  text.addEventListener('click', open);
+  text.addEventListener('input', open);
+  role(form, 'add-cancel').addEventListener('click', () => setAddOpen(form, false));
+  form.addEventListener('keydown', (/** @type {KeyboardEvent} */ e) => {
+    if (e.key === 'Escape' && !e.defaultPrevented && PHONE.matches && !form.classList.contains('add-closed')) {
+      e.preventDefault();
+      setAddOpen(form, false);
+    }
+  });
+  hint(form);
+  PHONE.onchange = () => { if (form.isConnected) hint(form); };
+}
+
+/** @param {HTMLFormElement & { elements: Record<string, any> }} form */
+function hint(form) {
+  form.elements.content.placeholder = PHONE.matches && form.classList.contains('add-closed') ? CLOSED_HINT : OPEN_HINT;
+}
+
+/**
+ * @param {HTMLFormElement & { elements: Record<string, any> }} form
+ * @param {boolean} on
+ */
+function setAddOpen(form, on) {
+  form.classList.toggle('add-closed', !on);
+  hint(form);
+  const text = form.elements.content;
+  if (!on && document.activeElement !== text) text.focus();
 }
 
 // On: ask the worker for the list with them.  Off: they leave the screen at once, and the
@@ -118,6 +162,9 @@ async function addMemory(form) {
       form.elements[name].value = now.startsWith(sent[name]) ? now.slice(sent[name].length).replace(/^\s+/, '') : now;
     }
     notice('Memory added.');
+    // the form closes once its memory is in (a phone's: the list, with the new one first, shows;
+    // a wider screen shows it open all the same)
+    setAddOpen(form, false);
     await showAdded(r);
     afterWrite();
   } catch (ex) {
@@ -323,7 +370,7 @@ function renderAround(shown) {
         el('p', { class: 'muted', text: 'What this vault holds cannot be authenticated. Turn on “Show unverified” to see it, marked as such.' }));
     } else if (all === 0) {
       empty.append(el('p', { class: 'empty-title', text: 'Your vault is empty.' }),
-        el('p', { class: 'muted', text: 'Add the first thing your agents should know about you, above. It is encrypted before it is stored.' }));
+        el('p', { class: 'muted', text: 'Add the first thing your agents should know about you: it is encrypted before it is stored.' }));
     } else {
       empty.append(el('p', { class: 'empty-title', text: 'No memory matches.' }),
         el('button', { type: 'button', class: 'btn btn-small', text: 'Clear search and filters', onclick: clearFilters }));

@@ -1,9 +1,10 @@
-// The settings screen: whether this browser keeps the vault (storage.js; a warning with a
-// one-tap export and sync when not), backup and transfer (views/transfer.js), records import
-// with a preview (views/records.js), import from ChatGPT, Claude or Gemini (views/import_from.js), the sync server link,
-// the public log as this device last verified it (checkpoint size, root, when; a warning
-// when the server's log failed a check: ownmem.vault.logwatch), auto-lock minutes, and
-// what this device holds and uses.
+// The settings screen: the sync server link and keeping this vault (storage.js: what the
+// browser, the server and an installed app mean for it; the Install button; an iPhone's "Add to
+// Home Screen" tip), backup and transfer (views/transfer.js), records import with a preview
+// (views/records.js), import from ChatGPT, Claude or Gemini (views/import_from.js), the public
+// log as this device last verified it (in a sentence; the checkpoint and its root behind
+// Details; a warning when the server's log failed a check: ownmem.vault.logwatch), auto-lock
+// minutes, and what this device holds (how it encrypts and signs behind "Advanced").
 
 import { el, errorText, focusTitle, main, mount, notice, q, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
 import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
@@ -12,7 +13,9 @@ import {
   bootInfo, currentSession, currentView, entries, idleMinutes, isCurrent, isLinked, on, rememberName, rememberedName,
   setIdleMinutes, syncStatus, vaultName,
 } from '../state.js';
-import { persistence } from '../storage.js';
+import {
+  canInstall, install, isAppleMobile, isInstalled, onInstallChange, persistence, storageMessage,
+} from '../storage.js';
 import { call, refreshStatus } from '../vault.js';
 import { renderHeader, syncNow } from './syncstatus.js';
 import { wireImportFrom } from './import_from.js';
@@ -39,8 +42,11 @@ function showSettings() {
   focusTitle(node);
 }
 
-// navigator.storage.persisted(), as the browser answers now (the panel is the screen's
-// first); not persistent, a warning with what keeps a copy: Export (the backup panel's) and Sync.
+// Keeping the vault (storage.js storageMessage): whether this browser keeps it, whether the
+// server has a copy, the app installed or not.  At risk (the only copy, and the browser may
+// delete it) it is the screen's first panel, with Export; otherwise it follows the sync server's.
+// The Install button shows while the browser offers to install the app (Chromium), and the
+// "Add to Home Screen" tip on an iPhone or iPad's Safari.
 /**
  * @param {HTMLElement} node
  * @param {HTMLElement} panel
@@ -57,16 +63,37 @@ async function showStorage(node, panel) {
   sync.onclick = () => syncNow('manual').then(
     (/** @type {unknown} */ r) => r && notice('Synced: the server holds a sealed copy of this vault.'),
     (/** @type {unknown} */ ex) => notice(`The sync failed: ${errorText(ex)} Export a copy, or try Sync again later.`, { persist: true }));
+  wireInstall(panel);
   const session = currentSession();
   const { persisted, waiting } = await persistence();
   if (!isCurrent(session) || !panel.isConnected) return;
+  const m = storageMessage({ persisted, waiting, linked: isLinked(), installed: isInstalled(), apple: isAppleMobile() });
   line.dataset.persisted = String(persisted);
-  line.textContent = persisted ? 'Persistent storage: granted. This browser keeps the vault until you delete it.'
-    : waiting ? 'Persistent storage: asked; the browser is waiting for your answer.'
-      : persisted === false ? 'Persistent storage: not granted.'
-        : 'Persistent storage: this browser cannot say whether it keeps the vault.';
-  warning.hidden = persisted === true;
+  line.dataset.level = m.level;
+  line.replaceChildren(el('strong', { text: m.line }));
+  role(warning, 'storage-detail').textContent = m.detail;
+  warning.hidden = m.level === 'kept';
+  warning.classList.toggle('callout-warn', m.level === 'at-risk');
+  role(panel, 'home-screen-tip').hidden = !m.homeScreenTip;
+  if (m.level !== 'at-risk') q(node, '[data-role="link-form"]')?.closest('section')?.after(panel);
 }
+
+/** @param {HTMLElement} panel */
+function wireInstall(panel) {
+  const box = role(panel, 'install');
+  box.hidden = !canInstall();
+  role(box, 'install-button').onclick = async () => {
+    const outcome = await install();
+    if (outcome === 'accepted') notice('Installed: open ownmem from your home screen or app list.');
+    box.hidden = !canInstall();
+  };
+}
+
+// the offer may come (or go: installed) while Settings show
+onInstallChange(() => {
+  const box = currentView() === 'settings' && role(main, 'install');
+  if (box) box.hidden = !canInstall();
+});
 
 /** @param {HTMLElement} panel */
 async function showLog(panel) {
@@ -93,11 +120,14 @@ async function showLog(panel) {
       : 'Not linked: there is no public log to check.';
     return;
   }
-  state.textContent = 'Every sync checks that the server\'s log only grew since the checkpoint below (a consistency proof), so a server that rewrites or drops receipts is caught.';
+  // in words first; the checkpoint, its root hash and the rest behind Details
+  state.textContent = `Every sync checks that the server's record of your changes was only added to, never rewritten. ${
+    st.checked_at ? `Last check passed ${dateTime(st.checked_at)}.` : 'No check has passed yet.'}`;
+  role(panel, 'log-details').hidden = false;
   /** @type {[string, HTMLElement][]} */
   const rows = [
     ['Log', el('dd', { text: st.origin || 'unknown' })],
-    ['Checkpoint', el('dd', { 'data-role': 'log-size', 'data-size': String(st.size), text: plural(st.size, 'receipt') })],
+    ['Checkpoint (receipts in the log)', el('dd', { 'data-role': 'log-size', 'data-size': String(st.size), text: plural(st.size, 'receipt') })],
     ['Root hash', el('dd', {}, el('code', { 'data-role': 'log-root', title: st.root_hash, text: st.root_hash ? `${st.root_hash.slice(0, 16)}…` : '—' }))],
     ['Last passed check', el('dd', { 'data-role': 'log-checked', text: st.checked_at ? dateTime(st.checked_at) : 'never' })],
     ['Other devices compared', el('dd', { text: String(st.compared_devices ?? 0) })],
@@ -173,6 +203,7 @@ function wireIdle(idle) {
 
 /** @param {HTMLElement} facts */
 function showFacts(facts) {
+  const crypto = role(/** @type {HTMLElement} */ (facts.parentElement), 'crypto-facts');
   /** @type {Provider} */
   const p = bootInfo()?.provider || {};
   const s = syncStatus();
@@ -180,14 +211,19 @@ function showFacts(facts) {
   const rows = [
     ['Vault', vaultName()],
     ['Memories', String(entries().length), 'memory-count'],
-    ['Stored', 'in this browser (IndexedDB), sealed; decrypted text only while unlocked'],
+    ['Stored', 'in this browser, encrypted; readable only while unlocked'],
     ['Sync server', s.server ? `${s.server} (as ${s.name})` : 'not linked'],
-    ['Signatures', p.mldsa ? `Ed25519 + ML-DSA-65 (${p.mldsa === 'webcrypto' ? 'built into the browser' : 'JavaScript'})` : null],
   ];
-  rows.push(['Crypto', cryptoLine(p)]);
+  /** @type {[string, string | null][]} */
+  const advanced = [
+    ['Storage', 'IndexedDB, each memory sealed with AES-256-GCM under a key of its own'],
+    ['Signatures', p.mldsa ? `Ed25519 + ML-DSA-65 (${p.mldsa === 'webcrypto' ? 'built into the browser' : 'JavaScript'})` : null],
+    ['Crypto', cryptoLine(p)],
+  ];
   for (const [k, v, name] of rows) {
     if (v) facts.append(el('dt', { text: k }), el('dd', { text: v, ...(name ? { 'data-role': name, 'data-testid': name } : {}) }));
   }
+  for (const [k, v] of advanced) if (v) crypto.append(el('dt', { text: k }), el('dd', { text: v }));
 }
 
 defineScreen('settings', showSettings);
