@@ -190,3 +190,9 @@ export function serverUrl(text) {
 // A vault name on the sync server: ownmem.wire.limits.valid_vault_name's rule, the same characters (lower
 // case), the same first character and length (tests/browser/vault_name.test.mjs runs both on one table)
 export const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+// What the public log shows about a linked vault (docs/decisions.md, SAIHM "Receipt semantics"):
+// said before the first share (the Shares screen, the Offer form) and at creation (the recovery sheet).
+export const PUBLIC_LOG_NOTE = 'Anyone who knows your holder ID can read this vault\'s entries in the public log: '
+  + 'when memories were saved, forgotten or shared, when your assistants\' activity record was sealed, and when keys '
+  + 'changed, but never what the memories say. ownmem writes the time of each save to the hour only.';

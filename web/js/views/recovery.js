@@ -4,7 +4,7 @@
 // page prints the sheet alone (app.css, body.printing-sheet).  Never the passphrase itself.
 
 import { el } from '../dom.js';
-import { isoDate } from '../format.js';
+import { isoDate, PUBLIC_LOG_NOTE } from '../format.js';
 
 /**
  * @param {{ name: string, server: string | null, created?: boolean, onClose?: () => void }} vault
@@ -24,6 +24,7 @@ export function recoverySheet({ name, server, created = false, onClose }) {
       el('li', { text: 'Do not keep it in this browser, in an email or in a photo on your phone.' }),
       el('li', { text: server ? 'To open this vault on another device: "Use my vault from a server", then this name and your passphrase.'
         : 'Keep an export (.amem file, in Settings) as well: it is the only other copy.' })),
+    server ? el('p', { 'data-testid': 'recovery-log-note', text: PUBLIC_LOG_NOTE }) : null,
     // The recovery kit of the keys issue joins here, printed on this same sheet.
     el('div', { 'data-role': 'recovery-kit', hidden: true }),
     el('div', { class: 'actions no-print' },

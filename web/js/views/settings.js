@@ -37,8 +37,9 @@ function showSettings() {
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
-  role(node, 'storage').after(signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }),
-    recoverySheet({ name: vaultName(), server: syncStatus().server }));
+  // last on the screen, after "This device": the recovery sheet, then leaving this browser
+  role(node, 'facts').closest('section')?.after(recoverySheet({ name: vaultName(), server: syncStatus().server }),
+    signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }));
   focusTitle(node);
 }
 

@@ -8,7 +8,7 @@
 // choice, and the ID is checked against the server's directory before anything is offered.
 
 import { el, errorText, oneLine, role, setBusy, showError } from '../dom.js';
-import { excerpt, plural } from '../format.js';
+import { excerpt, plural, PUBLIC_LOG_NOTE } from '../format.js';
 import { entries, isUnlocked, on } from '../state.js';
 import { showView } from '../nav.js';
 import { call } from '../vault.js';
@@ -17,10 +17,6 @@ import { call } from '../vault.js';
 
 /** What the public log shows of this vault, said before the first share (the Shares screen's
  * header and the Offer form) and after creation (welcome.js may import it). */
-export const PUBLIC_LOG_NOTE = 'Anyone who knows your holder ID can read this vault\'s entries in the public log: '
-  + 'when memories were saved, forgotten or shared, when your assistants\' activity record was sealed, and when keys '
-  + 'changed, but never what the memories say. ownmem writes the time of each save to the hour only.';
-
 const LINK_KEY = 'share-with';
 
 /** @type {Record<string, [number, string][]>} what each mode may last (ownmem.web.shares.EXPIRY_CHOICES) */

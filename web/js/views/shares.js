@@ -11,12 +11,12 @@
 
 import { ConfirmDialog } from '../dialog.js';
 import { el, errorText, focusTitle, mount, notice, oneLine, role, showError, tpl } from '../dom.js';
-import { dateTime, excerpt, shortId, typeLabel } from '../format.js';
+import { dateTime, excerpt, PUBLIC_LOG_NOTE, shortId, typeLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import { currentSession, entryById, isCurrent, isLinked } from '../state.js';
 import { call } from '../vault.js';
 import { drawQr } from '../qr.js';
-import { PUBLIC_LOG_NOTE, shareLink, takePendingHolder, wireOffer } from './share-offer.js';
+import { shareLink, takePendingHolder, wireOffer } from './share-offer.js';
 
 /** @import { Result, Share, Shared } from '../../types/protocol' */
 /** @typedef {{ op: 'share_revoke', args: { id: string } }
