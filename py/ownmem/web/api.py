@@ -207,6 +207,7 @@ class App:
         return {"erased": len(gone)}
 
     def op_import(self, data: Any, accept_container_keys: bool = False, passphrase: str = "") -> dict[str, Any]:
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.aperto.container import parse_container
         from ownmem.vault.transfer import import_bytes
         raw = bytes(data)
@@ -226,6 +227,7 @@ class App:
                 "identity_adopted": report.identity_adopted, "metadata_signed": report.metadata_signed}
 
     def op_export(self) -> dict[str, Any]:
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault.transfer import export_bytes
         data, n = export_bytes(self.v)
         # counted as the list counts (issue 23): its memories, the earlier versions in their
@@ -287,6 +289,7 @@ class App:
     def op_receipts(self, id: str) -> dict[str, Any]:
         """The receipts the public log holds for every version of memory ``id``, each checked
         here against this vault's holder key (ownmem.web.receipts)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.web.receipts import PER_CELL, ReceiptView, check_entry, parse_log_page
         oid = bytes.fromhex(id)
         if len(oid) != 16:
@@ -312,6 +315,7 @@ class App:
 
     def op_log(self) -> dict[str, Any]:
         """The public log as this device last verified it (vault.logwatch.log_status)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault.logwatch import log_status
         st = log_status(self.store)
         return {"status": None if st is None else {
@@ -321,6 +325,7 @@ class App:
     # ------------------------------------------------------------ sharing between people
     def op_shares(self) -> dict[str, Any]:
         """The contracts offered by this vault and to it, each verified (vault.sharing.offers)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault import sharing
         from ownmem.web.shares import share_json
         got = sharing.offers(self._syncer())
@@ -331,6 +336,7 @@ class App:
     def op_shared(self) -> dict[str, Any]:
         """The memories of every active contract offered to this vault and accepted, fetched
         and checked now (vault.sharing.received); nothing of them is stored here."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault import sharing
         from ownmem.web.shares import shared_json
         got = sharing.received(self._syncer())
@@ -341,12 +347,14 @@ class App:
                        expires_in: int | None = None) -> dict[str, Any]:
         """Offer this vault's own memories to another holder (vault.sharing.share, as `ownmem
         share create`): nothing is released until the grantee accepts."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.web.shares import make_offer, offer_json, offer_request
         req = offer_request(memories, to, mode, expires_in)
         return offer_json(make_offer(self._syncer(), req, int(time.time())))
 
     def op_share_answer(self, id: str, action: str) -> dict[str, Any]:
         """The grantee's answer to a contract: accept (once it verifies), decline, withdraw."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault import sharing
         acts = {"accept": sharing.accept, "decline": sharing.decline, "withdraw": sharing.withdraw}
         if action not in acts:
@@ -355,6 +363,7 @@ class App:
 
     def op_share_revoke(self, id: str) -> dict[str, Any]:
         """The sharer revokes a contract (keys deleted on the server, then a REVOKE receipt)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.vault import sharing
         r = sharing.revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
@@ -364,6 +373,7 @@ class App:
         """What the agent service published (ownmem.agent.published: owner-signed records only),
         and the agent writes waiting for the person (ownmem.agent.staging), from this device's
         store; the live sync keeps it current."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.agent.published import read_published
         from ownmem.usecases import requests as agent_requests
         from ownmem.usecases.staged import pending
@@ -422,6 +432,7 @@ class App:
         """Revoke a session from this device: an owner-signed revocation record (the one `ownmem
         agent revoke` makes on a device without the admin credential), synced at once; the agent
         service revokes the session when its sync brings the record."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.agent.published import read_published
         from ownmem.usecases.sessions import revoke_session
         live = {s.session_id: s for s in read_published(self._open_all().entries, int(time.time())).sessions}
@@ -437,6 +448,7 @@ class App:
     def op_staged_confirm(self, id: str) -> dict[str, Any]:
         """Accept a staged agent write, or do what an agent's request asks, here, as `ownmem staged
         confirm` does (usecases.answers.confirm): a forget is erased from this device's cache too."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.usecases import answers
         listing = self._open_all()
         waiting = answers.find(self.v, id, listing, whole_id=True)
@@ -453,6 +465,7 @@ class App:
     def op_staged_discard(self, id: str) -> dict[str, Any]:
         """Erase a staged agent write, or drop an agent's request, as `ownmem staged discard` does
         (usecases.answers.discard)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.usecases import answers
         from ownmem.usecases.staged import StagedWrite
         waiting = answers.find(self.v, id, self._open_all(), whole_id=True)
@@ -468,6 +481,7 @@ class App:
         """What `ownmem records import` would write from this file, record by record, with every
         problem; nothing is written.  A file refused as a whole (not UTF-8, no header, not JSON,
         no records) comes back with no rows and its problem under record 0."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.uomp.records import (
             RecordsRefused,
             field_names,
@@ -505,6 +519,7 @@ class App:
         record checked again (12.9: any problem refuses the whole file, nothing written), then one
         sealed memory per record, a replaced key's live head superseded.  Progress events
         ({"event": "progress", "op", "done", "total"}) go to the page while it seals."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
         from ownmem.uomp.records import accepted
         from ownmem.usecases.records import write_records
         from ownmem.web.records import checked_file, records_digest
