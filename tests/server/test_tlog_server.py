@@ -360,7 +360,8 @@ def test_two_server_processes_appending_at_once_keep_one_tree(
 
     def register_and_forget(i: int) -> None:
         url, name = urls[i % 2], f"c{i}{secrets.token_hex(4)}"
-        syncer = link(vaults[i], url, name, client=http)
+        # copies of one template identity: each vault's own name, asked for
+        syncer = link(vaults[i], url, name, client=http, another_name=True)
         syncer.sync_once()
         forget_all(vaults[i], http, url, name, syncer.remote.token or "", pushed(http, syncer, url, name))
 
