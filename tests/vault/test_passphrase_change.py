@@ -19,8 +19,7 @@ from ownmem.aperto.model import Trust
 from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import AuthenticationFailed, OwnmemError, VaultError, WrongPassphrase
 from ownmem.purposes import Purpose
-from ownmem.vault import Vault, export_vault
-from ownmem.vault import rekey as R
+from ownmem.vault import Vault, export_vault, rekey as R
 
 OLD = "the old passphrase, seen on a shared screen"
 NEW = "a new passphrase nobody else has seen 42"
@@ -126,7 +125,7 @@ def test_passphrase_change_keeps_the_past_and_locks_the_old_passphrase_out_of_th
     assert {trust[o.hex()] for o in after} == {"self"}
     assert {trust[o.hex()] for o in before} <= {"self", "trusted"}
     # the reference with the OLD passphrase opens nothing of it
-    with pytest.raises(Exception):  # noqa: B017,PT011 - the reference's own error type
+    with pytest.raises(Exception):  # noqa: B017 - the reference's own error type
         amem.vault.Vault.import_file(tmp_path / "after.amem", tmp_path / "ref-old", OLD)
 
 
