@@ -106,6 +106,16 @@ async def unwrap_root(p: CryptoProvider, master: bytes, wrapped: bytes) -> bytes
         raise WrongPassphrase("the passphrase does not open this vault's root key") from None
 
 
+async def real_root_wrap(p: CryptoProvider, master: bytes, offered: bytes) -> bytes | None:
+    """``offered`` if it unwraps under ``master`` (a vault whose passphrase changed), else None: a
+    server's lookup carries 40 bytes for every vault, seeded ones before the first change."""
+    try:
+        await unwrap_root(p, master, offered)
+    except WrongPassphrase:
+        return None
+    return offered
+
+
 async def identity_for(p: CryptoProvider, master: bytes, root_wrap: bytes | None) -> aperto_keys.Identity:
     """The owner's keys from a master secret: the root is the master until the first change."""
     root = None if root_wrap is None else await unwrap_root(p, master, root_wrap)

@@ -248,31 +248,39 @@ class UnlockedVault:
     def keyring(self) -> Keyring:
         return Keyring(self.identity.sign_pub, self.store.known_keys(), self.superseded())
 
-    def superseded(self) -> dict[bytes, bytes]:
-        """The owner's earlier signing keys {key_id: public}, verify-only (a passphrase change:
-        vault/rekey.py); a record that does not verify or chain to today's key counts for nothing."""
+    def successions(self) -> list[rekey.Succession]:
+        """The owner-key succession records this device holds, oldest first (vault/rekey.py)."""
         raw = self.store.successions()
-        if raw is None:
-            return {}
         try:
-            recs = [rekey.parse_succession(r) for r in cbor.decode(raw)]
+            return [] if raw is None else [rekey.parse_succession(r) for r in cbor.decode(raw)]
         except (MalformedInput, TypeError, ValueError):
             raise VaultError("this vault's record of its earlier owner keys is damaged") from None
+
+    def superseded(self, owner_pub: bytes | None = None) -> dict[bytes, bytes]:
+        """The owner's earlier signing keys {key_id: public}, verify-only (a passphrase change:
+        vault/rekey.py); a record that does not verify or chain to the owner key counts for nothing."""
+        recs = self.successions()
+        if not recs:
+            return {}
         if not all(run_sync(rekey.succession_valid(self.crypto, r)) for r in recs):
             raise VaultError("a record of this vault's earlier owner keys does not verify")
-        chain = rekey.chain_to(recs, self.identity.sign_pub)
+        chain = rekey.chain_to(recs, owner_pub if owner_pub is not None else self.identity.sign_pub)
         if chain is None:
             raise VaultError("the records of this vault's earlier owner keys do not lead to its key")
         return chain
 
-    def change_passphrase(self, new_passphrase: str) -> rekey.Rekeyed:
+    def change_passphrase(self, new_passphrase: str, *,
+                          publish: Callable[[rekey.Rekeyed], None] | None = None) -> rekey.Rekeyed:
         """New salt and Argon2id, the owner keys that follow from them, every scope's KEK
         re-wrapped and a fresh KEK per scope for what is written afterwards (vault/rekey.py);
-        one transaction, no object touched.  The vault stays unlocked, under the new keys."""
-        return run_sync(self.change_passphrase_async(new_passphrase))
+        one transaction, no object touched.  ``publish`` runs inside it, once the store holds
+        the new keys (the sync server is told there): if it raises, nothing changed here.  The
+        vault stays unlocked, under the new keys."""
+        return run_sync(self.change_passphrase_async(new_passphrase, publish=publish))
 
     async def change_passphrase_async(self, new_passphrase: str, *, salt: bytes | None = None,
-                                      master: bytes | None = None) -> rekey.Rekeyed:
+                                      master: bytes | None = None,
+                                      publish: Callable[[rekey.Rekeyed], None] | None = None) -> rekey.Rekeyed:
         if not new_passphrase and master is None:
             raise VaultError("the passphrase must not be empty")
         old = self.identity
@@ -282,12 +290,13 @@ class UnlockedVault:
         scopes = self.store.scopes()
         keks = {s.scope_id: await self.kek_async(s) for s in scopes.values()}
         done = await rekey.rekey(self.crypto, old, scopes, keks, master, salt)
-        raw = self.store.successions()
-        recs = list(cbor.decode(raw)) if raw is not None else []
+        recs = [r.encode() for r in self.successions()]
         with self.store.transaction():
             self.store.replace_identity(PublicIdentity(salt, done.ident.sign_pub, done.ident.ka_pub), done.root_wrap)
             self.store.replace_scopes(done.scopes.values())
             self.store.set_successions(cbor.encode([*recs, done.succession.encode()]))
+            if publish is not None:
+                publish(done)
         self.ident = done.ident
         self._keks = dict(done.keks)
         self.crypto.forget_secrets()      # the old owner keys' cached private keys
@@ -334,7 +343,8 @@ class UnlockedVault:
         # the superseded owner keys travel as accepted author keys: a reader that knows nothing
         # of succession records (the reference) opens what they signed as trusted, not forged
         return VaultPublic(salt=pub.salt, sign_pub=pub.sign_pub, ka_pub=pub.ka_pub,
-                           scopes=self.store.scopes(), known_keys={**self.superseded(), **self.store.known_keys()})
+                           scopes=self.store.scopes(),
+                           known_keys={**self.superseded(pub.sign_pub), **self.store.known_keys()})
 
     # ------------------------------------------------------------- keyring
     def trust_add(self, public: bytes) -> bytes:
