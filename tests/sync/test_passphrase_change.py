@@ -111,8 +111,9 @@ def test_passphrase_change_reaches_every_device_and_locks_the_old_one_out(url: s
     # ...nor do the KEKs the OLD metadata gave it open anything written afterwards
     for s in parse_metadata(old_meta.metadata).vault_public.scopes.values():
         old_keks.append(run_sync(K.unwrap_kek(P, s.wrapped, s.scope_id, old_ident)))
-    assert b.remote.token is not None
-    rows = [r for r in _pull_raw(url, "rekey-one", b.remote.token) if isinstance(r, messages.CellChange)]
+    token = b.syncer.remote.token
+    assert token is not None
+    rows = [r for r in _pull_raw(url, "rekey-one", token) if isinstance(r, messages.CellChange)]
     after_cells = [r for r in rows if after.hex() in r.cell.hex()]
     assert after_cells
     for r in after_cells:
@@ -128,7 +129,8 @@ def test_passphrase_change_reaches_every_device_and_locks_the_old_one_out(url: s
     with pytest.raises(SyncError, match="older vault metadata"):
         b.sync()
     assert b.v.identity.sign_pub == new_pub and b.v.scopes() == scopes
-    assert b.v.store.identity() is not None and b.v.store.identity().sign_pub == new_pub  # type: ignore[union-attr]
+    stored = b.v.store.identity()
+    assert stored is not None and stored.sign_pub == new_pub
     proxy.clear()
 
     # a new device: the new passphrase logs in, with the same holder and sync identity; the old does not

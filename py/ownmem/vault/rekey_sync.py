@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
@@ -87,7 +89,7 @@ def catch_up(s: Syncer, new_passphrase: str) -> None:
     p.forget_secrets()
 
 
-async def _follow_scopes(s: Syncer, theirs: dict[str, ScopeEntry], ident: aperto_keys.Identity,
+async def _follow_scopes(s: Syncer, theirs: Mapping[str, ScopeEntry], ident: aperto_keys.Identity,
                          ) -> tuple[dict[str, ScopeEntry], dict[bytes, bytes]]:
     """The server's scope table, and each scope only this device holds (made here while it
     missed the change) re-wrapped to the new key and retired, with a fresh one under its name."""
