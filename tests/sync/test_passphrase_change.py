@@ -7,7 +7,9 @@ server; replayed old metadata is refused; a new device logs in with the new pass
 the same holder and sync identity."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,7 +25,7 @@ from ownmem.vault.sync import login_new_device
 from ownmem.wire import messages, signed
 from ownmem.wire.errors import ErrorCode
 from tests.sync.hostile import HostileProxy
-from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess
+from tests.sync.synckit import PASSPHRASE, Backend, Devices, ServerProcess, cli_env, ownmem
 
 NEW = "sync tests: a new passphrase after the shared screen 77"
 P = provider()
@@ -153,3 +155,34 @@ def test_a_server_cannot_hand_a_device_someone_elses_change(url: str, devices: D
     a.remote.token = None
     with pytest.raises(SyncError, match="root key differs"):
         catch_up(a.syncer, NEW)
+
+
+def test_the_cli_changes_the_passphrase_and_the_other_device_takes_it(url: str, tmp_path: Path) -> None:
+    """`ownmem passphrase change` on one device, `ownmem sync` on the other says what happened,
+    `ownmem passphrase update` takes the new one; each failure one line, no secret in any output."""
+    env_a = cli_env(tmp_path / "a", tmp_path / "a" / "vault")
+    env_b = cli_env(tmp_path / "b", tmp_path / "b" / "vault")
+
+    def run(*args: str, env: dict[str, str], code: int = 0) -> str:
+        r = ownmem(*args, env=env)
+        assert r.returncode == code, r.stderr
+        assert NEW not in r.stdout + r.stderr
+        return r.stdout + r.stderr
+
+    run("init", env=env_a)
+    run("add", "written before", env=env_a)
+    run("login", "--server", url, "--vault-name", "rekey-cli", env=env_a)
+    run("sync", env=env_a)
+    run("login", "--server", url, "--vault-name", "rekey-cli", env=env_b)
+    out = run("passphrase", "change", env={**env_a, "OWNMEM_NEW_PASSPHRASE": NEW})
+    assert "passphrase changed here and on" in out and "does not evict" in out
+    run("add", "written after", env={**env_a, "OWNMEM_PASSPHRASE": NEW})
+    run("sync", env={**env_a, "OWNMEM_PASSPHRASE": NEW})
+    assert "wrong passphrase" in run("list", env=env_a, code=1)
+    assert "changed on another device" in run("sync", env=env_b, code=1)
+    assert "wrong passphrase" in run("passphrase", "update", env={**env_b, "OWNMEM_NEW_PASSPHRASE": PASSPHRASE},
+                                     code=1)
+    run("passphrase", "update", env={**env_b, "OWNMEM_NEW_PASSPHRASE": NEW})
+    run("sync", env={**env_b, "OWNMEM_PASSPHRASE": NEW})
+    listed = json.loads(run("list", "--json", env={**env_b, "OWNMEM_PASSPHRASE": NEW}))
+    assert {m["content"]: m["trust"] for m in listed} == {"written before": "self", "written after": "self"}

@@ -61,9 +61,10 @@ def catch_up(s: Syncer, new_passphrase: str) -> None:
     if info is None:
         raise SyncError(f"no vault named {s.remote.name!r} on {s.remote.base}")
     master = run_sync(aperto_keys.master_from_passphrase(p, new_passphrase, info.salt))
-    ident = run_sync(rekey.identity_for(p, master, info.root_wrap))
+    ident = run_sync(aperto_keys.identity_from_master(p, master))
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
-        raise WrongPassphrase("that is not the new passphrase of this vault")
+        raise WrongPassphrase("wrong passphrase: that is not the new passphrase of this vault")
+    ident = run_sync(rekey.identity_for(p, master, info.root_wrap))
     if ident.root != v.identity.root:
         raise SyncError("the server's vault is not this one (its root key differs): refused, nothing changed")
     held = s._call(s.remote.get_metadata)                         # noqa: SLF001
