@@ -186,3 +186,44 @@ def test_the_cli_changes_the_passphrase_and_the_other_device_takes_it(url: str, 
     run("sync", env={**env_b, "OWNMEM_PASSPHRASE": NEW})
     listed = json.loads(run("list", "--json", env={**env_b, "OWNMEM_PASSPHRASE": NEW}))
     assert {m["content"]: m["trust"] for m in listed} == {"written before": "self", "written after": "self"}
+
+
+def test_the_server_takes_new_keys_only_from_the_keys_in_force(url: str, devices: Devices) -> None:
+    """Someone with a session (a stolen sync credential) but not the owner key cannot hand the
+    vault to keys of their own; nor can a hand-over be replayed once the vault moved on."""
+    a = devices.first(url, "rekey-three")
+    held = a.remote.get_metadata()
+    intruder = run_sync(K.identity_from_master(P, b"\x09" * 32))
+    version = held.version + 1
+    doc = held.metadata
+    salt, wrap = b"\x01" * 16, b"\x02" * 40
+    h, sync = a.v.holder(), a.v.sync_key()
+    reg = signed.register_message("rekey-three", salt, intruder.sign_pub, sync.public, intruder.ka_pub, h.public)
+    forged = messages.Rekey(
+        held.version, salt, intruder.sign_pub, intruder.ka_pub, wrap, doc,
+        run_sync(P.ed25519_sign(intruder.sign.seed, signed.metadata_message("rekey-three", version, doc))),
+        run_sync(P.ed25519_sign(intruder.sign.seed, signed.rekey_message(
+            "rekey-three", version, salt, intruder.sign_pub, intruder.ka_pub, wrap, doc))),
+        run_sync(P.ed25519_sign(sync.seed, reg)), run_sync(P.mldsa65_sign(h.xi, reg, signed.REGISTER_HOLDER_CONTEXT)))
+    with pytest.raises(SyncError) as e:
+        a.remote.rekey(forged)
+    assert e.value.server_code == ErrorCode.BAD_SIGNATURE
+    info = a.remote.lookup()
+    assert info is not None and info.owner_pub == a.v.identity.sign_pub      # nothing changed
+
+    # the owner's own hand-over, replayed after it was taken: stale
+    sent: list[messages.Rekey] = []
+    real = a.remote.rekey
+
+    def keep(up: messages.Rekey) -> int:
+        sent.append(up)
+        return real(up)
+    a.remote.rekey = keep  # type: ignore[method-assign]
+    change_passphrase(a.syncer, NEW)
+    a.v.add("after")
+    a.sync()
+    with pytest.raises(SyncError) as e:
+        real(sent[0])
+    assert e.value.server_code in (ErrorCode.STALE_VERSION, ErrorCode.BAD_SIGNATURE)
+    info = a.remote.lookup()
+    assert info is not None and info.owner_pub == a.v.identity.sign_pub
