@@ -218,7 +218,7 @@ def test_the_server_takes_new_keys_only_from_the_keys_in_force(url: str, devices
     def keep(up: messages.Rekey) -> int:
         sent.append(up)
         return real(up)
-    a.remote.rekey = keep  # type: ignore[method-assign]
+    a.remote.rekey = keep  # type: ignore[method-assign,assignment]
     change_passphrase(a.syncer, NEW)
     a.v.add("after")
     a.sync()
