@@ -48,7 +48,7 @@ def current_name(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Succession:
-    """One owner signing key superseded by the next (§15.6): both signed the same message, so
+    """One owner signing key superseded by the next (§15.6 "Key Rotation"): both signed the same message, so
     neither a thief of the old key alone nor a stranger's new key can claim the link."""
 
     old_pub: bytes
