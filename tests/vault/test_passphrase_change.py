@@ -20,6 +20,8 @@ from ownmem.crypto import cbor, provider, run_sync
 from ownmem.errors import AuthenticationFailed, OwnmemError, VaultError, WrongPassphrase
 from ownmem.purposes import Purpose
 from ownmem.vault import Vault, export_vault, rekey as R
+from ownmem.vault.store import Store
+from ownmem.vault.transfer import import_bytes
 
 OLD = "the old passphrase, seen on a shared screen"
 NEW = "a new passphrase nobody else has seen 42"
@@ -115,6 +117,17 @@ def test_passphrase_change_keeps_the_past_and_locks_the_old_passphrase_out_of_th
         assert c.meta.known_keys[K.key_id(old_pub)] == old_pub
     finally:
         u.close()
+
+    # a fresh import of the post-change export is this vault again: the same holder, old objects as self
+    report, w = import_bytes(lambda: Store(tmp_path / "restored"), data, NEW)
+    try:
+        assert report.imported == len(before | after)
+        assert w.holder().holder_id == holder_id and w.sync_key().public == sync_pub
+        assert {e.id: e.opened.trust for e in w.open_all().entries} == {o: Trust.SELF for o in before | after}
+    finally:
+        w.close()
+    with pytest.raises(WrongPassphrase):
+        import_bytes(lambda: Store(tmp_path / "restored-old"), data, OLD)
 
     # the reference opens every object of the post-change export, none forged
     amem.vault.Vault.import_file(tmp_path / "after.amem", tmp_path / "ref", NEW)
