@@ -142,6 +142,8 @@ SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.Session: messages.Session(TOKEN, 1_700_000_900),
     messages.MetadataVersion: messages.MetadataVersion(7, os.urandom(500), os.urandom(64)),
     messages.MetadataUpdate: messages.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
+    messages.Rekey: messages.Rekey(7, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(40), os.urandom(500),
+                                   os.urandom(64), os.urandom(64), os.urandom(64), os.urandom(HOLDER_SIG_LEN)),
     messages.MetadataAccepted: messages.MetadataAccepted(8),
     messages.PushResult: messages.PushResult(3, 1, 0, 41),
     messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
