@@ -187,7 +187,9 @@ class Context:
         v = self.storage.vault(name)
         if v is None:
             return None, decoy
-        return v, messages.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id)
+        wrap = self.storage.root_wrap(v.id) or decoy.root_wrap
+        return v, messages.VaultInfo(v.name, v.salt, v.owner_pub, v.sync_pub, v.ka_pub, v.holder_pub, v.holder_id,
+                                     wrap)
 
     async def authed(self, request: Request) -> tuple[VaultRecord, float]:
         """The vault named in the path and its credential's expiry, for a bearer credential issued

@@ -10,6 +10,8 @@ be probed by lookup (docs/decisions.md, "Names cannot be probed by lookup").
               public key is, without importing X25519 (the server loads nothing that decrypts)
     holder_pub = SHAKE-256(seed("holder")), 1952 bytes: an ML-DSA-65 public key is rho || t1,
               both indistinguishable from uniform bytes; holder_id = SHA-256(holder_pub)
+    root_wrap = SHAKE-256(seed("root")), 40 bytes (also a held vault's before its first
+              passphrase change: an AES-KW output is indistinguishable from uniform bytes)
 
 The same name always gets the same decoy (on every process and after a restart: the secret is
 in the store), different names unrelated ones, and nothing but the secret tells a decoy from a
@@ -24,7 +26,7 @@ import hmac
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ownmem.wire import messages
-from ownmem.wire.limits import HOLDER_PUB_LEN, SALT_LEN
+from ownmem.wire.limits import HOLDER_PUB_LEN, ROOT_WRAP_LEN, SALT_LEN
 
 _P = 2 ** 255 - 19
 
@@ -53,4 +55,9 @@ class Decoys:
         return messages.VaultInfo(
             name, self._seed(b"salt", name)[:SALT_LEN], _ed25519_public(self._seed(b"owner", name)),
             _ed25519_public(self._seed(b"sync", name)), _montgomery_u(_ed25519_public(self._seed(b"ka", name))),
-            holder_pub, hashlib.sha256(holder_pub).digest())
+            holder_pub, hashlib.sha256(holder_pub).digest(), self.root_wrap(name))
+
+    def root_wrap(self, name: str) -> bytes:
+        """40 bytes that unwrap under no key: a decoy's, and a real vault's until its first
+        passphrase change, so a lookup does not tell which vaults changed theirs."""
+        return hashlib.shake_256(self._seed(b"root", name)).digest(ROOT_WRAP_LEN)

@@ -92,7 +92,8 @@ OPENAPI: dict[str, Any] = {
             "operationId": "lookup", "parameters": [NAME],
             "responses": {"200": _json(_obj({"name": {"type": "string"}, "salt": _hexn(16), "owner_pub": _hexn(32),
                                              "sync_pub": _hexn(32), "ka_pub": _hexn(32), "holder_pub": HEX,
-                                             "holder_id": _hexn(32)})), **_err(404, 429)}}},
+                                             "holder_id": _hexn(32), "root_wrap": _hexn(40)})),
+                          **_err(404, 429)}}},
         "/v1/names/{name}": {"get": {
             "operationId": "nameTaken", "parameters": [NAME],
             "responses": {"200": _json(_obj({"name": {"type": "string"}, "taken": {"type": "boolean"}})),
@@ -117,6 +118,20 @@ OPENAPI: dict[str, Any] = {
                         "metadata": HEX, "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
                                   **_err(400, 401, 403, 408, 409, 413, 429)}}},
+        "/v1/vaults/{name}/rekey": {"post": {
+            "operationId": "rekey", "parameters": [NAME], "security": AUTH,
+            "description": "A passphrase change: compare-and-swap of the metadata with the vault's salt, owner and "
+                           "key-agreement keys and root wrap replaced. old_owner_sig is the current owner key's over "
+                           "[\"ownmem/v1/rekey\", name, version, salt, owner_pub, ka_pub, root_wrap, metadata]; "
+                           "metadata_sig the new owner key's over the metadata of that version; proof and "
+                           "holder_proof the sync and holder keys' over the new registration message.",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "expected_version": {"type": "integer", "minimum": 1, "maximum": (1 << 62) - 1},
+                "salt": _hexn(16), "owner_pub": _hexn(32), "ka_pub": _hexn(32), "root_wrap": _hexn(40),
+                "metadata": HEX, "metadata_sig": _hexn(64), "old_owner_sig": _hexn(64), "proof": _hexn(64),
+                "holder_proof": HEX})}}},
+            "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
+                          **_err(400, 401, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/cells": {"post": {
             "operationId": "push", "parameters": [NAME], "security": AUTH,
             "description": "CBOR array of [cell, wrapped DEK]; every cell is verified (cellId, holder signature, "

@@ -8,6 +8,7 @@ export, and the log's and erasure list's listings.
     POST /v1/vaults/{name}/challenge         a login challenge
     POST /v1/vaults/{name}/session           a session credential for a signed challenge
     GET|PUT /v1/vaults/{name}/metadata       the owner-signed vault metadata (compare-and-swap)
+    POST /v1/vaults/{name}/rekey             a passphrase change: new keys and metadata (compare-and-swap)
     POST /v1/vaults/{name}/cells             push cells
     GET  /v1/vaults/{name}/changes           the change feed, a page
     GET  /v1/vaults/{name}/events            its live events (server-sent)
@@ -58,6 +59,7 @@ from server.storage.base import (
     ExportSnapshot,
     LogEntry,
     Registration,
+    RekeyKeys,
     StorageBusy,
     StorageLimit,
     StorageQuota,
@@ -220,6 +222,33 @@ class VaultRoutes:
             raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
         self.ctx.live.notify(v.id)
         return JSONResponse(messages.MetadataAccepted(version).encode())
+
+    async def rekey(self, request: Request) -> Response:
+        """A passphrase change (vault/rekey.py): taken only when the owner key in force signs the
+        hand-over, the new owner key the metadata, and the vault's sync and holder keys the new
+        registration; then the lookup answers the new salt and keys, and the old owner key can
+        sign nothing the server takes again."""
+        v, _ = await self.ctx.authed(request)
+        up = parsed(messages.Rekey.parse, await self.ctx.json_body(request))
+        version = up.expected_version + 1
+        if not ed25519_valid(v.owner_pub, up.old_owner_sig, signed.rekey_message(
+                v.name, version, up.salt, up.owner_pub, up.ka_pub, up.root_wrap, up.metadata)):
+            raise ApiError(E.BAD_SIGNATURE, "the change is not signed by the vault's current owner key")
+        if not ed25519_valid(up.owner_pub, up.metadata_sig, signed.metadata_message(v.name, version, up.metadata)):
+            raise ApiError(E.BAD_SIGNATURE, "the metadata is not signed by the new owner key for that version")
+        reg = signed.register_message(v.name, up.salt, up.owner_pub, v.sync_pub, up.ka_pub, v.holder_pub)
+        if not ed25519_valid(v.sync_pub, up.proof, reg):
+            raise ApiError(E.BAD_SIGNATURE, "the new keys are not signed by the vault's sync key")
+        if not self.ctx.holder(v).valid(reg, up.holder_proof, signed.REGISTER_HOLDER_CONTEXT):
+            raise ApiError(E.BAD_SIGNATURE, "the new keys are not signed by the vault's holder key")
+        keys = RekeyKeys(up.salt, up.owner_pub, up.ka_pub, up.root_wrap, up.holder_proof)
+        try:
+            got = await self.ctx.call(self.ctx.storage.rekey, v.id, up.expected_version, keys, up.metadata,
+                                      up.metadata_sig)
+        except StorageConflict:
+            raise ApiError(E.STALE_VERSION, "the metadata changed; pull and retry") from None
+        self.ctx.live.notify(v.id)
+        return JSONResponse(messages.MetadataAccepted(got).encode())
 
     async def push(self, request: Request) -> Response:
         v, _ = await self.ctx.authed(request)
@@ -438,6 +467,7 @@ def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
         Route("/v1/vaults/{name}/challenge", r.challenge, methods=["POST"]),
         Route("/v1/vaults/{name}/session", r.session, methods=["POST"]),
         Route("/v1/vaults/{name}/metadata", r.metadata, methods=["GET", "PUT"]),
+        Route("/v1/vaults/{name}/rekey", r.rekey, methods=["POST"]),
         Route("/v1/vaults/{name}/cells", r.push, methods=["POST"]),
         Route("/v1/vaults/{name}/changes", r.changes),
         Route("/v1/vaults/{name}/events", r.events),

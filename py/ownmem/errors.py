@@ -104,6 +104,17 @@ class SyncError(OwnmemError):
         self.vault = vault     # keys_registered: the vault these keys hold on that server
 
 
+class PassphraseChanged(SyncError):
+    """The vault's passphrase was changed on another device: this device's passphrase no longer
+    opens what the server holds.  Enter the new one (``ownmem passphrase update``)."""
+
+    code = "passphrase_changed"
+
+    def __init__(self, message: str = "the passphrase of this vault was changed on another device: "
+                 "enter the new one (`ownmem passphrase update`)") -> None:
+        super().__init__(message)
+
+
 class WireError(SyncError):
     """A sync message does not parse as what the protocol says it is (ownmem.wire).
 

@@ -1,4 +1,5 @@
-"""The registry of keys ownmem derives from a vault's master secret, one HKDF-SHA256 info string
+"""The registry of keys ownmem derives from a vault's root secret (its master secret until the
+first passphrase change: vault/rekey.py), one HKDF-SHA256 info string
 per purpose (DESIGN.md "Keys"): no key serves two purposes, and every derivation names its
 purpose here (aperto.keys.derive_purpose_key takes nothing else; tests/test_purposes.py fails on
 an info string spelt anywhere else).  The format's own keys (apertomemory/v1/sign, /ka) are
@@ -18,6 +19,9 @@ class Purpose(Enum):
     AGENT_CREDENTIALS = b"ownmem/v1/agent-credentials"    # HMAC: the sealed agent credential file
     DEVICE_CACHE = b"ownmem/v1/device-cache"              # AES-256: a device's cache of verified plaintext
     AUDIT = b"ownmem/v1/audit"                            # AES-256: UOMP audit entries
+    # AES-KW: the vault root wrapped under the CURRENT master secret (vault/rekey.py); the one
+    # purpose derived from the master itself, every other from the vault root
+    ROOT_WRAP = b"ownmem/v1/root-wrap"
 
     @property
     def info(self) -> bytes:

@@ -58,6 +58,17 @@ class SnapshotClosed(StorageError):
 
 
 @dataclass(frozen=True, slots=True)
+class RekeyKeys:
+    """What a passphrase change replaces in a vault's record (server/vault_routes.py ``rekey``)."""
+
+    salt: bytes
+    owner_pub: bytes
+    ka_pub: bytes
+    root_wrap: bytes
+    holder_proof: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class VaultRecord:
     id: int
     name: str
@@ -173,6 +184,15 @@ class Storage(Protocol):
     def metadata(self, vault_id: int) -> tuple[int, bytes, bytes]: ...
 
     def cas_metadata(self, vault_id: int, expected: int, metadata: bytes, sig: bytes) -> int: ...
+
+    def root_wrap(self, vault_id: int) -> bytes | None:
+        """The vault root wrapped under the master secret; None before its first passphrase change."""
+        ...
+
+    def rekey(self, vault_id: int, expected: int, keys: RekeyKeys, metadata: bytes, sig: bytes) -> int:
+        """A passphrase change: compare-and-swap of the metadata (StorageConflict if stale) with the
+        vault's salt, owner and key-agreement keys, root wrap and holder proof replaced at once."""
+        ...
 
     def known_cells(self, vault_id: int, cell_ids: list[bytes]) -> tuple[set[bytes], set[bytes]]:
         """Which of ``cell_ids`` the vault holds, and which it erased."""

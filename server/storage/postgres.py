@@ -41,6 +41,7 @@ from server.storage.base import (
     PushCell,
     PushResult,
     Registration,
+    RekeyKeys,
     StorageConflict,
     StorageLimit,
     VaultRecord,
@@ -54,6 +55,7 @@ OPTIONS = "-c plan_cache_mode=force_custom_plan"
 LOCK_TIMEOUT = "200ms"     # a rewrite waits no longer than this for its vault's partition
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS vault_roots (vault_id BIGINT PRIMARY KEY, root_wrap BYTEA NOT NULL);
 CREATE TABLE IF NOT EXISTS vaults (
   id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, salt BYTEA NOT NULL,
   owner_pub BYTEA NOT NULL, sync_pub BYTEA NOT NULL, ka_pub BYTEA NOT NULL, holder_pub BYTEA NOT NULL,
@@ -280,6 +282,23 @@ class PostgresStorage:
             if r is None:
                 raise StorageConflict("metadata version is stale")
             c.execute(Q.meta_change, (vault_id, r[0]))
+            c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        return expected + 1
+
+    def root_wrap(self, vault_id: int) -> bytes | None:
+        with self._tx() as c:
+            r = c.execute(Q.root_wrap, (vault_id,)).fetchone()
+        return _b(r[0]) if r else None
+
+    def rekey(self, vault_id: int, expected: int, keys: RekeyKeys, metadata: bytes, sig: bytes) -> int:
+        with self._tx() as c:
+            r = c.execute(Q.rekey, (keys.salt, keys.owner_pub, keys.ka_pub, metadata, sig, vault_id,
+                                    expected)).fetchone()
+            if r is None:
+                raise StorageConflict("metadata version is stale")
+            c.execute(Q.meta_change, (vault_id, r[0]))
+            c.execute(Q.put_root, (vault_id, keys.root_wrap))
+            c.execute(Q.renew_proof, (keys.holder_proof, vault_id))
             c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
         return expected + 1
 

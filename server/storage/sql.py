@@ -41,6 +41,14 @@ class Sql:
         self.cas_metadata = (f"UPDATE vaults SET meta_version = meta_version + 1, metadata = {p}, metadata_sig = {p}, "
                              f"last_seq = last_seq + 1 WHERE id = {p} AND meta_version = {p} RETURNING last_seq")
         self.meta_change = f"INSERT INTO changes VALUES ({p},{p},'meta',NULL)"
+        # a passphrase change (vault/rekey.py): compare-and-swap as above, and the public keys replaced
+        self.rekey = (f"UPDATE vaults SET salt = {p}, owner_pub = {p}, ka_pub = {p}, meta_version = meta_version + 1, "
+                      f"metadata = {p}, metadata_sig = {p}, last_seq = last_seq + 1 "
+                      f"WHERE id = {p} AND meta_version = {p} RETURNING last_seq")
+        self.put_root = (f"INSERT INTO vault_roots (vault_id, root_wrap) VALUES ({p},{p}) "
+                         "ON CONFLICT (vault_id) DO UPDATE SET root_wrap = excluded.root_wrap")
+        self.root_wrap = f"SELECT root_wrap FROM vault_roots WHERE vault_id = {p}"
+        self.renew_proof = f"UPDATE holder_proofs SET proof = {p} WHERE vault_id = {p}"
         self.add_cells = f"UPDATE vaults SET last_seq = {p}, stored_bytes = stored_bytes + {p} WHERE id = {p}"
         # an erasure carries the FORGET receipt that asked for it, in the cell's place
         self.changes = (

@@ -34,6 +34,7 @@ from server.storage.base import (
     PushCell,
     PushResult,
     Registration,
+    RekeyKeys,
     StorageBusy,
     StorageConflict,
     StorageLimit,
@@ -50,6 +51,7 @@ from server.storage.sql import Sql, added_bytes, erase_cells, fresh_cells, push_
 ERASURE_OVERDUE = 60.0
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS vault_roots (vault_id INTEGER PRIMARY KEY, root_wrap BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS vaults (
   id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, salt BLOB NOT NULL,
   owner_pub BLOB NOT NULL, sync_pub BLOB NOT NULL, ka_pub BLOB NOT NULL, holder_pub BLOB NOT NULL,
@@ -225,6 +227,21 @@ class SqliteStorage:
             if r is None:
                 raise StorageConflict("metadata version is stale")
             c.execute(Q.meta_change, (vault_id, r[0]))
+        return expected + 1
+
+    def root_wrap(self, vault_id: int) -> bytes | None:
+        r = self._conn().execute(Q.root_wrap, (vault_id,)).fetchone()
+        return bytes(r[0]) if r else None
+
+    def rekey(self, vault_id: int, expected: int, keys: RekeyKeys, metadata: bytes, sig: bytes) -> int:
+        with self._tx() as c:
+            r = c.execute(Q.rekey, (keys.salt, keys.owner_pub, keys.ka_pub, metadata, sig, vault_id,
+                                    expected)).fetchone()
+            if r is None:
+                raise StorageConflict("metadata version is stale")
+            c.execute(Q.meta_change, (vault_id, r[0]))
+            c.execute(Q.put_root, (vault_id, keys.root_wrap))
+            c.execute(Q.renew_proof, (keys.holder_proof, vault_id))
         return expected + 1
 
     # ---------------------------------------------------------------- cells

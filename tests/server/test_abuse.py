@@ -836,7 +836,7 @@ def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(
     for name in [lv.name, *names]:
         r = http.get(f"{backend.url}/v1/vaults/{name}")
         assert r.status_code == 200 and set(r.json()) == {"name", "salt", "owner_pub", "sync_pub", "ka_pub",
-                                                          "holder_pub", "holder_id"}, r.text
+                                                          "holder_pub", "holder_id", "root_wrap"}, r.text
         info = messages.VaultInfo.parse(r.json())
         assert info.name == name
         Ed25519PublicKey.from_public_bytes(info.owner_pub)       # a point of the curve, as a real key is
@@ -846,7 +846,7 @@ def test_a_lookup_cannot_tell_a_vault_from_a_name_nobody_holds(
         assert http.get(f"{backend.url}/v1/vaults/{name}").json() == r.json()       # the same every time
         answers[name] = info
     decoys = [answers[n] for n in names]
-    for field in ("salt", "owner_pub", "sync_pub", "ka_pub", "holder_pub"):
+    for field in ("salt", "owner_pub", "sync_pub", "ka_pub", "holder_pub", "root_wrap"):
         assert len({getattr(i, field) for i in answers.values()}) == len(answers), field
     assert answers[lv.name].owner_pub == lv.v.identity.sign_pub
     assert all(d.owner_pub != lv.v.identity.sign_pub for d in decoys)

@@ -132,7 +132,7 @@ _LOG_NOTE = notes.signed_note(notes.Checkpoint(_LOG_KEY.name, 12, os.urandom(32)
                              [notes.NoteSignature(_LOG_KEY.name, _LOG_KEY.key_id, os.urandom(64))]).encode()
 SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.VaultInfo: messages.VaultInfo(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
-                                           HOLDER_PUB, HOLDER_ID),
+                                           HOLDER_PUB, HOLDER_ID, os.urandom(40)),
     messages.Registration: messages.Registration(NAME, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(32),
                                    HOLDER_PUB, b"\xa0" * 300, os.urandom(64), os.urandom(700), os.urandom(64),
                                    os.urandom(HOLDER_SIG_LEN)),
@@ -142,6 +142,8 @@ SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.Session: messages.Session(TOKEN, 1_700_000_900),
     messages.MetadataVersion: messages.MetadataVersion(7, os.urandom(500), os.urandom(64)),
     messages.MetadataUpdate: messages.MetadataUpdate(7, os.urandom(500), os.urandom(64)),
+    messages.Rekey: messages.Rekey(7, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(40), os.urandom(500),
+                                   os.urandom(64), os.urandom(64), os.urandom(64), os.urandom(HOLDER_SIG_LEN)),
     messages.MetadataAccepted: messages.MetadataAccepted(8),
     messages.PushResult: messages.PushResult(3, 1, 0, 41),
     messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),

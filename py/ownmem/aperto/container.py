@@ -1,7 +1,8 @@
 """The portable export container, `.amem` (draft-02 §10 "Portable Export Container").
 
     amem-export = {1: export_version (1), 2: vault-public, 3: [* sealed-object bstr],
-                   4: {* object id => wrapped DEK}, ?5: metadata signature (ownmem)}
+                   4: {* object id => wrapped DEK}, ?5: metadata signature (ownmem),
+                   ?6: {"root_wrap", "successions"} (ownmem, after a passphrase change)}
     vault-public = {"salt", "sign_pub", "ka_pub", "scopes": {name: {"scope_id", "kek_wrapped",
                     "eph_pub"}}, ?"known_keys": {hex key_id: Ed25519 public key}}
 
@@ -31,6 +32,10 @@ from ownmem.errors import LimitExceeded, MalformedInput
 EXPORT_VERSION = 1
 METADATA_CONTEXT = "ownmem/v1/amem-metadata"
 SIGNATURE_KEY = 5
+# ownmem's vault-root record after a passphrase change: {"root_wrap": bstr, "successions": [...]}
+# (ownmem.vault.rekey); each part authenticates itself (AES-KW under the master; records signed by
+# both keys), so key 5 need not cover it.  The reference reads only keys 1-4.
+ROOT_KEY = 6
 MAX_CONTAINER = 1 << 30
 MAX_ITEMS = 20_000_000
 
@@ -75,6 +80,7 @@ class Container:
     objects: tuple[Any, ...]     # each should be a sealed-object bstr; checked per object
     deks: Mapping[bytes, bytes]  # object id -> wrapped DEK
     signature: bytes | None      # ownmem's metadata signature, absent in reference files
+    root: Any = None             # key 6 as given (ownmem.vault.transfer checks it), absent before a change
 
 
 def _bytes(v: Any, n: int | None, what: str) -> bytes:
@@ -139,7 +145,7 @@ def parse_container(data: bytes) -> Container:
     if sig is not None and not isinstance(sig, bytes):
         raise MalformedInput("corrupt .amem: metadata signature must be a byte string")
     return Container(export_version=top[1], meta=meta, meta_encoded=cbor.encode(top[2]),
-                     objects=tuple(objs), deks=deks, signature=sig)
+                     objects=tuple(objs), deks=deks, signature=sig, root=top.get(ROOT_KEY))
 
 
 def metadata_message(export_version: int, meta_encoded: bytes) -> bytes:
@@ -157,11 +163,13 @@ async def metadata_signature_valid(p: CryptoProvider, c: Container, sign_pub: by
 
 
 def build_container(meta: VaultPublic, objects: Iterable[tuple[bytes, bytes, bytes]],
-                    signature: bytes | None) -> bytes:
+                    signature: bytes | None, root: dict[str, Any] | None = None) -> bytes:
     """Deterministic bytes: objects in ascending id order; objects = (id, sealed, wrapped DEK)."""
     ordered = sorted(objects)
     top: dict[int, Any] = {1: EXPORT_VERSION, 2: meta.to_cbor(), 3: [s for _, s, _ in ordered],
                            4: {oid: w for oid, _, w in ordered}}
     if signature is not None:
         top[SIGNATURE_KEY] = signature
+    if root is not None:
+        top[ROOT_KEY] = root
     return cbor.encode(top)

@@ -46,12 +46,15 @@ class SigningKey:
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    """The owner's long-term keys, derived once per unlock."""
+    """The owner's long-term keys, derived once per unlock.  ``root`` is the vault root every
+    ``ownmem/v1/*`` purpose key derives from: the master secret itself until the first
+    passphrase change, then kept wrapped under the current master (ownmem.vault.rekey)."""
 
     master: bytes
     sign: SigningKey
     ka_seed: bytes
     ka_pub: bytes
+    root: bytes
 
     @property
     def sign_pub(self) -> bytes:
@@ -79,11 +82,11 @@ async def signing_key(p: CryptoProvider, seed: bytes) -> SigningKey:
     return SigningKey(seed=seed, public=await p.ed25519_public(seed))
 
 
-async def identity_from_master(p: CryptoProvider, master: bytes) -> Identity:
+async def identity_from_master(p: CryptoProvider, master: bytes, root: bytes | None = None) -> Identity:
     sign_seed = await p.hkdf_sha256(master, INFO_SIGN)
     ka_seed = await p.hkdf_sha256(master, INFO_KA)
     return Identity(master=master, sign=await signing_key(p, sign_seed), ka_seed=ka_seed,
-                    ka_pub=await p.x25519_public(ka_seed))
+                    ka_pub=await p.x25519_public(ka_seed), root=root if root is not None else master)
 
 
 async def identity_from_passphrase(p: CryptoProvider, passphrase: str, salt: bytes) -> Identity:
@@ -91,7 +94,8 @@ async def identity_from_passphrase(p: CryptoProvider, passphrase: str, salt: byt
 
 
 async def derive_purpose_key(p: CryptoProvider, master: bytes, purpose: KeyPurpose) -> bytes:
-    """32 bytes for one ownmem purpose of the registry (ownmem.purposes; DESIGN.md "Keys"); no
+    """32 bytes for one ownmem purpose of the registry (ownmem.purposes; DESIGN.md "Keys"), from
+    the vault root (``Identity.root``; the master only for ROOT_WRAP); no
     key serves two purposes, and a bare info string (the format's own apertomemory/* ones
     included) is refused."""
     if not isinstance(purpose, (Purpose, AgentAuthor)):

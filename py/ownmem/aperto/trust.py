@@ -27,6 +27,9 @@ class Keyring:
 
     owner_pub: bytes | None
     accepted: Mapping[bytes, bytes]
+    # the owner's superseded signing keys (a passphrase change: ownmem.vault.rekey), each linked
+    # to its successor by a record both signed: verify-only, what they signed opens as self
+    superseded: Mapping[bytes, bytes] = field(default_factory=dict)
     owner_kid: bytes | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -41,6 +44,9 @@ class Keyring:
             return out
         if self.owner_pub is not None and self.owner_kid == claimed_kid:
             out.append((self.owner_pub, Trust.SELF))
+        old = self.superseded.get(claimed_kid)
+        if old is not None and key_id(old) == claimed_kid:
+            out.append((old, Trust.SELF))
         pub = self.accepted.get(claimed_kid)
         if pub is not None and key_id(pub) == claimed_kid:
             out.append((pub, Trust.TRUSTED))
@@ -71,6 +77,7 @@ def derive(*, verified_as: Trust | None, signer_kid: bytes | None, claimed_kid: 
     accepted = set(keyring.accepted)
     if keyring.owner_kid is not None:
         accepted.add(keyring.owner_kid)
+    accepted |= set(keyring.superseded)
     honoured = (verified_as is Trust.SELF and custody is not None
                 and custody.proven_author is not None and custody.proven_author in accepted)
     if honoured:

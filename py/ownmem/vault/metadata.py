@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public
-from ownmem.crypto import cbor, sha256
+from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import MalformedInput, SyncError, VaultError
+from ownmem.vault.rekey import Succession, chain_to, parse_succession, succession_valid
 from ownmem.vault.store import Store
+from ownmem.vault.vault import UnlockedVault
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +22,16 @@ class Metadata:
     sync_pub: bytes
     holder_pub: bytes
     amem_sig: bytes
+    # the owner-key succession records (vault/rekey.py), oldest first; absent until the first
+    # passphrase change, so the documents of a vault that never changed it stay as they were
+    successions: tuple[Succession, ...] = ()
 
     def encode(self) -> bytes:
-        return cbor.encode({"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
-                            "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig})
+        m = {"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
+             "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig}
+        if self.successions:
+            m["successions"] = [s.encode() for s in self.successions]
+        return cbor.encode(m)
 
 
 def parse_metadata(data: bytes) -> Metadata:
@@ -32,8 +40,11 @@ def parse_metadata(data: bytes) -> Metadata:
         revoked = m["revoked"]
         if not isinstance(revoked, list) or not all(isinstance(k, bytes) and len(k) == 8 for k in revoked):
             raise MalformedInput("bad revoked list")
+        succ = m.get("successions", [])
+        if not isinstance(succ, list):
+            raise MalformedInput("bad succession list")
         return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
-                        m["amem_sig"])
+                        m["amem_sig"], tuple(parse_succession(s) for s in succ))
     except (KeyError, TypeError):
         raise MalformedInput("malformed vault metadata") from None
 
@@ -91,3 +102,17 @@ def check_metadata_seen(store: Store, version: int, doc: bytes) -> None:
 def note_metadata_seen(store: Store, version: int, doc: bytes) -> None:
     """Within a transaction: ``version`` (and its document's digest) is the newest seen."""
     store.sync_set("metadata_seen", cbor.encode([version, sha256(doc)]))
+
+
+def take_successions(v: UnlockedVault, theirs: tuple[Succession, ...]) -> None:
+    """The server's owner-key succession records, if they extend this device's and chain to the
+    owner key (each verified): what the superseded keys signed then opens as self here too."""
+    mine = v.successions()
+    if len(theirs) <= len(mine) or list(theirs[:len(mine)]) != mine:
+        return
+    if not all(run_sync(succession_valid(v.crypto, r)) for r in theirs):
+        raise SyncError("the server's record of this vault's earlier owner keys does not verify: refused")
+    if chain_to(list(theirs), v.identity.sign_pub) is None:
+        return                       # records of another chain: they make nothing open as self here
+    with v.store.transaction():
+        v.store.set_successions(cbor.encode([r.encode() for r in theirs]))

@@ -131,6 +131,13 @@ class Remote:
             raise WireError("the server stored the metadata under another version than the next")
         return got.version
 
+    def rekey(self, update: messages.Rekey) -> int:
+        """A passphrase change (vault/rekey.py) -> the new metadata version."""
+        got = messages.MetadataAccepted.parse(self._json("POST", self._url("/rekey"), update, auth=True))
+        if got.version != update.expected_version + 1:
+            raise WireError("the server stored the metadata under another version than the next")
+        return got.version
+
     def push(self, req: messages.PushRequest) -> messages.PushResult:
         return messages.PushResult.parse(codec.load_json(self._req("POST", self._url("/cells"), req.encode(),
                                                         "application/cbor", auth=True)))

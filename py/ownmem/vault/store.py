@@ -201,6 +201,31 @@ class Store:
                             [("salt", ident.salt), ("sign_pub", ident.sign_pub),
                              ("ka_pub", ident.ka_pub), ("schema", SCHEMA_VERSION)])
 
+    def replace_identity(self, ident: PublicIdentity, root_wrap: bytes) -> None:
+        """A passphrase change (vault/rekey.py): the new public keys and the root wrapped under
+        the new master, in the caller's transaction."""
+        self.db.executemany("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)",
+                            [("salt", ident.salt), ("sign_pub", ident.sign_pub), ("ka_pub", ident.ka_pub),
+                             ("root_wrap", root_wrap)])
+
+    def root_wrap(self) -> bytes | None:
+        """The vault root wrapped under the master secret; None until the first passphrase change."""
+        r = self.db.execute("SELECT v FROM meta WHERE k = 'root_wrap'").fetchone()
+        return r[0] if r else None
+
+    def successions(self) -> bytes | None:
+        """The owner-key succession records (CBOR; vault/rekey.py), None if the key never changed."""
+        r = self.db.execute("SELECT v FROM meta WHERE k = 'successions'").fetchone()
+        return r[0] if r else None
+
+    def set_successions(self, raw: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('successions', ?)", (raw,))
+
+    def replace_scopes(self, scopes: Iterable[ScopeEntry]) -> None:
+        self.db.execute("DELETE FROM scopes")
+        for s in scopes:
+            self.add_scope(s)
+
     def is_empty(self) -> bool:
         return self.identity() is None and self.count() == 0
 

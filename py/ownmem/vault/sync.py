@@ -34,12 +34,28 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import sign_metadata
 from ownmem.aperto.model import LEGACY_VERSION
 from ownmem.crypto import CryptoProvider, cbor, run_sync
-from ownmem.errors import MalformedInput, NoSuchVault, OwnmemError, SyncError, VaultError, WireError, WrongPassphrase
+from ownmem.errors import (
+    MalformedInput,
+    NoSuchVault,
+    OwnmemError,
+    PassphraseChanged,
+    SyncError,
+    VaultError,
+    WireError,
+    WrongPassphrase,
+)
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
-from ownmem.vault import local_receipts
+from ownmem.vault import local_receipts, rekey
 from ownmem.vault.logwatch import LogWatch, forget_log
-from ownmem.vault.metadata import Metadata, check_metadata_seen, merge_metadata, note_metadata_seen, parse_metadata
+from ownmem.vault.metadata import (
+    Metadata,
+    check_metadata_seen,
+    merge_metadata,
+    note_metadata_seen,
+    parse_metadata,
+    take_successions,
+)
 from ownmem.vault.remote import Remote
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.vault.syncrules import erasure_answer, erasure_refusal, runs
@@ -117,13 +133,16 @@ class Syncer:
             return fn()
 
     # ----------------------------------------------------------- metadata
-    def metadata_doc(self) -> Metadata:
+    def metadata_doc(self, ident: aperto_keys.Identity | None = None) -> Metadata:
+        """This device's view, signed by ``ident`` (the vault's keys; a passphrase change passes
+        the new ones while the store already holds them)."""
+        ident = ident or self.v.identity
         pub = self.v.public()
         return Metadata(pub, frozenset(self.store.revoked_keys()), self.v.sync_key().public, self.v.holder().public,
-                        run_sync(sign_metadata(self.v.crypto, self.v.identity, pub)))
+                        run_sync(sign_metadata(self.v.crypto, ident, pub)), tuple(self.v.successions()))
 
-    def _signed(self, version: int, doc: bytes) -> bytes:
-        return run_sync(self.v.crypto.ed25519_sign(self.v.identity.sign.seed,
+    def _signed(self, version: int, doc: bytes, ident: aperto_keys.Identity | None = None) -> bytes:
+        return run_sync(self.v.crypto.ed25519_sign((ident or self.v.identity).sign.seed,
                                               signed.metadata_message(self.remote.name, version, doc)))
 
     def _revoked_base(self) -> frozenset[bytes]:
@@ -141,9 +160,17 @@ class Syncer:
             version, doc = held.version, held.metadata
             if not run_sync(self.v.crypto.ed25519_verify(self.v.identity.sign_pub, held.signature,
                                                     signed.metadata_message(self.remote.name, version, doc))):
+                check_metadata_seen(self.store, version, doc)    # a replay from before a change: refused as such
+                info = self.remote.lookup()
+                if info is not None and info.owner_pub in self.v.superseded().values():
+                    raise SyncError("the server shows this vault's keys from before its passphrase change: "
+                                    "refused, nothing changed (a rollback, or another server)")
+                if info is not None and info.owner_pub != self.v.identity.sign_pub:
+                    raise PassphraseChanged()   # proven only with the new passphrase (vault/rekey_sync.py)
                 raise SyncError("the server's vault metadata is not signed by this vault's owner key")
             check_metadata_seen(self.store, version, doc)
             remote = parse_metadata(doc)
+            take_successions(self.v, remote.successions)
             scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
                                                               self._revoked_base())
             report.scope_conflicts = sorted(set(report.scope_conflicts) | set(conflicts))
@@ -166,6 +193,7 @@ class Syncer:
                 note_metadata_seen(self.store, version, doc)
             mine = self.metadata_doc()
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
+                    and mine.successions == remote.successions
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
                     and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig):
                 report.metadata_version = version
@@ -560,6 +588,9 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     if master is None:
         master = await aperto_keys.master_from_passphrase(p, passphrase, salt)
     ident = await aperto_keys.identity_from_master(p, master)
+    root_wrap = await rekey.real_root_wrap(p, master, info.root_wrap)
+    if root_wrap is not None:       # a vault whose passphrase changed: its root is kept wrapped
+        ident = await rekey.identity_for(p, master, root_wrap)
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
         # A decoy's keys (a name nobody holds) never match either: only the name check, paid
         # from the address's registration budget, tells the two apart (docs/decisions.md, issue 23)
@@ -567,7 +598,7 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
             raise NoSuchVault(f"no vault named {name!r} on {remote.base}")
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
-    sync_seed = await aperto_keys.derive_purpose_key(p, master, SYNC_INFO)
+    sync_seed = await aperto_keys.derive_purpose_key(p, ident.root, SYNC_INFO)
     remote.login(await aperto_keys.signing_key(p, sync_seed))
     held = remote.get_metadata()
     if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
@@ -577,6 +608,10 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     store = open_store() if callable(open_store) else open_store
     with store.transaction():
         store.set_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub))
+        if root_wrap is not None:
+            store.replace_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub), root_wrap)
+        if meta.successions:
+            store.set_successions(cbor.encode([r.encode() for r in meta.successions]))
         for s in meta.vault_public.scopes.values():
             store.add_scope(s)
         for kid, pub in meta.vault_public.known_keys.items():

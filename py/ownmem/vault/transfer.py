@@ -37,8 +37,9 @@ from ownmem.aperto.container import (
 from ownmem.aperto.model import FORMAT_VERSION, LEGACY_VERSION, Trust
 from ownmem.aperto.seal import open_sealed, parse_sealed
 from ownmem.aperto.trust import Keyring
-from ownmem.crypto import CryptoProvider, cose, provider, run_sync
-from ownmem.errors import AuthenticationFailed, ImportRefused, OwnmemError, VaultError, WrongPassphrase
+from ownmem.crypto import CryptoProvider, cbor, cose, provider, run_sync
+from ownmem.errors import AuthenticationFailed, ImportRefused, MalformedInput, OwnmemError, VaultError, WrongPassphrase
+from ownmem.vault import rekey
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 from ownmem.vault.unlock import Vault
 from ownmem.vault.vault import DEFAULT_SCOPE, Progress, UnlockedVault
@@ -73,7 +74,11 @@ def export_bytes(v: UnlockedVault, *, progress: Progress | None = None) -> tuple
     if progress is not None:
         progress(0, len(rows))
     sig = run_sync(sign_metadata(v.crypto, v.identity, meta))
-    return build_container(meta, ((r.object_id, r.sealed, r.dek_wrapped) for r in rows), sig), len(rows)
+    wrap = v.store.root_wrap()
+    # after a passphrase change: what a fresh import needs to be this vault again (its root, so its
+    # holder and sync identity; the succession records, so older objects open as self)
+    root = None if wrap is None else {"root_wrap": wrap, "successions": [r.encode() for r in v.successions()]}
+    return build_container(meta, ((r.object_id, r.sealed, r.dek_wrapped) for r in rows), sig, root), len(rows)
 
 
 def export_vault(v: UnlockedVault, path: str | Path, *, progress: Progress | None = None) -> int:
@@ -205,12 +210,20 @@ def import_bytes(open_store: Callable[[], Store], data: bytes, passphrase: str, 
     ident = _prove_holdership(p, c, passphrase, ident)                      # 2.
     meta = _check_metadata(p, c, ident, accept_container_keys)              # 3.
     target = _open_target(open_store, c)                                    # 4.
+    root = _root(p, c, ident) if target.existing is None else None
+    if root is not None:
+        ident = root[0]
     unlocked = UnlockedVault(target.store, ident, p)
     keys = _merge_keys(target.store, c, ident, meta)                        # 5. keys and scopes
     scopes = _merge_scopes(unlocked, c)
     objects = _check_objects(p, target.store, c, scopes, keys, progress)          # 6.
     plan = _plan(c, target, meta, keys, scopes, objects)
     _write(target.store, plan)                                              # 7.
+    if root is not None:
+        with target.store.transaction():
+            target.store.replace_identity(PublicIdentity(c.meta.salt, ident.sign_pub, ident.ka_pub), root[1])
+            if root[2]:
+                target.store.set_successions(cbor.encode([r.encode() for r in root[2]]))
     # An identity adopted without its "default" scope (refused: a swapped KEK, unsigned
     # metadata with nothing to prove it) would leave a vault where `add` fails: a fresh one.
     fresh = target.existing is None and DEFAULT_SCOPE not in target.store.scopes()
@@ -237,6 +250,24 @@ def _prove_holdership(p: CryptoProvider, c: Container, passphrase: str,
     if ident.sign_pub != meta.sign_pub or ident.ka_pub != meta.ka_pub:
         raise WrongPassphrase("wrong passphrase for this .amem file")
     return ident
+
+
+def _root(p: CryptoProvider, c: Container, ident: aperto_keys.Identity,
+          ) -> tuple[aperto_keys.Identity, bytes, list[rekey.Succession]] | None:
+    """Key 6 of a file exported after a passphrase change, into a fresh vault: the vault root
+    (only if it unwraps under this passphrase's master) and the succession records (only those
+    that verify and lead to the proven owner key; else none).  Anything else in it: ignored,
+    the import goes on as for a vault that never changed its passphrase."""
+    r = c.root
+    if not isinstance(r, dict) or not isinstance(r.get("root_wrap"), bytes):
+        return None
+    try:
+        full = run_sync(rekey.identity_for(p, ident.master, r["root_wrap"]))
+        recs = [rekey.parse_succession(x) for x in r.get("successions", [])]
+    except (WrongPassphrase, MalformedInput, TypeError):
+        return None
+    ok = all(run_sync(rekey.succession_valid(p, x)) for x in recs) and rekey.chain_to(recs, ident.sign_pub) is not None
+    return full, r["root_wrap"], recs if ok else []
 
 
 def _check_metadata(p: CryptoProvider, c: Container, ident: aperto_keys.Identity,

@@ -9,6 +9,7 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import CryptoProvider, provider, random_bytes, run_sync
 from ownmem.errors import OwnmemError, VaultError, WrongPassphrase
+from ownmem.vault import rekey
 from ownmem.vault.store import PublicIdentity, Store
 from ownmem.vault.vault import DEFAULT_SCOPE, UnlockedVault
 
@@ -91,4 +92,7 @@ async def unlock_store_async(store: Store, passphrase: str, p: CryptoProvider, *
     ident = await aperto_keys.identity_from_master(p, master)
     if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
         raise WrongPassphrase()
+    wrap = store.root_wrap()
+    if wrap is not None:           # changed passphrase: the vault root is kept wrapped (vault/rekey.py)
+        ident = await rekey.identity_for(p, master, wrap)
     return UnlockedVault(store, ident, p)

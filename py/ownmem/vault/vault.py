@@ -26,14 +26,15 @@ from ownmem.aperto.container import ScopeEntry, VaultPublic
 from ownmem.aperto.model import Memory, OpenedMemory, SealedObject, Trust, type_name
 from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ownmem.aperto.trust import Keyring
-from ownmem.crypto import CryptoProvider, random_bytes, run_sync
+from ownmem.crypto import CryptoProvider, cbor, random_bytes, run_sync
 from ownmem.errors import AuthenticationFailed, MalformedInput, NotFound, OwnmemError, VaultError
 from ownmem.purposes import KeyPurpose, Purpose
 from ownmem.recall.ranking import Doc, Ranking
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.uomp.items import search_label
-from ownmem.vault.store import Store, StoredObject
+from ownmem.vault import rekey
+from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
 SUPERSEDES = "supersedes"
@@ -223,7 +224,7 @@ class UnlockedVault:
     def holder(self) -> Holder:
         """The SAIHM holder identity (ML-DSA-65), derived from the master secret on first use."""
         if self._holder is None:
-            self._holder = run_sync(holder_from_master(self.crypto, self.identity.master))
+            self._holder = run_sync(holder_from_master(self.crypto, self.identity.root))
         return self._holder
 
     def purpose_key(self, purpose: KeyPurpose) -> bytes:
@@ -234,7 +235,7 @@ class UnlockedVault:
     async def purpose_key_async(self, purpose: KeyPurpose) -> bytes:
         key = self._purpose.get(purpose)
         if key is None:
-            key = await aperto_keys.derive_purpose_key(self.crypto, self.identity.master, purpose)
+            key = await aperto_keys.derive_purpose_key(self.crypto, self.identity.root, purpose)
             self._purpose[purpose] = key
         return key
 
@@ -245,7 +246,61 @@ class UnlockedVault:
         return self._sync
 
     def keyring(self) -> Keyring:
-        return Keyring(self.identity.sign_pub, self.store.known_keys())
+        return Keyring(self.identity.sign_pub, self.store.known_keys(), self.superseded())
+
+    def successions(self) -> list[rekey.Succession]:
+        """The owner-key succession records this device holds, oldest first (vault/rekey.py)."""
+        raw = self.store.successions()
+        try:
+            return [] if raw is None else [rekey.parse_succession(r) for r in cbor.decode(raw)]
+        except (MalformedInput, TypeError, ValueError):
+            raise VaultError("this vault's record of its earlier owner keys is damaged") from None
+
+    def superseded(self, owner_pub: bytes | None = None) -> dict[bytes, bytes]:
+        """The owner's earlier signing keys {key_id: public}, verify-only (a passphrase change:
+        vault/rekey.py); a record that does not verify or chain to the owner key counts for nothing."""
+        recs = self.successions()
+        if not recs:
+            return {}
+        if not all(run_sync(rekey.succession_valid(self.crypto, r)) for r in recs):
+            raise VaultError("a record of this vault's earlier owner keys does not verify")
+        chain = rekey.chain_to(recs, owner_pub if owner_pub is not None else self.identity.sign_pub)
+        if chain is None:
+            raise VaultError("the records of this vault's earlier owner keys do not lead to its key")
+        return chain
+
+    def change_passphrase(self, new_passphrase: str, *,
+                          publish: Callable[[rekey.Rekeyed], None] | None = None) -> rekey.Rekeyed:
+        """New salt and Argon2id, the owner keys that follow from them, every scope's KEK
+        re-wrapped and a fresh KEK per scope for what is written afterwards (vault/rekey.py);
+        one transaction, no object touched.  ``publish`` runs inside it, once the store holds
+        the new keys (the sync server is told there): if it raises, nothing changed here.  The
+        vault stays unlocked, under the new keys."""
+        return run_sync(self.change_passphrase_async(new_passphrase, publish=publish))
+
+    async def change_passphrase_async(self, new_passphrase: str, *, salt: bytes | None = None,
+                                      master: bytes | None = None,
+                                      publish: Callable[[rekey.Rekeyed], None] | None = None) -> rekey.Rekeyed:
+        if not new_passphrase and master is None:
+            raise VaultError("the passphrase must not be empty")
+        old = self.identity
+        salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
+        if master is None:
+            master = await aperto_keys.master_from_passphrase(self.crypto, new_passphrase, salt)
+        scopes = self.store.scopes()
+        keks = {s.scope_id: await self.kek_async(s) for s in scopes.values()}
+        done = await rekey.rekey(self.crypto, old, scopes, keks, master, salt)
+        recs = [r.encode() for r in self.successions()]
+        with self.store.transaction():
+            self.store.replace_identity(PublicIdentity(salt, done.ident.sign_pub, done.ident.ka_pub), done.root_wrap)
+            self.store.replace_scopes(done.scopes.values())
+            self.store.set_successions(cbor.encode([*recs, done.succession.encode()]))
+            if publish is not None:
+                publish(done)
+        self.ident = done.ident
+        self._keks = dict(done.keks)
+        self.crypto.forget_secrets()      # the old owner keys' cached private keys
+        return done
 
     def kek(self, scope: ScopeEntry) -> bytes:
         kek = self._keks.get(scope.scope_id)
@@ -262,7 +317,9 @@ class UnlockedVault:
         return self.store.scopes()
 
     def scope(self, name: str) -> ScopeEntry:
-        s = self.store.scopes().get(name)
+        """The scope that takes writes for ``name``: one retired by a passphrase change writes to
+        its successor (its KEK may be known to whoever knew the old passphrase)."""
+        s = self.store.scopes().get(rekey.current_name(name))
         if s is None:
             raise NotFound(f"no scope named {name!r} (see `ownmem scope list`)")
         return s
@@ -270,6 +327,9 @@ class UnlockedVault:
     def add_scope(self, name: str) -> ScopeEntry:
         if not name or name in self.store.scopes():
             raise VaultError(f"scope {name!r} already exists" if name else "scope name must not be empty")
+        if rekey.is_retired(name):
+            raise VaultError(f"a scope name must not contain {rekey.RETIRED_MARK!r} (it marks a scope a "
+                             "passphrase change retired)")
         scope_id = random_bytes(16)
         wrapped = run_sync(aperto_keys.wrap_kek(self.crypto, aperto_keys.new_key(), self.identity.ka_pub, scope_id))
         entry = ScopeEntry(name, scope_id, wrapped)
@@ -280,8 +340,11 @@ class UnlockedVault:
     def public(self) -> VaultPublic:
         pub = self.store.identity()
         assert pub is not None
+        # the superseded owner keys travel as accepted author keys: a reader that knows nothing
+        # of succession records (the reference) opens what they signed as trusted, not forged
         return VaultPublic(salt=pub.salt, sign_pub=pub.sign_pub, ka_pub=pub.ka_pub,
-                           scopes=self.store.scopes(), known_keys=self.store.known_keys())
+                           scopes=self.store.scopes(),
+                           known_keys={**self.superseded(pub.sign_pub), **self.store.known_keys()})
 
     # ------------------------------------------------------------- keyring
     def trust_add(self, public: bytes) -> bytes:

@@ -10,6 +10,7 @@ pushed cells, erasure, receipts for the public log, and the change feed a device
     Session                its answer                     <- JSON
     MetadataVersion   GET  /v1/vaults/{name}/metadata     <- JSON
     MetadataUpdate    PUT  /v1/vaults/{name}/metadata     -> JSON
+    Rekey             POST /v1/vaults/{name}/rekey        -> JSON (answered by MetadataAccepted)
     MetadataAccepted       its answer                     <- JSON
     PushRequest       POST /v1/vaults/{name}/cells        -> CBOR [[cell, wrapped DEK], ...]
     PushResult             its answer                     <- JSON
@@ -56,6 +57,7 @@ from ownmem.wire.limits import (
     MAX_PAGE,
     MAX_RECEIPTS,
     MAX_VERSION,
+    ROOT_WRAP_LEN,
     WRAPPED_DEK_LEN,
 )
 from ownmem.wire.signed import register_message
@@ -75,6 +77,11 @@ class VaultInfo(JsonMessage):
     ka_pub: Key
     holder_pub: Annotated[bytes, Hex(HOLDER_PUB_LEN)]
     holder_id: Id
+    # the vault root wrapped under the master secret (AES-KW, 40 bytes), public like the salt: a
+    # new device needs it before it can prove its sync key.  Every lookup carries 40 bytes (a
+    # vault whose passphrase never changed, and a decoy, seeded ones that unwrap under no key),
+    # so the answer does not tell which vaults changed their passphrase (vault/rekey.py)
+    root_wrap: Annotated[bytes, Hex(ROOT_WRAP_LEN)]
 
     def check(self) -> None:
         if sha256(self.holder_pub) != self.holder_id:
@@ -146,6 +153,27 @@ class MetadataUpdate(JsonMessage):
     expected_version: Annotated[int, Int(1, MAX_VERSION)]
     metadata: Blob
     signature: Signature
+
+
+@dataclass(frozen=True, slots=True)
+class Rekey(JsonMessage):
+    """A passphrase change (vault/rekey.py): compare-and-swap like ``MetadataUpdate``, and the
+    vault's public keys replaced.  ``metadata_sig`` is the NEW owner key's over
+    ``metadata_message(name, expected_version + 1, metadata)`` (what later reads verify);
+    ``old_owner_sig`` the CURRENT owner key's over ``rekey_message`` (the change is authorised by
+    the keys in force); ``proof``/``holder_proof`` the sync and holder keys' over the new
+    ``register_message`` (the published holder record stays provable)."""
+
+    expected_version: Annotated[int, Int(1, MAX_VERSION)]
+    salt: Salt
+    owner_pub: Key
+    ka_pub: Key
+    root_wrap: Annotated[bytes, Hex(ROOT_WRAP_LEN)]
+    metadata: Blob
+    metadata_sig: Signature
+    old_owner_sig: Signature
+    proof: Signature
+    holder_proof: Annotated[bytes, Hex(HOLDER_SIG_LEN)]
 
 
 @dataclass(frozen=True, slots=True)
