@@ -1866,7 +1866,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     const allowedRow = auditRow('true', 'preference.theme').first();
     assert.equal(await allowedRow.locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
     assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').count(), 0);
-    assert.match(await allowedRow.textContent(), /^Calendar Assistant read “preference\.theme” — allowed — /);
+    assert.match(await allowedRow.textContent(), /^Calendar Assistant read “preference\.theme” — allowed, /);
     const times = await page.$$eval('[data-testid="audit-row"] time', (ts) => ts.map((t) => t.getAttribute('datetime')));
     assert.deepEqual(times, [...times].sort().reverse(), 'the audit is not newest first');
     // every batch shown verified against its anchor in the public log: no warning
