@@ -1862,7 +1862,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     assert.equal(await deniedRow.locator('[data-testid="audit-verdict"]').textContent(), 'denied');
     assert.equal(await deniedRow.locator('[data-testid="audit-reason"]').textContent(), 'it carries a tag you denied');
     // one sentence an entry (web/js/audit-text.js): the session's agent name, what, the verdict and why
-    assert.match(await deniedRow.textContent(), /^Calendar Assistant tried to read “preference\.card” — denied: it carries a tag you denied — \w+ \d+, \d\d:\d\d$/);
+    assert.match(await deniedRow.textContent(), /^Calendar Assistant tried to read “preference\.card” — denied: it carries a tag you denied, \w+ \d+, \d\d:\d\d$/);
     const allowedRow = auditRow('true', 'preference.theme').first();
     assert.equal(await allowedRow.locator('[data-testid="audit-verdict"]').textContent(), 'allowed');
     assert.equal(await allowedRow.locator('[data-testid="audit-reason"]').count(), 0);
