@@ -252,7 +252,7 @@ test('an assistant connected with `ownmem agent connect`: its session, reads and
     const all = await sentences();
     const read = all.find((x) => x.startsWith('claude read 1 memory tagged work'));
     assert.match(read, /^claude read 1 memory tagged work searching for “Project Falcon March” — allowed, \w+ \d+, \d\d:\d\d$/);
-    assert.match(all.find((x) => x.startsWith('claude saved')), /^claude saved a memory for you to confirm — waiting for you — /);
+    assert.match(all.find((x) => x.startsWith('claude saved')), /^claude saved a memory for you to confirm — waiting for you, /);
     assert.ok(all.some((x) => x.startsWith('claude asked to save a memory — attempted')), all.join('\n'));
     for (const s of all) assert.doesNotMatch(s, /write_|saihm_|sess_|log_|[0-9a-f]{16}/, s);
     assert.ok(!all.join('\n').includes(NOTE), 'the write\'s content is in the audit');

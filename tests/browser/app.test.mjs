@@ -1988,7 +1988,7 @@ test('20. the Agents screen: a live session counts down; the access audit, allow
     // each staged write reads with the person's answer the audit recorded later
     assert.deepEqual((await writeRow('write_staged').locator('[data-testid="audit-verdict"]').allTextContents()).sort(),
       ['you confirmed it', 'you discarded it']);
-    assert.match(await writeRow('write_staged').first().textContent(), /^notes-agent saved a memory for you to confirm — you (confirmed|discarded) it — /);
+    assert.match(await writeRow('write_staged').first().textContent(), /^notes-agent saved a memory for you to confirm — you (confirmed|discarded) it, /);
     assert.ok(!/write_|saihm_|log_/.test(await page.textContent('[data-testid="audit-list"]')), 'raw action names or ids in the audit');
     assert.equal(await writeRow('write_attempt').first().locator('[data-testid="audit-verdict"]').textContent(), 'attempted');
     assert.ok(!(await page.textContent('[data-testid="agents-audit"]')).includes(KEEP), 'a write\'s content is in the audit');
