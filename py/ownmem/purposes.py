@@ -22,6 +22,10 @@ class Purpose(Enum):
     # AES-KW: the vault root wrapped under the CURRENT master secret (vault/rekey.py); the one
     # purpose derived from the master itself, every other from the vault root
     ROOT_WRAP = b"ownmem/v1/root-wrap"
+    # AES-KW: the current master secret wrapped to an unlock slot's public key (vault/slots.py),
+    # the key HKDF(ECDH(ephemeral, slot key), this info || slot_id): derived from a shared
+    # secret, never from the root
+    UNLOCK_SLOT = b"ownmem/v1/unlock-slot"
 
     @property
     def info(self) -> bytes:
@@ -40,6 +44,20 @@ class AgentAuthor:
     @property
     def info(self) -> bytes:
         return AGENT_AUTHOR_PREFIX + self.agent_id.encode()
+
+
+SLOT_SECRET_PREFIX = b"ownmem/v1/unlock-slot/"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSecret:
+    """The X25519 key of an unlock slot, from the slot's own secret (a recovery key, a passkey's
+    PRF output), not from the root: one derivation per slot kind ("recovery", "passkey")."""
+    kind: str
+
+    @property
+    def info(self) -> bytes:
+        return SLOT_SECRET_PREFIX + self.kind.encode()
 
 
 KeyPurpose = Purpose | AgentAuthor

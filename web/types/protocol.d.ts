@@ -292,6 +292,15 @@ export interface ImportFromResult {
 type Empty = Record<string, never>;
 
 /** An operation: the args the page sends, the result it gets. */
+/** An unlock slot as the page sees it (App.op_slots): ids and ref in hex, never the wrap. */
+export interface UnlockSlot {
+  id: string;
+  kind: "recovery" | "passkey";
+  label: string;
+  ref: string;
+  created: number;
+}
+
 interface Op<A, R> {
   args: A;
   result: R;
@@ -322,6 +331,14 @@ export interface PythonOperations {
   token: Op<Empty, { token: string; url: string }>;
   status: Op<Empty, StatusResult>;
   lock: Op<Empty, Empty>;
+  /** the unlock slots (vault/slots.py), also while locked: the unlock screen offers its passkeys */
+  slots: Op<Empty, { slots: UnlockSlot[] }>;
+  /** ref: a passkey's credential id (b"" for recovery); secret: the slot secret (16+ bytes) */
+  slot_add: Op<{ kind: "recovery" | "passkey"; label: string; ref: Uint8Array | string; secret: Uint8Array | string },
+    UnlockSlot>;
+  slot_remove: Op<{ slot_id: string }, Empty>;
+  /** as unlock, with a slot's secret in place of the passphrase */
+  unlock_slot: Op<{ slot_id: string; secret: Uint8Array | string }, { count: number }>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;

@@ -18,7 +18,7 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
-from ownmem.vault import rekey
+from ownmem.vault import rekey, slots
 from ownmem.vault.metadata import check_metadata_seen, note_metadata_seen, parse_metadata
 from ownmem.vault.store import PublicIdentity
 from ownmem.vault.sync import Syncer, SyncReport
@@ -80,7 +80,9 @@ def catch_up(s: Syncer, new_passphrase: str) -> None:
     if chain is None or aperto_keys.key_id(v.identity.sign_pub) not in chain:
         raise SyncError("the server shows no change signed by this device's owner key: refused, nothing changed")
     scopes, keks = run_sync(_follow_scopes(s, meta.vault_public.scopes, ident))
+    held_slots = [run_sync(slots.rewrap_slot(p, x, master)) for x in v.store.unlock_slots()]  # open the new master
     with v.store.transaction():
+        v.store.set_unlock_slots(held_slots)
         v.store.replace_identity(PublicIdentity(info.salt, ident.sign_pub, ident.ka_pub), info.root_wrap)
         v.store.replace_scopes(scopes.values())
         v.store.set_successions(cbor.encode([r.encode() for r in recs]))

@@ -27,7 +27,9 @@ from typing import Any
 
 from ownmem.aperto.container import ScopeEntry
 from ownmem.aperto.keys import WrappedKek
-from ownmem.errors import StoreError, VaultError
+from ownmem.crypto import cbor
+from ownmem.errors import MalformedInput, StoreError, VaultError
+from ownmem.vault.slots import Slot, encode_slot, parse_slot
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -220,6 +222,25 @@ class Store:
 
     def set_successions(self, raw: bytes) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('successions', ?)", (raw,))
+
+    def unlock_slots(self) -> list[Slot]:
+        """The unlock slots (vault/slots.py), oldest first; public, so readable while locked (the
+        unlock screen lists them).  Kept in ``meta`` as one CBOR list: no table of its own, so
+        the browser's IndexedDB mirror needs no new object store."""
+        r = self.db.execute("SELECT v FROM meta WHERE k = 'unlock_slots'").fetchone()
+        if not r:
+            return []
+        try:
+            raw = cbor.decode(r[0])
+            if not isinstance(raw, list):
+                raise MalformedInput("not a list")
+            return [parse_slot(x) for x in raw]
+        except MalformedInput:
+            raise VaultError("this vault's list of unlock slots is damaged") from None
+
+    def set_unlock_slots(self, slots: Iterable[Slot]) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('unlock_slots', ?)",
+                        (cbor.encode([encode_slot(s) for s in slots]),))
 
     def replace_scopes(self, scopes: Iterable[ScopeEntry]) -> None:
         self.db.execute("DELETE FROM scopes")

@@ -8,8 +8,8 @@ from pathlib import Path
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import CryptoProvider, provider, random_bytes, run_sync
-from ownmem.errors import OwnmemError, VaultError, WrongPassphrase
-from ownmem.vault import rekey
+from ownmem.errors import NotFound, OwnmemError, VaultError, WrongPassphrase
+from ownmem.vault import rekey, slots
 from ownmem.vault.store import PublicIdentity, Store
 from ownmem.vault.vault import DEFAULT_SCOPE, UnlockedVault
 
@@ -89,10 +89,35 @@ async def unlock_store_async(store: Store, passphrase: str, p: CryptoProvider, *
         raise VaultError("there is no vault here yet")
     if master is None:
         master = await aperto_keys.master_from_passphrase(p, passphrase, pub.salt)
+    return await _unlock_with_master(store, pub, master, p, WrongPassphrase())
+
+
+async def _unlock_with_master(store: Store, pub: PublicIdentity, master: bytes, p: CryptoProvider,
+                              wrong: WrongPassphrase) -> UnlockedVault:
     ident = await aperto_keys.identity_from_master(p, master)
     if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
-        raise WrongPassphrase()
+        raise wrong
     wrap = store.root_wrap()
     if wrap is not None:           # changed passphrase: the vault root is kept wrapped (vault/rekey.py)
         ident = await rekey.identity_for(p, master, wrap)
     return UnlockedVault(store, ident, p)
+
+
+def unlock_with_slot(store: Store, p: CryptoProvider, slot_id: bytes, secret: bytes) -> UnlockedVault:
+    """Unlock with an unlock slot's secret (a recovery key, a passkey's PRF output) instead of
+    the passphrase: no Argon2id, the slot opens the master (vault/slots.py)."""
+    return run_sync(unlock_with_slot_async(store, p, slot_id, secret))
+
+
+async def unlock_with_slot_async(store: Store, p: CryptoProvider, slot_id: bytes, secret: bytes) -> UnlockedVault:
+    pub = store.identity()
+    if pub is None:
+        raise VaultError("there is no vault here yet")
+    slot = next((s for s in store.unlock_slots() if s.slot_id == slot_id), None)
+    if slot is None:
+        raise NotFound("this vault has no such unlock slot (it was removed)")
+    master = await slots.open_slot(p, slot, secret)
+    # a slot that opens but to another master: one from before a passphrase change this device
+    # took from another (or planted): it unlocks nothing
+    return await _unlock_with_master(store, pub, master, p, WrongPassphrase(
+        "this unlock slot opens an older key of the vault: unlock with the passphrase"))

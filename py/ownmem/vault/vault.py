@@ -33,7 +33,7 @@ from ownmem.recall.ranking import Doc, Ranking
 from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.uomp.items import search_label
-from ownmem.vault import rekey
+from ownmem.vault import rekey, slots
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
@@ -291,16 +291,46 @@ class UnlockedVault:
         keks = {s.scope_id: await self.kek_async(s) for s in scopes.values()}
         done = await rekey.rekey(self.crypto, old, scopes, keks, master, salt)
         recs = [r.encode() for r in self.successions()]
+        # every unlock slot opens the new master (wrapped to its public key: no slot secret needed)
+        rewrapped = [await slots.rewrap_slot(self.crypto, s, master) for s in self.store.unlock_slots()]
         with self.store.transaction():
             self.store.replace_identity(PublicIdentity(salt, done.ident.sign_pub, done.ident.ka_pub), done.root_wrap)
             self.store.replace_scopes(done.scopes.values())
             self.store.set_successions(cbor.encode([*recs, done.succession.encode()]))
+            self.store.set_unlock_slots(rewrapped)
             if publish is not None:
                 publish(done)
         self.ident = done.ident
         self._keks = dict(done.keks)
         self.crypto.forget_secrets()      # the old owner keys' cached private keys
         return done
+
+    # ------------------------------------------------------------- unlock slots
+    def unlock_slots(self) -> list[slots.Slot]:
+        """The secrets besides the passphrase that open this vault (vault/slots.py)."""
+        return self.store.unlock_slots()
+
+    def add_unlock_slot(self, kind: str, label: str, ref: bytes, secret: bytes, *,
+                        now: int | None = None) -> slots.Slot:
+        return run_sync(self.add_unlock_slot_async(kind, label, ref, secret, now=now))
+
+    async def add_unlock_slot_async(self, kind: str, label: str, ref: bytes, secret: bytes, *,
+                                    now: int | None = None) -> slots.Slot:
+        """A slot that opens the current master with ``secret`` (a recovery key, a passkey's PRF
+        output); the secret itself is not kept."""
+        slot = await slots.make_slot(self.crypto, kind, label, ref, secret, self.identity.master,
+                                     int(time.time()) if now is None else now)
+        with self.store.transaction():
+            self.store.set_unlock_slots([*self.store.unlock_slots(), slot])
+        return slot
+
+    def remove_unlock_slot(self, slot_id: bytes) -> None:
+        with self.store.transaction():
+            held = self.store.unlock_slots()
+            kept = [s for s in held if s.slot_id != slot_id]
+            if len(kept) == len(held):
+                raise NotFound(f"no unlock slot with id {slot_id.hex()}")
+            self.store.set_unlock_slots(kept)
 
     def kek(self, scope: ScopeEntry) -> bytes:
         kek = self._keks.get(scope.scope_id)

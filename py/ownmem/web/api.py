@@ -23,8 +23,9 @@ from ownmem.crypto import provider, run_sync, set_provider
 from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
+from ownmem.vault.slots import Slot
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
-from ownmem.vault.unlock import create_in_async, unlock_store_async
+from ownmem.vault.unlock import create_in_async, unlock_store_async, unlock_with_slot_async
 from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
@@ -147,6 +148,26 @@ class App:
         self._agents = None
         self.listed_search = ListedSearch()
         return {}
+
+    # ------------------------------------------------------------ unlock slots (vault/slots.py)
+    def op_slots(self) -> dict[str, Any]:
+        """The unlock slots, also while locked (the unlock screen offers its passkeys): public."""
+        return {"slots": [slot_json(x) for x in self.store.unlock_slots()]}
+
+    async def op_slot_add(self, kind: str, label: str, ref: Any, secret: Any) -> dict[str, Any]:
+        slot = await self.v.add_unlock_slot_async(kind, label, _raw(ref), _raw(secret))
+        return slot_json(slot)
+
+    def op_slot_remove(self, slot_id: str) -> dict[str, Any]:
+        self.v.remove_unlock_slot(_raw(slot_id))
+        return {}
+
+    async def op_unlock_slot(self, slot_id: str, secret: Any) -> dict[str, Any]:
+        """What ``op_unlock`` does, the slot's secret in place of the passphrase."""
+        self.vault = await unlock_with_slot_async(self.store, provider(), _raw(slot_id), _raw(secret))
+        await self._load_cache()
+        self._erase_from_cache()
+        return {"count": self.store.count()}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
         return run_sync(self._open_all_async(include_unverified))
@@ -596,6 +617,21 @@ def _contract_id(text: str) -> bytes:
     if len(t) != 64 or any(ch not in "0123456789abcdef" for ch in t):
         raise MalformedInput("a contract id is 64 hex digits")
     return bytes.fromhex(t)
+
+
+def slot_json(x: Slot) -> dict[str, Any]:
+    """An unlock slot as the page lists it: ids in hex, never the wrap."""
+    return {"id": x.slot_id.hex(), "kind": x.kind, "label": x.label, "ref": x.ref.hex(), "created": x.created}
+
+
+def _raw(x: Any) -> bytes:
+    """Bytes from the page: hex text, or a Uint8Array (a memoryview once converted)."""
+    if isinstance(x, str):
+        try:
+            return bytes.fromhex(x)
+        except ValueError:
+            raise MalformedInput("expected hex") from None
+    return bytes(x)
 
 
 _app: App | None = None
