@@ -475,7 +475,7 @@ async function run(op, args) {
     mark(`${op}-done`);
     sendMarks();
   }
-  if (["unlock", "login", "link"].includes(op)) startLive();
+  if (["unlock", "unlock_slot", "login", "link"].includes(op)) startLive();
   return result;
 }
 

@@ -337,6 +337,8 @@ export interface PythonOperations {
   slot_add: Op<{ kind: "recovery" | "passkey"; label: string; ref: Uint8Array | string; secret: Uint8Array | string },
     UnlockSlot>;
   slot_remove: Op<{ slot_id: string }, Empty>;
+  /** {} if the passphrase is this unlocked vault's, else wrong_passphrase (asked before a passkey is added) */
+  passphrase_check: Op<{ passphrase: string }, Empty>;
   /** as unlock, with a slot's secret in place of the passphrase */
   unlock_slot: Op<{ slot_id: string; secret: Uint8Array | string }, { count: number }>;
   receipts: Op<{ id: string },

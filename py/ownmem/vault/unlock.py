@@ -121,3 +121,16 @@ async def unlock_with_slot_async(store: Store, p: CryptoProvider, slot_id: bytes
     # took from another (or planted): it unlocks nothing
     return await _unlock_with_master(store, pub, master, p, WrongPassphrase(
         "this unlock slot opens an older key of the vault: unlock with the passphrase"))
+
+
+async def check_passphrase_async(store: Store, passphrase: str, p: CryptoProvider) -> None:
+    """WrongPassphrase unless ``passphrase`` derives this store's owner keys (one Argon2id): the
+    passphrase typed again before what an unlocked device left unattended must not allow, such
+    as adding a passkey (web/js/views/passkeys.js)."""
+    pub = store.identity()
+    if pub is None:
+        raise VaultError("there is no vault here yet")
+    master = await aperto_keys.master_from_passphrase(p, passphrase, pub.salt)
+    ident = await aperto_keys.identity_from_master(p, master)
+    if ident.sign_pub != pub.sign_pub or ident.ka_pub != pub.ka_pub:
+        raise WrongPassphrase()

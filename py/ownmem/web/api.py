@@ -25,7 +25,7 @@ from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.vault.slots import Slot
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
-from ownmem.vault.unlock import create_in_async, unlock_store_async, unlock_with_slot_async
+from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
 from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
@@ -157,6 +157,14 @@ class App:
     async def op_slot_add(self, kind: str, label: str, ref: Any, secret: Any) -> dict[str, Any]:
         slot = await self.v.add_unlock_slot_async(kind, label, _raw(ref), _raw(secret))
         return slot_json(slot)
+
+    async def op_passphrase_check(self, passphrase: str) -> dict[str, Any]:
+        """{} if ``passphrase`` is this unlocked vault's, else WrongPassphrase: asked before a
+        passkey is added (web/js/views/passkeys.js), so an unattended unlocked device cannot."""
+        if self.vault is None:     # a locked vault is opened by op_unlock, which checks the same
+            raise VaultError("the vault is locked")
+        await check_passphrase_async(self.store, passphrase, provider())
+        return {}
 
     def op_slot_remove(self, slot_id: str) -> dict[str, Any]:
         self.v.remove_unlock_slot(_raw(slot_id))

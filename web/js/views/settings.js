@@ -21,6 +21,7 @@ import { renderHeader, syncNow } from './syncstatus.js';
 import { wireImportFrom } from './import_from.js';
 import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
+import { passkeysPanel } from './passkeys.js';
 import { recoverySheet } from './recovery.js';
 import { signOutPanel } from './signout.js';
 
@@ -34,6 +35,7 @@ function showSettings() {
   wireImportFrom(role(node, 'import-from'));
   wireLink(node);
   wireIdle(role(node, 'idle-form'));
+  role(node, 'idle-form').closest('section')?.after(passkeysPanel());   // beside auto-lock: how this device unlocks
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));

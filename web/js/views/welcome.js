@@ -13,6 +13,7 @@ import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passph
 import { bootInfo, entries, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
 import { requestPersistence } from '../storage.js';
 import { call, healAfterRefusal } from '../vault.js';
+import { passkeyUnlock } from './passkeys.js';
 import { recoverySheet } from './recovery.js';
 import { justSignedOut, memoryCount, signOutPanel } from './signout.js';
 
@@ -321,6 +322,7 @@ export function showUnlock(message) {
     type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'not-you', text: 'Not you? Use another vault',
     onclick: () => showWelcome('create', vaultName()),
   })));
+  passkeyUnlock(form, enterVault);   // shown only where this vault has a passkey and the browser PRF
   form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
