@@ -341,6 +341,11 @@ export interface PythonOperations {
   passphrase_check: Op<{ passphrase: string }, Empty>;
   /** as unlock, with a slot's secret in place of the passphrase */
   unlock_slot: Op<{ slot_id: string; secret: Uint8Array | string }, { count: number }>;
+  /** current_master: Argon2id of `current` (the stored salt); master: of `new`, with a fresh salt; client.js derives both */
+  passphrase_change: Op<{ current: string; new: string; master?: Uint8Array; salt?: Uint8Array; current_master?: Uint8Array },
+    { server: string | null; key_id: string; scopes: number }>;
+  /** after a sync stopped with passphrase_changed: the passphrase set on another device */
+  passphrase_update: Op<{ new: string }, SyncedChange>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;
@@ -403,7 +408,8 @@ export interface Events {
   ready: {};
   failed: { message: string };
   synced: SyncResult & { reason: string };
-  online: { online: boolean; message?: string };
+  /** code: the failed sync's error code (passphrase_changed: the page asks for the new passphrase) */
+  online: { online: boolean; message?: string; code?: string };
   progress: { op: string; done: number; total: number };
   /** the vault engine's files arriving at start (bytes, decoded): `total` from precache.json's sizes */
   loading: { loaded: number; total: number };

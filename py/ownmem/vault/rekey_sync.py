@@ -25,9 +25,11 @@ from ownmem.vault.sync import Syncer, SyncReport
 from ownmem.wire import messages, signed
 
 
-def change_passphrase(s: Syncer, new_passphrase: str) -> rekey.Rekeyed:
+def change_passphrase(s: Syncer, new_passphrase: str, *, salt: bytes | None = None,
+                      master: bytes | None = None) -> rekey.Rekeyed:
     """The change on this device and on the server, both or neither (a crash between the server's
-    answer and the local commit leaves this device as one that missed it: ``catch_up``)."""
+    answer and the local commit leaves this device as one that missed it: ``catch_up``).
+    ``salt``/``master``: a caller that ran Argon2id of the new passphrase itself (the browser)."""
     s.sync_metadata(SyncReport())            # the scopes and keys of every device, so all are re-wrapped
     held = s._call(s.remote.get_metadata)    # noqa: SLF001 (this package's own Syncer)
     old = s.v.identity
@@ -49,18 +51,24 @@ def change_passphrase(s: Syncer, new_passphrase: str) -> rekey.Rekeyed:
         got = s._call(lambda: s.remote.rekey(up))                 # noqa: SLF001
         note_metadata_seen(s.store, got, doc)
 
-    return s.v.change_passphrase(new_passphrase, publish=publish)
+    return run_sync(s.v.change_passphrase_async(new_passphrase, salt=salt, master=master, publish=publish))
 
 
-def catch_up(s: Syncer, new_passphrase: str) -> None:
+def catch_up(s: Syncer, new_passphrase: str, *, derived: tuple[bytes, bytes] | None = None) -> None:
     """Take the server's new keys with the new passphrase (after ``PassphraseChanged``).
     WrongPassphrase if it does not derive them; SyncError, nothing changed, if what the server
-    shows is not this vault's own change."""
+    shows is not this vault's own change.  ``derived``: (salt, master) of a caller that ran
+    Argon2id of the new passphrase itself, for the salt the server answered (the browser)."""
     v, p = s.v, s.v.crypto
     info = s.remote.lookup()
     if info is None:
         raise SyncError(f"no vault named {s.remote.name!r} on {s.remote.base}")
-    master = run_sync(aperto_keys.master_from_passphrase(p, new_passphrase, info.salt))
+    if derived is None:
+        master = run_sync(aperto_keys.master_from_passphrase(p, new_passphrase, info.salt))
+    elif derived[0] != info.salt:
+        raise SyncError("the vault's passphrase changed again meanwhile: try again; nothing changed")
+    else:
+        master = derived[1]
     ident = run_sync(aperto_keys.identity_from_master(p, master))
     if ident.sign_pub != info.owner_pub or ident.ka_pub != info.ka_pub:
         raise WrongPassphrase("wrong passphrase: that is not the new passphrase of this vault")

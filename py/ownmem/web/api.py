@@ -20,7 +20,7 @@ from typing import Any
 
 from ownmem.aperto.model import MemType
 from ownmem.crypto import provider, run_sync, set_provider
-from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError
+from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError, WrongPassphrase
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.vault.slots import Slot
@@ -313,6 +313,60 @@ class App:
                 "last_sync": self.last_sync, "server": linked[0] if linked else None,
                 "name": linked[1] if linked else None, "unlocked": self.vault is not None,
                 "count": self.store.count()}
+
+    # ------------------------------------------------------------ the passphrase (issue 24)
+    async def op_passphrase_change(self, current: str, new: str, master: Any = None, salt: Any = None,
+                                   current_master: Any = None) -> dict[str, Any]:
+        """Change the passphrase as `ownmem passphrase change` does (vault/rekey.py): linked, here
+        and on the server, both or neither (vault/rekey_sync.py); else here only.  The current
+        passphrase is typed again and checked first: whoever finds the app unlocked must not be
+        able to change it.  ``current_master``, ``salt`` and ``master``: Argon2id of the current
+        passphrase (this vault's salt) and of the new one (a fresh salt), when the page derived
+        them (client.js); else they are derived here.  The device cache stays valid: its key
+        comes from the vault root, which a change keeps."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
+        from ownmem.aperto import keys as aperto_keys
+        from ownmem.vault import rekey, rekey_sync
+        v, p = self.v, provider()
+        if not new:
+            raise VaultError("choose a new passphrase")
+        if new == current:
+            raise VaultError("the new passphrase is the same as the current one: nothing changed")
+        pub = v.store.identity()
+        if pub is None:
+            raise VaultError("there is no vault here yet")
+        cm = bytes(current_master) if current_master else await aperto_keys.master_from_passphrase(p, current, pub.salt)
+        if (await aperto_keys.identity_from_master(p, cm)).sign_pub != v.identity.sign_pub:
+            raise WrongPassphrase("wrong current passphrase: nothing changed")
+        given = bytes(salt) if salt else None
+        derived = bytes(master) if master and given else None
+        linked = self._linked()
+        if linked is not None:
+            done = rekey_sync.change_passphrase(self._syncer(), new, salt=given, master=derived)
+        else:
+            done = await v.change_passphrase_async(new, salt=given, master=derived)
+        return {"server": linked[0] if linked else None, "key_id": done.ident.key_id.hex(),
+                "scopes": sum(1 for name in done.scopes if not rekey.is_retired(name))}
+
+    async def op_passphrase_update(self, new: str) -> dict[str, Any]:
+        """This device missed a change made on another one (its sync stopped with
+        ``passphrase_changed``): take the new passphrase as `ownmem passphrase update` does
+        (vault/rekey_sync.py catch_up: it must derive the server's keys and open this vault's own
+        root, nothing changed otherwise), then sync.  Argon2id runs here, awaited (the browser's
+        hash-wasm), as the server's salt is known only here."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
+        from ownmem.aperto import keys as aperto_keys
+        from ownmem.vault.rekey_sync import catch_up
+        if not new:
+            raise VaultError("enter the new passphrase")
+        s = self._syncer()
+        info = s.remote.lookup()
+        if info is None:
+            raise SyncError(f"no vault named {s.remote.name!r} on {s.remote.base}")
+        master = await aperto_keys.master_from_passphrase(provider(), new, info.salt)
+        catch_up(s, new, derived=(info.salt, master))
+        synced, problem, pending = self._sync_now()
+        return {"synced": synced, "problem": problem, "pending": pending}
 
     # ------------------------------------------------------------ the public log
     def op_receipts(self, id: str) -> dict[str, Any]:
