@@ -51,7 +51,8 @@ export function passkeyUnlock(form, onUnlocked) {
   Promise.all([prfSupport(), passkeySlots()]).then(([support, slots]) => {
     if (!isCurrent(session) || !box.isConnected) return;
     box.hidden = support === 'no' || slots.length === 0;
-  }, () => {});
+    box.dataset.answered = 'true';
+  }, () => { box.dataset.answered = 'true'; });
   button.addEventListener('click', async () => {
     showError(err, '');
     const progress = /** @type {HTMLElement} */ (form.querySelector('[data-role="progress"]'));
@@ -60,6 +61,10 @@ export function passkeyUnlock(form, onUnlocked) {
     showProgress(progress, 'Waiting for your passkey…');
     try {
       const slots = await passkeySlots();   // read again: one may have been removed meanwhile
+      if (!slots.length) {
+        box.hidden = true;
+        throw new PasskeyError('unknown_passkey', 'No passkey unlocks this vault on this device any more (it was removed). Enter your passphrase.');
+      }
       const { ref, secret } = await getSecret(slots.map((s) => unhex(s.ref)));
       const slot = slots.find((s) => s.ref === hex(ref));
       if (!slot) throw new PasskeyError('unknown_passkey', 'This passkey was not added to this vault on this device. Enter your passphrase.');
@@ -121,6 +126,8 @@ export function passkeysPanel() {
     try {
       try {
         await call('passphrase_check', { passphrase: pass.value });
+      } catch (ex) {
+        throw new PasskeyError('failed', errorText(ex));   // "Wrong passphrase for this vault."
       } finally {
         pass.value = '';
       }
