@@ -13,6 +13,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { stopProcess, until } from './helpers.mjs';
 
+const MIN_WINDOW = 500;   // px: Firefox makes no window narrower
+
 const PREFS = {
   'marionette.port': 0,
   'browser.shell.checkDefaultBrowser': false,
@@ -31,7 +33,7 @@ export async function launchMarionette({ firefox, dir, scriptMs }) {
   fs.mkdirSync(profile, { recursive: true });
   fs.writeFileSync(path.join(profile, 'user.js'),
     Object.entries(PREFS).map(([k, v]) => `user_pref(${JSON.stringify(k)}, ${JSON.stringify(v)});\n`).join(''));
-  const proc = spawn(firefox, ['--headless', '--marionette', '--no-remote', '--profile', profile],
+  const proc = spawn(firefox, ['--headless', '--marionette', '-remote-allow-system-access', '--no-remote', '--profile', profile],
     { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.log = '';
   const keep = (d) => { proc.log = (proc.log + d).slice(-20000); };
@@ -106,11 +108,30 @@ export class Marionette {
     return this.cmd('WebDriver:Navigate', { url });
   }
 
-  /** The viewport (innerWidth x innerHeight) made `width` x `height`: the window is that plus its own frame. */
+  /**
+   * The viewport (innerWidth x innerHeight, CSS px) made `width` x `height`.  A Firefox window is
+   * at least 500 px wide: a narrower phone is the page zoomed in (the tab's full zoom, set from
+   * the browser's chrome context), so it lays out at that many CSS px, as on a phone's screen.
+   */
   async setViewport({ width, height }) {
-    const [ow, oh, iw, ih] = await this.evaluate(() => [outerWidth, outerHeight, innerWidth, innerHeight]);
-    await this.cmd('WebDriver:SetWindowRect', { width: width + (ow - iw), height: height + (oh - ih) });
+    // a zoom a little above the least that fits: Firefox rounds the zoom it applies
+    const zoom = width < MIN_WINDOW ? (MIN_WINDOW + 20) / width : 1;
+    await this.#zoom(1);
+    // the window's own frame, measured unzoomed (CSS px are then the window's px)
+    const [fw, fh] = await this.evaluate(() => [outerWidth - innerWidth, outerHeight - innerHeight]);
+    await this.#zoom(zoom);
+    const applied = await this.evaluate(() => devicePixelRatio);
+    await this.cmd('WebDriver:SetWindowRect', { width: Math.round(width * applied + fw), height: Math.round(height * applied + fh) });
     return this.evaluate(() => [innerWidth, innerHeight]);
+  }
+
+  async #zoom(zoom) {
+    await this.cmd('Marionette:SetContext', { value: 'chrome' });
+    try {
+      await this.cmd('WebDriver:ExecuteScript', { script: 'gBrowser.selectedBrowser.browsingContext.fullZoom = arguments[0];', args: [zoom] });
+    } finally {
+      await this.cmd('Marionette:SetContext', { value: 'content' });
+    }
   }
 
   async screenshot() {

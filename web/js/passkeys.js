@@ -40,21 +40,25 @@ function prfInput() {
 }
 
 /**
- * Whether this browser can unlock with a passkey here: 'yes' (it says it has PRF), 'no' (no
- * WebAuthn, an insecure page, an address that cannot be a WebAuthn relying party, or it says it
- * lacks PRF), 'maybe' (WebAuthn without getClientCapabilities: only trying tells).
- * @returns {Promise<'yes' | 'no' | 'maybe'>}
+ * Whether this browser can unlock with a passkey here: 'yes' (it says it has PRF), 'no' (and
+ * why, in a sentence), 'maybe' (WebAuthn without getClientCapabilities: only trying tells).
+ * @returns {Promise<{ support: 'yes' | 'no' | 'maybe', why: string }>}
  */
 export async function prfSupport() {
-  if (!globalThis.isSecureContext || typeof globalThis.PublicKeyCredential !== 'function' || !navigator.credentials) return 'no';
+  if (!globalThis.isSecureContext || typeof globalThis.PublicKeyCredential !== 'function' || !navigator.credentials) {
+    return { support: 'no', why: 'This browser has no passkey support (WebAuthn) on this page.' };
+  }
   // an IP address is no valid relying party id (WebAuthn §5.1.3): every call would fail
-  if (/^[\d.]+$|^\[|:/.test(location.hostname)) return 'no';
-  if (typeof PublicKeyCredential.getClientCapabilities !== 'function') return 'maybe';
+  if (/^[\d.]+$|^\[|:/.test(location.hostname)) {
+    return { support: 'no', why: 'Passkeys need the app opened at a name (such as localhost), not at a numeric address.' };
+  }
+  if (typeof PublicKeyCredential.getClientCapabilities !== 'function') return { support: 'maybe', why: '' };
   try {
     const caps = await PublicKeyCredential.getClientCapabilities();
-    return /** @type {Record<string, boolean | undefined>} */ (caps)['extension:prf'] ? 'yes' : 'no';
+    return /** @type {Record<string, boolean | undefined>} */ (caps)['extension:prf'] ? { support: 'yes', why: '' }
+      : { support: 'no', why: 'This browser cannot get from a passkey the secret that unlocking needs (WebAuthn\'s PRF extension).' };
   } catch {
-    return 'maybe';
+    return { support: 'maybe', why: '' };
   }
 }
 

@@ -48,7 +48,7 @@ export function passkeyUnlock(form, onUnlocked) {
     button, el('p', { class: 'muted', text: 'Or enter your passphrase:' }));
   form.before(box);
   const session = currentSession();
-  Promise.all([prfSupport(), passkeySlots()]).then(([support, slots]) => {
+  Promise.all([prfSupport(), passkeySlots()]).then(([{ support }, slots]) => {
     if (!isCurrent(session) || !box.isConnected) return;
     box.hidden = support === 'no' || slots.length === 0;
     box.dataset.answered = 'true';
@@ -106,12 +106,11 @@ export function passkeysPanel() {
 
   const session = currentSession();
   const show = async () => {
-    const [support, slots] = await Promise.all([prfSupport(), passkeySlots()]);
+    const [{ support, why }, slots] = await Promise.all([prfSupport(), passkeySlots()]);
     if (!isCurrent(session) || !panel.isConnected) return;
     list.replaceChildren(...slots.map((s) => passkeyRow(s, show)));
     form.hidden = support === 'no';
-    state.textContent = support === 'no'
-      ? `This browser cannot unlock with a passkey here (it lacks WebAuthn's PRF extension${slots.length ? '' : ', or this address cannot use passkeys'}). Your passphrase works as always.`
+    state.textContent = support === 'no' ? `${why} Your passphrase works as always.`
       : slots.length ? '' : 'No passkey unlocks this vault on this device yet.';
     state.hidden = !state.textContent;
   };
