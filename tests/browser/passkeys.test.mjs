@@ -232,6 +232,7 @@ async function passkeyFlow(view) {
   await lock(view);
   const changed = await view.evaluate(inWorker, [['unlock', { passphrase: PASS }], ['passphrase_change', { current: PASS, new: PASS2 }]]);
   assert.deepEqual(changed.map((r) => r.ok), [true, true], JSON.stringify(changed));
+  assert.equal(changed[1].result.server, origin, 'the change went through the server (the vault is linked)');
   await view.goto(`${origin}/`);   // a fresh vault worker reads the changed store
   await showing(view, '[data-testid="unlock-form"]', BOOT_MS);
   assert.equal(await offersPasskey(view), true);
@@ -250,6 +251,7 @@ async function passkeyFlow(view) {
   await view.press('[data-testid="passkey-unlock"]');
   assert.match(await errorOf(view, '[data-testid="unlock-form"]'), /No passkey was used: .*none of the passkeys added to this vault/);
   assert.equal(await view.evaluate(visible, '[data-testid="unlock-submit"]'), true, 'the passphrase form stays');
+  small.push(...await shots(view, 'unlock-refused'));
   await unlockWithPassphrase(view, PASS2);
   assert.ok((await view.evaluate(cards)).includes(MEMORY));
 

@@ -70,7 +70,7 @@ export async function prfSupport() {
  */
 export async function createPasskey(vaultName) {
   const first = await prfInput();
-  const created = await webauthn(() => navigator.credentials.create({ publicKey: {
+  const created = await webauthn('No passkey was made: it was cancelled or timed out. Nothing was added.', () => navigator.credentials.create({ publicKey: {
     rp: { name: 'ownmem' },   // its id: this page's host (the default)
     user: { id: crypto.getRandomValues(new Uint8Array(16)), name: vaultName, displayName: `ownmem: ${vaultName}` },
     challenge: crypto.getRandomValues(new Uint8Array(32)),   // no server checks the attestation: the PRF secret is the proof
@@ -95,7 +95,7 @@ export async function createPasskey(vaultName) {
  */
 export async function getSecret(refs) {
   const first = await prfInput();
-  const got = await webauthn(() => navigator.credentials.get({ publicKey: {
+  const got = await webauthn('No passkey was used: it was cancelled, it timed out, or this device has none of the passkeys added to this vault. Try again, or enter your passphrase.', () => navigator.credentials.get({ publicKey: {
     challenge: crypto.getRandomValues(new Uint8Array(32)),
     allowCredentials: refs.map((id) => ({ type: 'public-key', id })),
     userVerification: 'required',
@@ -109,10 +109,11 @@ export async function getSecret(refs) {
 
 /**
  * One WebAuthn call; its DOMException as a PasskeyError.
+ * @param {string} notUsed what to say when no passkey answered
  * @param {() => Promise<Credential | null>} ask
  * @returns {Promise<PublicKeyCredential>}
  */
-async function webauthn(ask) {
+async function webauthn(notUsed, ask) {
   let cred;
   try {
     cred = await ask();
@@ -121,14 +122,14 @@ async function webauthn(ask) {
     // NotAllowedError covers a cancel, a timeout and "none of these passkeys is here": the
     // browser does not tell them apart, on purpose (it would reveal which passkeys exist)
     if (name === 'NotAllowedError' || name === 'AbortError') {
-      throw new PasskeyError('cancelled', 'No passkey was used: it was cancelled, it timed out, or this device has none of the passkeys added to this vault.');
+      throw new PasskeyError('cancelled', notUsed);
     }
     if (name === 'NotSupportedError' || name === 'SecurityError') {
       throw new PasskeyError('unsupported', 'This browser cannot use a passkey on this page.');
     }
     throw new PasskeyError('failed', `The passkey did not answer: ${/** @type {Error} */ (ex)?.message || name || 'unknown error'}`);
   }
-  if (!cred) throw new PasskeyError('cancelled', 'No passkey was used.');
+  if (!cred) throw new PasskeyError('cancelled', notUsed);
   return /** @type {PublicKeyCredential} */ (cred);
 }
 
@@ -140,7 +141,7 @@ function prfSecret(out) {
 }
 
 function noPrf() {
-  return new PasskeyError('no_prf', 'This passkey cannot unlock the vault: its authenticator does not offer the PRF extension that unlocking needs. Nothing was added.');
+  return new PasskeyError('no_prf', 'This passkey cannot unlock the vault: its authenticator does not offer the PRF extension that unlocking needs. Nothing was added: try a passkey on another device or security key, or keep using your passphrase.');
 }
 
 /** @param {string | null} attachment */
