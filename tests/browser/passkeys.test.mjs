@@ -19,7 +19,8 @@
 // passphrase still unlocks; removed in Settings, the unlock screen no longer offers it and its
 // slot, with the passkey's true PRF secret, opens nothing.  Chromium also: an authenticator
 // without PRF -> "cannot unlock", nothing added.  Screenshots at 390 and 320 px wide of Settings'
-// panel and the unlock screen: test-output/screenshots/<engine>/passkeys-*.png.
+// panel and the unlock screen: test-output/screenshots/<engine>/passkeys-*.png, with no touch
+// target under 44 px there (and, in Chromium, no serious or critical axe-core violation).
 //
 // WebAuthn needs a relying party id that is a host name: the app is opened at localhost (an IP
 // address such as 127.0.0.1 is refused by every engine, and the app hides passkeys there).
@@ -51,6 +52,7 @@ const MEMORY = 'The spare key is under the blue pot';
 const BOOT_MS = 180_000;
 const OP_MS = 60_000;
 const CI = process.env.CI === 'true';
+const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const PHONES = [['390', { width: 390, height: 844 }], ['320', { width: 320, height: 568 }]];
 
 const skipOf = (paths, what) => {
@@ -137,6 +139,7 @@ async function shots(view, name, scrollTo = null) {
     }), scrollTo);
     fs.writeFileSync(path.join(dir, `passkeys-${name}-${size}.png`), await view.screenshot());
     small.push(...(await view.evaluate(smallTargets, TARGET)).map((t) => `${name} (${size}): ${t}`));
+    if (view.axe) small.push(...(await view.axe()).map((v) => `${name} (${size}): axe ${v}`));
   }
   await view.setViewport({ width: 1280, height: 800 });
   return small;
@@ -310,6 +313,13 @@ test('Chromium: add, unlock, passphrase change, passkey gone, removed; an authen
       screenshot: () => page.screenshot(),
       press: (css) => page.click(css),   // a real click: the person's gesture
       dropCredentials: () => cdp.send('WebAuthn.clearCredentials', { authenticatorId: auth }),
+      // axe-core (as tests/browser/a11y.test.mjs runs it): its serious and critical violations
+      axe: async () => {
+        if (!await page.evaluate(() => typeof window.axe === 'object')) await page.evaluate(AXE);
+        return page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
+          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+          .map((v) => `${v.impact} ${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`));
+      },
     };
     const small = await passkeyFlow(view);
     assert.deepEqual(small, [], 'touch targets under 44 px at phone size');

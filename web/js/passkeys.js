@@ -83,7 +83,7 @@ export async function createPasskey(vaultName) {
   if (prf?.enabled === false) throw noPrf();
   const ref = new Uint8Array(created.rawId);
   // most authenticators answer PRF only when asked with an existing credential: ask once more
-  const secret = prfSecret(prf?.results?.first) ?? (await getSecret([ref])).secret;
+  const secret = prfSecret(prf?.results?.first) ?? (await getSecret([ref], true)).secret;
   return { ref, secret, label: kindLabel(created.authenticatorAttachment) };
 }
 
@@ -91,9 +91,10 @@ export async function createPasskey(vaultName) {
  * The PRF secret of one of `refs` (the passkeys this vault holds slots for), as the person
  * chooses on the authenticator's prompt.
  * @param {Uint8Array<ArrayBuffer>[]} refs
+ * @param {boolean} [adding] the second step of adding one (createPasskey), not an unlock
  * @returns {Promise<{ ref: Uint8Array<ArrayBuffer>, secret: Uint8Array<ArrayBuffer> }>}
  */
-export async function getSecret(refs) {
+export async function getSecret(refs, adding = false) {
   const first = await prfInput();
   const got = await webauthn('No passkey was used: it was cancelled, it timed out, or this device has none of the passkeys added to this vault. Try again, or enter your passphrase.', () => navigator.credentials.get({ publicKey: {
     challenge: crypto.getRandomValues(new Uint8Array(32)),
@@ -103,6 +104,7 @@ export async function getSecret(refs) {
     extensions: { prf: { eval: { first } } },
   } }));
   const secret = prfSecret(got.getClientExtensionResults().prf?.results?.first);
+  if (!secret && !adding) throw new PasskeyError('no_prf', 'This passkey gave no unlock secret (its authenticator does not offer the PRF extension). Enter your passphrase.');
   if (!secret) throw noPrf();
   return { ref: new Uint8Array(got.rawId), secret };
 }
