@@ -339,6 +339,10 @@ export interface PythonOperations {
   slot_remove: Op<{ slot_id: string }, Empty>;
   /** as unlock, with a slot's secret in place of the passphrase */
   unlock_slot: Op<{ slot_id: string; secret: Uint8Array | string }, { count: number }>;
+  /** a new recovery kit (the last one stops working): its 12 words, shown once */
+  recovery_create: Op<Empty, { words: string[] }>;
+  /** unlock with the kit's words, the new passphrase set at once, and a new kit */
+  recovery_use: Op<{ words: string; passphrase: string }, { count: number; words: string[] }>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;
