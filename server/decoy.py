@@ -12,6 +12,9 @@ be probed by lookup (docs/decisions.md, "Names cannot be probed by lookup").
               both indistinguishable from uniform bytes; holder_id = SHA-256(holder_pub)
     root_wrap = SHAKE-256(seed("root")), 40 bytes (also a held vault's before its first
               passphrase change: an AES-KW output is indistinguishable from uniform bytes)
+    recovery record (vault/recovery.py, also a held vault's without a kit): an id, two X25519
+              points made as ka_pub is, an AES-KW output and a check (uniform bytes), and a
+              time in 2023-2026
 
 The same name always gets the same decoy (on every process and after a restart: the secret is
 in the store), different names unrelated ones, and nothing but the secret tells a decoy from a
@@ -26,7 +29,7 @@ import hmac
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ownmem.wire import messages
-from ownmem.wire.limits import HOLDER_PUB_LEN, ROOT_WRAP_LEN, SALT_LEN
+from ownmem.wire.limits import HOLDER_PUB_LEN, RECOVERY_RECORD_LEN, ROOT_WRAP_LEN, SALT_LEN
 
 _P = 2 ** 255 - 19
 
@@ -61,3 +64,14 @@ class Decoys:
         """40 bytes that unwrap under no key: a decoy's, and a real vault's until its first
         passphrase change, so a lookup does not tell which vaults changed theirs."""
         return hashlib.shake_256(self._seed(b"root", name)).digest(ROOT_WRAP_LEN)
+
+    def recovery_record(self, name: str) -> bytes:
+        """What ``GET .../recovery`` answers for a name with no kit (vault/recovery.py ``record``):
+        the same length and field kinds as a real one, a kit nobody's words open."""
+        def point(label: bytes) -> bytes:
+            return _montgomery_u(_ed25519_public(self._seed(label, name)))
+        rest = hashlib.shake_256(self._seed(b"recovery", name)).digest(16 + 40 + 32 + 4)
+        created = 1_672_531_200 + int.from_bytes(rest[-4:], "big") % 126_230_400     # 2023-01-01 + < 4 years
+        out = rest[:16] + point(b"recovery-pub") + point(b"recovery-eph") + rest[16:88] + created.to_bytes(8, "big")
+        assert len(out) == RECOVERY_RECORD_LEN
+        return out

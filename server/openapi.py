@@ -118,6 +118,13 @@ OPENAPI: dict[str, Any] = {
                         "metadata": HEX, "signature": _hexn(64)})}}},
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}})),
                                   **_err(400, 401, 403, 408, 409, 413, 429)}}},
+        "/v1/vaults/{name}/recovery": {"get": {
+            "operationId": "recoveryRecord", "parameters": [NAME],
+            "description": "The recovery kit's public record from the vault's owner-signed metadata (slot id, "
+                           "public key, ephemeral key, the master wrapped to it, the kit's root check, its time), "
+                           "or a seeded decoy of the same shape for a vault without a kit and for a name nobody "
+                           "holds. Only the kit's words open it.",
+            "responses": {"200": _json(_obj({"record": _hexn(160)})), **_err(404, 429)}}},
         "/v1/vaults/{name}/rekey": {"post": {
             "operationId": "rekey", "parameters": [NAME], "security": AUTH,
             "description": "A passphrase change: compare-and-swap of the metadata with the vault's salt, owner and "

@@ -36,7 +36,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ownmem.crypto import cbor
-from ownmem.errors import OwnmemError
+from ownmem.errors import MalformedInput, OwnmemError
 from ownmem.saihm.cell import parse_cell
 from ownmem.saihm.receipt import OPERATIONS, parse_receipt
 from ownmem.wire import codec, messages, signed
@@ -47,6 +47,7 @@ from ownmem.wire.limits import (
     MAX_PAGE,
     MAX_PAGE_BYTES,
     MAX_RECEIPTS,
+    RECOVERY_RECORD_LEN,
     TOKEN_TTL,
     valid_vault_name,
 )
@@ -154,6 +155,17 @@ class VaultRoutes:
     async def lookup(self, request: Request) -> Response:
         _, info = await self.ctx.named(request)
         return JSONResponse(info.encode())
+
+    async def recovery(self, request: Request) -> Response:
+        """The recovery kit's public record from the vault's owner-signed metadata (a new device
+        has only the name and the kit's words), else a decoy: public, like the lookup, and it
+        does not tell which vaults have a kit.  Nothing here opens anything without the words."""
+        v, _ = await self.ctx.named(request)
+        record = self.ctx.decoys.recovery_record(request.path_params["name"])
+        if v is not None:
+            _, meta, _ = await self.ctx.call(self.ctx.storage.metadata, v.id)
+            record = _kit_record(meta) or record
+        return JSONResponse(messages.RecoveryRecord(record).encode())
 
     def _vault_name(self, request: Request) -> str:
         name: str = request.path_params["name"]
@@ -456,6 +468,16 @@ class VaultRoutes:
                                          for i, c, h, at in rows]})
 
 
+def _kit_record(meta: bytes) -> bytes | None:
+    """The "recovery" record of an owner-signed metadata document, if it holds a well-formed one."""
+    try:
+        doc = cbor.decode(meta, max_items=100_000)
+    except MalformedInput:
+        return None
+    got = doc.get("recovery") if isinstance(doc, dict) else None
+    return got if isinstance(got, bytes) and len(got) == RECOVERY_RECORD_LEN else None
+
+
 def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
     """The vault routes, and the log's listing routes: those go before and after the public
     log's own (server/tlog_routes.py), as /v1/log/{receipt_id} would take /v1/log/checkpoint."""
@@ -468,6 +490,7 @@ def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
         Route("/v1/vaults/{name}/session", r.session, methods=["POST"]),
         Route("/v1/vaults/{name}/metadata", r.metadata, methods=["GET", "PUT"]),
         Route("/v1/vaults/{name}/rekey", r.rekey, methods=["POST"]),
+        Route("/v1/vaults/{name}/recovery", r.recovery),
         Route("/v1/vaults/{name}/cells", r.push, methods=["POST"]),
         Route("/v1/vaults/{name}/changes", r.changes),
         Route("/v1/vaults/{name}/events", r.events),

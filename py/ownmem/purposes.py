@@ -26,6 +26,10 @@ class Purpose(Enum):
     # the key HKDF(ECDH(ephemeral, slot key), this info || slot_id): derived from a shared
     # secret, never from the root
     UNLOCK_SLOT = b"ownmem/v1/unlock-slot"
+    # HKDF as a PRF keyed by a RECOVERY KEY over this info || the vault root: the kit's root check
+    # (vault/recovery.py), which a new device verifies so that a server cannot hand it a slot of
+    # its own making (anyone can wrap a master to the kit's public key; only the key makes this)
+    RECOVERY_CHECK = b"ownmem/v1/recovery-check"
 
     @property
     def info(self) -> bytes:

@@ -28,6 +28,7 @@ from tests.server.conftest import Backend, LinkedVault
 PUBLIC_ROUTES = {
     ("/health", "GET"), ("/openapi.json", "GET"), ("/", "GET"),
     ("/v1/vaults", "POST"), ("/v1/vaults/{name}", "GET"), ("/v1/names/{name}", "GET"),
+    ("/v1/vaults/{name}/recovery", "GET"),
     ("/v1/vaults/{name}/challenge", "POST"), ("/v1/vaults/{name}/session", "POST"),
     ("/v1/log", "GET"), ("/v1/log/{receipt_id}", "GET"), ("/v1/erasures", "GET"),
     ("/v1/log/key", "GET"), ("/v1/log/checkpoint", "GET"), ("/v1/log/proof/inclusion", "GET"),

@@ -94,7 +94,7 @@ def test_encoding_round_trips_and_refuses_anything_malformed() -> None:
         f[i] = value
         bad.append(cbor.encode(f))
     rec = cbor.decode(S.encode_slot(_make()))
-    rec[3] = b"ref"                                                    # a recovery slot names no credential
+    rec[3] = b"ref"                                                    # a recovery slot's ref is its root check
     bad.append(cbor.encode(rec))
     for b in bad:
         with pytest.raises(MalformedInput):

@@ -346,6 +346,10 @@ export interface PythonOperations {
     { server: string | null; key_id: string; scopes: number }>;
   /** after a sync stopped with passphrase_changed: the passphrase set on another device */
   passphrase_update: Op<{ new: string }, SyncedChange>;
+  /** a new recovery kit (the last one stops working): its 12 words, shown once */
+  recovery_create: Op<Empty, { words: string[] }>;
+  /** unlock with the kit's words, the new passphrase set at once, and a new kit */
+  recovery_use: Op<{ words: string; passphrase: string }, { count: number; words: string[] }>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;

@@ -27,6 +27,7 @@ from ownmem.cli.common import (
     unlock as _unlock,
     when as _when,
 )
+from ownmem.cli.recovery import show_new_kit
 from ownmem.errors import NotFound, VaultError
 from ownmem.passphrase import strength
 from ownmem.recall.pages import DEFAULT_LIMIT, MAX_LIMIT
@@ -65,7 +66,12 @@ def cmd_init(args: argparse.Namespace) -> int:
                        "or give --weak-passphrase to accept the risk")
     v = Vault.create(folder, pw)
     print(f"vault created at {folder} (owner key {v.identity.key_id.hex()})")
-    v.close()
+    try:
+        if not args.no_recovery_kit:
+            print()
+            show_new_kit(v, folder)
+    finally:
+        v.close()
     return 0
 
 
@@ -360,6 +366,8 @@ def register(sub: Any) -> None:
     ini = sub.add_parser("init", help="create a new vault")
     ini.add_argument("--weak-passphrase", action="store_true",
                      help="accept a passphrase below the strength floor (anyone holding a copy can guess it offline)")
+    ini.add_argument("--no-recovery-kit", action="store_true",
+                     help="do not make a recovery kit now (make one later with `ownmem recovery create`)")
     ini.set_defaults(fn=cmd_init)
 
     a = sub.add_parser("add", help="seal a new memory")

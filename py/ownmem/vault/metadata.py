@@ -25,12 +25,18 @@ class Metadata:
     # the owner-key succession records (vault/rekey.py), oldest first; absent until the first
     # passphrase change, so the documents of a vault that never changed it stay as they were
     successions: tuple[Succession, ...] = ()
+    # the recovery kit's public record (vault/recovery.py ``record``): every device holds the kit,
+    # so a passphrase change on any of them re-wraps it, and the server answers it to a new
+    # device; absent while the vault has no kit
+    recovery: bytes | None = None
 
     def encode(self) -> bytes:
         m = {"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
              "sync_pub": self.sync_pub, "holder_pub": self.holder_pub, "amem_sig": self.amem_sig}
         if self.successions:
             m["successions"] = [s.encode() for s in self.successions]
+        if self.recovery is not None:
+            m["recovery"] = self.recovery
         return cbor.encode(m)
 
 
@@ -43,8 +49,11 @@ def parse_metadata(data: bytes) -> Metadata:
         succ = m.get("successions", [])
         if not isinstance(succ, list):
             raise MalformedInput("bad succession list")
+        recovery = m.get("recovery")
+        if recovery is not None and not isinstance(recovery, bytes):
+            raise MalformedInput("bad recovery kit record")
         return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
-                        m["amem_sig"], tuple(parse_succession(s) for s in succ))
+                        m["amem_sig"], tuple(parse_succession(s) for s in succ), recovery)
     except (KeyError, TypeError):
         raise MalformedInput("malformed vault metadata") from None
 

@@ -98,6 +98,11 @@ class Remote:
             raise WireError("the server answered with another vault")
         return info
 
+    def recovery_record(self) -> bytes:
+        """The recovery kit's public record (vault/recovery.py), or the server's decoy for a vault
+        without one (public: a new device asks it with the name and the kit's words only)."""
+        return messages.RecoveryRecord.parse(self._json("GET", self._url("/recovery"))).record
+
     def register(self, reg: messages.Registration, *, another_name: bool = False) -> messages.Registered:
         """``another_name``: register these keys under this name even if they hold a vault here
         already (else the server answers ``keys_registered`` naming it)."""

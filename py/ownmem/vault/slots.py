@@ -28,6 +28,7 @@ MAX_LABEL = 200                  # characters
 MAX_REF = 1023                   # bytes: WebAuthn's largest credential id
 MASTER_LEN = 32
 WRAPPED_LEN = MASTER_LEN + 8     # AES-KW adds 8 bytes
+CHECK_LEN = 32                   # a recovery slot's ``ref``: its root check (vault/recovery.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,8 @@ class Slot:
     slot_id: bytes      # 16 random bytes
     kind: str           # "recovery" | "passkey"
     label: str          # shown to the person ("Recovery kit, 6 Dec 2026", "iPhone passkey")
-    ref: bytes          # kind-specific: a passkey's WebAuthn credential id; b"" for recovery
+    ref: bytes          # kind-specific: a passkey's WebAuthn credential id; a recovery kit's root check
+                        # (vault/recovery.py: binds the kit to the vault's root, 32 bytes)
     pub: bytes          # X25519 public key derived from the slot secret
     eph_pub: bytes      # ephemeral X25519 public key of the current wrap
     wrapped: bytes      # AES-256-KW(master)
@@ -78,7 +80,7 @@ async def make_slot(p: CryptoProvider, kind: str, label: str, ref: bytes, secret
     _, pub = await slot_secret_key(p, kind, secret)
     slot_id = random_bytes(SLOT_ID_LEN)
     eph_pub, wrapped = await _wrap(p, pub, slot_id, master)
-    return _checked(Slot(slot_id, kind, label, bytes(ref), pub, eph_pub, wrapped, int(now)))
+    return checked(Slot(slot_id, kind, label, bytes(ref), pub, eph_pub, wrapped, int(now)))
 
 
 async def rewrap_slot(p: CryptoProvider, slot: Slot, master: bytes) -> Slot:
@@ -100,7 +102,8 @@ async def open_slot(p: CryptoProvider, slot: Slot, secret: bytes) -> bytes:
         raise WrongPassphrase("that does not open this unlock slot (it was altered or moved)") from None
 
 
-def _checked(s: Slot) -> Slot:
+def checked(s: Slot) -> Slot:
+    """``s`` if every field has its type and length; MalformedInput if not."""
     ok = (isinstance(s.slot_id, bytes) and len(s.slot_id) == SLOT_ID_LEN and s.kind in KINDS
           and isinstance(s.label, str) and len(s.label) <= MAX_LABEL
           and isinstance(s.ref, bytes) and len(s.ref) <= MAX_REF
@@ -110,13 +113,13 @@ def _checked(s: Slot) -> Slot:
           and type(s.created) is int and s.created >= 0)
     if not ok:
         raise MalformedInput("malformed unlock slot")
-    if s.kind == "recovery" and s.ref:
-        raise MalformedInput("malformed unlock slot: a recovery slot has no reference")
+    if s.kind == "recovery" and len(s.ref) not in (0, CHECK_LEN):
+        raise MalformedInput("malformed unlock slot: a recovery slot's reference is its 32-byte root check")
     return s
 
 
 def encode_slot(s: Slot) -> bytes:
-    s = _checked(s)
+    s = checked(s)
     return cbor.encode([s.slot_id, s.kind, s.label, s.ref, s.pub, s.eph_pub, s.wrapped, s.created])
 
 
@@ -125,4 +128,4 @@ def parse_slot(data: bytes) -> Slot:
     raw = cbor.decode(data, max_items=16, max_depth=2)
     if not (isinstance(raw, list) and len(raw) == 8):
         raise MalformedInput("malformed unlock slot")
-    return _checked(Slot(*raw))
+    return checked(Slot(*raw))

@@ -46,7 +46,7 @@ from ownmem.errors import (
 )
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
-from ownmem.vault import local_receipts, rekey
+from ownmem.vault import local_receipts, recovery, rekey
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import (
     Metadata,
@@ -138,8 +138,10 @@ class Syncer:
         the new ones while the store already holds them)."""
         ident = ident or self.v.identity
         pub = self.v.public()
+        kit = recovery.recovery_slot(self.store)
         return Metadata(pub, frozenset(self.store.revoked_keys()), self.v.sync_key().public, self.v.holder().public,
-                        run_sync(sign_metadata(self.v.crypto, ident, pub)), tuple(self.v.successions()))
+                        run_sync(sign_metadata(self.v.crypto, ident, pub)), tuple(self.v.successions()),
+                        None if kit is None else recovery.record(kit))
 
     def _signed(self, version: int, doc: bytes, ident: aperto_keys.Identity | None = None) -> bytes:
         return run_sync(self.v.crypto.ed25519_sign((ident or self.v.identity).sign.seed,
@@ -174,7 +176,10 @@ class Syncer:
             scopes, keys, revoked, conflicts = merge_metadata(self.v.public(), self.store.revoked_keys(), remote,
                                                               self._revoked_base())
             report.scope_conflicts = sorted(set(report.scope_conflicts) | set(conflicts))
+            kit = recovery.merge_kit(recovery.recovery_slot(self.store), remote.recovery)
             with self.store.transaction():
+                if kit is not None and kit != recovery.recovery_slot(self.store):
+                    recovery.set_kit(self.store, kit)
                 have = {s.scope_id: name for name, s in self.store.scopes().items()}
                 for name, s in scopes.items():   # renames first: one may free a name for the scope that keeps it
                     if have.get(s.scope_id, name) != name:
@@ -195,7 +200,8 @@ class Syncer:
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
                     and mine.successions == remote.successions
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
-                    and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig):
+                    and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig
+                    and mine.recovery == remote.recovery):
                 report.metadata_version = version
                 self._set_revoked_base(mine.revoked)
                 return
@@ -612,6 +618,9 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
             store.replace_identity(PublicIdentity(salt, ident.sign_pub, ident.ka_pub), root_wrap)
         if meta.successions:
             store.set_successions(cbor.encode([r.encode() for r in meta.successions]))
+        kit = recovery.merge_kit(None, meta.recovery)
+        if kit is not None:
+            recovery.set_kit(store, kit)
         for s in meta.vault_public.scopes.values():
             store.add_scope(s)
         for kid, pub in meta.vault_public.known_keys.items():

@@ -23,9 +23,15 @@ from ownmem.crypto import provider, run_sync, set_provider
 from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, SyncError, VaultError, WrongPassphrase
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
+from ownmem.vault import recovery
 from ownmem.vault.slots import Slot
+<<<<<<< HEAD
 from ownmem.vault.sync import Syncer, adopt_from_server_async, link
 from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
+=======
+from ownmem.vault.sync import Syncer, SyncReport, adopt_from_server_async, link
+from ownmem.vault.unlock import create_in_async, unlock_store_async, unlock_with_slot_async
+>>>>>>> slots
 from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
@@ -176,6 +182,37 @@ class App:
         await self._load_cache()
         self._erase_from_cache()
         return {"count": self.store.count()}
+
+    # ------------------------------------------------------------ the recovery kit (vault/recovery.py)
+    def op_recovery_create(self) -> dict[str, Any]:
+        """A new kit in place of the last (published when linked) -> its words, shown once."""
+        words, _ = run_sync(recovery.create_kit_async(self.v))
+        if self._linked() is not None:
+            self._syncer().sync_metadata(SyncReport())
+        return {"words": words}
+
+    async def op_recovery_use(self, words: str, passphrase: str) -> dict[str, Any]:
+        """Unlock with the kit's words, set the new ``passphrase`` at once (on the server too when
+        linked) and make a new kit in place of the used one -> ``{"count", "words"}``.  If the
+        change fails, the vault is locked again: the words alone never leave it open."""
+        from ownmem.vault.rekey_sync import change_passphrase  # start-up time: loaded at the first use
+        if not passphrase:
+            raise VaultError("choose a new passphrase")
+        self.vault = await recovery.unlock_with_words_async(self.store, provider(), words)
+        try:
+            if self._linked() is not None:
+                change_passphrase(self._syncer(), passphrase)
+            else:
+                await self.v.change_passphrase_async(passphrase)
+            new_words, _ = await recovery.create_kit_async(self.v)
+            if self._linked() is not None:
+                self._syncer().sync_metadata(SyncReport())
+        except BaseException:
+            self.op_lock()
+            raise
+        await self._load_cache()
+        self._erase_from_cache()
+        return {"count": self.store.count(), "words": new_words}
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
         return run_sync(self._open_all_async(include_unverified))

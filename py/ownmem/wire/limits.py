@@ -21,6 +21,7 @@ SALT_LEN, KEY_LEN, ID_LEN, ED25519_SIG_LEN = 16, 32, 32, 64
 HOLDER_PUB_LEN, HOLDER_SIG_LEN = 1952, 3309   # ML-DSA-65 public key and signature
 WRAPPED_DEK_LEN = 40        # AES-KW of a 32-byte DEK
 ROOT_WRAP_LEN = 40          # AES-KW of the 32-byte vault root (vault/rekey.py)
+RECOVERY_RECORD_LEN = 160   # a recovery kit's public record (vault/recovery.py ``record``)
 
 
 def valid_vault_name(name: str) -> bool:

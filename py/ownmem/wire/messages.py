@@ -57,6 +57,7 @@ from ownmem.wire.limits import (
     MAX_PAGE,
     MAX_RECEIPTS,
     MAX_VERSION,
+    RECOVERY_RECORD_LEN,
     ROOT_WRAP_LEN,
     WRAPPED_DEK_LEN,
 )
@@ -86,6 +87,14 @@ class VaultInfo(JsonMessage):
     def check(self) -> None:
         if sha256(self.holder_pub) != self.holder_id:
             raise WireError("holder_id is not the SHA-256 of holder_pub")
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryRecord(JsonMessage):
+    """The recovery kit's public record from the vault's owner-signed metadata (vault/recovery.py),
+    or a seeded decoy of the same length for a vault without one and for a name nobody holds."""
+
+    record: Annotated[bytes, Hex(RECOVERY_RECORD_LEN)]
 
 
 @dataclass(frozen=True, slots=True)

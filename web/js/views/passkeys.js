@@ -36,7 +36,7 @@ function passkeyText(ex) {
 }
 
 /**
- * The unlock screen's passkey button, before the passphrase form: hidden until this vault is
+ * The unlock screen's passkey button, atop the passphrase form: hidden until this vault is
  * known to hold a passkey and this browser may compute PRF.
  * @param {HTMLFormElement} form the passphrase form (its error line shows a passkey's error too)
  * @param {() => Promise<void>} onUnlocked
@@ -46,7 +46,7 @@ export function passkeyUnlock(form, onUnlocked) {
   const button = el('button', { type: 'button', class: 'btn btn-primary btn-wide', 'data-testid': 'passkey-unlock', text: 'Unlock with a passkey' });
   const box = el('div', { class: 'passkey-unlock', 'data-testid': 'passkey-unlock-box', hidden: true },
     button, el('p', { class: 'muted', text: 'Or enter your passphrase:' }));
-  form.before(box);
+  form.prepend(box);   // inside the form: whatever replaces the form (the recovery kit's) takes it along
   const session = currentSession();
   Promise.all([prfSupport(), passkeySlots()]).then(([{ support }, slots]) => {
     if (!isCurrent(session) || !box.isConnected) return;

@@ -40,7 +40,7 @@ function showSettings() {
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
   // last on the screen, after "This device": the recovery sheet, then leaving this browser
-  role(node, 'facts').closest('section')?.after(recoverySheet({ name: vaultName(), server: syncStatus().server }),
+  role(node, 'facts').closest('section')?.after(recoverySheet({ name: vaultName(), server: syncStatus().server, newKit: true }),
     signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }));
   focusTitle(node);
 }

@@ -141,9 +141,17 @@ function createForm() {
         linkError = errorText(ex);
       }
     }
+    // the recovery kit, made now (and published with the vault's metadata when linked): shown once
+    /** @type {string[] | null} */
+    let kit = null;
+    try {
+      kit = (await call('recovery_create', {})).words;
+    } catch {
+      // the sheet then says nothing of a kit; Settings makes one
+    }
     await enterVault();
     const sheet = recoverySheet({ name: vname, server: link && !linkError ? location.origin : null, created: true,
-      onClose: () => sheet.remove() });
+      onClose: () => sheet.remove(), kit });
     main.prepend(sheet);
     if (linkError) notice(`Your vault was created but is not synced yet: ${oneLine(linkError)} Link it in Settings.`, { persist: true });
   });
@@ -321,6 +329,9 @@ export function showUnlock(message) {
   form.after(el('p', { class: 'not-you' }, el('button', {
     type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'not-you', text: 'Not you? Use another vault',
     onclick: () => showWelcome('create', vaultName()),
+  })), el('p', { class: 'not-you' }, el('button', {
+    type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'forgot', text: 'Forgot your passphrase? Use your recovery kit',
+    onclick: () => form.replaceWith(recoveryForm()),
   })));
   passkeyUnlock(form, enterVault);   // shown only where this vault has a passkey and the browser PRF
   form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
@@ -332,4 +343,62 @@ export function showUnlock(message) {
     await enterVault();
   });
   pass.focus();
+}
+
+// "Forgot your passphrase?": the recovery kit's words, then a new passphrase (twice, held to the
+// same strength floor as at creation), then unlocked; the used kit is replaced by a new one,
+// shown once on the recovery sheet.  The words and the passphrase fields are emptied whatever
+// the answer.
+function recoveryForm() {
+  const wordsId = 'recovery-words-input';
+  const form = /** @type {Form} */ (el('form', { class: 'form', 'data-testid': 'recovery-form', novalidate: true },
+    el('p', { text: 'Enter the 12 words of your recovery kit, in order. Then choose a new passphrase: the old one stops working.' }),
+    el('div', { class: 'field' },
+      el('label', { for: wordsId, text: 'Recovery words' }),
+      el('textarea', { id: wordsId, name: 'words', rows: 3, 'data-testid': 'recovery-words-input', autocomplete: 'off',
+        spellcheck: 'false', autocapitalize: 'off' })),
+    el('div', { class: 'field' },
+      el('label', { for: 'recovery-pass', text: 'New passphrase' }),
+      el('input', { id: 'recovery-pass', name: 'passphrase', type: 'password', 'data-testid': 'recovery-passphrase',
+        autocomplete: 'new-password', spellcheck: 'false', autocapitalize: 'off' })),
+    el('div', { class: 'field' },
+      el('label', { for: 'recovery-pass2', text: 'New passphrase, again' }),
+      el('input', { id: 'recovery-pass2', name: 'passphrase2', type: 'password', 'data-testid': 'recovery-passphrase2',
+        autocomplete: 'new-password', spellcheck: 'false', autocapitalize: 'off' })),
+    el('p', { class: 'error', 'data-role': 'error', role: 'alert', hidden: true }),
+    el('div', { class: 'actions' },
+      el('button', { type: 'submit', class: 'btn btn-primary btn-wide', 'data-testid': 'recovery-submit', text: 'Open my vault' }),
+      el('button', { type: 'button', class: 'btn btn-ghost', text: 'Back to the passphrase', onclick: () => showUnlock() })),
+    el('p', { class: 'progress progress-block', 'data-role': 'progress', role: 'status', 'aria-live': 'polite', hidden: true })));
+  const err = role(form, 'error');
+  const { words, passphrase: pass, passphrase2: pass2 } = form.elements;
+  pass.addEventListener('input', prepare, { once: true });
+  form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
+    e.preventDefault();
+    showError(err, '');
+    const typed = words.value.trim();
+    if (typed.split(/[^A-Za-z]+/).filter(Boolean).length !== 12) return refuse(err, words, 'Enter the 12 words of your recovery kit.');
+    if (!pass.value) return refuse(err, pass, 'Choose a new passphrase.');
+    const verdict = await judge(pass.value, vaultName()).catch((ex) => ex);
+    if (!(/** @type {any} */ (verdict).score >= MIN_SCORE)) return refuse(err, pass, refusal(verdict));
+    if (pass.value !== pass2.value) {
+      pass2.value = '';
+      return refuse(err, pass2, 'The two passphrases differ.');
+    }
+    const r = await withPassphrase(form, 'Opening your vault with the kit and setting the new passphrase…', 'recovery_use',
+      { words: typed, passphrase: pass.value });
+    if (!r) {
+      if (err.textContent && /word|check/.test(err.textContent)) words.focus();
+      return;
+    }
+    words.value = '';
+    release();
+    await enterVault();
+    notice('Your vault is open with its new passphrase. Your old recovery kit no longer works: keep the new one below.', { persist: true });
+    const sheet = recoverySheet({ name: vaultName(), server: bootInfo()?.vault?.server ?? null, onClose: () => sheet.remove(),
+      kit: r.words });
+    main.prepend(sheet);
+  });
+  queueMicrotask(() => words.focus());
+  return form;
 }

@@ -1,0 +1,211 @@
+// The recovery kit in the web app (ownmem.vault.recovery; views/recovery.js, views/welcome.js),
+// in Chromium (playwright-core), Firefox ESR (puppeteer-core over WebDriver BiDi) and WebKit
+// (MiniBrowser behind WebKitWebDriver, no JSPI): a vault is created (linked to the server) and
+// the recovery sheet shows the kit's 12 words and their QR code once; the words are read off the
+// page; the vault is locked; "Forgot your passphrase?" takes mistyped words (refused, said
+// plainly), then the real words and a new passphrase; the vault opens with its memory, a new kit
+// is shown (other words), and the new passphrase unlocks it after the next lock.  Phone-size
+// pictures of the kit and the form: test-output/screenshots/<engine>/recovery-kit-*.png and
+// recovery-form-*.png.
+//
+//   python3 build.py build && node --test tests/browser/recovery.test.mjs
+//
+// Without an engine its test skips (under CI=true it fails).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort, spawnServer, serverDirs, stopProcess, until } from './helpers.mjs';
+import { DRIVER, MINIBROWSER, XVFB, countingProxy, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { DESKTOP, SCREENSHOTS, click, fill, showing, waitListed } from './screens.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const DIST = path.join(ROOT, 'web', 'dist');
+const PY = process.env.OWNMEM_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
+const require = createRequire(path.join(ROOT, 'package.json'));
+const PASS = 'correct horse battery staple 42';
+const NEW_PASS = 'a fresh passphrase after the kit, 77 lanterns';
+const MEMORY = 'The spare key is under the blue pot';
+const BOOT_MS = 180_000;
+const OP_MS = 120_000;
+const PHONES = [['phone', { width: 390, height: 844 }], ['phone-320', { width: 320, height: 568 }]];
+const skipIf = (paths) => {
+  const gone = paths.filter((p) => !fs.existsSync(p));
+  return gone.length && process.env.CI !== 'true' ? `not installed here: ${gone.join(', ')}` : false;
+};
+
+let tmp, dataDir, webDir, origin, serverProc = null, serverLog = '';
+const pageErrors = [];
+
+before(async () => {
+  if (!fs.existsSync(path.join(DIST, 'precache.json'))) {
+    throw new Error(`the web app is not built (${DIST} is missing): run \`python3 build.py build\` first`);
+  }
+  ({ tmp, dataDir, webDir } = serverDirs(DIST, 'ownmem-recovery-'));
+  const port = await freePort();
+  origin = `http://127.0.0.1:${port}`;
+  serverProc = await spawnServer({ py: PY, cwd: ROOT, port, dataDir, webDir,
+    onOutput: (d) => { serverLog = (serverLog + d).slice(-20000); } });
+}, { timeout: 60_000 });
+
+after(async () => {
+  await stopProcess(serverProc);
+  if (serverLog.includes('Traceback')) console.log(`# server log (tail):\n${serverLog.slice(-4000)}`);
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+/** Pictures of the screen as it is at both phone sizes, scrolled to `scrollTo`. */
+async function phoneShots(view, name, scrollTo) {
+  const dir = path.join(SCREENSHOTS, view.engine);
+  fs.mkdirSync(dir, { recursive: true });
+  for (const [size, viewport] of PHONES) {
+    await view.setViewport(viewport);
+    await view.evaluate((sel) => new Promise((done) => {
+      const n = document.querySelector(sel);
+      window.scrollTo(0, 0);
+      const bar = document.querySelector('header')?.getBoundingClientRect().bottom ?? 0;
+      if (n) window.scrollTo(0, n.getBoundingClientRect().top + window.scrollY - bar - 8);
+      requestAnimationFrame(() => requestAnimationFrame(() => done(true)));
+    }), scrollTo);
+    await view.screenshot(path.join(dir, `${name}-${size}.png`));
+  }
+  await view.setViewport(DESKTOP);
+}
+
+const kitWords = (view) => view.evaluate(() => [...document.querySelectorAll('[data-testid="recovery-word"]')].map((n) => n.textContent));
+const cards = (view) => view.evaluate(() => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')]
+  .map((n) => n.textContent));
+const errorLine = (view, form) => view.evaluate((f) => document.querySelector(`${f} [data-role="error"]`)?.textContent ?? '', form);
+
+/** The whole scenario in one engine, through `view` (acts in the page by `evaluate` only). */
+async function scenario(view) {
+  const name = `kit-${view.engine.slice(0, 2)}-${Date.now().toString(36)}`;
+  const form = '[data-testid="create-form"]';
+  await click(view, '[data-testid="tab-create"]');
+  await fill(view, `${form} [data-testid="vault-name"]`, name);
+  await fill(view, `${form} [data-testid="passphrase"]`, PASS);
+  await fill(view, `${form} [data-testid="passphrase2"]`, PASS);
+  await click(view, `${form} [data-testid="create-submit"]`);
+  await waitListed(view, BOOT_MS);
+  // the sheet shows the kit once: 12 words and their QR code
+  await showing(view, '[data-testid="recovery-words"]');
+  const words = await kitWords(view);
+  assert.equal(words.length, 12, `${view.engine}: ${JSON.stringify(words)}`);
+  assert.ok(words.every((w) => /^[a-z]{3,8}$/.test(w)), JSON.stringify(words));
+  await until('the QR code drawn', () => view.evaluate(() => {
+    const c = document.querySelector('[data-testid="recovery-qr"]');
+    return !!c && c.width > 100 && c.dataset.text?.split(' ').length === 12;
+  }), OP_MS);
+  await phoneShots(view, 'recovery-kit', '[data-role="recovery-kit"]');
+  await click(view, '[data-testid="recovery-close"]');
+  await fill(view, '[data-testid="add-content"]', MEMORY);
+  await click(view, '[data-testid="add-submit"]');
+  await until('the memory listed', async () => (await cards(view)).includes(MEMORY), OP_MS);
+
+  // locked, and the passphrase forgotten
+  await click(view, '[data-testid="lock-button"]');
+  await showing(view, '[data-testid="forgot"]');
+  await click(view, '[data-testid="forgot"]');
+  await showing(view, '[data-testid="recovery-form"]');
+  const rf = '[data-testid="recovery-form"]';
+  // one word swapped for another (the checksum fails): said plainly, nothing unlocked
+  const swapped = [...words.slice(0, 11), words[11] === 'zoo' ? 'abandon' : 'zoo'];
+  await fill(view, `${rf} [data-testid="recovery-words-input"]`, swapped.join(' '));
+  await fill(view, `${rf} [data-testid="recovery-passphrase"]`, NEW_PASS);
+  await fill(view, `${rf} [data-testid="recovery-passphrase2"]`, NEW_PASS);
+  await click(view, `${rf} [data-testid="recovery-submit"]`);
+  const said = await until('the words refused', async () => {
+    const t = await errorLine(view, rf);
+    return t && !t.startsWith('Opening') ? t : null;
+  }, OP_MS);
+  assert.match(said, /(do not check out|not one of the recovery kit|do not open)/, `${view.engine}: ${said}`);
+  assert.equal(await view.evaluate(() => !!document.querySelector('[data-testid="add-form"]')), false);
+  await phoneShots(view, 'recovery-form', rf);
+
+  // the real words, numbered and spaced as a person copies them from paper
+  const typed = words.map((w, i) => `${i + 1}. ${w.toUpperCase()}`).join('\n');
+  await fill(view, `${rf} [data-testid="recovery-words-input"]`, typed);
+  await fill(view, `${rf} [data-testid="recovery-passphrase"]`, NEW_PASS);
+  await fill(view, `${rf} [data-testid="recovery-passphrase2"]`, NEW_PASS);
+  await click(view, `${rf} [data-testid="recovery-submit"]`);
+  await waitListed(view, OP_MS);
+  await until('the memory there', async () => (await cards(view)).includes(MEMORY), OP_MS);
+  // a new kit, shown once: other words
+  await showing(view, '[data-testid="recovery-words"]');
+  const fresh = await kitWords(view);
+  assert.equal(fresh.length, 12);
+  assert.notDeepEqual(fresh, words);
+  await phoneShots(view, 'recovery-new-kit', '[data-role="recovery-kit"]');
+  await click(view, '[data-testid="recovery-close"]');
+
+  // the new passphrase unlocks it; the old one no longer does
+  await click(view, '[data-testid="lock-button"]');
+  await showing(view, '[data-testid="unlock-form"]');
+  await fill(view, '[data-testid="unlock-form"] [data-testid="passphrase"]', PASS);
+  await click(view, '[data-testid="unlock-submit"]');
+  await until('the old passphrase refused', async () => /wrong passphrase/i.test(await errorLine(view, '[data-testid="unlock-form"]')), OP_MS);
+  await fill(view, '[data-testid="unlock-form"] [data-testid="passphrase"]', NEW_PASS);
+  await click(view, '[data-testid="unlock-submit"]');
+  await waitListed(view, OP_MS);
+  assert.ok((await cards(view)).includes(MEMORY));
+}
+
+test('Chromium: the recovery kit shown, used, replaced', { timeout: 600_000, skip: skipIf([CHROMIUM]) }, async () => {
+  const { chromium } = require('playwright-core');
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await (await browser.newContext({ viewport: DESKTOP })).newPage();
+    page.on('pageerror', (e) => pageErrors.push(`chromium: ${e.stack || e}`));
+    const view = { engine: 'chromium', evaluate: (fn, arg) => page.evaluate(fn, arg), setViewport: (v) => page.setViewportSize(v),
+      screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
+    await page.goto(`${origin}/`);
+    await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+    await scenario(view);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('Firefox: the recovery kit shown, used, replaced', { timeout: 600_000, skip: skipIf([FIREFOX]) }, async () => {
+  const puppeteer = require('puppeteer-core');
+  const browser = await puppeteer.launch({ browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
+    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')) });
+  try {
+    const page = (await browser.pages())[0] ?? await browser.newPage();
+    page.on('pageerror', (e) => pageErrors.push(`firefox: ${e.stack || e}`));
+    await page.setViewport(DESKTOP);
+    const view = { engine: 'firefox', evaluate: (fn, arg) => page.evaluate(fn, arg), setViewport: (v) => page.setViewport(v),
+      screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
+    await page.goto(`${origin}/`);
+    await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+    await scenario(view);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('WebKit: the recovery kit shown, used, replaced', { timeout: 900_000, skip: skipIf([DRIVER, MINIBROWSER, XVFB]) }, async () => {
+  const xvfb = await startXvfb();
+  const proxy = await countingProxy();
+  let dev = null;
+  try {
+    dev = await launchWebKit({ display: xvfb.display, proxy: proxy.url, scriptMs: BOOT_MS });
+    const view = { engine: 'webkit', evaluate: (fn, arg) => dev.evaluate(fn, arg), setViewport: (v) => dev.setViewport(v),
+      screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()) };
+    await dev.goto(`${origin}/`);
+    await until('the app', () => dev.run('return !!document.querySelector(\'[data-testid="tab-create"]\');'), BOOT_MS);
+    await scenario(view);
+  } finally {
+    await dev?.close();
+    await proxy.close();
+    await xvfb.stop();
+  }
+});
+
+test('no page error', () => {
+  assert.deepEqual(pageErrors, []);
+});
