@@ -23,6 +23,7 @@ import { wireRecords } from './records.js';
 import { wireTransfer } from './transfer.js';
 import { recoverySheet } from './recovery.js';
 import { signOutPanel } from './signout.js';
+import { passphrasePanel } from './passphrase.js';
 
 /** @import { Provider } from '../../types/protocol' */
 
@@ -37,8 +38,8 @@ function showSettings() {
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
-  // last on the screen, after "This device": the recovery sheet, then leaving this browser
-  role(node, 'facts').closest('section')?.after(recoverySheet({ name: vaultName(), server: syncStatus().server }),
+  // last on the screen, after "This device": the passphrase, the recovery sheet, then leaving this browser
+  role(node, 'facts').closest('section')?.after(passphrasePanel(), recoverySheet({ name: vaultName(), server: syncStatus().server }),
     signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }));
   focusTitle(node);
 }
