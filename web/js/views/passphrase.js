@@ -142,8 +142,8 @@ function openChange(trigger) {
   const cancel = el('button', { type: 'button', class: 'btn', 'data-testid': 'change-cancel', text: 'Cancel' });
   const form = /** @type {Form} */ (el('form', { class: 'form', 'data-testid': 'change-form', novalidate: true },
     el('p', { text: isLinked()
-      ? `Your other devices ask for the new passphrase at their next sync. Both this device and ${syncStatus().server} must agree: `
-        + 'if the server cannot be reached, nothing changes.'
+      ? `The change is made here and on ${syncStatus().server} together: if the server cannot be reached, nothing changes. `
+        + 'Your other devices ask for the new passphrase at their next sync.'
       : 'This vault is only in this browser: the change is made here.' }),
     passField('change-current', 'passphrase_current', 'Current passphrase', 'current-password'),
     newField,
@@ -282,7 +282,7 @@ export function askNewPassphrase() {
     passField('update-new', 'passphrase', 'New passphrase', 'current-password'),
     err,
     el('div', { class: 'actions actions-end' }, later,
-      el('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'update-submit', text: 'Use the new passphrase' })),
+      el('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'update-submit', text: 'Keep syncing' })),
     progress));
   wireReveal(form);
   ctrlEnterSubmits(form);

@@ -27,6 +27,8 @@ const text = /** @type {HTMLElement} */ (document.getElementById('sync-text'));
 const box = /** @type {HTMLElement} */ (document.getElementById('sync-status'));
 const button = /** @type {HTMLButtonElement} */ (document.getElementById('sync-button'));
 const warning = /** @type {HTMLElement} */ (document.getElementById('sync-warning'));
+// why the sync stopped when the passphrase was changed on another device (the status line says so)
+const PASSPHRASE_CHANGED = 'your passphrase was changed on another device';
 
 export function renderHeader() {
   /** @type {HTMLElement} */ (document.getElementById('vault-title')).textContent = vaultName();
@@ -50,6 +52,7 @@ function renderSync() {
     const offline = isOnline() === false || navigator.onLine === false;
     mode = isSyncing() ? 'syncing' : offline ? 'offline' : isOnline() ? 'online' : 'connecting';
     parts = [{ syncing: 'Syncing…', offline: 'Offline', online: 'Online', connecting: 'Connecting…' }[mode]];
+    if (mode === 'offline' && offlineReason() === PASSPHRASE_CHANGED) parts = ['Not syncing: new passphrase needed'];
     if (s.pending) parts.push(`${s.pending} pending`);
     if (s.last_sync) parts.push(`synced ${clockTime(s.last_sync)}`);
     else if (!s.pending) parts.push('not synced yet');
@@ -162,7 +165,7 @@ export function onOnline(e) {
 // The sync stopped because the passphrase was changed on another device (issue 24): the
 // status line says so, and views/passphrase.js asks for the new one.
 function passphraseChanged() {
-  setOnline(false, 'your passphrase was changed on another device');
+  setOnline(false, PASSPHRASE_CHANGED);
   renderSync();
   emit('passphrase-changed');
 }
