@@ -13,7 +13,8 @@
 //      vault; a memory the browser wrote after the change reaches the CLI as its own
 //   4. the browser's old passphrase is refused at unlock, the new one opens it, every memory "self"
 //   5. the CLI changes it again: the browser's Sync asks "Your passphrase was changed on another
-//      device..."; a wrong one is refused, nothing changed; the right one and it syncs again;
+//      device..." (the status line says why nothing syncs; "Not now" closes it, Sync asks again);
+//      a wrong one is refused, nothing changed; the right one and it syncs again;
 //      afterwards only the newest passphrase unlocks it, every memory still "self"
 //
 // The change form, its result and the "enter the new passphrase" dialog are taken at 320, 360
@@ -240,6 +241,13 @@ async function flow(view) {
     /Your passphrase was changed on another device\. Enter the new passphrase to keep syncing\./);
   assert.equal(await ev(() => document.activeElement?.id), 'update-new');
   await capture(view, 'passphrase-update', { fullPage: false });
+  assert.match(await ev(text, '[data-testid="sync-status"]'), /Not syncing: new passphrase needed/);
+  // "Not now": it says why nothing syncs; Sync asks again
+  await click(view, '[data-testid="update-later"]');
+  await wait('the dialog closed', async () => !(await ev(dialogOpen, 'update-dialog')), 5_000);
+  assert.match(await ev(text, '#notice'), /Not syncing: your passphrase was changed on another device\. Press Sync/);
+  await click(view, '[data-testid="sync-button"]');
+  await showing(view, '[data-testid="update-dialog"]', OP_MS);
   await fill(view, '#update-new', NEW);             // this device's own, now the old one
   await click(view, '[data-testid="update-submit"]');
   assert.equal(await wait('a wrong new passphrase refused', () => ev(text, '[data-testid="update-form"] [data-role="error"]')),
