@@ -263,6 +263,11 @@ test('1. axe-core: no serious or critical violation on any screen, desktop and p
   await page.waitForSelector('[data-testid="settings-view"]');
   await page.waitForFunction(() => document.querySelector('[data-testid="storage-state"]')?.dataset.persisted !== undefined);
   await axeCheck(page, 'settings');
+  await page.click('[data-testid="passphrase-change-open"]');
+  await page.waitForSelector('[data-testid="change-dialog"][open]');
+  await axeCheck(page, 'settings-passphrase');
+  await page.keyboard.press('Escape');
+  await page.waitForFunction(() => !document.querySelector('[data-testid="change-dialog"]'));
   A.backup = await exportTo(page, path.join(tmp, 'a-backup.amem'));
   await page.waitForSelector('[data-role="export-progress"].done', { timeout: OP_MS });
 

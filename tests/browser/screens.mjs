@@ -130,7 +130,7 @@ export const waitListed = (view, timeout = OP_MS) => until('the memory list', ()
 
 /** The screens a tour must have left, each at both sizes. */
 const SCREENS = ['welcome-create', 'welcome-login', 'welcome-restore', 'memories', 'memories-add', 'memories-filters', 'card-details', 'editor',
-  'forget-dialog', 'settings', 'settings-export', 'settings-import-report', 'settings-records-preview', 'shares', 'agents',
+  'forget-dialog', 'settings', 'settings-passphrase', 'settings-export', 'settings-import-report', 'settings-records-preview', 'shares', 'agents',
   'sync-offline', 'sync-online', 'unlock', 'recovery'];
 
 /** Every screen of the tour taken at every size for `engine` since `since` (ms); and no touch
@@ -260,6 +260,17 @@ export async function vaultTour(view, { pass, offline = null }) {
   await showing(view, '[data-testid="settings-view"]');
   await until('the storage line', () => view.evaluate(() => document.querySelector('[data-testid="storage-state"]')?.dataset.persisted !== undefined), OP_MS);
   await capture(view, 'settings');
+  // Change passphrase (views/passphrase.js): its dialog, then Escape from its first field closes it only
+  await click(view, '[data-testid="passphrase-change-open"]');
+  await showing(view, '[data-testid="change-dialog"]');
+  await capture(view, 'settings-passphrase', { fullPage: false });
+  await view.evaluate(() => {
+    const t = /** @type {HTMLElement} */ (document.querySelector('#change-current'));
+    t.focus();
+    t.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true, cancelable: true }));
+  });
+  await until(`${view.engine}: Escape closes the passphrase dialog`, () => view.evaluate(() => !document.querySelector('[data-testid="change-dialog"]')), 5_000);
+  assert.equal(await view.evaluate(() => !!document.querySelector('[data-testid="settings-view"]')), true, `${view.engine}: Settings still show`);
   // an export (the Blob the page makes, kept as it is handed to the download) and its import
   await view.evaluate(keepDownloads);
   await click(view, '[data-testid="export-button"]');

@@ -15,8 +15,9 @@ import pytest
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.crypto import provider, random_bytes, run_sync
-from ownmem.errors import PassphraseChanged, VaultError, WrongPassphrase
+from ownmem.errors import PassphraseChanged, SyncError, VaultError, WrongPassphrase
 from ownmem.vault import Vault
+from ownmem.vault.rekey_sync import catch_up
 from ownmem.vault.sync import Syncer
 from ownmem.vault.unlock import unlock_store
 from ownmem.web.api import CACHE_INFO, App, DeviceCache
@@ -137,6 +138,10 @@ def test_a_linked_change_reaches_the_device_that_missed_it(url: str, devices: De
         run_sync(b.op_passphrase_update(PASSPHRASE))
     with pytest.raises(WrongPassphrase):
         run_sync(b.op_passphrase_update("not it either"))
+    # Argon2id of the right passphrase but for a salt the server no longer answers (changed again meanwhile)
+    stale = bytes(aperto_keys.SALT_LEN)
+    with pytest.raises(SyncError, match="changed again meanwhile"):
+        catch_up(two.syncer, NEW, derived=(stale, run_sync(aperto_keys.master_from_passphrase(provider(), NEW, stale))))
     assert two.v.store.identity() == held
     done = run_sync(b.op_passphrase_update(NEW))
     assert done["synced"] and done["problem"] is None and done["pending"] == 0

@@ -40,6 +40,18 @@ export class VaultError extends Error {
  */
 function withMaster(args, fresh) {
   if (fresh) args = { ...args, salt: crypto.getRandomValues(new Uint8Array(16)) };
+  return derive(args.passphrase, args.salt).then((master) => (master ? { ...args, master } : args));
+}
+
+/**
+ * Argon2id of `passphrase` on a helper thread (argon2-worker.js): with `salt`, or the stored
+ * one without.  -> the master secret, or null if the helper failed (the vault worker then
+ * derives it itself).
+ * @param {unknown} passphrase
+ * @param {Uint8Array | undefined} salt
+ * @returns {Promise<Uint8Array | null>}
+ */
+function derive(passphrase, salt) {
   return new Promise((resolve) => {
     /** @type {Worker | undefined} */
     let helper;
@@ -47,7 +59,7 @@ function withMaster(args, fresh) {
     const done = (master) => {
       mark('argon2-done');
       helper?.terminate();
-      resolve(master instanceof Uint8Array ? { ...args, master } : args);
+      resolve(master instanceof Uint8Array ? master : null);
     };
     try {
       helper = new Worker(new URL('./argon2-worker.js', import.meta.url), { type: 'module' });
@@ -61,8 +73,21 @@ function withMaster(args, fresh) {
       done(null);
     });
     mark('argon2-start');
-    helper.postMessage({ passphrase: args.passphrase, salt: args.salt });
+    helper.postMessage({ passphrase, salt });
   });
+}
+
+// A passphrase change: Argon2id of the current passphrase (the stored salt), for the worker to
+// check it, then of the new one with a fresh salt, one after the other (64 MiB each).
+/**
+ * @param {{ current: string, new: string }} args
+ * @returns {Promise<{ current: string, new: string, current_master?: Uint8Array, master?: Uint8Array, salt?: Uint8Array }>}
+ */
+async function withChangeMasters(args) {
+  const currentMaster = await derive(args.current, undefined);
+  const salt = crypto.getRandomValues(new Uint8Array(16));
+  const master = await derive(args.new, salt);
+  return { ...args, ...(currentMaster ? { current_master: currentMaster } : {}), ...(master ? { master, salt } : {}) };
 }
 
 // Start-up marks on the page's timeline (performance.mark, "ownmem:" names; docs/web.md
@@ -86,7 +111,7 @@ function mark(name, at) {
 
 /** @typedef {{ resolve: (result: any) => void, reject: (err: VaultError) => void, op: OpName }} Pending */
 /** @typedef {(data: any) => void} Listener */
-/** @typedef {{ passphrase?: unknown, master?: Uint8Array, salt?: Uint8Array }} SendArgs what #send reads of an op's args */
+/** @typedef {{ passphrase?: unknown, master?: Uint8Array, salt?: Uint8Array, current_master?: Uint8Array }} SendArgs what #send reads of an op's args */
 
 export class VaultClient {
   constructor() {
@@ -166,13 +191,16 @@ export class VaultClient {
   async #send(op, args) {
     if ((op === 'unlock' || op === 'create') && typeof args.passphrase === 'string' && !args.master) {
       args = await withMaster(args, op === 'create');
+    } else if (op === 'passphrase_change' && !args.master) {
+      args = /** @type {SendArgs} */ (await withChangeMasters(/** @type {any} */ (args)));
     }
     const id = this.next++;
     mark(`${op}-sent`);
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject, op });
       try {
-        this.worker.postMessage({ id, op, args }, args.master instanceof Uint8Array ? [args.master.buffer] : []);
+        const secrets = [args.master, args.current_master].filter((m) => m instanceof Uint8Array);
+        this.worker.postMessage({ id, op, args }, secrets.map((m) => /** @type {Uint8Array} */ (m).buffer));
       } catch (err) {
         this.pending.delete(id);
         reject(new VaultError('bad_request', 'the request could not be sent to the vault worker'));

@@ -21,6 +21,7 @@
 //   'view', 'status'  another screen, a new status (the top bar renders again)
 //   'listing'         a whole new list; 'added': one new memory (the views render again)
 //   'refusals'        the syncs' refusals changed (the sync status area shows them)
+//   'passphrase-changed' a sync stopped: the passphrase was changed on another device (views/passphrase.js asks)
 
 /** @import { BootResult, Entry, ListResult, Provider, StatusResult } from '../types/protocol' */
 /**
@@ -76,7 +77,7 @@ export function rememberName(name) {
 
 // ------------------------------------------------------------------ events
 
-/** @typedef {'open' | 'lock' | 'view' | 'status' | 'listing' | 'added' | 'refusals'} StateEvent */
+/** @typedef {'open' | 'lock' | 'view' | 'status' | 'listing' | 'added' | 'refusals' | 'passphrase-changed'} StateEvent */
 
 /** @type {Map<StateEvent, ((detail: any) => void)[]>} */
 const listeners = new Map();

@@ -475,7 +475,7 @@ async function run(op, args) {
     mark(`${op}-done`);
     sendMarks();
   }
-  if (["unlock", "unlock_slot", "login", "link"].includes(op)) startLive();
+  if (["unlock", "unlock_slot", "login", "link", "passphrase_update"].includes(op)) startLive();
   return result;
 }
 
@@ -517,7 +517,9 @@ async function startLive() {
       }
     } catch (/** @type {any} */ e) {
       if (ctl.signal.aborted) return;
-      self.postMessage({ event: "online", online: false, message: String(e.message || e) });
+      self.postMessage({ event: "online", online: false, message: String(e.message || e), code: e.code });
+      // changed on another device: nothing syncs until the page's passphrase_update, which starts the loop again
+      if (e.code === "passphrase_changed") return;
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 30000);
     }

@@ -24,6 +24,7 @@ import { wireTransfer } from './transfer.js';
 import { passkeysPanel } from './passkeys.js';
 import { recoverySheet } from './recovery.js';
 import { signOutPanel } from './signout.js';
+import { passphrasePanel } from './passphrase.js';
 
 /** @import { Provider } from '../../types/protocol' */
 
@@ -39,8 +40,8 @@ function showSettings() {
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
-  // last on the screen, after "This device": the recovery sheet, then leaving this browser
-  role(node, 'facts').closest('section')?.after(recoverySheet({ name: vaultName(), server: syncStatus().server, newKit: true }),
+  // last on the screen, after "This device": the passphrase, the recovery sheet, then leaving this browser
+  role(node, 'facts').closest('section')?.after(passphrasePanel(), recoverySheet({ name: vaultName(), server: syncStatus().server, newKit: true }),
     signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }));
   focusTitle(node);
 }

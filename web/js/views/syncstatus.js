@@ -15,7 +15,7 @@ import { clockTime } from '../format.js';
 import { showView } from '../nav.js';
 import { call, refreshList, refreshStatus } from '../vault.js';
 import {
-  clearRefusals, currentSession, currentView, editingId, isCurrent, isLinked, isOnline, isSyncing, isUnlocked,
+  clearRefusals, currentSession, currentView, editingId, emit, isCurrent, isLinked, isOnline, isSyncing, isUnlocked,
   noteRefusals, noteSynced, offlineReason, on, setOnline, setSyncing, syncRefusals, syncStatus, vaultName,
 } from '../state.js';
 
@@ -27,6 +27,8 @@ const text = /** @type {HTMLElement} */ (document.getElementById('sync-text'));
 const box = /** @type {HTMLElement} */ (document.getElementById('sync-status'));
 const button = /** @type {HTMLButtonElement} */ (document.getElementById('sync-button'));
 const warning = /** @type {HTMLElement} */ (document.getElementById('sync-warning'));
+// why the sync stopped when the passphrase was changed on another device (the status line says so)
+const PASSPHRASE_CHANGED = 'your passphrase was changed on another device';
 
 export function renderHeader() {
   /** @type {HTMLElement} */ (document.getElementById('vault-title')).textContent = vaultName();
@@ -50,6 +52,7 @@ function renderSync() {
     const offline = isOnline() === false || navigator.onLine === false;
     mode = isSyncing() ? 'syncing' : offline ? 'offline' : isOnline() ? 'online' : 'connecting';
     parts = [{ syncing: 'Syncing…', offline: 'Offline', online: 'Online', connecting: 'Connecting…' }[mode]];
+    if (mode === 'offline' && offlineReason() === PASSPHRASE_CHANGED) parts = ['Not syncing: new passphrase needed'];
     if (s.pending) parts.push(`${s.pending} pending`);
     if (s.last_sync) parts.push(`synced ${clockTime(s.last_sync)}`);
     else if (!s.pending) parts.push('not synced yet');
@@ -101,6 +104,7 @@ export async function syncNow(reason) {
     if (!isCurrent(session)) return null;
     const err = /** @type {{ code?: string, message?: string }} */ (ex);
     if (err.code === 'sync') setOnline(false, oneLine(err.message));
+    if (err.code === 'passphrase_changed') passphraseChanged();
     if (reason === 'manual' || reason === 'link') throw ex;
     return null;
   } finally {
@@ -155,6 +159,15 @@ export function onOnline(e) {
   if (!isUnlocked()) return;
   setOnline(Boolean(e.online), e.online ? '' : oneLine(e.message || 'the server cannot be reached'));
   renderSync();
+  if (e.code === 'passphrase_changed') passphraseChanged();
+}
+
+// The sync stopped because the passphrase was changed on another device (issue 24): the
+// status line says so, and views/passphrase.js asks for the new one.
+function passphraseChanged() {
+  setOnline(false, PASSPHRASE_CHANGED);
+  renderSync();
+  emit('passphrase-changed');
 }
 
 button.addEventListener('click', async () => {
@@ -175,7 +188,8 @@ button.addEventListener('click', async () => {
     notice(bits.length ? `Synced: ${bits.join(', ')}.` : 'Synced: nothing new.');
     if (r.pulled || r.erased_here) refreshList();
   } catch (ex) {
-    notice(`Sync failed: ${oneLine(errorText(ex))}`);
+    // a changed passphrase is asked for (views/passphrase.js), not reported as a failure
+    if (/** @type {{ code?: string }} */ (ex).code !== 'passphrase_changed') notice(`Sync failed: ${oneLine(errorText(ex))}`);
   }
 });
 
