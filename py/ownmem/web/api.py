@@ -25,13 +25,8 @@ from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.vault import recovery
 from ownmem.vault.slots import Slot
-<<<<<<< HEAD
-from ownmem.vault.sync import Syncer, adopt_from_server_async, link
-from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
-=======
 from ownmem.vault.sync import Syncer, SyncReport, adopt_from_server_async, link
-from ownmem.vault.unlock import create_in_async, unlock_store_async, unlock_with_slot_async
->>>>>>> slots
+from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
 from ownmem.vault.vault import DEFAULT_SCOPE, Entry, Listing, UnlockedVault, search_doc
 from ownmem.web import history
 from ownmem.web.cache import CACHE_INFO, DeviceCache, load_cache, save_cache
