@@ -272,7 +272,7 @@ async function passkeyFlow(view) {
   return small;
 }
 
-// the slots the vault holds, read by a worker of its own (public: no unlock needed)
+// the passkey slots the vault holds (not its recovery kit's), read by a worker of its own (public: no unlock needed)
 const inWorkerSlots = async () => {
   const w = new Worker('/js/worker.js', { type: 'module' });
   return new Promise((done, fail) => {
@@ -281,7 +281,7 @@ const inWorkerSlots = async () => {
       if (e.data.event === 'failed') fail(new Error(e.data.message));
       if (e.data.id === 1) {
         w.terminate();
-        if (e.data.ok) done(e.data.result.slots);
+        if (e.data.ok) done(e.data.result.slots.filter((x) => x.kind === 'passkey'));
         else fail(new Error(e.data.error.message));
       }
     };
