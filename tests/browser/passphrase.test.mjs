@@ -241,7 +241,9 @@ async function flow(view) {
     /Your passphrase was changed on another device\. Enter the new passphrase to keep syncing\./);
   assert.equal(await ev(() => document.activeElement?.id), 'update-new');
   await capture(view, 'passphrase-update', { fullPage: false });
-  assert.match(await ev(text, '[data-testid="sync-status"]'), /Not syncing: new passphrase needed/);
+  assert.match(await ev(text, '[data-testid="sync-status"]'), /^\s*Paused/);
+  assert.equal(await ev(() => document.querySelector('[data-testid="sync-status"]').title),
+    'Sync paused: your passphrase was changed on another device');
   // "Not now": it says why nothing syncs; Sync asks again
   await click(view, '[data-testid="update-later"]');
   await wait('the dialog closed', async () => !(await ev(dialogOpen, 'update-dialog')), 5_000);

@@ -52,7 +52,8 @@ function renderSync() {
     const offline = isOnline() === false || navigator.onLine === false;
     mode = isSyncing() ? 'syncing' : offline ? 'offline' : isOnline() ? 'online' : 'connecting';
     parts = [{ syncing: 'Syncing…', offline: 'Offline', online: 'Online', connecting: 'Connecting…' }[mode]];
-    if (mode === 'offline' && offlineReason() === PASSPHRASE_CHANGED) parts = ['Not syncing: new passphrase needed'];
+    // short: a phone's top bar has room for a word or two; the title and the dialog say why
+    if (mode === 'offline' && offlineReason() === PASSPHRASE_CHANGED) parts = ['Paused'];
     if (s.pending) parts.push(`${s.pending} pending`);
     if (s.last_sync) parts.push(`synced ${clockTime(s.last_sync)}`);
     else if (!s.pending) parts.push('not synced yet');
@@ -62,7 +63,8 @@ function renderSync() {
   dot.className = `dot dot-${mode}`;
   box.dataset.state = mode;
   box.dataset.pending = String(s.pending || 0);
-  box.title = mode === 'offline' && offlineReason() ? `Offline: ${offlineReason()}` : line;
+  box.title = offlineReason() === PASSPHRASE_CHANGED ? `Sync paused: ${PASSPHRASE_CHANGED}`
+    : mode === 'offline' && offlineReason() ? `Offline: ${offlineReason()}` : line;
   button.disabled = isSyncing();
   button.textContent = isLinked() ? 'Sync' : 'Link…';
   button.setAttribute('aria-label', isLinked() ? 'Sync now' : 'Link this vault to a sync server');
