@@ -24,9 +24,18 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ownmem.wire import signed
-from ownmem.wire.devices import DeviceEnrolment, DeviceInfo, DeviceList, DeviceLogin, DeviceRemoval, device_id
+from ownmem.wire.codec import Hex
+from ownmem.wire.devices import (
+    DEVICE_ID_LEN,
+    DeviceEnrolment,
+    DeviceInfo,
+    DeviceList,
+    DeviceLogin,
+    DeviceRemoval,
+    device_id,
+)
 from ownmem.wire.errors import ErrorCode as E
-from server.context import ApiError, Context, hex_param, parsed
+from server.context import ApiError, Context, parsed
 from server.storage.base import VaultRecord
 from server.storage.devices import DeviceRecord, Enrolled
 from server.verify import ed25519_valid
@@ -157,10 +166,7 @@ def device_routes(ctx: Context) -> list[Route]:
         """Only the owner key in force removes a device, and never the one asking (it would lose
         the session the passphrase change that must follow needs)."""
         v, _ = await ctx.authed(request)
-        raw = request.path_params["device_id"]
-        did = hex_param(raw, "device_id")
-        if len(did) != 16:
-            raise ApiError(E.MALFORMED, "a device id is 16 bytes, hex")
+        did = parsed(lambda x: Hex(DEVICE_ID_LEN).load(x, "device_id"), request.path_params["device_id"])
         up = parsed(DeviceRemoval.parse, await ctx.json_body(request))
         if not ed25519_valid(v.owner_pub, up.signature, signed.device_remove_message(v.name, did)):
             raise ApiError(E.BAD_SIGNATURE, "the removal is not signed by the vault's owner key in force")
