@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from ownmem.vault.sync import Syncer
 
 DEVICE_KEY, DEVICE_LABEL = "device_key", "device_label"
+# when this device last took new owner keys (a passphrase change made or taken here, which is
+# also how a device removal ends): agent credentials and sessions issued before it are revoked
+# (agent/keychange.py).  A device that took the change late counts from then: conservative.
+KEYS_CHANGED_AT = "keys_changed_at"
 
 # Said wherever a device is removed (CLI, PWA, README), because it is what people would not guess.
 WHAT_IT_KEEPS = (
@@ -96,6 +100,20 @@ def device_auth(store: Store, owner_seed: bytes, p: CryptoProvider, *, seed: byt
         raw = store.sync_get(DEVICE_LABEL)
         label = raw.decode() if raw else default_label()
     return DeviceAuth(seed, run_sync(p.ed25519_public(seed)), clean_label(label), owner_seed)
+
+
+def note_keys_changed(store: Store, now: int) -> None:
+    """Inside the caller's transaction (the one that stores the new keys)."""
+    store.sync_set(KEYS_CHANGED_AT, str(int(now)).encode())
+
+
+def keys_changed_at(store: Store) -> int:
+    """UNIX seconds of this device's last key change; 0 if none."""
+    raw = store.sync_get(KEYS_CHANGED_AT)
+    try:
+        return int(raw.decode()) if raw else 0
+    except ValueError:
+        return 0
 
 
 def set_label(store: Store, label: str) -> None:

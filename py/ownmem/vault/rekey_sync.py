@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from ownmem.aperto import keys as aperto_keys
@@ -19,6 +20,7 @@ from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.vault import rekey
+from ownmem.vault.devices import note_keys_changed
 from ownmem.vault.metadata import check_metadata_seen, note_metadata_seen, parse_metadata
 from ownmem.vault.store import PublicIdentity
 from ownmem.vault.sync import Syncer, SyncReport
@@ -85,6 +87,7 @@ def catch_up(s: Syncer, new_passphrase: str) -> None:
         v.store.replace_scopes(scopes.values())
         v.store.set_successions(cbor.encode([r.encode() for r in recs]))
         note_metadata_seen(v.store, held.version, held.metadata)
+        note_keys_changed(v.store, int(time.time()))     # agent tokens issued before: revoked
     v.ident = ident
     v._keks = keks                                                # noqa: SLF001 (the vault's KEK cache)
     p.forget_secrets()

@@ -34,6 +34,7 @@ from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.uomp.items import search_label
 from ownmem.vault import rekey
+from ownmem.vault.devices import note_keys_changed
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
@@ -295,6 +296,7 @@ class UnlockedVault:
             self.store.replace_identity(PublicIdentity(salt, done.ident.sign_pub, done.ident.ka_pub), done.root_wrap)
             self.store.replace_scopes(done.scopes.values())
             self.store.set_successions(cbor.encode([*recs, done.succession.encode()]))
+            note_keys_changed(self.store, int(time.time()))   # agent tokens issued before: revoked
             if publish is not None:
                 publish(done)
         self.ident = done.ident
