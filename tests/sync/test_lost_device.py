@@ -6,7 +6,7 @@ the other devices take the passphrase again and read everything.  And from a str
 forged, replayed or foreign device proof or enrolment opens no session."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,16 @@ def _authed(url: str, name: str, token: str, path: str) -> httpx.Response:
 
 
 def test_a_removed_device_is_locked_out_and_opens_nothing_written_afterwards(url: str, devices: Devices) -> None:
-    name = "lost-one"
+    _removed_device_is_locked_out(url, devices, "lost-one")
+
+
+def test_on_postgresql_too_a_removed_device_is_locked_out(pg_backend: Backend,
+                                                          servers: Callable[..., ServerProcess],
+                                                          devices: Devices) -> None:
+    _removed_device_is_locked_out(servers(pg_backend).url, devices, "lost-pg")
+
+
+def _removed_device_is_locked_out(url: str, devices: Devices, name: str) -> None:
     a = devices.first(url, name, label="laptop")
     b = devices.join(url, name, label="phone")          # the phone that is lost
     c = devices.join(url, name, label="tablet")
