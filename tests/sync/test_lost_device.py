@@ -16,7 +16,8 @@ import pytest
 from ownmem.aperto import keys as K
 from ownmem.crypto import provider, random_bytes, run_sync
 from ownmem.errors import DeviceRemoved, OwnmemError, PassphraseChanged
-from ownmem.vault.devices import DeviceAuth, list_devices, remove_device, this_device_id
+from ownmem.vault.devicekey import DeviceAuth
+from ownmem.vault.devices import list_devices, remove_device, this_device_id
 from ownmem.vault.metadata import parse_metadata
 from ownmem.vault.rekey_sync import catch_up, change_passphrase
 from ownmem.wire import messages, signed

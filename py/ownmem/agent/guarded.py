@@ -46,7 +46,7 @@ from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
 from ownmem.uomp.tokens import Claims, Scope, Scopes
 from ownmem.usecases.items import item_of
-from ownmem.vault.devices import keys_changed_at
+from ownmem.vault.devicekey import keys_changed_at
 from ownmem.vault.vault import Entry
 
 _log = logging.getLogger("ownmem.agent")

@@ -1,6 +1,6 @@
 """Agent credentials and sessions after a key change (issue 24 item 8; docs/decisions.md "15.7").
 
-    keys changed at T  (vault/devices.py ``keys_changed_at``: a passphrase change made or taken
+    keys changed at T  (vault/devicekey.py ``keys_changed_at``: a passphrase change made or taken
                         on this device, which is also how a device removal ends)
     every credential created before T, and every live session created before T
         -> revoked: the session ends ("revoked", its token blacklisted), the credential is deleted

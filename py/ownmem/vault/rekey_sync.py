@@ -20,7 +20,7 @@ from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.vault import rekey
-from ownmem.vault.devices import note_keys_changed
+from ownmem.vault.devicekey import note_keys_changed
 from ownmem.vault.metadata import check_metadata_seen, note_metadata_seen, parse_metadata
 from ownmem.vault.store import PublicIdentity
 from ownmem.vault.sync import Syncer, SyncReport

@@ -21,7 +21,7 @@ from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_ANSWER, valid_vault_name
 
 if TYPE_CHECKING:
-    from ownmem.vault.devices import DeviceAuth
+    from ownmem.vault.devicekey import DeviceAuth
 
 PULL_PAGE = 5000
 TIMEOUT = 30.0
@@ -122,7 +122,7 @@ class Remote:
         return taken if isinstance(taken, bool) else None
 
     def login(self, sync_key: aperto_keys.SigningKey, device: DeviceAuth | None = None) -> None:
-        """A session: the sync key's proof and, with ``device``, this device's (vault/devices.py)."""
+        """A session: the sync key's proof and, with ``device``, this device's (vault/devicekey.py)."""
         c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
         sig = run_sync(provider().ed25519_sign(sync_key.seed, signed.auth_message(self.name, c)))
         body = messages.SessionRequest(c, sig).encode()

@@ -47,7 +47,7 @@ from ownmem.errors import (
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
 from ownmem.vault import local_receipts, rekey
-from ownmem.vault.devices import DEVICE_KEY, DEVICE_LABEL, DeviceAuth, clean_label, default_label, device_auth
+from ownmem.vault.devicekey import DEVICE_KEY, DEVICE_LABEL, DeviceAuth, clean_label, default_label, device_auth
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import (
     Metadata,
@@ -601,7 +601,7 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
     sync_seed = await aperto_keys.derive_purpose_key(p, ident.root, SYNC_INFO)
-    # this device's own key, enrolled by the owner key the passphrase just proved (vault/devices.py)
+    # this device's own key, enrolled by the owner key the passphrase just proved (vault/devicekey.py)
     seed = random_bytes(32)
     device = DeviceAuth(seed, await p.ed25519_public(seed), clean_label(label) if label else default_label(),
                         ident.sign.seed)

@@ -34,7 +34,7 @@ from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.uomp.items import search_label
 from ownmem.vault import rekey
-from ownmem.vault.devices import note_keys_changed
+from ownmem.vault.devicekey import note_keys_changed
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
