@@ -8,6 +8,7 @@ the owner key in force signs its enrolment (bound to that challenge: good once).
 from __future__ import annotations
 
 import platform
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ class DeviceAuth:
 
 
 def default_label() -> str:
+    if sys.platform == "emscripten":      # the web app names itself from its browser (its link and login)
+        return "ownmem in a browser"
     return clean_label(f"ownmem CLI on {platform.node() or 'this computer'}")
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ownmem.aperto import keys as aperto_keys
 from ownmem.crypto import run_sync
 from ownmem.errors import NotFound
 from ownmem.vault.devicekey import device_auth
 from ownmem.vault.rekey import Rekeyed
-from ownmem.vault.rekey_sync import change_passphrase
+from ownmem.vault.rekey_sync import change_passphrase_async
 from ownmem.vault.sync import Syncer
 from ownmem.wire import signed
 from ownmem.wire.devices import DeviceInfo
@@ -49,6 +50,16 @@ def rows(listed: tuple[DeviceInfo, ...], mine: bytes) -> list[DeviceRow]:
     return [DeviceRow(d.device_id, d.label, d.added_at, d.last_sync, d.device_id == mine) for d in listed]
 
 
+async def is_current_passphrase(s: Syncer, passphrase: str) -> bool:
+    """Whether ``passphrase`` is this vault's (one Argon2id): a removal renews the keys under the
+    passphrase typed, so a typo must never become the vault's passphrase."""
+    pub = s.store.identity()
+    if pub is None or not passphrase:
+        return False
+    master = await aperto_keys.master_from_passphrase(s.v.crypto, passphrase, pub.salt)
+    return (await aperto_keys.identity_from_master(s.v.crypto, master)).sign_pub == s.v.identity.sign_pub
+
+
 def list_devices(s: Syncer) -> list[DeviceRow]:
     """The vault's enrolled devices (this one enrols itself by logging in)."""
     return rows(s._call(s.remote.devices), this_device_id(s))    # noqa: SLF001 (this package's own Syncer)
@@ -71,7 +82,12 @@ def remove_device(s: Syncer, device: bytes, passphrase: str) -> Rekeyed:
     """(a) the server removes ``device``, then (b) the owner keys change under ``passphrase`` (the
     same one typed again, or a new one).  If (b) fails, the device is removed all the same and no
     device can be added until a passphrase change (``ownmem passphrase change``) finishes it."""
-    sig = run_sync(s.v.crypto.ed25519_sign(s.v.identity.sign.seed, signed.device_remove_message(s.remote.name,
-                                                                                                device)))
+    return run_sync(remove_device_async(s, device, passphrase))
+
+
+async def remove_device_async(s: Syncer, device: bytes, passphrase: str, *, salt: bytes | None = None,
+                              master: bytes | None = None) -> Rekeyed:
+    """``remove_device`` awaiting its Argon2id (the browser)."""
+    sig = await s.v.crypto.ed25519_sign(s.v.identity.sign.seed, signed.device_remove_message(s.remote.name, device))
     s._call(lambda: s.remote.remove_device(device, sig))          # noqa: SLF001
-    return change_passphrase(s, passphrase)
+    return await change_passphrase_async(s, passphrase, salt=salt, master=master)

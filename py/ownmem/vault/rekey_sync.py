@@ -30,6 +30,13 @@ from ownmem.wire import messages, signed
 def change_passphrase(s: Syncer, new_passphrase: str) -> rekey.Rekeyed:
     """The change on this device and on the server, both or neither (a crash between the server's
     answer and the local commit leaves this device as one that missed it: ``catch_up``)."""
+    return run_sync(change_passphrase_async(s, new_passphrase))
+
+
+async def change_passphrase_async(s: Syncer, new_passphrase: str, *, salt: bytes | None = None,
+                                  master: bytes | None = None) -> rekey.Rekeyed:
+    """``change_passphrase`` awaiting its Argon2id (the browser; ``master``: derived already from
+    ``salt``); the HTTP exchanges stay synchronous, as in ``adopt_from_server_async``."""
     s.sync_metadata(SyncReport())            # the scopes and keys of every device, so all are re-wrapped
     held = s._call(s.remote.get_metadata)    # noqa: SLF001 (this package's own Syncer)
     old = s.v.identity
@@ -51,7 +58,7 @@ def change_passphrase(s: Syncer, new_passphrase: str) -> rekey.Rekeyed:
         got = s._call(lambda: s.remote.rekey(up))                 # noqa: SLF001
         note_metadata_seen(s.store, got, doc)
 
-    return s.v.change_passphrase(new_passphrase, publish=publish)
+    return await s.v.change_passphrase_async(new_passphrase, salt=salt, master=master, publish=publish)
 
 
 def catch_up(s: Syncer, new_passphrase: str) -> None:
