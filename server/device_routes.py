@@ -46,13 +46,13 @@ TOUCH_EVERY = 60.0     # seconds between two notes of one credential's sync (a p
 class Admission(enum.Enum):
     """What a login's device part comes to (``admission``)."""
 
-    LEGACY = "legacy"                  # no device enrolled in the vault yet: the sync key alone, as before
-    DEVICE = "device"                  # an enrolled device
-    ENROL = "enrol"                    # a device the owner key in force enrols now
-    BAD_PROOF = "bad_proof"
-    REMOVED = "removed"
-    DEVICE_REQUIRED = "device_required"
-    BAD_ENROLMENT = "bad_enrolment"
+    LEGACY = enum.auto()            # no device enrolled in the vault yet: the sync key alone, as before
+    DEVICE = enum.auto()            # an enrolled device
+    ENROL = enum.auto()             # a device the owner key in force enrols now
+    BAD_PROOF = enum.auto()
+    REMOVED = enum.auto()
+    DEVICE_REQUIRED = enum.auto()
+    BAD_ENROLMENT = enum.auto()
 
 
 def admission(*, proof: bool | None, enrolled: bool, removed: bool, vault_has_devices: bool,

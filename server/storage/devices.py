@@ -50,12 +50,12 @@ class DeviceRecord:
 class Enrolled(enum.Enum):
     """What an enrolment came to."""
 
-    ADDED = "added"
-    KNOWN = "known"              # enrolled before: nothing changed
-    REMOVED = "removed"          # this device key was removed: never again
-    CLOSED = "closed"            # the owner key in force was in force at a removal
-    STALE_OWNER = "stale_owner"  # the owner key changed since the signature was checked
-    FULL = "full"
+    ADDED = enum.auto()
+    KNOWN = enum.auto()            # enrolled before: nothing changed
+    REMOVED = enum.auto()          # this device key was removed: never again
+    CLOSED = enum.auto()           # the owner key in force was in force at a removal
+    STALE_OWNER = enum.auto()      # the owner key changed since the signature was checked
+    FULL = enum.auto()
 
 
 Tx = Callable[[], AbstractContextManager[Any]]
