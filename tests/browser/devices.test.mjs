@@ -189,7 +189,7 @@ async function scenario(view, browserName) {
     const t = await ev(text, '#notice');
     return /removed from the vault/.test(t) && t;
   });
-  assert.match(said, /Sync failed: this device was removed from the vault on another device: it can no longer sync/);
+  assert.match(said, /Sync failed: This device was removed from the vault on another device: it can no longer sync\. What it already holds stays readable here/);
   await capture(view, 'device-removed-notice', { fullPage: false });
   assert.deepEqual((SMALL_TARGETS[view.engine] ?? []).filter((t) => /devices|device-/.test(t)), [],
     `${view.engine}: touch targets under 44 px`);
