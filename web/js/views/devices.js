@@ -18,7 +18,7 @@ import { call } from '../vault.js';
  */
 export function deviceFacts(d) {
   const synced = d.last_sync ? `last synced ${dateTime(d.last_sync)}` : 'never synced';
-  return `Added ${dateTime(d.added_at)}, ${synced}`;
+  return `ID ${d.id.slice(0, 8)} · added ${dateTime(d.added_at)}, ${synced}`;
 }
 
 /**

@@ -175,7 +175,8 @@ button.addEventListener('click', async () => {
     notice(bits.length ? `Synced: ${bits.join(', ')}.` : 'Synced: nothing new.');
     if (r.pulled || r.erased_here) refreshList();
   } catch (ex) {
-    notice(`Sync failed: ${oneLine(errorText(ex))}`);
+    // a removed device stays removed: that is said until dismissed, not for five seconds
+    notice(`Sync failed: ${oneLine(errorText(ex))}`, { persist: /** @type {{ code?: string }} */ (ex)?.code === 'device_removed' });
   }
 });
 
