@@ -37,6 +37,7 @@ from ownmem.asgi import BodyDeadline, BodyTimeout
 from ownmem.wire import messages
 from ownmem.wire.errors import ErrorCode
 from server.context import ApiError, Config, Context
+from server.device_routes import device_routes
 from server.openapi import OPENAPI
 from server.ratelimit import client_key
 from server.share_routes import share_routes, sweep_every, sweep_expired
@@ -126,6 +127,7 @@ def create_app(config: Config | None = None) -> Starlette:
         Route("/openapi.json", openapi),
         *vaults,
         *witness_routes(ctx),
+        *device_routes(ctx),
         log_listing[0],                 # GET /v1/log
         # before /v1/log/{receipt_id}, which would take /v1/log/checkpoint; public: paid by the address
         *log_routes(ctx),

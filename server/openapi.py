@@ -104,10 +104,19 @@ OPENAPI: dict[str, Any] = {
                           **_err(404, 429)}}},
         "/v1/vaults/{name}/session": {"post": {
             "operationId": "session", "parameters": [NAME],
+            "description": "A login: the sync key's signature over CBOR [\"ownmem/v1/sync-auth\", name, "
+                           "challenge]; and `device`, the device key's over [\"ownmem/v1/device-auth\", name, "
+                           "challenge, device_pub], required once the vault has an enrolled device. A device not "
+                           "enrolled yet adds `enrol`: the owner key in force's signature over "
+                           "[\"ownmem/v1/device-enrol\", name, challenge, device_pub, label].",
             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
-                "challenge": _hexn(32), "signature": _hexn(64)})}}},
+                "challenge": _hexn(32), "signature": _hexn(64),
+                "device": _obj({"device_pub": _hexn(32), "signature": _hexn(64),
+                                "enrol": _obj({"label": {"type": "string", "maxLength": 64},
+                                               "owner_sig": _hexn(64)})}, ["device_pub", "signature"])},
+                ["challenge", "signature"])}}},
             "responses": {"200": _json(_obj({"token": {"type": "string"}, "expires_at": {"type": "integer"}})),
-                          **_err(400, 401, 404, 408, 413, 429)}}},
+                          **_err(400, 401, 403, 404, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/metadata": {
             "get": {"operationId": "getMetadata", "parameters": [NAME], "security": AUTH,
                     "responses": {"200": _json(_obj({"version": {"type": "integer"}, "metadata": HEX,
@@ -293,6 +302,26 @@ OPENAPI["paths"]["/v1/vaults/{name}/witnesses"] = {
              "responses": {"200": _json(_obj({"stored": {"type": "boolean"}})),
                            **_err(400, 401, 403, 408, 413, 429)}},
 }
+
+# ---------------------------------------------------------------- devices (server/device_routes.py)
+
+_DEVICES = _obj({"devices": {"type": "array", "maxItems": 32, "items": _obj({
+    "device_id": _hexn(16), "label": {"type": "string", "maxLength": 64}, "added_at": COUNTER,
+    "last_sync": COUNTER})}})
+OPENAPI["paths"]["/v1/vaults/{name}/devices"] = {
+    "get": {"operationId": "devices", "parameters": [NAME], "security": AUTH,
+            "description": "The vault's enrolled devices (a device's id: the first 16 bytes of SHA-256 of its key).",
+            "responses": {"200": _json(_DEVICES), **_err(401, 403, 429)}}}
+OPENAPI["paths"]["/v1/vaults/{name}/devices/{device_id}/remove"] = {
+    "post": {"operationId": "removeDevice", "security": AUTH,
+             "parameters": [NAME, {"name": "device_id", "in": "path", "required": True, "schema": _hexn(16)}],
+             "description": "Remove a device, signed by the owner key in force over CBOR "
+                            "[\"ownmem/v1/device-remove\", name, device_id]: its credentials end at once, its key "
+                            "never logs in or enrols again, and no device enrols until the owner key changes "
+                            "(a passphrase change). Answers the devices left.",
+             "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                 "signature": _hexn(64)})}}},
+             "responses": {"200": _json(_DEVICES), **_err(400, 401, 403, 404, 408, 413, 429)}}}
 
 # The verifiable log's routes are public too: paid for by the client's address.
 for _path, _item in OPENAPI["paths"].items():

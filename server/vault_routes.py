@@ -53,6 +53,7 @@ from ownmem.wire.limits import (
 )
 from server import challenge as challenges
 from server.context import ApiError, Context, hex_param, int_param, parsed
+from server.device_routes import admit, note_sync
 from server.ratelimit import client_key
 from server.storage import StorageConflict
 from server.storage.base import (
@@ -187,7 +188,8 @@ class VaultRoutes:
         to the address (after the check: charging first would let a stranger's flood refuse
         the owner's login before its proof is even read)."""
         name = self._vault_name(request)
-        req = parsed(messages.SessionRequest.parse, await self.ctx.json_body(request))
+        body = await self.ctx.json_body(request)
+        req = parsed(messages.SessionRequest.parse, body)
         now = time.time()
         live_until = challenges.check(self.ctx.challenge_key, name, req.challenge, now, CHALLENGE_TTL)
         if live_until is None:
@@ -203,8 +205,13 @@ class VaultRoutes:
         # single use: the row is written only now, by a login that proved the key
         if not await self.ctx.call(self.ctx.storage.use_challenge, v.id, req.challenge, live_until, now):
             raise ApiError(E.UNAUTHENTICATED, "the challenge is unknown, used or expired")
+        # and the device's own key, once the vault has enrolled devices (device_routes.py)
+        device = await admit(self.ctx, v, req.challenge, body)
         token = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
         expires = time.time() + TOKEN_TTL
+        if device is not None:
+            await self.ctx.call(self.ctx.storage.devices().bind_token, hashlib.sha256(token.encode()).digest(),
+                                v.id, device, int(now))
         await self.ctx.call(self.ctx.storage.add_token, hashlib.sha256(token.encode()).digest(), v.id, expires)
         return JSONResponse(messages.Session(token, int(expires)).encode())
 
@@ -327,6 +334,7 @@ class VaultRoutes:
     async def changes(self, request: Request) -> Response:
         v, _ = await self.ctx.authed(request)
         since, limit = int_param(request, "since", 0), int_param(request, "limit", 1000)
+        await note_sync(self.ctx, request)
         limit = max(1, min(limit, MAX_PAGE))
         rows, last = await self.ctx.call(self.ctx.storage.changes, v.id, since, limit)
         # bounded in bytes as well as in count: one response never grows past MAX_PAGE_BYTES

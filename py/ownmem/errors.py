@@ -115,6 +115,18 @@ class PassphraseChanged(SyncError):
         super().__init__(message)
 
 
+class DeviceRemoved(SyncError):
+    """This device was removed from the vault on another device: the server no longer lets it log in
+    or enrol.  What it already holds stays readable here; nothing written afterwards reaches it."""
+
+    code = "device_removed"
+
+    def __init__(self, message: str = "this device was removed from the vault on another device: it can no "
+                 "longer sync. What it already holds stays readable here; nothing written from now on reaches it.",
+                 ) -> None:
+        super().__init__(message, "device_removed", 403)
+
+
 class WireError(SyncError):
     """A sync message does not parse as what the protocol says it is (ownmem.wire).
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ownmem.errors import OwnmemError
+
+if TYPE_CHECKING:
+    from server.storage.devices import Devices
 
 
 class StorageError(OwnmemError):
@@ -248,6 +251,10 @@ class Storage(Protocol):
 
     def server_secret(self) -> bytes:
         """32 random bytes, made once per store and kept in it (decoy lookups, app.py)."""
+        ...
+
+    def devices(self) -> Devices:
+        """A vault's enrolled devices (devices.py)."""
         ...
 
     # log witnesses (witness.py): one current record per device of a vault

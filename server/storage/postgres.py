@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from server.storage import shares, tree, witness
+from server.storage import devices as device_store, shares, tree, witness
 from server.storage.base import (
     Change,
     ExportSnapshot,
@@ -177,6 +177,7 @@ class PostgresStorage:
             c.execute(tree.POSTGRES_SCHEMA)
             c.execute(witness.POSTGRES_SCHEMA)
             c.execute(shares.POSTGRES_SCHEMA)
+            c.execute(device_store.POSTGRES_SCHEMA)
         with self._tx() as c:
             # another process may be at it too: the lock first, then what is left to append
             size = int(_one(c.execute("SELECT size FROM tlog_head WHERE id = 1 FOR UPDATE").fetchone())[0])
@@ -214,6 +215,10 @@ class PostgresStorage:
         """The sharing tables (shares.py) over this store's transactions: _append_log takes the
         tree's lock itself, and _tx commits on success."""
         return shares.Shares(self._tx, self._append_log, postgres=True)
+
+    def devices(self) -> device_store.Devices:
+        """A vault's enrolled devices (devices.py) over this store's transactions."""
+        return device_store.Devices(self._tx, "%s", postgres=True)
 
     # ---------------------------------------------------------------- vaults
     def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from server.storage import shares, tree, witness
+from server.storage import devices as device_store, shares, tree, witness
 from server.storage.base import (
     Change,
     ExportSnapshot,
@@ -105,7 +105,8 @@ class SqliteStorage:
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         c = self._conn()
-        c.executescript(SCHEMA + tree.SQLITE_SCHEMA + witness.SQLITE_SCHEMA + shares.SQLITE_SCHEMA)
+        c.executescript(SCHEMA + tree.SQLITE_SCHEMA + witness.SQLITE_SCHEMA + shares.SQLITE_SCHEMA
+                        + device_store.SQLITE_SCHEMA)
         with self._tx() as c:    # several processes may open one file at once: one of them adds the column
             if "stored_bytes" not in {r[1] for r in c.execute("PRAGMA table_info(vaults)")}:
                 c.execute(ADD_STORED_BYTES)
@@ -166,6 +167,10 @@ class SqliteStorage:
             yield self._conn()      # this thread's connection, autocommit: a consistent statement
 
         return shares.Shares(self._tx, self._append_log, postgres=False, read=read)
+
+    def devices(self) -> device_store.Devices:
+        """A vault's enrolled devices (devices.py) over this store's write transactions."""
+        return device_store.Devices(self._tx, "?", postgres=False)
 
     # ---------------------------------------------------------------- vaults
     def register(self, reg: Registration, *, max_per_key: int | None = None) -> VaultRecord:

@@ -196,3 +196,23 @@ export const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 export const PUBLIC_LOG_NOTE = 'Anyone who knows your holder ID can read this vault\'s entries in the public log: '
   + 'when memories were saved, forgotten or shared, when your assistants\' activity record was sealed, and when keys '
   + 'changed, but never what the memories say. ownmem writes the time of each save to the hour only.';
+
+// This browser's name in the vault's device list (views/devices.js; sent with `link` and `login`).
+/**
+ * This browser's name in the list, from its user agent (pure): "Firefox on Linux".
+ * @param {string} ua
+ * @returns {string}
+ */
+export function deviceLabel(ua) {
+  const browser = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox'
+    : /Chrom(e|ium)\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : 'A browser';
+  const os = /iPhone/.test(ua) ? 'iPhone' : /iPad/.test(ua) ? 'iPad' : /Android/.test(ua) ? 'Android'
+    : /Mac OS X|Macintosh/.test(ua) ? 'Mac' : /Windows/.test(ua) ? 'Windows' : /CrOS/.test(ua) ? 'ChromeOS'
+      : /Linux/.test(ua) ? 'Linux' : '';
+  return os ? `${browser} on ${os}` : browser;
+}
+
+/** This browser's label, for `link` and `login`. */
+export function thisDeviceLabel() {
+  return deviceLabel(globalThis.navigator?.userAgent ?? '');
+}

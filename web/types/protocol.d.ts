@@ -4,6 +4,15 @@
 // is a type error in every caller; tests/web/test_worker_protocol.py checks that
 // PythonOperations names exactly the op_* methods of ownmem.web.api.App.
 
+/** One enrolled device of the vault (ownmem.web.api ``op_devices``; docs/decisions.md "15.7"). */
+export interface DeviceRow {
+  id: string;
+  label: string;
+  added_at: number;
+  last_sync: number;
+  this_device: boolean;
+}
+
 /** A memory as the list shows it (Entry.to_json, with the worker's agent_id and agent_confirmed). */
 export interface Entry {
   id: string;
@@ -313,8 +322,8 @@ export interface PythonOperations {
   create: Op<{ passphrase: string; master?: Uint8Array; salt?: Uint8Array }, { key_id: string }>;
   /** master: the Argon2id output, when client.js derived it */
   unlock: Op<{ passphrase: string; master?: Uint8Array }, { count: number }>;
-  login: Op<{ server: string; name: string; passphrase: string; master?: Uint8Array }, SyncResult>;
-  link: Op<{ server: string; name: string }, { name: string }>;
+  login: Op<{ server: string; name: string; passphrase: string; master?: Uint8Array; label?: string }, SyncResult>;
+  link: Op<{ server: string; name: string; label?: string }, { name: string }>;
   list: Op<{ include_unverified?: boolean }, ListResult>;
   add: Op<{ content: string; tags?: string[]; type?: string; confidence?: number; scope?: string },
     { id: string; entry: Entry }>;
@@ -362,6 +371,9 @@ export interface PythonOperations {
   agents: Op<Empty,
     { sessions: Session[]; agents: Agent[]; now: number; staged: StagedWrite[]; requests: AgentRequest[] }>;
   agent_revoke: Op<{ session_id: string }, SyncedChange & { session_id: string }>;
+  devices: Op<Empty, { devices: DeviceRow[]; keeps: string }>;
+  device_remove: Op<{ id: string; passphrase: string; new_passphrase?: string },
+    { removed: string; label: string; new_passphrase: boolean; keeps: string }>;
   audit: Op<{ session?: string | null }, AuditResult>;
   staged_confirm: Op<{ id: string },
     SyncedChange & { id: string; kind?: string; erased?: boolean; contract_id?: string | null }>;

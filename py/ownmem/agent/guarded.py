@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ownmem.agent import keychange
 from ownmem.agent.audit import AuditEntry, new_id
 from ownmem.agent.credentials import ANY_TAG, REMOTE, Credential, CredentialFile
 from ownmem.agent.operator import Operator, OperatorError
@@ -45,6 +46,7 @@ from ownmem.uomp.errors import ErrorCode as E
 from ownmem.uomp.items import EXTENSION, SENSITIVITIES, Item
 from ownmem.uomp.tokens import Claims, Scope, Scopes
 from ownmem.usecases.items import item_of
+from ownmem.vault.devicekey import keys_changed_at
 from ownmem.vault.vault import Entry
 
 _log = logging.getLogger("ownmem.agent")
@@ -165,6 +167,7 @@ class SaihmGuard:
                  now: Callable[[], int] = lambda: int(time.time()), interval: float = 1.0) -> None:
         self.u, self.op, self.creds, self.now = u, op, creds, now
         self._seen: tuple[Credential, ...] | None = None
+        self._keys_seen = 0        # the key change whose stale tokens were revoked last (keychange.py)
         self._items: dict[bytes, tuple[Any, Item]] = {}     # cellId -> (the OpenedMemory, its Item)
         self._lock = threading.Lock()
         self._ticker = Ticker("ownmem-saihm-sessions", interval, self.sync_sessions, "SAIHM sessions not reconciled")
@@ -178,6 +181,7 @@ class SaihmGuard:
         self._ticker.stop()
 
     def sync_sessions(self) -> None:
+        self._end_stale()
         creds = self.creds.all()
         with self._lock:
             if creds is self._seen:
@@ -192,6 +196,16 @@ class SaihmGuard:
                 self.u.sessions.end(s, "revoked", now)
                 self._record(s.session_id, s.agent_id, "revoked", None, (), True, "SAIHM credential revoked")
             self._seen = creds
+
+    def _end_stale(self) -> None:
+        """Credentials and sessions issued before this vault's last key change: revoked (keychange.py)."""
+        with self.op.lock:
+            changed = keys_changed_at(self.op.v.store)
+        if changed <= self._keys_seen:
+            return
+        keychange.end_stale(self.u.sessions, self.creds, changed, self.now(),
+                            lambda s, why: self._record(s.session_id, s.agent_id, "revoked", None, (), True, why))
+        self._keys_seen = changed
 
     def _state(self, cred: Credential) -> guard.SessionState:
         s = self.u.sessions.get(cred.session_id)

@@ -1,5 +1,5 @@
 """The `ownmem` command line: the parser and the entry point; one module per command group
-(vault.py, passwd.py, recovery.py, log.py, share.py, agent.py, sessions.py, manifest.py, records.py, staged.py), all
+(vault.py, passwd.py, recovery.py, devices.py, log.py, share.py, agent.py, sessions.py, manifest.py, records.py, staged.py), all
 sharing common.py.
 
 The vault folder comes from --vault or OWNMEM_VAULT (default ~/.ownmem); the
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ownmem import __version__
-from ownmem.cli import agent, log, passwd, records, recovery, share, staged, vault
+from ownmem.cli import agent, devices, log, passwd, records, recovery, share, staged, vault
 from ownmem.cli.common import EXIT_ERROR, EXIT_USAGE, CliError, Parser
 from ownmem.errors import OwnmemError
 from ownmem.termsafe import guarded, visible
@@ -29,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
     vault.register(sub)
     passwd.register(sub)     # passphrase change|update
     recovery.register(sub)   # recovery create|use
+    devices.register(sub)    # devices [list] | remove ID
     log.register(sub)
     agent.register(sub)      # agent ..., with its sessions and manifest subcommands
     share.register(sub)      # whoami, share ...

@@ -27,6 +27,10 @@ WHAT_IT_DOES = (
     "derive them: changing the passphrase protects what you write next, it does not evict them.")
 
 
+AGENTS_AFTER = ("Agent credentials and sessions issued before now are revoked (the running `ownmem agent` ends "
+                "them within a second): connect your agents again.")
+
+
 def _new_passphrase(args: argparse.Namespace, *, confirm: bool) -> str:
     pw = os.environ.get("OWNMEM_NEW_PASSPHRASE")
     if not pw:
@@ -62,6 +66,7 @@ def cmd_change(args: argparse.Namespace) -> int:
         print(f"passphrase changed {where}; {len(done.scopes)} scope key(s) re-wrapped, no memory touched; "
               f"new owner key {done.ident.key_id.hex()}")
         print(WHAT_IT_DOES)
+        print(AGENTS_AFTER)
     finally:
         v.close()
     return 0

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from ownmem.aperto import keys as aperto_keys
@@ -19,6 +20,7 @@ from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
 from ownmem.vault import rekey, slots
+from ownmem.vault.devicekey import note_keys_changed
 from ownmem.vault.metadata import check_metadata_seen, note_metadata_seen, parse_metadata
 from ownmem.vault.store import PublicIdentity
 from ownmem.vault.sync import Syncer, SyncReport
@@ -30,6 +32,13 @@ def change_passphrase(s: Syncer, new_passphrase: str, *, salt: bytes | None = No
     """The change on this device and on the server, both or neither (a crash between the server's
     answer and the local commit leaves this device as one that missed it: ``catch_up``).
     ``salt``/``master``: a caller that ran Argon2id of the new passphrase itself (the browser)."""
+    return run_sync(change_passphrase_async(s, new_passphrase, salt=salt, master=master))
+
+
+async def change_passphrase_async(s: Syncer, new_passphrase: str, *, salt: bytes | None = None,
+                                  master: bytes | None = None) -> rekey.Rekeyed:
+    """``change_passphrase`` awaiting its Argon2id (the browser; ``master``: derived already from
+    ``salt``); the HTTP exchanges stay synchronous, as in ``adopt_from_server_async``."""
     s.sync_metadata(SyncReport())            # the scopes and keys of every device, so all are re-wrapped
     held = s._call(s.remote.get_metadata)    # noqa: SLF001 (this package's own Syncer)
     old = s.v.identity
@@ -51,7 +60,7 @@ def change_passphrase(s: Syncer, new_passphrase: str, *, salt: bytes | None = No
         got = s._call(lambda: s.remote.rekey(up))                 # noqa: SLF001
         note_metadata_seen(s.store, got, doc)
 
-    return run_sync(s.v.change_passphrase_async(new_passphrase, salt=salt, master=master, publish=publish))
+    return await s.v.change_passphrase_async(new_passphrase, salt=salt, master=master, publish=publish)
 
 
 def catch_up(s: Syncer, new_passphrase: str, *, derived: tuple[bytes, bytes] | None = None) -> None:
@@ -95,6 +104,7 @@ def catch_up(s: Syncer, new_passphrase: str, *, derived: tuple[bytes, bytes] | N
         v.store.replace_scopes(scopes.values())
         v.store.set_successions(cbor.encode([r.encode() for r in recs]))
         note_metadata_seen(v.store, held.version, held.metadata)
+        note_keys_changed(v.store, int(time.time()))     # agent tokens issued before: revoked
     v.ident = ident
     v._keks = keks                                                # noqa: SLF001 (the vault's KEK cache)
     p.forget_secrets()

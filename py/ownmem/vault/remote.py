@@ -4,7 +4,7 @@ answer that is not 2xx into one SyncError."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import httpx
@@ -13,11 +13,15 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.crypto import provider, run_sync, sha256
-from ownmem.errors import OwnmemError, SyncError, WireError
+from ownmem.errors import DeviceRemoved, OwnmemError, SyncError, WireError
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.wire import codec, messages, signed
+from ownmem.wire.devices import DeviceInfo, DeviceList, DeviceRemoval
 from ownmem.wire.errors import ErrorCode
 from ownmem.wire.limits import MAX_ANSWER, valid_vault_name
+
+if TYPE_CHECKING:
+    from ownmem.vault.devicekey import DeviceAuth
 
 PULL_PAGE = 5000
 TIMEOUT = 30.0
@@ -32,6 +36,8 @@ def refusal(status: int, body: bytes) -> SyncError:
         err = messages.ErrorBody.parse(doc)
     except WireError:
         return SyncError(f"server refused: HTTP {status}", None, status)
+    if err.error == ErrorCode.DEVICE_REMOVED:
+        return DeviceRemoved()
     vault = doc.get("vault") if err.error == ErrorCode.KEYS_REGISTERED else None
     return SyncError(f"server refused: {err.message}", err.error, status,
                      vault if isinstance(vault, str) and valid_vault_name(vault) else None)
@@ -120,11 +126,26 @@ class Remote:
         taken = got.get("taken") if isinstance(got, dict) else None
         return taken if isinstance(taken, bool) else None
 
-    def login(self, sync_key: aperto_keys.SigningKey) -> None:
+    def login(self, sync_key: aperto_keys.SigningKey, device: DeviceAuth | None = None) -> None:
+        """A session: the sync key's proof and, with ``device``, this device's (vault/devicekey.py)."""
         c = messages.Challenge.parse(self._json("POST", self._url("/challenge"))).challenge
         sig = run_sync(provider().ed25519_sign(sync_key.seed, signed.auth_message(self.name, c)))
-        answer = self._json("POST", self._url("/session"), messages.SessionRequest(c, sig))
+        body = messages.SessionRequest(c, sig).encode()
+        if device is not None:
+            body["device"] = run_sync(device.login_part(provider(), self.name, c))
+        answer = codec.load_json(self._req("POST", self._url("/session"), codec.dump_json(body), JSON))
         self.token = messages.Session.parse(answer).token
+
+    def devices(self) -> tuple[DeviceInfo, ...]:
+        return DeviceList.parse(self._json("GET", self._url("/devices"), auth=True)).devices
+
+    def remove_device(self, device: bytes, owner_sig: bytes) -> tuple[DeviceInfo, ...]:
+        """Remove a device (owner-signed) -> the devices left."""
+        got = DeviceList.parse(self._json("POST", self._url(f"/devices/{device.hex()}/remove"),
+                                          DeviceRemoval(owner_sig), auth=True)).devices
+        if any(d.device_id == device for d in got):
+            raise WireError("the server still lists the device it says it removed")
+        return got
 
     def get_metadata(self) -> messages.MetadataVersion:
         return messages.MetadataVersion.parse(self._json("GET", self._url("/metadata"), auth=True))

@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - under Pyodide, where ownmem.web.remote
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import sign_metadata
 from ownmem.aperto.model import LEGACY_VERSION
-from ownmem.crypto import CryptoProvider, cbor, run_sync
+from ownmem.crypto import CryptoProvider, cbor, random_bytes, run_sync
 from ownmem.errors import (
     MalformedInput,
     NoSuchVault,
@@ -47,6 +47,7 @@ from ownmem.errors import (
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
 from ownmem.vault import local_receipts, recovery, rekey
+from ownmem.vault.devicekey import DEVICE_KEY, DEVICE_LABEL, DeviceAuth, clean_label, default_label, device_auth
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import (
     Metadata,
@@ -118,7 +119,7 @@ class Syncer:
 
     def ensure_login(self) -> None:
         if self.remote.token is None:
-            self.remote.login(self.v.sync_key())
+            self.remote.login(self.v.sync_key(), device_auth(self.store, self.v.identity.sign.seed, self.v.crypto))
 
     def _call(self, fn: Callable[[], T]) -> T:
         """One retry after re-authenticating: credentials are short-lived."""
@@ -577,13 +578,14 @@ def login_new_device(folder: str | Path, server: str, name: str, passphrase: str
 
 
 def adopt_from_server(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str, p: CryptoProvider,
-                      *, master: bytes | None = None) -> Syncer:
+                      *, master: bytes | None = None, label: str | None = None) -> Syncer:
     """The new-device flow over any store; the store is touched only once the keys are proven."""
-    return run_sync(adopt_from_server_async(open_store, remote, passphrase, p, master=master))
+    return run_sync(adopt_from_server_async(open_store, remote, passphrase, p, master=master, label=label))
 
 
 async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remote: Remote, passphrase: str,
-                                  p: CryptoProvider, *, master: bytes | None = None) -> Syncer:
+                                  p: CryptoProvider, *, master: bytes | None = None,
+                                  label: str | None = None) -> Syncer:
     """``adopt_from_server`` awaiting its crypto (the browser without JSPI: Argon2id from the
     server's salt in hash-wasm, not in JavaScript); the HTTP exchanges stay synchronous."""
     name = remote.name
@@ -605,7 +607,11 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
     sync_seed = await aperto_keys.derive_purpose_key(p, ident.root, SYNC_INFO)
-    remote.login(await aperto_keys.signing_key(p, sync_seed))
+    # this device's own key, enrolled by the owner key the passphrase just proved (vault/devicekey.py)
+    seed = random_bytes(32)
+    device = DeviceAuth(seed, await p.ed25519_public(seed), clean_label(label) if label else default_label(),
+                        ident.sign.seed)
+    remote.login(await aperto_keys.signing_key(p, sync_seed), device)
     held = remote.get_metadata()
     if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
                                                                                      held.metadata)):
@@ -631,6 +637,8 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
         note_metadata_seen(store, held.version, held.metadata)
         store.sync_set("server", remote.base.encode())
         store.sync_set("name", name.encode())
+        store.sync_set(DEVICE_KEY, device.seed)
+        store.sync_set(DEVICE_LABEL, device.label.encode())
     syncer = Syncer(UnlockedVault(store, ident, p), remote)
     _pin_log_key(syncer)
     return syncer

@@ -34,6 +34,7 @@ from ownmem.saihm.identity import Holder, holder_from_master
 from ownmem.saihm.receipt import make_receipt
 from ownmem.uomp.items import search_label
 from ownmem.vault import rekey, slots
+from ownmem.vault.devicekey import note_keys_changed
 from ownmem.vault.store import PublicIdentity, Store, StoredObject
 
 DEFAULT_SCOPE = "default"
@@ -298,6 +299,7 @@ class UnlockedVault:
             self.store.replace_scopes(done.scopes.values())
             self.store.set_successions(cbor.encode([*recs, done.succession.encode()]))
             self.store.set_unlock_slots(rewrapped)
+            note_keys_changed(self.store, int(time.time()))   # agent tokens issued before: revoked
             if publish is not None:
                 publish(done)
         self.ident = done.ident

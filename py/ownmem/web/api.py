@@ -24,6 +24,7 @@ from ownmem.errors import ImportRefused, MalformedInput, NotFound, OwnmemError, 
 from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.vault import recovery
+from ownmem.vault.devicekey import set_label
 from ownmem.vault.slots import Slot
 from ownmem.vault.sync import Syncer, SyncReport, adopt_from_server_async, link
 from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
@@ -307,20 +308,24 @@ class App:
             self.syncer = Syncer(self.v, FetchRemote(linked[0], linked[1]))
         return self.syncer
 
-    def op_link(self, server: str, name: str) -> dict[str, Any]:
+    def op_link(self, server: str, name: str, label: str = "") -> dict[str, Any]:
         """-> ``{"name"}``: the name linked, which is not ``name`` when this vault's keys hold
         a vault of another name on that server already (a backup restored under a new name):
-        it is linked back to that one, never registered twice (docs/decisions.md, issue 23)."""
+        it is linked back to that one, never registered twice (docs/decisions.md, issue 23).
+        ``label``: this browser's name in the vault's device list ("Firefox on Linux")."""
+        if label:
+            set_label(self.store, label)
         remote = FetchRemote(server, name)
         link(self.v, server, name, remote=remote, follow=True)
         self.syncer = Syncer(self.v, remote)
         return {"name": remote.name}
 
-    async def op_login(self, server: str, name: str, passphrase: str, master: Any = None) -> dict[str, Any]:
+    async def op_login(self, server: str, name: str, passphrase: str, master: Any = None,
+                       label: str = "") -> dict[str, Any]:
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
         self.syncer = await adopt_from_server_async(self.store, FetchRemote(server, name), passphrase, provider(),
-                                                    master=bytes(master) if master else None)
+                                                    master=bytes(master) if master else None, label=label or None)
         self.vault = self.syncer.v
         return self.op_sync()
 
@@ -482,6 +487,33 @@ class App:
         from ownmem.vault import sharing
         r = sharing.revoke(self._syncer(), _contract_id(id))
         return {"revoked": r.revoked, "receipt_id": r.receipt_id.hex(), "already": r.already}
+
+    # ------------------------------------------------------------ devices (docs/decisions.md "15.7")
+    def op_devices(self) -> dict[str, Any]:
+        """The vault's devices, this one marked, and what a removed device keeps (said before removing)."""
+        # start-up time: a later screen's modules load at its first call (docs/web.md "Start-up")
+        from ownmem.vault import devices
+        found = devices.list_devices(self._syncer())
+        return {"devices": [{"id": d.device_id.hex(), "label": d.label, "added_at": d.added_at,
+                             "last_sync": d.last_sync, "this_device": d.this_device} for d in found],
+                "keeps": devices.WHAT_IT_KEEPS}
+
+    async def op_device_remove(self, id: str, passphrase: str, new_passphrase: str = "") -> dict[str, Any]:
+        """Remove a device, then renew the vault's keys under ``passphrase`` (checked: it must be this
+        vault's, so a typo never becomes the passphrase) or, if given, ``new_passphrase``."""
+        from ownmem.vault import devices  # start-up time, as above
+        s = self._syncer()
+        if not await devices.is_current_passphrase(s, passphrase):
+            raise VaultError("that is not this vault's passphrase: nothing was removed")
+        d = devices.find_device(devices.list_devices(s), id)
+        try:
+            await devices.remove_device_async(s, d.device_id, new_passphrase or passphrase)
+        except OwnmemError as e:
+            raise VaultError(f"{d.label} was removed, but the vault's keys could not be renewed ({e}): "
+                             "no device can be added until the passphrase is changed") from None
+        self.vault = s.v
+        return {"removed": d.device_id.hex(), "label": d.label,
+                "new_passphrase": bool(new_passphrase), "keeps": devices.WHAT_IT_KEEPS}
 
     # ------------------------------------------------------------ agents (UOMP, on `ownmem agent`)
     def op_agents(self) -> dict[str, Any]:

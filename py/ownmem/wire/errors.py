@@ -47,6 +47,11 @@ class ErrorCode(enum.StrEnum):
     NOT_HOLDER = "not_holder"
     CONTRACT_EXISTS = "contract_exists"
     CONTRACT_CLOSED = "contract_closed"
+    # devices (server/device_routes.py; docs/decisions.md "15.7. Device and Key Revocation")
+    DEVICE_REMOVED = "device_removed"
+    DEVICE_REQUIRED = "device_required"
+    ENROLMENT_CLOSED = "enrolment_closed"
+    TOO_MANY_DEVICES = "too_many_devices"
 
     @property
     def status(self) -> int:
@@ -104,4 +109,10 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.CONTRACT_EXISTS: (409, "a contract with that id was offered before (a replayed offer)"),
     ErrorCode.CONTRACT_CLOSED: (409, "the contract was revoked, has expired, or this grantee declined or "
                                      "withdrew: it cannot be accepted again"),
+    ErrorCode.DEVICE_REMOVED: (403, "this device was removed from the vault: it can no longer log in or enrol"),
+    ErrorCode.DEVICE_REQUIRED: (401, "this vault takes logins only from its enrolled devices (a device proof, "
+                                     "or an enrolment signed by the owner key in force)"),
+    ErrorCode.ENROLMENT_CLOSED: (409, "a device was removed and the vault's keys have not changed since: no device "
+                                      "can be enrolled until they do (a passphrase change)"),
+    ErrorCode.TOO_MANY_DEVICES: (409, "the vault has as many enrolled devices as the server allows"),
 }

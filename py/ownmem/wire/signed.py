@@ -10,6 +10,9 @@ AUTH_CONTEXT = "ownmem/v1/sync-auth"
 METADATA_CONTEXT = "ownmem/v1/vault-metadata"
 WITNESS_CONTEXT = "ownmem/v1/log-witness"
 REKEY_CONTEXT = "ownmem/v1/rekey"
+DEVICE_AUTH_CONTEXT = "ownmem/v1/device-auth"
+DEVICE_ENROL_CONTEXT = "ownmem/v1/device-enrol"
+DEVICE_REMOVE_CONTEXT = "ownmem/v1/device-remove"
 
 
 def register_message(name: str, salt: bytes, owner_pub: bytes, sync_pub: bytes, ka_pub: bytes,
@@ -33,3 +36,21 @@ def rekey_message(name: str, version: int, salt: bytes, owner_pub: bytes, ka_pub
                   metadata: bytes) -> bytes:
     """What the owner key in force signs to hand the vault to the keys of a new passphrase."""
     return cbor.encode([REKEY_CONTEXT, name, version, salt, owner_pub, ka_pub, root_wrap, metadata])
+
+
+def device_auth_message(name: str, challenge: bytes, device_pub: bytes) -> bytes:
+    """What a device's own key signs at each login (server/device_routes.py): the one challenge,
+    so a login proof is good once, for this vault only."""
+    return cbor.encode([DEVICE_AUTH_CONTEXT, name, challenge, device_pub])
+
+
+def device_enrol_message(name: str, challenge: bytes, device_pub: bytes, label: str) -> bytes:
+    """What the owner key in force signs to enrol a device: bound to one login's challenge, so an
+    enrolment cannot be replayed, and to the owner key the server holds now, so a key replaced by
+    a passphrase change can enrol nothing."""
+    return cbor.encode([DEVICE_ENROL_CONTEXT, name, challenge, device_pub, label])
+
+
+def device_remove_message(name: str, device_id: bytes) -> bytes:
+    """What the owner key in force signs to remove a device (idempotent: a replay removes it again)."""
+    return cbor.encode([DEVICE_REMOVE_CONTEXT, name, device_id])

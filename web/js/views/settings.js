@@ -7,7 +7,7 @@
 // minutes, and what this device holds (how it encrypts and signs behind "Advanced").
 
 import { el, errorText, focusTitle, main, mount, notice, q, refuse, role, setBusy, showError, showProgress, tpl } from '../dom.js';
-import { NAME_RE, dateTime, plural, serverUrl } from '../format.js';
+import { NAME_RE, dateTime, plural, serverUrl, thisDeviceLabel } from '../format.js';
 import { defineScreen, showView } from '../nav.js';
 import {
   bootInfo, currentSession, currentView, entries, idleMinutes, isCurrent, isLinked, on, rememberName, rememberedName,
@@ -25,6 +25,7 @@ import { passkeysPanel } from './passkeys.js';
 import { recoverySheet } from './recovery.js';
 import { signOutPanel } from './signout.js';
 import { passphrasePanel } from './passphrase.js';
+import { devicesPanel } from './devices.js';
 
 /** @import { Provider } from '../../types/protocol' */
 
@@ -40,6 +41,7 @@ function showSettings() {
   showFacts(role(node, 'facts'));
   showLog(role(node, 'log'));
   showStorage(node, role(node, 'storage'));
+  if (isLinked()) role(node, 'facts').closest('section')?.before(devicesPanel());   // views/devices.js
   // last on the screen, after "This device": the passphrase, the recovery sheet, then leaving this browser
   role(node, 'facts').closest('section')?.after(passphrasePanel(), recoverySheet({ name: vaultName(), server: syncStatus().server, newKit: true }),
     signOutPanel({ memories: () => entries().length, onExport: () => role(node, 'export').click() }));
@@ -159,7 +161,7 @@ function wireLink(node) {
     showProgress(progress, 'Linking…');
     try {
       // a restored backup's keys may hold a vault of another name there: linked back to it
-      const linked = (await call('link', { server, name })).name || name;
+      const linked = (await call('link', { server, name, label: thisDeviceLabel() })).name || name;
       if (!isCurrent(session)) return;
       rememberName(linked);
       link.elements.name.value = linked;

@@ -190,8 +190,10 @@ button.addEventListener('click', async () => {
     notice(bits.length ? `Synced: ${bits.join(', ')}.` : 'Synced: nothing new.');
     if (r.pulled || r.erased_here) refreshList();
   } catch (ex) {
-    // a changed passphrase is asked for (views/passphrase.js), not reported as a failure
-    if (/** @type {{ code?: string }} */ (ex).code !== 'passphrase_changed') notice(`Sync failed: ${oneLine(errorText(ex))}`);
+    // a changed passphrase is asked for (views/passphrase.js), not reported as a failure; a removed
+    // device stays removed: that is said until dismissed, not for five seconds
+    const code = /** @type {{ code?: string }} */ (ex)?.code;
+    if (code !== 'passphrase_changed') notice(`Sync failed: ${oneLine(errorText(ex))}`, { persist: code === 'device_removed' });
   }
 });
 

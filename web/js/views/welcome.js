@@ -7,7 +7,7 @@ import {
   concealPassphrases, el, errorText, main, mount, notice, oneLine, q, refuse, role, setBusy, showError, showProgress, tpl,
   topbar, wireReveal,
 } from '../dom.js';
-import { NAME_RE, serverUrl } from '../format.js';
+import { NAME_RE, serverUrl, thisDeviceLabel } from '../format.js';
 import { enterVault } from '../nav.js';
 import { describe, judge, MIN_SCORE, prepare, refusal, release } from '../passphrase.js';
 import { bootInfo, entries, noteRefusals, rememberName, rememberedName, setBootInfo, vaultName } from '../state.js';
@@ -136,7 +136,7 @@ function createForm() {
     if (link) {
       showProgress(role(form, 'progress'), 'Registering the vault on the server…');
       try {
-        await call('link', { server: location.origin, name: vname });
+        await call('link', { server: location.origin, name: vname, label: thisDeviceLabel() });
       } catch (ex) {
         linkError = errorText(ex);
       }
@@ -244,7 +244,7 @@ function loginForm() {
     if (!server) return refuse(err, form.elements.server, 'Enter the server address, for example https://memory.example.org');
     if (!name) return refuse(err, form.elements.name, 'Enter the vault name.');
     if (!pass.value) return refuse(err, pass, 'Enter your passphrase.');
-    const args = { server, name, passphrase: pass.value };
+    const args = { server, name, passphrase: pass.value, label: thisDeviceLabel() };
     const r = await withPassphrase(form, 'Fetching your vault and deriving its keys…', 'login', args);
     if (!r) return;
     rememberName(name);
