@@ -202,7 +202,7 @@ async function flow(view) {
   assert.match(said, new RegExp(`Your passphrase is changed here and on ${origin.replace(/[.]/g, '\\.')}`));
   assert.match(said, /the old passphrase opens nothing you write/);
   assert.match(said, /can still read what was written before/);
-  assert.match(said, /Agents you connected keep their access/);
+  assert.match(said, /Agents connected before now are disconnected: connect them again/);
   await capture(view, 'passphrase-changed', { fullPage: false });
   await click(view, '[data-testid="changed-done"]');
   await wait('the result closed', async () => !(await ev(dialogOpen, 'change-dialog')), 5_000);

@@ -37,7 +37,7 @@ export function changedText(server) {
       : 'Your passphrase is changed on this device (it is not linked to a server).',
     'From now on the old passphrase opens nothing you write: not here, not in a new export, not on the server.',
     'It does not lock out someone who already knew the old passphrase: with an old copy (an export, another device) they '
-      + 'can still read what was written before. Agents you connected keep their access: revoke any you no longer trust in Agents.',
+      + 'can still read what was written before. Agents connected before now are disconnected: connect them again.',
   ];
 }
 
