@@ -13,6 +13,7 @@ export, and the log's and erasure list's listings.
     GET  /v1/vaults/{name}/changes           the change feed, a page
     GET  /v1/vaults/{name}/events            its live events (server-sent)
     POST /v1/vaults/{name}/erase             erase cells (holder-signed FORGET receipts)
+    POST /v1/vaults/{name}/rewrap            a scope rotation's new wrapped DEKs (the cells untouched)
     POST /v1/vaults/{name}/receipts          log REMEMBER, RECALL and STATUS receipts
     GET  /v1/vaults/{name}/export.amem       the vault as an ApertoMemory container
     GET  /v1/log, /v1/log/{receipt_id}       the receipt log's listing and entries
@@ -375,6 +376,23 @@ class VaultRoutes:
         return JSONResponse(messages.EraseResult(tuple(done), tuple(c for c in ids if c not in erased),
                                                  pending).encode())
 
+    async def rewrap(self, request: Request) -> Response:
+        """A scope-KEK rotation (vault/rotate.py): new wrapped DEKs for cells this vault holds.  The
+        server cannot check a wrap (it holds no KEK), only that each names a cell of this vault:
+        a device takes a new wrap only if it unwraps, under the KEK its owner-signed metadata
+        names, to the DEK it holds; the old wraps are gone from every answer once replaced."""
+        v, _ = await self.ctx.authed(request)
+        req = parsed(messages.RewrapRequest.parse, await self.ctx.json_body(request))
+        try:
+            replaced, last = await self.ctx.call(self.ctx.storage.rewrap, v.id,
+                                                 list(zip(req.cell_ids, req.wrapped_deks, strict=True)))
+        except StorageConflict:
+            raise ApiError(E.UNKNOWN_CELL, "a new wrap names a cell this vault does not hold (never pushed, erased, "
+                                           "or another holder's): nothing was replaced") from None
+        if replaced:
+            self.ctx.live.notify(v.id)
+        return JSONResponse(messages.RewrapResult(replaced, last).encode())
+
     async def receipts(self, request: Request) -> Response:
         """Holder-signed receipts of this vault for the public log (SAIHM "Audit log", "Receipt
         semantics"): REMEMBER before a cell is pushed, and RECALL/STATUS if a device's policy
@@ -472,6 +490,7 @@ def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
         Route("/v1/vaults/{name}/changes", r.changes),
         Route("/v1/vaults/{name}/events", r.events),
         Route("/v1/vaults/{name}/erase", r.erase, methods=["POST"]),
+        Route("/v1/vaults/{name}/rewrap", r.rewrap, methods=["POST"]),
         Route("/v1/vaults/{name}/receipts", r.receipts, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", r.export),
     ], [Route("/v1/log", r.log_list), Route("/v1/log/{receipt_id}", r.log_get), Route("/v1/erasures", r.erasures)]

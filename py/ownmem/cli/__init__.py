@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ownmem import __version__
-from ownmem.cli import agent, log, passwd, records, share, staged, vault
+from ownmem.cli import agent, log, passwd, records, rotate, share, staged, vault
 from ownmem.cli.common import EXIT_ERROR, EXIT_USAGE, CliError, Parser
 from ownmem.errors import OwnmemError
 from ownmem.termsafe import guarded, visible
@@ -28,6 +28,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     vault.register(sub)
     passwd.register(sub)     # passphrase change|update
+    rotate.register(sub)     # identity rotate (scope rotate is under scope)
     log.register(sub)
     agent.register(sub)      # agent ..., with its sessions and manifest subcommands
     share.register(sub)      # whoami, share ...
