@@ -437,11 +437,16 @@ class VaultRoutes:
                 raise KeyError
         except (OwnmemError, KeyError, TypeError):
             raise ApiError(E.NO_EXPORT, "this vault's metadata carries no export header") from None
+        # key 6 as the owner's device writes it after a passphrase change (vault/transfer.py): the
+        # root wrap and the owner-signed successions, so a fresh import is this vault again
+        wrap = await self.ctx.call(self.ctx.storage.root_wrap, v.id)
+        succ = doc.get("successions", [])
+        root = None if wrap is None else {"root_wrap": wrap, "successions": succ if isinstance(succ, list) else []}
         try:
             snap = await self.ctx.call(self.ctx.storage.export_snapshot, v.id)
         except StorageBusy as e:
             raise ApiError(E.BUSY, str(e), {"Retry-After": "10"}) from None
-        return StreamingResponse(_amem_stream(snap, vault_public, amem_sig), media_type=AMEM,
+        return StreamingResponse(_amem_stream(snap, vault_public, amem_sig, root), media_type=AMEM,
                                  headers={"Content-Disposition": f'attachment; filename="{v.name}.amem"'})
 
     # ---------------------------------------------------------------- public log
@@ -522,14 +527,17 @@ def _log_json(r: Any) -> dict[str, Any]:
             "receipt": e.receipt.hex()}
 
 
-async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_sig: bytes) -> AsyncIterator[bytes]:
-    """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig}, in deterministic order.
+async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_sig: bytes,
+                       root: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+    """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig, ?6: root}, in
+    deterministic order (6, ownmem's root record, only after a passphrase change).
 
     Every page comes from the one snapshot the count was taken in (storage/export.py), so the
     count holds whatever is pushed or erased meanwhile.  Objects stream page by page; only the
     56-byte (id, wrapped DEK) pairs are held for key 4."""
     try:
-        yield b"\xa5\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
+        head = b"\xa6" if root is not None else b"\xa5"
+        yield head + b"\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
         deks: list[tuple[bytes, bytes]] = []
         after = b""
         while True:
@@ -540,6 +548,6 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
             deks.extend((oid, wrapped) for oid, _, wrapped in page)
             after = page[-1][0]
         yield b"\x04" + cbor.head(5, snap.count) + b"".join(cbor.encode(o) + cbor.encode(w) for o, w in deks)
-        yield b"\x05" + cbor.encode(amem_sig)
+        yield b"\x05" + cbor.encode(amem_sig) + (b"\x06" + cbor.encode(root) if root is not None else b"")
     finally:
         snap.close()     # never waits (a page being read ends it when done)

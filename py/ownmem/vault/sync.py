@@ -671,7 +671,17 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
         raise WrongPassphrase("wrong passphrase for this vault (or the server serves another vault's keys)")
     # prove the sync key and read the metadata before creating anything locally
     sync_seed = await aperto_keys.derive_purpose_key(p, ident.root, SYNC_INFO)
-    remote.login(await aperto_keys.signing_key(p, sync_seed))
+    try:
+        remote.login(await aperto_keys.signing_key(p, sync_seed))
+    except SyncError as e:
+        if e.status != 401 or root_wrap is not None:
+            raise
+        # the owner keys matched, so the passphrase is right; a vault whose passphrase changed keeps
+        # its root wrapped, and a wrap that does not open leaves the root unknown: a swapped lookup
+        # can only deny, never hand this device keys of the server's choosing
+        raise SyncError("the passphrase is right, but the server's copy of this vault's root key does not open "
+                        "with it, so this device cannot prove the vault's sync key: nothing was created (the "
+                        "server's answer is damaged or not this vault's)", e.server_code, e.status) from None
     held = remote.get_metadata()
     if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
                                                                                      held.metadata)):
