@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,9 +106,11 @@ def _change_times(src: Path, tmp: Path, reps: int, *, argon: bool) -> tuple[floa
     return tuple(out)
 
 
-def _rotate_times(src: Path, tmp: Path, reps: int) -> tuple[float, ...]:
-    """Seconds of a whole local rotation of scope "default" (rotate.start + rotate.finish_here)."""
-    out = []
+def _rotate_times(src: Path, tmp: Path, reps: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Seconds of a whole local rotation of scope "default" (rotate.start + rotate.finish_here):
+    wall-clock, and the CPU time of this process (what the rotation costs when it is not waiting
+    for a CPU other processes hold)."""
+    out, cpu = [], []
     for i in range(reps + 1):
         v = Vault(_on_a_copy(src, tmp, i)).unlock(PASSPHRASE)
         try:
@@ -115,14 +118,17 @@ def _rotate_times(src: Path, tmp: Path, reps: int) -> tuple[float, ...]:
                 sid, _ = rotate.start(v, "default")
                 if not rotate.finish_here(v, sid.scope_id):
                     raise RuntimeError("the rotation did not finish")
+            c0 = time.process_time()
             t = timed(once)
+            c = time.process_time() - c0
             if len(v.open_all().entries) == 0:
                 raise RuntimeError("nothing opens after the rotation")
         finally:
             v.close()
         if i:
             out.append(t)
-    return tuple(out)
+            cpu.append(c)
+    return tuple(out), tuple(cpu)
 
 
 def _median(xs: tuple[float, ...]) -> float:
@@ -150,7 +156,7 @@ def checks(s: Sizes = FULL) -> list[Check]:
         ch5 = _change_times(five, tmp / "c5", s.reps, argon=False)
         ch1 = _change_times(one, tmp / "c1", s.reps, argon=False)
         ch50 = _change_times(wide, tmp / "c50", s.reps, argon=False)
-        rot = _rotate_times(one_big, tmp / "rot", s.reps)
+        rot, rot_cpu = _rotate_times(one_big, tmp / "rot", s.reps)
         argon_after = _median(_argon())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -196,8 +202,11 @@ def checks(s: Sizes = FULL) -> list[Check]:
          "(one batched call) and re-wrapped under it, in one transaction, then the old KEK destroyed (the store "
          "overwrites what it deletes, and the write-ahead log is checkpointed).  No sealed object is touched.  "
          f"Each of {s.reps} repetitions on a fresh copy, after one warm-up.  A linked vault adds the new wraps' "
-         "upload (POST /rewrap, 1,000 per request), not timed here."),
-        (("rotation (median)", f"{mr:.3f} s"), ("runs", runs(rot))),
+         "upload (POST /rewrap, 1,000 per request), not timed here.  The verdict is on wall-clock time; the "
+         "CPU time of the process is shown beside it, as other work on a shared machine (see the load "
+         "average) holds the CPUs for part of the wall-clock time."),
+        (("rotation (median, wall-clock)", f"{mr:.3f} s"), ("runs", runs(rot)),
+         ("CPU time of the process (median)", f"{_median(rot_cpu):.3f} s (runs {runs(rot_cpu)})")),
         figure=f"{mr:.3f} s", target=f"≤ {ROTATE_TARGET:.0f} s")
     return [change, scopes, rotation]
 

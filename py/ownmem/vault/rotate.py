@@ -116,7 +116,7 @@ def start(v: UnlockedVault, name: str) -> tuple[ScopeEntry, int]:
         v.store.set_scope_wrap(s.scope_id, wrapped)
         v.store.set_kek_gen(s.scope_id, gen + 1, s.wrapped)
         v.store.set_wraps(done)
-        v.store.queue_rewraps(o for o, _ in done if v.store.cell_of(o) is not None)
+        v.store.queue_rewraps(o for o, _ in done)
     v.forget_kek(s.scope_id)
     return _scope(v, name), len(done)
 
@@ -131,11 +131,10 @@ def sweep(v: UnlockedVault, scope_id: bytes) -> int:
     if old is None or scope is None:
         return 0
     done = run_sync(rewrap(v.crypto, v.store.wraps_in_scope(scope_id), old, v.kek(scope)))
-    queued = [o for o, _ in done if v.store.cell_of(o) is not None]
     with v.store.transaction():
         v.store.set_wraps(done)
-        v.store.queue_rewraps(queued)
-    return len(queued)
+        v.store.queue_rewraps(o for o, _ in done)
+    return len(done)
 
 
 def finish_here(v: UnlockedVault, scope_id: bytes) -> bool:
@@ -182,7 +181,7 @@ def follow(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],
                 # the server may hold a cell of these under the old KEK that only this device
                 # pushed (written before it learnt of the rotation): each goes again, and one
                 # the server holds already is no change there
-                v.store.queue_rewraps(o for o, _ in done if v.store.cell_of(o) is not None)
+                v.store.queue_rewraps(o for o, _ in done)
             v.forget_kek(sid)
             if retiring is None:
                 v.store.checkpoint()

@@ -263,7 +263,10 @@ class Store:
         self.db.executemany("UPDATE objects SET dek_wrapped = ? WHERE object_id = ?", ((w, o) for o, w in wraps))
 
     def queue_rewraps(self, object_ids: Iterable[bytes]) -> None:
-        self.db.executemany("INSERT OR IGNORE INTO rewrap_outbox VALUES (?)", ((o,) for o in object_ids))
+        """Queue for the server the new wraps of those objects that have a cell (one not made yet
+        is pushed with the wrap it will have then)."""
+        self.db.executemany("INSERT OR IGNORE INTO rewrap_outbox SELECT object_id FROM cells WHERE object_id = ?",
+                            ((o,) for o in object_ids))
 
     def rewrap_outbox(self, limit: int) -> list[tuple[bytes, bytes, bytes]]:
         """(object id, cellId, wrapped DEK) of queued objects whose cell reached the server."""

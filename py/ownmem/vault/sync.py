@@ -379,6 +379,8 @@ class Syncer:
             cell_of: dict[bytes, bytes | None] = {}
             gone: list[bytes] = []
             wraps: list[messages.WrapChange] = []
+            # scopes in the middle of a rotation: a cell's wrap may be under their retiring KEK
+            retiring = {sid for sid, (_, r) in self.store.kek_gens().items() if r is not None}
             requeue: list[bytes] = []       # pulled under a retiring KEK: re-wrapped here, for the server too
             refused_cells = 0
             for row in page.rows:
@@ -412,9 +414,10 @@ class Syncer:
                     so = checked.sealed
                     if so.object_id in erased:
                         continue
-                    wrapped, again = rotate.adopt_wrap(self.v, so.scope_id, wrapped)
-                    if again:
-                        requeue.append(so.object_id)
+                    if so.scope_id in retiring:
+                        wrapped, again = rotate.adopt_wrap(self.v, so.scope_id, wrapped)
+                        if again:
+                            requeue.append(so.object_id)
                     stored = StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped)
                     if so.object_id in present:
                         if not self._is_replacement(stored, checked.cell, holder.public):
@@ -440,7 +443,8 @@ class Syncer:
                 if gone:
                     self.store.erase(gone)
                 self.store.queue_rewraps(requeue)
-                report.refusals.extend(self._take_wraps(wraps))
+                if wraps:
+                    report.refusals.extend(self._take_wraps(wraps))
                 self.store.sync_set("pull_seq", str(nxt).encode())
             if gone:
                 self.store.checkpoint()
