@@ -270,3 +270,30 @@ def test_a_rotation_killed_half_way_leaves_every_object_readable(server: ServerP
             assert {e.id for e in u.open_all().entries} == ids
         finally:
             u.close()
+
+
+def test_a_device_that_missed_a_rotation_and_then_a_passphrase_change_reads_everything(
+        server: ServerProcess, devices: Devices) -> None:
+    from ownmem.vault.rekey_sync import catch_up, change_passphrase
+
+    new = "rotation tests: the passphrase after the rotation 64"
+    name = f"rot-{secrets.token_hex(3)}"
+    a = devices.first(server.url, name)
+    ids = {a.v.add(f"note {i}") for i in range(8)}
+    a.sync()
+    b = devices.join(server.url, name)           # then away for a while
+    sid = b.v.scopes()["default"].scope_id
+    held_before = set(ids)
+    rotate_scope(a.v, "default", a.syncer)
+    change_passphrase(a.syncer, new)
+    ids.add(a.v.add("after both"))
+    a.sync()
+    b.remote.token = None
+    catch_up(b.syncer, new)
+    # at once, before any pull: what b held is re-wrapped under the server's KEK
+    held = b.listing()
+    assert {e.id for e in held.entries} == held_before and held.refused == []
+    assert b.v.store.kek_gens()[sid][0] == 2
+    assert b.sync().refusals == []
+    assert {e.id for e in b.listing().entries} == ids and b.listing().refused == []
+    assert b.v.store.kek_gens()[sid] == (2, None)

@@ -189,6 +189,28 @@ def follow(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],
             finish_here(v, sid)
 
 
+async def missed_rotations(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],
+                           entries: dict[bytes, ScopeEntry], ident: aperto_keys.Identity,
+                           ) -> tuple[list[tuple[bytes, bytes]], dict[bytes, tuple[int, WrappedKek | None]]]:
+    """A device taking a passphrase change it missed (vault/rekey_sync.py ``catch_up``) may have
+    missed a rotation before it too: the server's entries open only under the NEW keys
+    (``ident``), this device's under its own.  -> (each DEK held here re-wrapped from this
+    device's KEK to the server's, the generations to keep), decided before anything is written."""
+    p, mine = v.crypto, v.store.kek_gens()
+    local = {s.scope_id: s for s in v.store.scopes().values()}
+    wraps: list[tuple[bytes, bytes]] = []
+    gens: dict[bytes, tuple[int, WrappedKek | None]] = {}
+    for sid, (gen, retiring) in theirs.items():
+        have = mine.get(sid, (1, None))[0]
+        if gen <= have or sid not in local or sid not in entries:
+            continue
+        old = await v.kek_async(local[sid])
+        new = await aperto_keys.unwrap_kek(p, entries[sid].wrapped, sid, ident)
+        wraps += await rewrap(p, v.store.wraps_in_scope(sid), old, new)
+        gens[sid] = (gen, retiring)
+    return wraps, gens
+
+
 def adopt_wrap(v: UnlockedVault, scope_id: bytes, wrapped: bytes) -> tuple[bytes, bool]:
     """A wrapped DEK pulled from the server, as the store keeps it: one under the retiring KEK of
     a rotation under way is re-wrapped under the KEK in force -> (the wrap, whether it was)."""
