@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from . import agent, core, machine, recall, server, web
+from . import agent, core, machine, recall, rotation, server, web
 from .report import FAIL, AreaResult, Check, markdown, previous_areas, summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +24,7 @@ AREAS: dict[str, Callable[[argparse.Namespace], AreaResult]] = {
     "web": lambda a: web.run(a.quick),
     "agent": lambda a: agent.run(a.quick),
     "recall": lambda a: recall.run(a.quick),
+    "rotation": lambda a: rotation.run(a.quick),
 }
 
 PREFACE = (
@@ -34,7 +35,10 @@ PREFACE = (
     "`web` holds the web app in Chromium (with and without JSPI), Firefox ESR and WebKit to absolute targets, "
     "per engine; area `agent` holds the agent path "
     "(MCP, operator, public log) to absolute targets, with the reference's MCP adapter as its anchor; area "
-    "`recall` holds the ranking to retrieval targets on public data (LoCoMo), with plain BM25 as its anchor.  "
+    "`recall` holds the ranking to retrieval targets on public data (LoCoMo), with plain BM25 as its anchor; "
+    "area `rotation` (also run by `core`) holds a passphrase change and "
+    "a scope-KEK rotation on 10,000-memory vaults to absolute targets, Argon2id timed in the same run as the "
+    "anchor.  "
     "Times are wall-clock (`time.perf_counter`), medians of several repetitions after a warm-up, "
     "garbage collector emptied before and left enabled during each timed region.  Other work "
     "running on the machine (see the load average) inflates absolute times on both sides alike; "

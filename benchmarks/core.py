@@ -36,7 +36,7 @@ from ownmem.aperto.trust import Keyring
 from ownmem.crypto import cose, provider, run_sync
 from ownmem.vault import Vault, export_vault, import_file
 
-from . import fuzz
+from . import fuzz, rotation
 from .corpus import CONFIDENCE, CREATED, TOOL, memories
 from .report import AreaResult, Measure
 from .timing import PerItem, Samples, clock, compare, per_item, repeat, timed
@@ -462,4 +462,6 @@ def run(s: Sizes = FULL) -> AreaResult:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result.checks.append(fuzz.run(s.fuzz_cases, s.fuzz_seed))
+    # keys that change (issue 24): also an area of its own, `rotation`
+    result.checks.extend(rotation.checks(rotation.QUICK if s.vault < rotation.FULL.vault else rotation.FULL))
     return result

@@ -158,6 +158,16 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_obj({"stored": {"type": "integer"}, "duplicates": {"type": "integer"},
                                              "erased": {"type": "integer"}, "last_seq": {"type": "integer"}})),
                           **_err(400, 401, 403, 408, 413, 429)}}},
+        "/v1/vaults/{name}/rewrap": {"post": {
+            "operationId": "rewrap", "parameters": [NAME], "security": AUTH,
+            "description": "A scope-KEK rotation: each cell's wrapped DEK replaced by the one at the same index; the "
+                           "cells are never touched; a wrap that changed is a 'wrap' change of the feed. All or "
+                           "nothing: unknown_cell if the vault does not hold every cell named.",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _obj({
+                "cell_ids": {"type": "array", "items": _hexn(32), "minItems": 1, "maxItems": MAX_BATCH},
+                "wrapped_deks": {"type": "array", "items": _hexn(40), "minItems": 1, "maxItems": MAX_BATCH}})}}},
+            "responses": {"200": _json(_obj({"replaced": {"type": "integer"}, "last_seq": {"type": "integer"}})),
+                          **_err(400, 401, 403, 408, 409, 413, 429)}}},
         "/v1/vaults/{name}/changes": {"get": {
             "operationId": "changes", "parameters": [
                 NAME, {"name": "since", "in": "query", "schema": COUNTER},

@@ -13,6 +13,7 @@ export, and the log's and erasure list's listings.
     GET  /v1/vaults/{name}/changes           the change feed, a page
     GET  /v1/vaults/{name}/events            its live events (server-sent)
     POST /v1/vaults/{name}/erase             erase cells (holder-signed FORGET receipts)
+    POST /v1/vaults/{name}/rewrap            a scope rotation's new wrapped DEKs (the cells untouched)
     POST /v1/vaults/{name}/receipts          log REMEMBER, RECALL and STATUS receipts
     GET  /v1/vaults/{name}/export.amem       the vault as an ApertoMemory container
     GET  /v1/log, /v1/log/{receipt_id}       the receipt log's listing and entries
@@ -395,6 +396,23 @@ class VaultRoutes:
         return JSONResponse(messages.EraseResult(tuple(done), tuple(c for c in ids if c not in erased),
                                                  pending).encode())
 
+    async def rewrap(self, request: Request) -> Response:
+        """A scope-KEK rotation (vault/rotate.py): new wrapped DEKs for cells this vault holds.  The
+        server cannot check a wrap (it holds no KEK), only that each names a cell of this vault:
+        a device takes a new wrap only if it unwraps, under the KEK its owner-signed metadata
+        names, to the DEK it holds; the old wraps are gone from every answer once replaced."""
+        v, _ = await self.ctx.authed(request)
+        req = parsed(messages.RewrapRequest.parse, await self.ctx.json_body(request))
+        try:
+            replaced, last = await self.ctx.call(self.ctx.storage.rewrap, v.id,
+                                                 list(zip(req.cell_ids, req.wrapped_deks, strict=True)))
+        except StorageConflict:
+            raise ApiError(E.UNKNOWN_CELL, "a new wrap names a cell this vault does not hold (never pushed, erased, "
+                                           "or another holder's): nothing was replaced") from None
+        if replaced:
+            self.ctx.live.notify(v.id)
+        return JSONResponse(messages.RewrapResult(replaced, last).encode())
+
     async def receipts(self, request: Request) -> Response:
         """Holder-signed receipts of this vault for the public log (SAIHM "Audit log", "Receipt
         semantics"): REMEMBER before a cell is pushed, and RECALL/STATUS if a device's policy
@@ -439,11 +457,16 @@ class VaultRoutes:
                 raise KeyError
         except (OwnmemError, KeyError, TypeError):
             raise ApiError(E.NO_EXPORT, "this vault's metadata carries no export header") from None
+        # key 6 as the owner's device writes it after a passphrase change (vault/transfer.py): the
+        # root wrap and the owner-signed successions, so a fresh import is this vault again
+        wrap = await self.ctx.call(self.ctx.storage.root_wrap, v.id)
+        succ = doc.get("successions", [])
+        root = None if wrap is None else {"root_wrap": wrap, "successions": succ if isinstance(succ, list) else []}
         try:
             snap = await self.ctx.call(self.ctx.storage.export_snapshot, v.id)
         except StorageBusy as e:
             raise ApiError(E.BUSY, str(e), {"Retry-After": "10"}) from None
-        return StreamingResponse(_amem_stream(snap, vault_public, amem_sig), media_type=AMEM,
+        return StreamingResponse(_amem_stream(snap, vault_public, amem_sig, root), media_type=AMEM,
                                  headers={"Content-Disposition": f'attachment; filename="{v.name}.amem"'})
 
     # ---------------------------------------------------------------- public log
@@ -503,6 +526,7 @@ def vault_routes(ctx: Context) -> tuple[list[Route], list[Route]]:
         Route("/v1/vaults/{name}/changes", r.changes),
         Route("/v1/vaults/{name}/events", r.events),
         Route("/v1/vaults/{name}/erase", r.erase, methods=["POST"]),
+        Route("/v1/vaults/{name}/rewrap", r.rewrap, methods=["POST"]),
         Route("/v1/vaults/{name}/receipts", r.receipts, methods=["POST"]),
         Route("/v1/vaults/{name}/export.amem", r.export),
     ], [Route("/v1/log", r.log_list), Route("/v1/log/{receipt_id}", r.log_get), Route("/v1/erasures", r.erasures)]
@@ -534,14 +558,17 @@ def _log_json(r: Any) -> dict[str, Any]:
             "receipt": e.receipt.hex()}
 
 
-async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_sig: bytes) -> AsyncIterator[bytes]:
-    """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig}, in deterministic order.
+async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_sig: bytes,
+                       root: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+    """{1: 1, 2: vault-public, 3: [n sealed objects], 4: {n id: wrapped}, 5: sig, ?6: root}, in
+    deterministic order (6, ownmem's root record, only after a passphrase change).
 
     Every page comes from the one snapshot the count was taken in (storage/export.py), so the
     count holds whatever is pushed or erased meanwhile.  Objects stream page by page; only the
     56-byte (id, wrapped DEK) pairs are held for key 4."""
     try:
-        yield b"\xa5\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
+        head = b"\xa6" if root is not None else b"\xa5"
+        yield head + b"\x01\x01\x02" + cbor.encode(vault_public) + b"\x03" + cbor.head(4, snap.count)
         deks: list[tuple[bytes, bytes]] = []
         after = b""
         while True:
@@ -552,6 +579,6 @@ async def _amem_stream(snap: ExportSnapshot, vault_public: dict[Any, Any], amem_
             deks.extend((oid, wrapped) for oid, _, wrapped in page)
             after = page[-1][0]
         yield b"\x04" + cbor.head(5, snap.count) + b"".join(cbor.encode(o) + cbor.encode(w) for o, w in deks)
-        yield b"\x05" + cbor.encode(amem_sig)
+        yield b"\x05" + cbor.encode(amem_sig) + (b"\x06" + cbor.encode(root) if root is not None else b"")
     finally:
         snap.close()     # never waits (a page being read ends it when done)

@@ -120,7 +120,7 @@ class PushResult:
 @dataclass(frozen=True, slots=True)
 class Change:
     seq: int
-    kind: str                 # "cell" | "erase" | "meta"
+    kind: str                 # "cell" | "erase" | "wrap" | "meta"
     cell_id: bytes | None
     cell: bytes | None        # of an erasure: the FORGET receipt that asked for it
     wrapped_dek: bytes | None
@@ -207,6 +207,13 @@ class Storage(Protocol):
         ...
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]: ...
+
+    def rewrap(self, vault_id: int, wraps: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+        """A scope rotation: each (cellId, wrapped DEK) replaces the wrap the vault holds for that
+        cell, never the cell; one that changed is a "wrap" change in the feed and the old bytes
+        are scrubbed as an erasure's are.  StorageConflict, nothing replaced, if the vault does not
+        hold every cell named.  -> (wraps replaced, the vault's last sequence number)."""
+        ...
 
     def foreign_cells(self, vault_id: int, cell_ids: list[bytes]) -> set[bytes]:
         """Of ``cell_ids``, those this vault neither holds nor erased that are another holder's:

@@ -48,7 +48,7 @@ from server.storage.base import (
 )
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.scrub import Scrubber
-from server.storage.sql import VAULT_COLS, Sql, added_bytes, erase_cells, fresh_cells, push_result
+from server.storage.sql import VAULT_COLS, Sql, added_bytes, erase_cells, fresh_cells, push_result, rewrap_cells
 
 CHANNEL = "ownmem_changes"
 OPTIONS = "-c plan_cache_mode=force_custom_plan"
@@ -346,6 +346,21 @@ class PostgresStorage:
                 c.execute(Q.add_cells, (last, added, vault_id))
                 c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
         return push_result(cells, new, erased, last)
+
+    def rewrap(self, vault_id: int, wraps: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+        with self._tx() as c:
+            # the row lock, as a push takes it: sequence numbers commit in order
+            last = int(_one(c.execute("SELECT last_seq FROM vaults WHERE id = %s FOR UPDATE",
+                                      (vault_id,)).fetchone())[0])
+            present, _ = self._known(c, vault_id, [cid for cid, _ in wraps])
+            if len(present) != len({cid for cid, _ in wraps}):
+                raise StorageConflict("a new wrap names a cell this vault does not hold")
+            replaced, last = rewrap_cells(c, Q, vault_id, last, wraps)
+            if replaced:
+                c.execute(f"NOTIFY {CHANNEL}, '{int(vault_id)}'")
+        if replaced:
+            self._scrubber.try_now()
+        return replaced, last
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         with self._tx() as c:

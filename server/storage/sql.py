@@ -52,8 +52,10 @@ class Sql:
         self.add_cells = f"UPDATE vaults SET last_seq = {p}, stored_bytes = stored_bytes + {p} WHERE id = {p}"
         # an erasure carries the FORGET receipt that asked for it, in the cell's place
         self.changes = (
-            "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(ce.cell, lg.receipt), ce.wrapped_dek FROM changes ch "
-            "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id AND ch.kind = 'cell' "
+            "SELECT ch.seq, ch.kind, ch.cell_id, coalesce(CASE WHEN ch.kind = 'cell' THEN ce.cell END, lg.receipt), "
+            "ce.wrapped_dek FROM changes ch "
+            "LEFT JOIN cells ce ON ce.vault_id = ch.vault_id AND ce.cell_id = ch.cell_id "
+            "AND ch.kind IN ('cell', 'wrap') "
             "LEFT JOIN log lg ON ch.kind = 'erase' AND lg.subject_id = ch.cell_id AND lg.operation = 'FORGET' "
             "AND lg.holder_id = (SELECT holder_id FROM vaults WHERE id = ch.vault_id) "
             f"WHERE ch.vault_id = {p} AND ch.seq > {p} ORDER BY ch.seq LIMIT {p}")
@@ -73,6 +75,10 @@ class Sql:
         self.list_erasure = f"INSERT INTO erasure_list (cell_id, holder_id, at) VALUES ({p},{p},{p})"
         self.erase_change = f"INSERT INTO changes VALUES ({p},{p},'erase',{p})"
         self.set_last_seq = f"UPDATE vaults SET last_seq = {p} WHERE id = {p}"
+        # a scope rotation: the wrap replaced (the cell never), and a change when it differs
+        self.rewrap = (f"UPDATE cells SET wrapped_dek = {p} WHERE vault_id = {p} AND cell_id = {p} "
+                       f"AND wrapped_dek <> {p}")
+        self.wrap_change = f"INSERT INTO changes VALUES ({p},{p},'wrap',{p})"
         self.erase_pending = f"INSERT INTO erase_pending (vault_id) VALUES ({p})"
         self.is_erase_pending = f"SELECT 1 FROM erase_pending WHERE vault_id = {p} LIMIT 1"
         # the public log
@@ -124,6 +130,24 @@ def added_bytes(new: list[PushCell], stored: int, quota: int | None) -> int:
 def push_result(cells: list[PushCell], new: list[PushCell], erased: set[bytes], last: int) -> PushResult:
     n_erased = sum(1 for x in cells if x.cell_id in erased)
     return PushResult(stored=len(new), duplicates=len(cells) - len(new) - n_erased, erased=n_erased, last_seq=last)
+
+
+# ---------------------------------------------------------------- a scope rotation
+
+def rewrap_cells(c: Any, q: Sql, vault_id: int, last: int, wraps: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+    """Inside the backend's transaction, once it checked that the vault holds every cell: each
+    wrap replaced where it differs, each replacement a "wrap" change of the feed.
+    -> (wraps replaced, the vault's new last sequence number)."""
+    replaced = 0
+    for cid, wrapped in wraps:
+        if c.execute(q.rewrap, (wrapped, vault_id, cid, wrapped)).rowcount:
+            replaced += 1
+            last += 1
+            c.execute(q.wrap_change, (vault_id, last, cid))
+    if replaced:
+        c.execute(q.set_last_seq, (last, vault_id))
+        c.execute(q.erase_pending, (vault_id,))     # the old wraps' bytes are scrubbed as an erasure's
+    return replaced, last
 
 
 # ---------------------------------------------------------------- an erasure

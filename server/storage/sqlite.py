@@ -43,7 +43,7 @@ from server.storage.base import (
 from server.storage.export import COUNT_SQL, PAGE_SQL, ExportSlots, Opened, Row
 from server.storage.private import private_file
 from server.storage.scrub import Scrubber
-from server.storage.sql import Sql, added_bytes, erase_cells, fresh_cells, push_result
+from server.storage.sql import Sql, added_bytes, erase_cells, fresh_cells, push_result, rewrap_cells
 
 # An export is refused while an erasure has been held up this long and another export is
 # open: on SQLite every open snapshot holds up the checkpoint, so exports that overlap
@@ -282,6 +282,17 @@ class SqliteStorage:
                 last += len(new)
                 c.execute(Q.add_cells, (last, added, vault_id))
         return push_result(cells, new, erased, last)
+
+    def rewrap(self, vault_id: int, wraps: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+        with self._tx() as c:
+            present, _ = self._known(c, vault_id, [cid for cid, _ in wraps])
+            if len(present) != len({cid for cid, _ in wraps}):
+                raise StorageConflict("a new wrap names a cell this vault does not hold")
+            last = int(c.execute(Q.last_seq, (vault_id,)).fetchone()[0])
+            replaced, last = rewrap_cells(c, Q, vault_id, last, wraps)
+        if replaced:
+            self._scrubber.try_now()
+        return replaced, last
 
     def changes(self, vault_id: int, since: int, limit: int) -> tuple[list[Change], int]:
         c = self._conn()

@@ -380,6 +380,8 @@ def row_key(row: messages.ChangeRow) -> tuple[int, str, bytes | None]:
     """A change as (seq, kind, cell id)."""
     if isinstance(row, messages.MetaChange):
         return row.seq, "meta", None
+    if isinstance(row, messages.WrapChange):
+        return row.seq, "wrap", row.cell_id
     return row.seq, "erase" if isinstance(row, messages.EraseChange) else "cell", row.cell_id
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -227,3 +228,56 @@ def test_the_server_takes_new_keys_only_from_the_keys_in_force(url: str, devices
     assert e.value.server_code in (ErrorCode.STALE_VERSION, ErrorCode.BAD_SIGNATURE)
     info = a.remote.lookup()
     assert info is not None and info.owner_pub == a.v.identity.sign_pub
+
+
+def test_a_server_swapping_the_root_wrap_only_denies_a_new_device(url: str, devices: Devices,
+                                                                    proxy: HostileProxy) -> None:
+    """The lookup's root wrap of a changed vault swapped for a seeded one, or for another changed
+    vault's real one: the new device's login fails with a clear error and creates nothing; it
+    never ends up with keys of the server's choosing."""
+    a = devices.first(url, "rekey-swap")
+    a.v.add("written before")
+    change_passphrase(a.syncer, NEW)
+    a.sync()
+    other = devices.first(url, "rekey-swap-other", label="o")
+    change_passphrase(other.syncer, NEW)
+    info, theirs = a.remote.lookup(), other.remote.lookup()
+    assert info is not None and theirs is not None and theirs.root_wrap != info.root_wrap
+    for swapped in (bytes(40), theirs.root_wrap):
+        def swap(_s: Any, ans: Any, w: bytes = swapped) -> Any:
+            return ans.with_json({**ans.json(), "root_wrap": w.hex()})
+        proxy.on("GET", r"^/v1/vaults/rekey-swap$", swap)
+        folder = devices.root / f"swap-{swapped[:2].hex()}"
+        with pytest.raises(OwnmemError, match="root key"):
+            login_new_device(folder, proxy.url, "rekey-swap", NEW)
+        assert not (folder / "vault.db").exists()
+        proxy.clear()
+    c = devices.join(proxy.url, "rekey-swap", label="c", passphrase=NEW)     # the real answer: in
+    assert c.v.holder().holder_id == a.v.holder().holder_id
+
+
+def test_the_servers_export_is_the_devices_export_and_imports_as_the_same_vault(url: str, devices: Devices,
+                                                                                 tmp_path: Path) -> None:
+    """After a change, `GET .../export.amem` carries key 6 (root wrap, successions) as the device's
+    export does, byte for byte: a fresh import of it is this vault, older objects as self."""
+    from ownmem.vault.store import Store
+    from ownmem.vault.transfer import export_bytes, import_bytes
+
+    a = devices.first(url, "rekey-export")
+    before = a.v.add("written before")
+    change_passphrase(a.syncer, NEW)
+    after = a.v.add("written after")
+    a.sync()
+    assert a.sync().refusals == []
+    a.syncer.ensure_login()
+    with httpx.Client(timeout=30) as c:
+        r = c.get(f"{url}/v1/vaults/rekey-export/export.amem", headers={"authorization": f"Bearer {a.remote.token}"})
+    r.raise_for_status()
+    assert r.content == export_bytes(a.v)[0]
+    report, w = import_bytes(lambda: Store(tmp_path / "restored"), r.content, NEW)
+    try:
+        assert report.imported == 2
+        assert w.holder().holder_id == a.v.holder().holder_id and w.sync_key().public == a.v.sync_key().public
+        assert {e.id: e.opened.trust for e in w.open_all().entries} == {before: Trust.SELF, after: Trust.SELF}
+    finally:
+        w.close()

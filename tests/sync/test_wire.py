@@ -148,6 +148,8 @@ SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.PushResult: messages.PushResult(3, 1, 0, 41),
     messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
     messages.EraseResult: messages.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),
+    messages.RewrapRequest: messages.RewrapRequest((os.urandom(32), os.urandom(32)), (os.urandom(40), os.urandom(40))),
+    messages.RewrapResult: messages.RewrapResult(2, 17),
     messages.ReceiptsRequest: messages.ReceiptsRequest((os.urandom(3000), os.urandom(3000))),
     messages.ReceiptsLogged: messages.ReceiptsLogged((os.urandom(32), os.urandom(32))),
     messages.LiveEvent: messages.LiveEvent(41),
@@ -429,6 +431,17 @@ def test_changes_refuses_a_malformed_page(body: bytes, server: FakeServer, remot
     refused(lambda: remote.changes(2))
 
 
+def test_a_wrap_change_parses_and_a_malformed_one_is_refused() -> None:
+    w = messages.WrapChange(7, CID, b"\x02" * 40)
+    assert messages.change_row(cbor.decode(w.encode())) == w
+    for bad in ([7, "wrap", CID, b"cell", b"\x02" * 40], [7, "wrap", CID, None, b"\x02" * 24],
+                [7, "wrap", CID[:5], None, b"\x02" * 40]):
+        with pytest.raises(WireError):
+            messages.change_row(bad)
+    with pytest.raises(WireError, match="of one length"):
+        messages.RewrapRequest.parse({"cell_ids": [CID.hex()], "wrapped_deks": ["02" * 40] * 2})
+
+
 def test_changes_reads_a_good_page(server: FakeServer, remote: Remote) -> None:
     server.answer("GET", "/changes", _page(), content_type="application/cbor")
     page = remote.changes(2)
@@ -547,7 +560,7 @@ def test_push_request_parse_refuses_malformed(raw: bytes) -> None:
 
 
 _seq_gaps = st.lists(st.integers(1, 1 << 40), max_size=40)
-_row_kind = st.sampled_from(["cell", "gone", "erase", "meta"])
+_row_kind = st.sampled_from(["cell", "gone", "erase", "wrap", "wrap-gone", "meta"])
 
 
 @hypothesis.given(gaps=_seq_gaps, kinds=st.lists(_row_kind, min_size=40, max_size=40),
@@ -562,7 +575,9 @@ def test_changes_page_round_trip(gaps: list[int], kinds: list[str], blobs: list[
         cid = hashlib.sha256(blob).digest()
         rows.append(messages.CellChange(seq, cid, blob, blob[:1] * 40) if kind == "cell"
                     else messages.ErasedCell(seq, cid) if kind == "gone"
-                    else messages.EraseChange(seq, cid, None) if kind == "erase" else messages.MetaChange(seq))
+                    else messages.EraseChange(seq, cid, None) if kind == "erase"
+                    else messages.WrapChange(seq, cid, blob[:1] * 40) if kind == "wrap"
+                    else messages.WrapChange(seq, cid, None) if kind == "wrap-gone" else messages.MetaChange(seq))
     nxt = rows[-1].seq if rows else since
     page = messages.ChangesPage(tuple(rows), nxt, nxt + extra)
     raw = page.encode()

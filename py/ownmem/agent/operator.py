@@ -56,7 +56,7 @@ from ownmem.usecases.requests import AgentRequest
 from ownmem.vault.remote import Remote
 from ownmem.vault.sharing import SharedReader
 from ownmem.vault.store import PendingWrite, StoredObject
-from ownmem.vault.sync import KEK_VERSION, TIER, Syncer, SyncReport
+from ownmem.vault.sync import TIER, Syncer, SyncReport
 from ownmem.vault.vault import DEFAULT_SCOPE, TOOL, Entry, UnlockedVault, honour_links
 from ownmem.wire import messages
 
@@ -553,8 +553,8 @@ class Operator(Tools):
         so = run_sync(seal(v.crypto, memory, signer=key, scope_id=scope.scope_id, dek=dek))
         wrapped = run_sync(aperto_keys.wrap_dek(v.crypto, dek, v.kek(scope)))
         h = v.holder()
-        cell = run_sync(make_cell(v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
-                                  cell_nonce=so.object_id, ciphertext=so.encoded, timestamp=now))
+        cell = run_sync(make_cell(v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=v.store.kek_gen(scope.scope_id),
+                                  tier=TIER, cell_nonce=so.object_id, ciphertext=so.encoded, timestamp=now))
         receipt = run_sync(make_receipt(v.crypto, xi=h.xi, holder_id=h.holder_id, operation="REMEMBER",
                                         subject_id=cell.cell_id, timestamp=now))
         w = PendingWrite(StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped),

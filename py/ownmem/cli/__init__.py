@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ownmem import __version__
-from ownmem.cli import agent, devices, log, passwd, records, recovery, share, staged, vault
+from ownmem.cli import agent, devices, log, passwd, records, recovery, rotate, share, staged, vault
 from ownmem.cli.common import EXIT_ERROR, EXIT_USAGE, CliError, Parser
 from ownmem.errors import OwnmemError
 from ownmem.termsafe import guarded, visible
@@ -30,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
     passwd.register(sub)     # passphrase change|update
     recovery.register(sub)   # recovery create|use
     devices.register(sub)    # devices [list] | remove ID
+    rotate.register(sub)     # identity rotate (scope rotate is under scope)
     log.register(sub)
     agent.register(sub)      # agent ..., with its sessions and manifest subcommands
     share.register(sub)      # whoami, share ...

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ownmem.aperto.model import MemType, type_name
+from ownmem.cli import rotate
 from ownmem.cli.common import (
     CliError,
     confidence as _confidence,
@@ -272,7 +273,12 @@ def cmd_scope(args: argparse.Namespace) -> int:
             print(name)
         return 0
     if not args.name:
-        raise CliError("`ownmem scope add` needs a name")
+        raise CliError(f"`ownmem scope {args.action}` needs a name")
+    if args.action == "rotate":
+        try:
+            return rotate.cmd_scope_rotate(v, args.name)
+        finally:
+            v.close()
     v.add_scope(args.name)
     print(f"scope {args.name!r} created")
     return 0
@@ -462,7 +468,7 @@ def register(sub: Any) -> None:
     sy.set_defaults(fn=cmd_sync)
 
     sc = sub.add_parser("scope", help="manage scopes")
-    sc.add_argument("action", choices=["add", "list"])
+    sc.add_argument("action", choices=["add", "list", "rotate"])
     sc.add_argument("name", nargs="?")
     sc.set_defaults(fn=cmd_scope)
 

@@ -3,9 +3,10 @@ the merge of this device's view with the server's, and this device's record of t
 version it has seen (a replayed older version must never lift a revocation)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ownmem.aperto.container import ScopeEntry, VaultPublic, parse_vault_public
+from ownmem.aperto.keys import WrappedKek
 from ownmem.crypto import cbor, run_sync, sha256
 from ownmem.errors import MalformedInput, SyncError, VaultError
 from ownmem.vault.rekey import Succession, chain_to, parse_succession, succession_valid
@@ -29,6 +30,9 @@ class Metadata:
     # so a passphrase change on any of them re-wraps it, and the server answers it to a new
     # device; absent while the vault has no kit
     recovery: bytes | None = None
+    # scope-KEK rotation (vault/rotate.py): scope_id -> (KEK generation, the retiring KEK's wrap
+    # while the server may still hold wraps under it); only scopes past generation 1
+    generations: dict[bytes, tuple[int, WrappedKek | None]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         m = {"vault_public": self.vault_public.to_cbor(), "revoked": sorted(self.revoked),
@@ -37,7 +41,22 @@ class Metadata:
             m["successions"] = [s.encode() for s in self.successions]
         if self.recovery is not None:
             m["recovery"] = self.recovery
+        if self.generations:
+            m["kek_gens"] = [[sid, g, *((r.kek_wrapped, r.eph_pub) if r else ())]
+                             for sid, (g, r) in sorted(self.generations.items())]
         return cbor.encode(m)
+
+
+def _generations(raw: object) -> dict[bytes, tuple[int, WrappedKek | None]]:
+    if not isinstance(raw, list):
+        raise MalformedInput("bad KEK generation list")
+    out: dict[bytes, tuple[int, WrappedKek | None]] = {}
+    for r in raw:
+        if not (isinstance(r, list) and len(r) in (2, 4) and isinstance(r[0], bytes) and len(r[0]) == 16
+                and type(r[1]) is int and 1 <= r[1] < 1 << 32 and all(isinstance(x, bytes) for x in r[2:])):
+            raise MalformedInput("malformed KEK generation")
+        out[r[0]] = (r[1], WrappedKek(r[2], r[3]) if len(r) == 4 else None)
+    return out
 
 
 def parse_metadata(data: bytes) -> Metadata:
@@ -53,7 +72,8 @@ def parse_metadata(data: bytes) -> Metadata:
         if recovery is not None and not isinstance(recovery, bytes):
             raise MalformedInput("bad recovery kit record")
         return Metadata(parse_vault_public(m["vault_public"]), frozenset(revoked), m["sync_pub"], m["holder_pub"],
-                        m["amem_sig"], tuple(parse_succession(s) for s in succ), recovery)
+                        m["amem_sig"], tuple(parse_succession(s) for s in succ), recovery,
+                        _generations(m.get("kek_gens", [])))
     except (KeyError, TypeError):
         raise MalformedInput("malformed vault metadata") from None
 

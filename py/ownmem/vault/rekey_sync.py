@@ -19,7 +19,7 @@ from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry
 from ownmem.crypto import cbor, random_bytes, run_sync
 from ownmem.errors import SyncError, WrongPassphrase
-from ownmem.vault import rekey, slots
+from ownmem.vault import rekey, rotate, slots
 from ownmem.vault.devicekey import note_keys_changed
 from ownmem.vault.metadata import check_metadata_seen, note_metadata_seen, parse_metadata
 from ownmem.vault.store import PublicIdentity
@@ -98,8 +98,14 @@ def catch_up(s: Syncer, new_passphrase: str, *, derived: tuple[bytes, bytes] | N
         raise SyncError("the server shows no change signed by this device's owner key: refused, nothing changed")
     scopes, keks = run_sync(_follow_scopes(s, meta.vault_public.scopes, ident))
     held_slots = [run_sync(slots.rewrap_slot(p, x, master)) for x in v.store.unlock_slots()]  # open the new master
+    # a scope rotation made while this device was away too: its DEKs follow the server's KEK
+    rewrapped, gens = run_sync(rotate.missed_rotations(
+        v, meta.generations, {e.scope_id: e for e in meta.vault_public.scopes.values()}, ident))
     with v.store.transaction():
         v.store.set_unlock_slots(held_slots)
+        v.store.set_wraps(rewrapped)
+        for sid, (g, retiring) in gens.items():
+            v.store.set_kek_gen(sid, g, retiring)
         v.store.replace_identity(PublicIdentity(info.salt, ident.sign_pub, ident.ka_pub), info.root_wrap)
         v.store.replace_scopes(scopes.values())
         v.store.set_successions(cbor.encode([r.encode() for r in recs]))

@@ -176,6 +176,11 @@ class Remote:
         return messages.EraseResult.parse(self._json("POST", self._url("/erase"),
                                                      messages.EraseRequest(tuple(receipts)), auth=True))
 
+    def rewrap(self, cell_ids: list[bytes], wrapped_deks: list[bytes]) -> messages.RewrapResult:
+        """A scope rotation's new wrapped DEKs for cells the vault holds (vault/rotate_sync.py)."""
+        return messages.RewrapResult.parse(self._json("POST", self._url("/rewrap"), messages.RewrapRequest(
+            tuple(cell_ids), tuple(wrapped_deks)), auth=True))
+
     def post_receipts(self, receipts: list[bytes]) -> tuple[bytes, ...]:
         """Log holder-signed REMEMBER/RECALL/STATUS receipts -> the receiptIds the server logged."""
         got = messages.ReceiptsLogged.parse(self._json("POST", self._url("/receipts"),

@@ -59,6 +59,12 @@ CREATE TABLE IF NOT EXISTS pending_writes (object_id BLOB PRIMARY KEY, scope_id 
                                            format_version INTEGER NOT NULL, sealed BLOB NOT NULL,
                                            dek_wrapped BLOB NOT NULL, cell_id BLOB NOT NULL UNIQUE,
                                            cell BLOB NOT NULL, receipt BLOB NOT NULL);
+-- scope-KEK rotation (vault/rotate.py): a scope's KEK generation (absent: 1, the cells' kekVersion),
+-- the retiring KEK (wrapped as a scope entry's is) while a rotation is under way, and the
+-- objects whose new wrapped DEK the server does not hold yet
+CREATE TABLE IF NOT EXISTS kek_gens (scope_id BLOB PRIMARY KEY, gen INTEGER NOT NULL,
+                                     retiring_kek BLOB, retiring_eph BLOB);
+CREATE TABLE IF NOT EXISTS rewrap_outbox (object_id BLOB PRIMARY KEY);
 """
 
 
@@ -246,6 +252,61 @@ class Store:
         self.db.execute("DELETE FROM scopes")
         for s in scopes:
             self.add_scope(s)
+
+    # ------------------------------------------------------------- KEK generations (vault/rotate.py)
+    def kek_gens(self) -> dict[bytes, tuple[int, WrappedKek | None]]:
+        """scope_id -> (its KEK generation, the retiring KEK's wrap while a rotation is under way);
+        a scope not listed is at generation 1 with nothing retiring."""
+        return {bytes(sid): (int(g), WrappedKek(bytes(kw), bytes(eph)) if kw is not None else None)
+                for sid, g, kw, eph in self.db.execute(
+                    "SELECT scope_id, gen, retiring_kek, retiring_eph FROM kek_gens")}
+
+    def kek_gen(self, scope_id: bytes) -> int:
+        r = self.db.execute("SELECT gen FROM kek_gens WHERE scope_id = ?", (scope_id,)).fetchone()
+        return int(r[0]) if r else 1
+
+    def set_kek_gen(self, scope_id: bytes, gen: int, retiring: WrappedKek | None) -> None:
+        self.db.execute("INSERT OR REPLACE INTO kek_gens VALUES (?, ?, ?, ?)",
+                        (scope_id, gen, retiring.kek_wrapped if retiring else None,
+                         retiring.eph_pub if retiring else None))
+
+    def set_scope_wrap(self, scope_id: bytes, wrapped: WrappedKek) -> None:
+        self.db.execute("UPDATE scopes SET kek_wrapped = ?, eph_pub = ? WHERE scope_id = ?",
+                        (wrapped.kek_wrapped, wrapped.eph_pub, scope_id))
+
+    def wraps_in_scope(self, scope_id: bytes) -> list[tuple[bytes, bytes]]:
+        """(object id, wrapped DEK) of every object of the scope."""
+        return [(bytes(o), bytes(w)) for o, w in self.db.execute(
+            "SELECT object_id, dek_wrapped FROM objects WHERE scope_id = ? ORDER BY object_id", (scope_id,))]
+
+    def set_wraps(self, wraps: Iterable[tuple[bytes, bytes]]) -> None:
+        """A scope rotation only: each object's wrapped DEK replaced (the sealed object never)."""
+        self.db.executemany("UPDATE objects SET dek_wrapped = ? WHERE object_id = ?", ((w, o) for o, w in wraps))
+
+    def queue_rewraps(self, object_ids: Iterable[bytes]) -> None:
+        """Queue for the server the new wraps of those objects that have a cell (one not made yet
+        is pushed with the wrap it will have then)."""
+        self.db.executemany("INSERT OR IGNORE INTO rewrap_outbox SELECT object_id FROM cells WHERE object_id = ?",
+                            ((o,) for o in object_ids))
+
+    def rewrap_outbox(self, limit: int) -> list[tuple[bytes, bytes, bytes]]:
+        """(object id, cellId, wrapped DEK) of queued objects whose cell reached the server."""
+        return [(bytes(o), bytes(c), bytes(w)) for o, c, w in self.db.execute(
+            "SELECT r.object_id, c.cell_id, o.dek_wrapped FROM rewrap_outbox r JOIN objects o ON o.object_id = "
+            "r.object_id JOIN cells c ON c.object_id = r.object_id AND c.pushed = 1 ORDER BY r.object_id LIMIT ?",
+            (limit,))]
+
+    def clear_rewraps(self, object_ids: Iterable[bytes]) -> None:
+        self.db.executemany("DELETE FROM rewrap_outbox WHERE object_id = ?", ((o,) for o in object_ids))
+
+    def rewraps_waiting(self, scope_id: bytes | None = None) -> int:
+        """Queued new wraps the server does not hold yet (of one scope, or of every scope); an
+        erased object's no longer counts."""
+        sql = "SELECT count(*) FROM rewrap_outbox r JOIN objects o ON o.object_id = r.object_id"
+        args: tuple[bytes, ...] = ()
+        if scope_id is not None:
+            sql, args = sql + " WHERE o.scope_id = ?", (scope_id,)
+        return int(self.db.execute(sql, args).fetchone()[0])
 
     def is_empty(self) -> bool:
         return self.identity() is None and self.count() == 0

@@ -46,7 +46,7 @@ from ownmem.errors import (
 )
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
-from ownmem.vault import local_receipts, recovery, rekey
+from ownmem.vault import local_receipts, recovery, rekey, rotate
 from ownmem.vault.devicekey import DEVICE_KEY, DEVICE_LABEL, DeviceAuth, clean_label, default_label, device_auth
 from ownmem.vault.logwatch import LogWatch, forget_log
 from ownmem.vault.metadata import (
@@ -69,8 +69,9 @@ from ownmem.wire.limits import MAX_BODY, MAX_RECEIPTS
 T = TypeVar("T")
 
 TIER = "STANDARD"
-KEK_VERSION = 1
+KEK_VERSION = 1        # a scope's first KEK generation; a rotation counts up (vault/rotate.py)
 PUSH_BATCH = 1000
+REWRAP_BATCH = 1000    # new wrapped DEKs of a scope rotation per request (vault/rotate.py)
 # Requests are bounded by size as well as count: a sealed object may be up to 1 MiB, so 1000
 # cells can be far over the server's 32 MiB body limit, and 2000 hex FORGET receipts (~7 KB
 # each) far over its 1 MiB JSON limit; a 413 there used to stop every later sync of the vault.
@@ -142,7 +143,8 @@ class Syncer:
         kit = recovery.recovery_slot(self.store)
         return Metadata(pub, frozenset(self.store.revoked_keys()), self.v.sync_key().public, self.v.holder().public,
                         run_sync(sign_metadata(self.v.crypto, ident, pub)), tuple(self.v.successions()),
-                        None if kit is None else recovery.record(kit))
+                        None if kit is None else recovery.record(kit),
+                        {sid: g for sid, g in self.store.kek_gens().items() if g[0] > 1 or g[1] is not None})
 
     def _signed(self, version: int, doc: bytes, ident: aperto_keys.Identity | None = None) -> bytes:
         return run_sync(self.v.crypto.ed25519_sign((ident or self.v.identity).sign.seed,
@@ -197,8 +199,10 @@ class Syncer:
                 for kid in self.store.revoked_keys() - revoked:
                     self.store.unrevoke(kid)
                 note_metadata_seen(self.store, version, doc)
+            rotate.follow(self.v, remote.generations, {s.scope_id: s for s in remote.vault_public.scopes.values()})
             mine = self.metadata_doc()
             if (set(mine.vault_public.scopes) == set(remote.vault_public.scopes)
+                    and mine.generations == remote.generations
                     and mine.successions == remote.successions
                     and dict(mine.vault_public.known_keys) == dict(remote.vault_public.known_keys)
                     and mine.revoked == remote.revoked and mine.amem_sig == remote.amem_sig
@@ -225,7 +229,9 @@ class Syncer:
         if have is not None:
             return have
         h = self.v.holder()
-        c = run_sync(make_cell(self.v.crypto, xi=h.xi, holder_id=h.holder_id, kek_version=KEK_VERSION, tier=TIER,
+        # the KEK generation the DEK is wrapped under now (SAIHM: a later re-wrap leaves the cell as it is)
+        c = run_sync(make_cell(self.v.crypto, xi=h.xi, holder_id=h.holder_id,
+                               kek_version=self.store.kek_gen(row.scope_id), tier=TIER,
                                cell_nonce=row.object_id, ciphertext=row.sealed, timestamp=now))
         return c.cell_id, c.to_cbor()
 
@@ -306,6 +312,36 @@ class Syncer:
         self.erasures_waiting = bool(self.store.erase_outbox())
         return not self.erasures_waiting
 
+    def push_rewraps(self, report: SyncReport, *, batch: int = REWRAP_BATCH,
+                     after_batch: Callable[[int], None] | None = None) -> int:
+        """A scope rotation's queued new wraps to the server (vault/rotate.py), ``batch`` at a time,
+        each batch dequeued in the transaction after the server's yes.  -> wraps the server took."""
+        sent = n = 0
+        while True:
+            rows = self.store.rewrap_outbox(batch)
+            if not rows:
+                return sent
+            try:
+                self._call(lambda: self.remote.rewrap([c for _, c, _ in rows], [w for _, _, w in rows]))  # noqa: B023
+            except SyncError as e:
+                if e.server_code != ErrorCode.UNKNOWN_CELL:
+                    raise
+                # one of them was erased meanwhile (by another device): the rest one by one
+                for _, cid, w in rows:
+                    try:
+                        self._call(lambda: self.remote.rewrap([cid], [w]))   # noqa: B023
+                    except SyncError as e1:
+                        if e1.server_code != ErrorCode.UNKNOWN_CELL:
+                            raise
+                        report.refusals.append(f"the server no longer holds cell {cid.hex()[:12]}: its new key "
+                                               "was not sent")
+            with self.store.transaction():
+                self.store.clear_rewraps(o for o, _, _ in rows)
+            sent += len(rows)
+            n += 1
+            if after_batch is not None:
+                after_batch(n)
+
     def _log_remembers(self, cell_ids: list[bytes], now: int) -> None:
         """SAIHM "Order of effect and receipt", "Receipt semantics": each cell's REMEMBER receipt
         (subject = cellId, holder-signed, no plaintext) is in the public log before the cell is
@@ -349,10 +385,16 @@ class Syncer:
             # cell takes its object over from the old cellId, whose erasure follows in the feed)
             cell_of: dict[bytes, bytes | None] = {}
             gone: list[bytes] = []
+            wraps: list[messages.WrapChange] = []
+            # scopes in the middle of a rotation: a cell's wrap may be under their retiring KEK
+            retiring = {sid for sid, (_, r) in self.store.kek_gens().items() if r is not None}
+            requeue: list[bytes] = []       # pulled under a retiring KEK: re-wrapped here, for the server too
             refused_cells = 0
             for row in page.rows:
                 if isinstance(row, messages.MetaChange):
                     meta_changed = True
+                elif isinstance(row, messages.WrapChange):
+                    wraps.append(row)
                 elif isinstance(row, messages.EraseChange):
                     why = erasure_refusal(self.v.crypto, row, holder.public)
                     if why is not None:
@@ -379,6 +421,10 @@ class Syncer:
                     so = checked.sealed
                     if so.object_id in erased:
                         continue
+                    if so.scope_id in retiring:
+                        wrapped, again = rotate.adopt_wrap(self.v, so.scope_id, wrapped)
+                        if again:
+                            requeue.append(so.object_id)
                     stored = StoredObject(so.object_id, so.scope_id, so.format_version, so.encoded, wrapped)
                     if so.object_id in present:
                         if not self._is_replacement(stored, checked.cell, holder.public):
@@ -403,6 +449,9 @@ class Syncer:
                     self.store.put_cell(oid, cid, cell, pushed=True)
                 if gone:
                     self.store.erase(gone)
+                self.store.queue_rewraps(requeue)
+                if wraps:
+                    report.refusals.extend(self._take_wraps(wraps))
                 self.store.sync_set("pull_seq", str(nxt).encode())
             if gone:
                 self.store.checkpoint()
@@ -415,6 +464,32 @@ class Syncer:
             # it is pulled on the next sync, and a server cannot keep this loop spinning
             if not page.more or not page.rows:
                 return meta_changed
+
+    def _take_wraps(self, wraps: list[messages.WrapChange]) -> list[str]:
+        """Within the page's transaction: the new wrapped DEKs of a scope rotation another device
+        made, each only if it opens under the scope's KEK in force to the DEK held here (an old
+        wrap handed back, or a forged one, is refused and the wrap held here kept).  -> refusals."""
+        take: list[tuple[bytes, bytes]] = []
+        refused = 0
+        scopes = {s.scope_id: s for s in self.store.scopes().values()}
+        gens = self.store.kek_gens()
+        for w in wraps:
+            oid = self.store.object_of_cell(w.cell_id)
+            have = self.store.get_object(oid) if oid is not None else None
+            if w.wrapped_dek is None or have is None or have.dek_wrapped == w.wrapped_dek:
+                continue
+            scope = scopes.get(have.scope_id)
+            if scope is None:
+                continue
+            retiring = gens.get(have.scope_id, (1, None))[1]
+            old = None if retiring is None else rotate.retiring_kek(self.v, have.scope_id, retiring)
+            if run_sync(rotate.wrap_accepted(self.v.crypto, w.wrapped_dek, have.dek_wrapped, self.v.kek(scope), old)):
+                take.append((have.object_id, w.wrapped_dek))
+            else:
+                refused += 1
+        self.store.set_wraps(take)
+        return [f"{refused} new key wrap(s) from the server do not open under the scope's key in force to the "
+                "memory's key: refused, the key held here kept"] if refused else []
 
     def _is_replacement(self, new: StoredObject, cell: Cell, holder_public: bytes) -> bool:
         """A cell for an object this device holds replaces it only as migration makes one: a
@@ -440,6 +515,7 @@ class Syncer:
         report = SyncReport()
         self.sync_metadata(report)
         self.push(report)
+        self.push_rewraps(report)
         self._log = None                 # each sync verifies the checkpoint afresh
         checked = self.log_watch().check()
         report.refusals.extend(checked.refusals)
@@ -611,7 +687,17 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     seed = random_bytes(32)
     device = DeviceAuth(seed, await p.ed25519_public(seed), clean_label(label) if label else default_label(),
                         ident.sign.seed)
-    remote.login(await aperto_keys.signing_key(p, sync_seed), device)
+    try:
+        remote.login(await aperto_keys.signing_key(p, sync_seed), device)
+    except SyncError as e:
+        if e.status != 401 or root_wrap is not None:
+            raise
+        # the owner keys matched, so the passphrase is right; a vault whose passphrase changed keeps
+        # its root wrapped, and a wrap that does not open leaves the root unknown: a swapped lookup
+        # can only deny, never hand this device keys of the server's choosing
+        raise SyncError("the passphrase is right, but the server's copy of this vault's root key does not open "
+                        "with it, so this device cannot prove the vault's sync key: nothing was created (the "
+                        "server's answer is damaged or not this vault's)", e.server_code, e.status) from None
     held = remote.get_metadata()
     if not await p.ed25519_verify(ident.sign_pub, held.signature, signed.metadata_message(name, held.version,
                                                                                      held.metadata)):
@@ -629,6 +715,8 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
             recovery.set_kit(store, kit)
         for s in meta.vault_public.scopes.values():
             store.add_scope(s)
+        for sid, (g, retiring) in meta.generations.items():
+            store.set_kek_gen(sid, g, retiring)
         for kid, pub in meta.vault_public.known_keys.items():
             store.add_known_key(kid, pub)
         for kid in meta.revoked:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from ownmem.aperto import keys as aperto_keys
 from ownmem.aperto.container import ScopeEntry, VaultPublic
+from ownmem.aperto.keys import WrappedKek
 from ownmem.aperto.model import Memory, OpenedMemory, SealedObject, Trust, type_name
 from ownmem.aperto.seal import open_many, open_sealed, parse_sealed, reopen_verified, seal
 from ownmem.aperto.trust import Keyring
@@ -186,6 +187,9 @@ class UnlockedVault:
         # the secrets, each dropped by lock()
         self.ident: aperto_keys.Identity | None = ident           # master secret, owner signing and key-agreement keys
         self._keks: dict[bytes, bytes] = {}             # scope_id -> unwrapped scope KEK
+        # scope_id -> the wrap each cached KEK came from: a scope rotated by another process
+        # (vault/rotate.py) has another wrap in the store, and its new KEK is unwrapped then
+        self._kek_wraps: dict[bytes, WrappedKek] = {}
         self._holder: Holder | None = None              # SAIHM holder: the ML-DSA-65 seed
         self._sync: aperto_keys.SigningKey | None = None          # the device-authentication key
         self._purpose: dict[KeyPurpose, bytes] = {}     # purpose -> its key (device cache, ...)
@@ -212,6 +216,7 @@ class UnlockedVault:
         reference is what a lock can do (accepted risk, as in every Python crypto library)."""
         self.ident = None
         self._keks.clear()
+        self._kek_wraps.clear()
         self._holder = None
         self._sync = None
         self._purpose.clear()
@@ -284,6 +289,9 @@ class UnlockedVault:
                                       publish: Callable[[rekey.Rekeyed], None] | None = None) -> rekey.Rekeyed:
         if not new_passphrase and master is None:
             raise VaultError("the passphrase must not be empty")
+        if any(r is not None for _, r in self.store.kek_gens().values()):
+            # the retiring KEK is wrapped to today's key-agreement key (vault/rotate.py)
+            raise VaultError("a scope rotation is not finished: run `ownmem scope rotate NAME` again first")
         old = self.identity
         salt = salt if salt is not None else random_bytes(aperto_keys.SALT_LEN)
         if master is None:
@@ -304,6 +312,7 @@ class UnlockedVault:
                 publish(done)
         self.ident = done.ident
         self._keks = dict(done.keks)
+        self._kek_wraps.clear()
         self.crypto.forget_secrets()      # the old owner keys' cached private keys
         return done
 
@@ -340,10 +349,16 @@ class UnlockedVault:
 
     async def kek_async(self, scope: ScopeEntry) -> bytes:
         kek = self._keks.get(scope.scope_id)
-        if kek is None:
+        if kek is None or self._kek_wraps.get(scope.scope_id, scope.wrapped) != scope.wrapped:
             kek = await aperto_keys.unwrap_kek(self.crypto, scope.wrapped, scope.scope_id, self.identity)
             self._keks[scope.scope_id] = kek
+            self._kek_wraps[scope.scope_id] = scope.wrapped
         return kek
+
+    def forget_kek(self, scope_id: bytes) -> None:
+        """Drop the cached KEK of a scope whose KEK changed (vault/rotate.py)."""
+        self._keks.pop(scope_id, None)
+        self._kek_wraps.pop(scope_id, None)
 
     def scopes(self) -> dict[str, ScopeEntry]:
         return self.store.scopes()

@@ -36,6 +36,7 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
     BUSY = "busy"
     TOO_MANY_RECEIPTS = "too_many_receipts"
+    UNKNOWN_CELL = "unknown_cell"
     # sharing between people (SAIHM "Sharing contracts"; routes under /shares, /shared, /v1/holders)
     MALFORMED_CONTRACT = "malformed_contract"
     INVALID_GRANTEE = "invalid_grantee"
@@ -95,6 +96,8 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
     ErrorCode.INTERNAL: (500, "the server failed; nothing of the request was stored"),
     ErrorCode.BUSY: (503, "the server is busy: too many connections or exports open (see Retry-After)"),
     ErrorCode.TOO_MANY_RECEIPTS: (413, f"more than {MAX_RECEIPTS} receipts in one POST /receipts"),
+    ErrorCode.UNKNOWN_CELL: (409, "a new wrap names a cell this vault does not hold (never pushed, erased, or "
+                                  "another holder's): nothing was replaced"),
     ErrorCode.MALFORMED_CONTRACT: (400, "a sharing contract is malformed, not deterministic CBOR, or its keys do "
                                         "not match its grantees and cells"),
     ErrorCode.INVALID_GRANTEE: (400, "a grantee is not a 32-byte holderId, is listed twice, is the sharer, or "

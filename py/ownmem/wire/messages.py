@@ -15,6 +15,8 @@ pushed cells, erasure, receipts for the public log, and the change feed a device
     PushRequest       POST /v1/vaults/{name}/cells        -> CBOR [[cell, wrapped DEK], ...]
     PushResult             its answer                     <- JSON
     EraseRequest      POST /v1/vaults/{name}/erase        -> JSON
+    RewrapRequest     POST /v1/vaults/{name}/rewrap       -> JSON (a scope rotation's new wrapped DEKs)
+    RewrapResult           its answer                     <- JSON
     EraseResult            its answer                     <- JSON
     ChangesPage       GET  /v1/vaults/{name}/changes      <- CBOR {1: [change], 2: next, 3: last, 4: more}
     LiveEvent         GET  /v1/vaults/{name}/events       <- the data of each server-sent event, JSON
@@ -215,6 +217,28 @@ class EraseResult(JsonMessage):
 
 
 @dataclass(frozen=True, slots=True)
+class RewrapRequest(JsonMessage):
+    """A scope-KEK rotation (vault/rotate.py): the new wrapped DEK of each named cell, in the
+    same order.  The cells themselves are not touched (SAIHM: the wrap is kept apart from the
+    cell, so re-wrapping changes neither cellId nor the cell signature)."""
+
+    cell_ids: Annotated[tuple[bytes, ...], HexList(Hex(ID_LEN), 1, MAX_BATCH)]
+    wrapped_deks: Annotated[tuple[bytes, ...], HexList(Hex(WRAPPED_DEK_LEN), 1, MAX_BATCH)]
+
+    def check(self) -> None:
+        if len(self.cell_ids) != len(self.wrapped_deks):
+            raise WireError("cell_ids and wrapped_deks must be of one length")
+        if len(set(self.cell_ids)) != len(self.cell_ids):
+            raise WireError("a cellId is named twice")
+
+
+@dataclass(frozen=True, slots=True)
+class RewrapResult(JsonMessage):
+    replaced: Counter      # wraps that changed (one the server held already is not a change)
+    last_seq: Counter
+
+
+@dataclass(frozen=True, slots=True)
 class ReceiptsRequest(JsonMessage):
     """Holder-signed REMEMBER, RECALL or STATUS receipts for the public log (POST /receipts);
     KEY and FORGET receipts travel with registration and erasure, SHARE/REVOKE with contracts."""
@@ -309,6 +333,20 @@ class EraseChange:
 
 
 @dataclass(frozen=True, slots=True)
+class WrapChange:
+    """A cell's DEK re-wrapped (a scope rotation, vault/rotate.py); ``wrapped_dek`` None if the
+    cell was erased since (its erasure comes later in the feed).  A device takes it only if it
+    unwraps under the scope's KEK in force to the DEK it holds (vault/rotate.py ``take_wrap``)."""
+
+    seq: int
+    cell_id: bytes
+    wrapped_dek: bytes | None
+
+    def encode(self) -> bytes:
+        return cbor.encode([self.seq, "wrap", self.cell_id, None, self.wrapped_dek])
+
+
+@dataclass(frozen=True, slots=True)
 class MetaChange:
     seq: int
 
@@ -316,7 +354,7 @@ class MetaChange:
         return cbor.encode([self.seq, "meta", None, None, None])
 
 
-ChangeRow = CellChange | ErasedCell | EraseChange | MetaChange
+ChangeRow = CellChange | ErasedCell | EraseChange | WrapChange | MetaChange
 _SEQ = Int(1)
 
 
@@ -338,9 +376,12 @@ def change_row(v: Any) -> ChangeRow:
     if kind == "erase" and wrapped is None:
         return EraseChange(seq, blob(cell_id, "cellId", ID_LEN),
                            None if cell is None else blob(cell, "FORGET receipt", limit=MAX_RECEIPT))
+    if kind == "wrap" and cell is None:
+        return WrapChange(seq, blob(cell_id, "cellId", ID_LEN),
+                          None if wrapped is None else blob(wrapped, "wrappedDek", WRAPPED_DEK_LEN))
     if kind == "meta" and cell_id is None and cell is None and wrapped is None:
         return MetaChange(seq)
-    raise WireError("a change is a cell, an erasure or a metadata version")
+    raise WireError("a change is a cell, an erasure, a new wrap or a metadata version")
 
 
 PAGE_SLICE = 256   # changes per streamed slice of a pull page (~1 MB of cells)
