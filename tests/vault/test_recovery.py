@@ -46,9 +46,9 @@ def test_words_are_bip39_both_ways() -> None:
         assert R.from_words(words) == bytes.fromhex(hexkey)
     for _ in range(200):
         key = random_bytes(16)
-        words = R.to_words(key)
-        assert " ".join(words) == REF.to_mnemonic(key)
-        assert R.from_words(" ".join(words)) == key == bytes(REF.to_entropy(words))
+        listed = R.to_words(key)
+        assert " ".join(listed) == REF.to_mnemonic(key)
+        assert R.from_words(" ".join(listed)) == key == bytes(REF.to_entropy(listed))
 
 
 def test_words_as_a_person_types_them() -> None:
