@@ -134,8 +134,10 @@ async function scenario(view) {
   await click(view, `${rf} [data-testid="recovery-submit"]`);
   await waitListed(view, OP_MS);
   await until('the memory there', async () => (await cards(view)).includes(MEMORY), OP_MS);
-  // a new kit, shown once: other words
+  // a new kit, shown once: other words; the sheet says what happened
   await showing(view, '[data-testid="recovery-words"]');
+  assert.match(await view.evaluate(() => document.querySelector('[data-testid="recovery-used"]')?.textContent ?? ''),
+    /new passphrase.*no longer works/);
   const fresh = await kitWords(view);
   assert.equal(fresh.length, 12);
   assert.notDeepEqual(fresh, words);

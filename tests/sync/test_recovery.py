@@ -18,6 +18,7 @@ from ownmem.aperto import keys as K
 from ownmem.crypto import provider, random_bytes, run_sync
 from ownmem.errors import PassphraseChanged, WrongPassphrase
 from ownmem.vault import recovery as R, slots as S
+from ownmem.vault.bip39_english import WORDS
 from ownmem.vault.recovery_sync import recover_new_device, use_kit
 from ownmem.vault.rekey_sync import catch_up, change_passphrase
 from ownmem.vault.sync import Syncer, SyncReport, login_new_device
@@ -128,7 +129,7 @@ def test_words_that_are_not_the_kits_are_refused_before_anything_is_written(
     with pytest.raises(R.BadRecoveryWords, match="word 3"):
         recover_new_device(tmp_path / "x", url, "kit-three", " ".join(words[:2] + ["qwerty"] + words[3:]),
                            client=client)
-    last = R.WORDS[R.WORDS.index(words[-1]) ^ 1]
+    last = WORDS[WORDS.index(words[-1]) ^ 1]
     with pytest.raises(R.BadRecoveryWords, match="do not check out"):
         recover_new_device(tmp_path / "x", url, "kit-three", " ".join(words[:-1] + [last]), client=client)
     # another kit's words; a vault without a kit (a decoy); a name nobody holds (a decoy)

@@ -15,6 +15,7 @@ from ownmem.crypto import provider, random_bytes, run_sync
 from ownmem.errors import NotFound, WrongPassphrase
 from ownmem.vault import Vault, recovery as R
 from ownmem.vault.bip39_english import DIGEST, WORDS
+from ownmem.vault.slots import rewrap_slot
 from ownmem.vault.store import Store
 
 from .vaultkit import PASSPHRASE, store_state
@@ -46,9 +47,9 @@ def test_words_are_bip39_both_ways() -> None:
         assert R.from_words(words) == bytes.fromhex(hexkey)
     for _ in range(200):
         key = random_bytes(16)
-        words = R.to_words(key)
-        assert " ".join(words) == REF.to_mnemonic(key)
-        assert R.from_words(" ".join(words)) == key == bytes(REF.to_entropy(words))
+        listed = R.to_words(key)
+        assert " ".join(listed) == REF.to_mnemonic(key)
+        assert R.from_words(" ".join(listed)) == key == bytes(REF.to_entropy(listed))
 
 
 def test_words_as_a_person_types_them() -> None:
@@ -118,3 +119,21 @@ def test_the_kit_survives_a_passphrase_change(tmp_path: Path) -> None:
     u = run_sync(R.unlock_with_words_async(Store(tmp_path / "v"), P, " ".join(words)))
     assert u.identity.sign_pub == done.ident.sign_pub
     u.close()
+
+
+def test_two_kits_settle_the_same_way_on_every_device(tmp_path: Path) -> None:
+    """merge_kit: the same kit -> the server's copy (devices converge on one wrap); two kits made
+    apart -> the later (then the lower id), whichever side holds which; none there -> ours; a
+    record that does not parse -> ours."""
+    v = Vault.create(tmp_path / "v", PASSPHRASE)
+    _, early = run_sync(R.create_kit_async(v, now=1_700_000_000))
+    _, late = run_sync(R.create_kit_async(v, now=1_800_000_000))
+    rewrapped = run_sync(rewrap_slot(P, early, v.identity.master))
+    v.close()
+    assert R.merge_kit(early, R.record(rewrapped)) == rewrapped
+    assert R.merge_kit(early, R.record(late)) == late
+    assert R.merge_kit(late, R.record(early)) == late
+    assert R.merge_kit(None, R.record(early)) == early
+    assert R.merge_kit(early, None) == early
+    assert R.merge_kit(early, R.record(early)[:-1]) == early
+    assert R.from_record(R.record(late)) == late

@@ -49,7 +49,7 @@ export function recoverySheet({ name, server, created = false, onClose, kit = nu
  */
 export function showKit(sheet, words) {
   const box = /** @type {HTMLElement} */ (sheet.querySelector('[data-role="recovery-kit"]'));
-  const canvas = el('canvas', { class: 'kit-qr', 'data-testid': 'recovery-qr', 'aria-label': 'QR code of the 12 words' });
+  const canvas = el('canvas', { class: 'kit-qr', 'data-testid': 'recovery-qr', role: 'img', 'aria-label': 'QR code of the 12 words' });
   box.replaceChildren(
     el('h3', { text: 'Your recovery kit' }),
     el('p', { text: 'If you forget your passphrase, these 12 words open your vault, on this device or a new one. '

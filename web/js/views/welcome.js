@@ -331,7 +331,10 @@ export function showUnlock(message) {
     onclick: () => showWelcome('create', vaultName()),
   })), el('p', { class: 'not-you' }, el('button', {
     type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'forgot', text: 'Forgot your passphrase? Use your recovery kit',
-    onclick: () => form.replaceWith(recoveryForm()),
+    onclick: (/** @type {MouseEvent} */ e) => {
+      /** @type {HTMLElement} */ (/** @type {HTMLElement} */ (e.currentTarget).parentElement).hidden = true;
+      form.replaceWith(recoveryForm());
+    },
   })));
   passkeyUnlock(form, enterVault);   // shown only where this vault has a passkey and the browser PRF
   form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
@@ -355,7 +358,7 @@ function recoveryForm() {
     el('p', { text: 'Enter the 12 words of your recovery kit, in order. Then choose a new passphrase: the old one stops working.' }),
     el('div', { class: 'field' },
       el('label', { for: wordsId, text: 'Recovery words' }),
-      el('textarea', { id: wordsId, name: 'words', rows: 3, 'data-testid': 'recovery-words-input', autocomplete: 'off',
+      el('textarea', { id: wordsId, name: 'words', rows: 4, 'data-testid': 'recovery-words-input', autocomplete: 'off',
         spellcheck: 'false', autocapitalize: 'off' })),
     el('div', { class: 'field' },
       el('label', { for: 'recovery-pass', text: 'New passphrase' }),
@@ -394,9 +397,11 @@ function recoveryForm() {
     words.value = '';
     release();
     await enterVault();
-    notice('Your vault is open with its new passphrase. Your old recovery kit no longer works: keep the new one below.', { persist: true });
     const sheet = recoverySheet({ name: vaultName(), server: bootInfo()?.vault?.server ?? null, onClose: () => sheet.remove(),
       kit: r.words });
+    // said in the sheet, not in a notice: a notice would float over the new words
+    sheet.querySelector('h2')?.after(el('p', { class: 'callout', 'data-testid': 'recovery-used',
+      text: 'Your vault is open with its new passphrase. The kit you used no longer works: keep the new one below.' }));
     main.prepend(sheet);
   });
   queueMicrotask(() => words.focus());
