@@ -137,3 +137,20 @@ def test_two_kits_settle_the_same_way_on_every_device(tmp_path: Path) -> None:
     assert R.merge_kit(early, None) == early
     assert R.merge_kit(early, R.record(early)[:-1]) == early
     assert R.from_record(R.record(late)) == late
+
+
+def test_a_kit_made_in_the_same_second_as_the_one_it_replaces_wins_every_merge(tmp_path: Path) -> None:
+    """A kit used at once (created, then used and replaced within one second, or under a clock set
+    back): the replacement is dated after the used one, so no device's merge hands the used kit
+    back (a tie broken by slot id would, half the time)."""
+    v = Vault.create(tmp_path / "v", PASSPHRASE)
+    try:
+        for _ in range(8):          # both slot-id orders come up
+            _, used = run_sync(R.create_kit_async(v, now=1_765_000_000))
+            _, new = run_sync(R.create_kit_async(v, now=1_765_000_000))
+            assert new.created > used.created
+            assert R.merge_kit(new, R.record(used)) == new and R.merge_kit(used, R.record(new)) == new
+            _, back = run_sync(R.create_kit_async(v, now=1_600_000_000))      # the clock set back
+            assert back.created > new.created and R.merge_kit(new, R.record(back)) == back
+    finally:
+        v.close()

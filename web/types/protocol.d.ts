@@ -359,6 +359,10 @@ export interface PythonOperations {
   recovery_create: Op<Empty, { words: string[] }>;
   /** unlock with the kit's words, the new passphrase set at once, and a new kit */
   recovery_use: Op<{ words: string; passphrase: string }, { count: number; words: string[] }>;
+  /** a browser with no vault: fetched with the vault name and the kit's words, the new passphrase
+   *  set at once (here and on the server), a new kit, one sync */
+  recovery_login: Op<{ server: string; name: string; words: string; passphrase: string; label?: string },
+    SyncedChange & { words: string[] }>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;

@@ -142,8 +142,13 @@ def merge_kit(mine: slots.Slot | None, theirs: bytes | None) -> slots.Slot | Non
 
 async def create_kit_async(v: UnlockedVault, *, now: int | None = None) -> tuple[list[str], slots.Slot]:
     """A new kit -> (its words, to show once; its slot), replacing the last kit's slot in the
-    same transaction: the old words open nothing here from then on."""
+    same transaction: the old words open nothing here from then on.  It is dated after the kit it
+    replaces even within the same second (or under a clock set back): merge_kit keeps the later of
+    two kits, and a tie broken by slot id would hand the used kit back half the time."""
     at = int(time.time()) if now is None else now
+    last = recovery_slot(v.store)
+    if last is not None:
+        at = max(at, last.created + 1)
     key = new_key()
     check = await root_check(v.crypto, key, v.identity.root)
     slot = await slots.make_slot(v.crypto, KIND, label(at), check, key, v.identity.master, at)

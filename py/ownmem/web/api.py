@@ -25,6 +25,7 @@ from ownmem.usecases.authors import AgentKeys, written_by
 from ownmem.usecases.listing import shown
 from ownmem.vault import recovery
 from ownmem.vault.devicekey import set_label
+from ownmem.vault.remote import Remote
 from ownmem.vault.slots import Slot
 from ownmem.vault.sync import Syncer, SyncReport, adopt_from_server_async, link
 from ownmem.vault.unlock import check_passphrase_async, create_in_async, unlock_store_async, unlock_with_slot_async
@@ -191,24 +192,46 @@ class App:
         """Unlock with the kit's words, set the new ``passphrase`` at once (on the server too when
         linked) and make a new kit in place of the used one -> ``{"count", "words"}``.  If the
         change fails, the vault is locked again: the words alone never leave it open."""
-        from ownmem.vault.rekey_sync import change_passphrase  # start-up time: loaded at the first use
         if not passphrase:
             raise VaultError("choose a new passphrase")
         self.vault = await recovery.unlock_with_words_async(self.store, provider(), words)
-        try:
-            if self._linked() is not None:
-                change_passphrase(self._syncer(), passphrase)
-            else:
-                await self.v.change_passphrase_async(passphrase)
-            new_words, _ = await recovery.create_kit_async(self.v)
-            if self._linked() is not None:
-                self._syncer().sync_metadata(SyncReport())
-        except BaseException:
-            self.op_lock()
-            raise
+        new_words = await self._use_kit(passphrase, self._syncer() if self._linked() is not None else None)
         await self._load_cache()
         self._erase_from_cache()
         return {"count": self.store.count(), "words": new_words}
+
+    async def op_recovery_login(self, server: str, name: str, words: str, passphrase: str,
+                                label: str = "") -> dict[str, Any]:
+        """A browser holding no vault, with the vault's name and the kit's words only (a lost phone
+        and a forgotten passphrase): the vault is fetched as ``ownmem recovery use --server`` fetches
+        it (vault/recovery_sync.py: the words are checked before any request, the server's kit
+        proven by its root check before anything is stored), the new ``passphrase`` set at once,
+        here and on the server, a new kit made in place of the used one, then one sync ->
+        ``{"words", "synced", "problem", "pending"}`` (a failed sync after the change loses
+        neither it nor the new words: the live sync tries again).  ``label``: as ``op_login``'s.  If the change
+        fails after the fetch, the vault stays in this browser, locked, and the kit still opens it
+        (the unlock screen's "Forgot your passphrase?")."""
+        from ownmem.vault.recovery_sync import recover_new_device_async  # start-up time: loaded at the first use
+        if self.store.identity() is not None:
+            raise VaultError("this browser already holds a vault")
+        if not passphrase:
+            raise VaultError("choose a new passphrase")
+        syncer = await recover_new_device_async(self.store, self._remote(server, name), words, provider(),
+                                                label=label or None)
+        self.syncer, self.vault = syncer, syncer.v
+        new_words = await self._use_kit(passphrase, syncer)
+        synced, problem, pending = self._sync_now()
+        return {"words": new_words, "synced": synced, "problem": problem, "pending": pending}
+
+    async def _use_kit(self, passphrase: str, syncer: Syncer | None) -> list[str]:
+        """The forced new passphrase and a new kit (recovery_sync.use_kit); the vault locked again
+        if they fail: the words alone never leave it open."""
+        from ownmem.vault.recovery_sync import use_kit_async  # start-up time: loaded at the first use
+        try:
+            return await use_kit_async(self.v, passphrase, syncer)
+        except BaseException:
+            self.op_lock()
+            raise
 
     def _open_all(self, include_unverified: bool = False) -> Listing:
         return run_sync(self._open_all_async(include_unverified))
@@ -305,8 +328,12 @@ class App:
             linked = self._linked()
             if linked is None:
                 raise VaultError("this vault is not linked to a server yet")
-            self.syncer = Syncer(self.v, FetchRemote(linked[0], linked[1]))
+            self.syncer = Syncer(self.v, self._remote(linked[0], linked[1]))
         return self.syncer
+
+    def _remote(self, server: str, name: str) -> Remote:
+        """A new device's way to the server: fetch (tests/web put the CLI's HTTP client here)."""
+        return FetchRemote(server, name)
 
     def op_link(self, server: str, name: str, label: str = "") -> dict[str, Any]:
         """-> ``{"name"}``: the name linked, which is not ``name`` when this vault's keys hold
@@ -324,7 +351,7 @@ class App:
                        label: str = "") -> dict[str, Any]:
         if self.store.identity() is not None:
             raise VaultError("this browser already holds a vault")
-        self.syncer = await adopt_from_server_async(self.store, FetchRemote(server, name), passphrase, provider(),
+        self.syncer = await adopt_from_server_async(self.store, self._remote(server, name), passphrase, provider(),
                                                     master=bytes(master) if master else None, label=label or None)
         self.vault = self.syncer.v
         return self.op_sync()
