@@ -4,9 +4,14 @@
 // the recovery sheet shows the kit's 12 words and their QR code once; the words are read off the
 // page; the vault is locked; "Forgot your passphrase?" takes mistyped words (refused, said
 // plainly), then the real words and a new passphrase; the vault opens with its memory, a new kit
-// is shown (other words), and the new passphrase unlocks it after the next lock.  Phone-size
-// pictures of the kit and the form: test-output/screenshots/<engine>/recovery-kit-*.png and
-// recovery-form-*.png.
+// is shown (other words), and the new passphrase unlocks it after the next lock.  Then the main
+// case of a kit, a lost phone AND a forgotten passphrase: a FRESH browser context (no vault), on
+// "Use my vault from a server", "Forgot your passphrase?": a mistyped word and a name nobody
+// holds are refused plainly with nothing stored (the page reloaded holds no vault); the name and
+// the words and a new passphrase fetch the vault with its memory and show a new kit; another
+// fresh context cannot log in with the passphrase from before.  Phone-size pictures of the kit
+// and the forms: test-output/screenshots/<engine>/recovery-kit-*.png, recovery-form-*.png,
+// recovery-new-browser-form-*.png and recovery-new-browser-kit-*.png.
 //
 //   python3 build.py build && node --test tests/browser/recovery.test.mjs
 //
@@ -29,6 +34,7 @@ const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
 const require = createRequire(path.join(ROOT, 'package.json'));
 const PASS = 'correct horse battery staple 42';
 const NEW_PASS = 'a fresh passphrase after the kit, 77 lanterns';
+const NEWER_PASS = 'the phone was lost too: 19 quiet harbours';
 const MEMORY = 'The spare key is under the blue pot';
 const BOOT_MS = 180_000;
 const OP_MS = 120_000;
@@ -154,9 +160,86 @@ async function scenario(view) {
   await click(view, '[data-testid="unlock-submit"]');
   await waitListed(view, OP_MS);
   assert.ok((await cards(view)).includes(MEMORY));
+  return { name, words: fresh };
 }
 
-test('Chromium: the recovery kit shown, used, replaced', { timeout: 600_000, skip: skipIf([CHROMIUM]) }, async () => {
+/**
+ * A browser that holds no vault: the vault `name` is opened with the kit's `words` and a new
+ * passphrase.  `fresh()` -> a view of the app in a new browser context (nothing stored), loaded
+ * at the welcome screen; `view.goto(url)` reloads it; `view.close()` ends it.
+ */
+async function onANewBrowser(fresh, name, words) {
+  const rf = '[data-testid="recovery-form"]';
+  const view = await fresh();
+  try {
+    assert.equal(await view.evaluate(() => !!document.querySelector('[data-testid="unlock-form"]')), false,
+      `${view.engine}: the fresh context holds a vault already`);
+    await click(view, '[data-testid="tab-login"]');
+    await showing(view, '[data-testid="login-form"]');
+    await fill(view, '[data-testid="login-form"] [data-testid="vault-name"]', name);
+    await click(view, '[data-testid="login-form"] [data-testid="forgot"]');
+    await showing(view, rf);
+    // the login form's server and name carried over
+    assert.equal(await view.evaluate((f) => document.querySelector(`${f} [data-testid="recovery-server"]`).value, rf), origin);
+    assert.equal(await view.evaluate((f) => document.querySelector(`${f} [data-testid="recovery-vault-name"]`).value, rf), name);
+    const submit = async (vaultName, typed) => {
+      await fill(view, `${rf} [data-testid="recovery-vault-name"]`, vaultName);
+      await fill(view, `${rf} [data-testid="recovery-words-input"]`, typed);
+      await fill(view, `${rf} [data-testid="recovery-passphrase"]`, NEWER_PASS);
+      await fill(view, `${rf} [data-testid="recovery-passphrase2"]`, NEWER_PASS);
+      await click(view, `${rf} [data-testid="recovery-submit"]`);
+    };
+    const refused = (what) => until(what, async () => {
+      const t = await errorLine(view, rf);
+      return t && (await view.evaluate((f) => !document.querySelector(`${f} [data-testid="recovery-submit"]`).disabled, rf)) ? t : null;
+    }, OP_MS);
+    // a word swapped for another: the checksum refuses it before anything is fetched
+    await submit(name, [...words.slice(0, 11), words[11] === 'zoo' ? 'abandon' : 'zoo'].join(' '));
+    assert.match(await refused('the mistyped words refused'), /do not check out|not one of the recovery kit/, view.engine);
+    await phoneShots(view, 'recovery-new-browser-form', rf);
+    // a name nobody holds on this server: said as such
+    await submit(`nobody-${name}`, words.join(' '));
+    assert.match(await refused('the unknown name refused'), /No vault with this name on this server/, view.engine);
+    // nothing was stored: the page loaded again holds no vault
+    await view.goto(`${origin}/`);
+    await showing(view, '[data-testid="tab-create"]', BOOT_MS);
+    assert.equal(await view.evaluate(() => !!document.querySelector('[data-testid="unlock-form"]')), false, view.engine);
+
+    await click(view, '[data-testid="tab-login"]');
+    await showing(view, '[data-testid="login-form"]');
+    await click(view, '[data-testid="login-form"] [data-testid="forgot"]');
+    await showing(view, rf);
+    await submit(name, words.join(' '));
+    await waitListed(view, OP_MS);
+    await until('the memory fetched', async () => (await cards(view)).includes(MEMORY), OP_MS);
+    await showing(view, '[data-testid="recovery-words"]');
+    assert.match(await view.evaluate(() => document.querySelector('[data-testid="recovery-used"]')?.textContent ?? ''),
+      /open in this browser with its new passphrase.*old passphrase and the kit you used no longer work/);
+    const fresher = await kitWords(view);
+    assert.equal(fresher.length, 12);
+    assert.notDeepEqual(fresher, words);
+    await phoneShots(view, 'recovery-new-browser-kit', '[data-testid="recovery-sheet"]');
+  } finally {
+    await view.close();
+  }
+
+  // the passphrase from before opens nothing from another fresh browser
+  const other = await fresh();
+  try {
+    await click(other, '[data-testid="tab-login"]');
+    const lf = '[data-testid="login-form"]';
+    await showing(other, lf);
+    await fill(other, `${lf} [data-testid="vault-name"]`, name);
+    await fill(other, `${lf} [data-testid="passphrase"]`, NEW_PASS);
+    await click(other, `${lf} [data-testid="login-submit"]`);
+    await until('the old passphrase refused', async () => /wrong passphrase/i.test(await errorLine(other, lf)), OP_MS);
+    assert.equal(await other.evaluate(() => !!document.querySelector('[data-testid="add-form"]')), false);
+  } finally {
+    await other.close();
+  }
+}
+
+test('Chromium: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 600_000, skip: skipIf([CHROMIUM]) }, async () => {
   const { chromium } = require('playwright-core');
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu'] });
   try {
@@ -166,13 +249,22 @@ test('Chromium: the recovery kit shown, used, replaced', { timeout: 600_000, ski
       screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
     await page.goto(`${origin}/`);
     await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-    await scenario(view);
+    const { name, words } = await scenario(view);
+    await onANewBrowser(async () => {
+      const context = await browser.newContext({ viewport: DESKTOP });
+      const p = await context.newPage();
+      p.on('pageerror', (e) => pageErrors.push(`chromium: ${e.stack || e}`));
+      await p.goto(`${origin}/`);
+      await p.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+      return { engine: 'chromium', evaluate: (fn, arg) => p.evaluate(fn, arg), setViewport: (v) => p.setViewportSize(v),
+        screenshot: (file) => p.screenshot({ path: file, fullPage: true }), goto: (url) => p.goto(url), close: () => context.close() };
+    }, name, words);
   } finally {
     await browser.close();
   }
 });
 
-test('Firefox: the recovery kit shown, used, replaced', { timeout: 600_000, skip: skipIf([FIREFOX]) }, async () => {
+test('Firefox: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 600_000, skip: skipIf([FIREFOX]) }, async () => {
   const puppeteer = require('puppeteer-core');
   const browser = await puppeteer.launch({ browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
     userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')) });
@@ -184,13 +276,23 @@ test('Firefox: the recovery kit shown, used, replaced', { timeout: 600_000, skip
       screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
     await page.goto(`${origin}/`);
     await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-    await scenario(view);
+    const { name, words } = await scenario(view);
+    await onANewBrowser(async () => {
+      const context = await browser.createBrowserContext();
+      const p = await context.newPage();
+      p.on('pageerror', (e) => pageErrors.push(`firefox: ${e.stack || e}`));
+      await p.setViewport(DESKTOP);
+      await p.goto(`${origin}/`);
+      await p.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
+      return { engine: 'firefox', evaluate: (fn, arg) => p.evaluate(fn, arg), setViewport: (v) => p.setViewport(v),
+        screenshot: (file) => p.screenshot({ path: file, fullPage: true }), goto: (url) => p.goto(url), close: () => context.close() };
+    }, name, words);
   } finally {
     await browser.close();
   }
 });
 
-test('WebKit: the recovery kit shown, used, replaced', { timeout: 900_000, skip: skipIf([DRIVER, MINIBROWSER, XVFB]) }, async () => {
+test('WebKit: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 900_000, skip: skipIf([DRIVER, MINIBROWSER, XVFB]) }, async () => {
   const xvfb = await startXvfb();
   const proxy = await countingProxy();
   let dev = null;
@@ -200,7 +302,17 @@ test('WebKit: the recovery kit shown, used, replaced', { timeout: 900_000, skip:
       screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()) };
     await dev.goto(`${origin}/`);
     await until('the app', () => dev.run('return !!document.querySelector(\'[data-testid="tab-create"]\');'), BOOT_MS);
-    await scenario(view);
+    const { name, words } = await scenario(view);
+    await dev.close();
+    dev = null;
+    // a new automation session is a new browser: its website data is its own (ephemeral)
+    await onANewBrowser(async () => {
+      const d = await launchWebKit({ display: xvfb.display, scriptMs: BOOT_MS });
+      await d.goto(`${origin}/`);
+      await until('the app', () => d.run('return !!document.querySelector(\'[data-testid="tab-create"]\');'), BOOT_MS);
+      return { engine: 'webkit', evaluate: (fn, arg) => d.evaluate(fn, arg), setViewport: (v) => d.setViewport(v),
+        screenshot: async (file) => fs.writeFileSync(file, await d.screenshot()), goto: (url) => d.goto(url), close: () => d.close() };
+    }, name, words);
   } finally {
     await dev?.close();
     await proxy.close();

@@ -68,10 +68,11 @@ export function showWelcome(tab, held) {
  * @param {string} progressText
  * @param {K} op
  * @param {Args<K>} args
- * @param {{ heal?: boolean }} [options] heal: a worker that refused the passphrase is made usable again
+ * @param {{ heal?: boolean, say?: (ex: unknown) => string }} [options] heal: a worker that refused the passphrase
+ *   is made usable again; say: how a refusal is worded (errorText by default)
  * @returns {Promise<Result<K> | null>}
  */
-async function withPassphrase(form, progressText, op, args, { heal = false } = {}) {
+async function withPassphrase(form, progressText, op, args, { heal = false, say = errorText } = {}) {
   const progress = role(form, 'progress');
   setBusy(form, true);
   showProgress(progress, progressText);
@@ -84,7 +85,7 @@ async function withPassphrase(form, progressText, op, args, { heal = false } = {
     ok = true;
   } catch (ex) {
     failure = /** @type {{ code?: string }} */ (ex).code;
-    showError(role(form, 'error'), errorText(ex));
+    showError(role(form, 'error'), say(ex));
     if (heal && /** @type {{ code?: string }} */ (ex).code === 'wrong_passphrase') await healAfterRefusal();
   } finally {
     concealPassphrases(form);
@@ -253,6 +254,12 @@ function loginForm() {
     await enterVault();
     noteRefusals(r.refusals);   // the login's own sync, which sends no 'synced' event
   });
+  // a lost phone and a forgotten passphrase: the vault's name and the kit's words open it here
+  form.append(el('p', { class: 'not-you' }, el('button', {
+    type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'forgot', text: 'Forgot your passphrase? Use your recovery kit',
+    onclick: () => form.replaceWith(recoveryForm({
+      server: serverUrl(form.elements.server.value) || location.origin, name: form.elements.name.value.trim() })),
+  })));
   return form;
 }
 
@@ -333,7 +340,7 @@ export function showUnlock(message) {
     type: 'button', class: 'btn btn-ghost btn-small', 'data-testid': 'forgot', text: 'Forgot your passphrase? Use your recovery kit',
     onclick: (/** @type {MouseEvent} */ e) => {
       /** @type {HTMLElement} */ (/** @type {HTMLElement} */ (e.currentTarget).parentElement).hidden = true;
-      form.replaceWith(recoveryForm());
+      form.replaceWith(recoveryForm(null));
     },
   })));
   passkeyUnlock(form, enterVault);   // shown only where this vault has a passkey and the browser PRF
@@ -351,27 +358,36 @@ export function showUnlock(message) {
 // "Forgot your passphrase?": the recovery kit's words, then a new passphrase (twice, held to the
 // same strength floor as at creation), then unlocked; the used kit is replaced by a new one,
 // shown once on the recovery sheet.  The words and the passphrase fields are emptied whatever
-// the answer.
-function recoveryForm() {
+// the answer.  `fetch`: this browser holds no vault (the "Use my vault from a server" tab), so
+// the form also asks for the server and the vault's name, and the vault is fetched from there
+// (`recovery_login`); else it is this browser's own vault (`recovery_use`).
+/** @param {{ server: string, name: string } | null} fetch */
+function recoveryForm(fetch) {
   const wordsId = 'recovery-words-input';
+  /** @type {(id: string, label: string, attrs: Record<string, any>) => HTMLElement} */
+  const field = (id, label, attrs) => el('div', { class: 'field' }, el('label', { for: id, text: label }),
+    el('input', { id, spellcheck: 'false', autocapitalize: 'off', ...attrs }));
   const form = /** @type {Form} */ (el('form', { class: 'form', 'data-testid': 'recovery-form', novalidate: true },
-    el('p', { text: 'Enter the 12 words of your recovery kit, in order. Then choose a new passphrase: the old one stops working.' }),
+    el('p', { text: fetch
+      ? 'Enter the server, your vault’s name and the 12 words of your recovery kit, in order. Then choose a new passphrase: the old one stops working on every device.'
+      : 'Enter the 12 words of your recovery kit, in order. Then choose a new passphrase: the old one stops working.' }),
+    fetch ? field('recovery-server', 'Server', { name: 'server', type: 'url', inputmode: 'url', 'data-testid': 'recovery-server',
+      value: fetch.server }) : null,
+    fetch ? field('recovery-name', 'Vault name', { name: 'name', maxlength: 64, autocomplete: 'username',
+      'data-testid': 'recovery-vault-name', value: fetch.name }) : null,
     el('div', { class: 'field' },
       el('label', { for: wordsId, text: 'Recovery words' }),
       el('textarea', { id: wordsId, name: 'words', rows: 4, 'data-testid': 'recovery-words-input', autocomplete: 'off',
         spellcheck: 'false', autocapitalize: 'off' })),
-    el('div', { class: 'field' },
-      el('label', { for: 'recovery-pass', text: 'New passphrase' }),
-      el('input', { id: 'recovery-pass', name: 'passphrase', type: 'password', 'data-testid': 'recovery-passphrase',
-        autocomplete: 'new-password', spellcheck: 'false', autocapitalize: 'off' })),
-    el('div', { class: 'field' },
-      el('label', { for: 'recovery-pass2', text: 'New passphrase, again' }),
-      el('input', { id: 'recovery-pass2', name: 'passphrase2', type: 'password', 'data-testid': 'recovery-passphrase2',
-        autocomplete: 'new-password', spellcheck: 'false', autocapitalize: 'off' })),
+    field('recovery-pass', 'New passphrase', { name: 'passphrase', type: 'password', 'data-testid': 'recovery-passphrase',
+      autocomplete: 'new-password' }),
+    field('recovery-pass2', 'New passphrase, again', { name: 'passphrase2', type: 'password',
+      'data-testid': 'recovery-passphrase2', autocomplete: 'new-password' }),
     el('p', { class: 'error', 'data-role': 'error', role: 'alert', hidden: true }),
     el('div', { class: 'actions' },
       el('button', { type: 'submit', class: 'btn btn-primary btn-wide', 'data-testid': 'recovery-submit', text: 'Open my vault' }),
-      el('button', { type: 'button', class: 'btn btn-ghost', text: 'Back to the passphrase', onclick: () => showUnlock() })),
+      el('button', { type: 'button', class: 'btn btn-ghost', 'data-testid': 'recovery-back', text: 'Back to the passphrase',
+        onclick: () => (fetch ? form.replaceWith(loginForm()) : showUnlock()) })),
     el('p', { class: 'progress progress-block', 'data-role': 'progress', role: 'status', 'aria-live': 'polite', hidden: true })));
   const err = role(form, 'error');
   const { words, passphrase: pass, passphrase2: pass2 } = form.elements;
@@ -379,31 +395,75 @@ function recoveryForm() {
   form.addEventListener('submit', async (/** @type {SubmitEvent} */ e) => {
     e.preventDefault();
     showError(err, '');
+    const server = fetch ? serverUrl(form.elements.server.value) : null;
+    const name = fetch ? form.elements.name.value.trim() : vaultName();
+    if (fetch && !server) return refuse(err, form.elements.server, 'Enter the server address, for example https://memory.example.org');
+    if (fetch && !NAME_RE.test(name)) return refuse(err, form.elements.name, 'Enter the vault name.');
     const typed = words.value.trim();
     if (typed.split(/[^A-Za-z]+/).filter(Boolean).length !== 12) return refuse(err, words, 'Enter the 12 words of your recovery kit.');
     if (!pass.value) return refuse(err, pass, 'Choose a new passphrase.');
-    const verdict = await judge(pass.value, vaultName()).catch((ex) => ex);
+    const verdict = await judge(pass.value, name).catch((ex) => ex);
     if (!(/** @type {any} */ (verdict).score >= MIN_SCORE)) return refuse(err, pass, refusal(verdict));
     if (pass.value !== pass2.value) {
       pass2.value = '';
       return refuse(err, pass2, 'The two passphrases differ.');
     }
-    const r = await withPassphrase(form, 'Opening your vault with the kit and setting the new passphrase…', 'recovery_use',
-      { words: typed, passphrase: pass.value });
+    const r = fetch && server
+      ? await withPassphrase(form, 'Fetching your vault, opening it with the kit and setting the new passphrase…', 'recovery_login',
+        { server, name, words: typed, passphrase: pass.value, label: thisDeviceLabel() }, { say: kitRefusal })
+      : await withPassphrase(form, 'Opening your vault with the kit and setting the new passphrase…', 'recovery_use',
+        { words: typed, passphrase: pass.value }, { say: kitRefusal });
     if (!r) {
+      if (fetch && await fetchedButLocked(name, err.textContent ?? '')) return;
       if (err.textContent && /word|check/.test(err.textContent)) words.focus();
       return;
     }
     words.value = '';
     release();
+    if (fetch && server) {
+      rememberName(name);
+      requestPersistence();   // a vault now lives in this browser
+      setBootInfo({ ...bootInfo(), vault: { name, server, count: 0 } });
+    }
     await enterVault();
-    const sheet = recoverySheet({ name: vaultName(), server: bootInfo()?.vault?.server ?? null, onClose: () => sheet.remove(),
+    const sheet = recoverySheet({ name, server: fetch ? server : bootInfo()?.vault?.server ?? null, onClose: () => sheet.remove(),
       kit: r.words });
     // said in the sheet, not in a notice: a notice would float over the new words
     sheet.querySelector('h2')?.after(el('p', { class: 'callout', 'data-testid': 'recovery-used',
-      text: 'Your vault is open with its new passphrase. The kit you used no longer works: keep the new one below.' }));
+      text: fetch
+        ? 'Your vault is open in this browser with its new passphrase. The old passphrase and the kit you used no longer work: keep the new kit below.'
+        : 'Your vault is open with its new passphrase. The kit you used no longer works: keep the new one below.' }));
+    const problem = /** @type {{ problem?: string | null }} */ (r).problem;
+    if (problem) sheet.querySelector('[data-testid="recovery-used"]')?.after(el('p', { class: 'callout',
+      text: `Your memories have not synced yet: ${oneLine(problem)} They sync when the server can be reached.` }));
     main.prepend(sheet);
   });
-  queueMicrotask(() => words.focus());
+  queueMicrotask(() => (fetch && !fetch.name ? form.elements.name : words).focus());
   return form;
+}
+
+// A refusal of the kit said as such: "Wrong passphrase" would mislead (the words were refused).
+/** @param {unknown} ex */
+function kitRefusal(ex) {
+  const { code, message } = /** @type {{ code?: string, message?: string }} */ (ex ?? {});
+  if (code === 'wrong_passphrase' && message) return `${message.charAt(0).toUpperCase()}${message.slice(1)}.`;
+  return errorText(ex);
+}
+
+// The fetch succeeded but setting the new passphrase failed (the server went away between the
+// two): the vault is in this browser now, locked, and its unlock screen's "Forgot your
+// passphrase?" finishes the job with the same words.  -> whether that is what happened.
+/**
+ * @param {string} name
+ * @param {string} why
+ */
+async function fetchedButLocked(name, why) {
+  /** @type {Result<'boot'> | null} */
+  const b = await call('boot', {}).catch(() => null);
+  if (!b?.vault) return false;
+  rememberName(name);
+  setBootInfo(b);
+  showUnlock(`Your vault was fetched to this browser, but its new passphrase could not be set (${why.replace(/\.$/, '')}). `
+    + 'Use your recovery kit again below.');
+  return true;
 }
