@@ -101,7 +101,7 @@ def test_a_browser_with_no_vault_opens_it_with_the_name_and_words_and_sets_a_new
     # typed as a person copies them from paper: numbered, upper case, on lines
     typed = "\n".join(f"{i}. {w.upper()}" for i, w in enumerate(words.split(), 1))
     r = run_sync(b.op_recovery_login(url, "web-kit-one", typed, NEW, label=LABEL))
-    assert r["synced"] and r["problem"] is None and r["pending"] == 0
+    assert r["synced"] and r["problem"] is None and r["pending"] == 0 and r["refusals"] == []
     assert len(r["words"]) == 12 and r["words"] != words.split()
     assert {e["content"]: e["trust"] for e in run_sync(b.op_list())["entries"]} == {MEMORY: "self"}
     assert b.v.holder().holder_id == a.v.holder().holder_id     # the same vault, not a copy

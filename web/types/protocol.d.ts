@@ -362,7 +362,7 @@ export interface PythonOperations {
   /** a browser with no vault: fetched with the vault name and the kit's words, the new passphrase
    *  set at once (here and on the server), a new kit, one sync */
   recovery_login: Op<{ server: string; name: string; words: string; passphrase: string; label?: string },
-    SyncedChange & { words: string[] }>;
+    SyncedChange & { words: string[]; refusals: string[] }>;
   receipts: Op<{ id: string },
     { receipts: Receipt[]; versions: number; cells: number; truncated: boolean; holder_id: string }>;
   log: Op<Empty, { status: LogStatus | null }>;

@@ -207,7 +207,7 @@ class App:
         it (vault/recovery_sync.py: the words are checked before any request, the server's kit
         proven by its root check before anything is stored), the new ``passphrase`` set at once,
         here and on the server, a new kit made in place of the used one, then one sync ->
-        ``{"words", "synced", "problem", "pending"}`` (a failed sync after the change loses
+        ``{"words", "synced", "problem", "pending", "refusals"}`` (a failed sync after the change loses
         neither it nor the new words: the live sync tries again).  ``label``: as ``op_login``'s.  If the change
         fails after the fetch, the vault stays in this browser, locked, and the kit still opens it
         (the unlock screen's "Forgot your passphrase?")."""
@@ -220,8 +220,13 @@ class App:
                                                 label=label or None)
         self.syncer, self.vault = syncer, syncer.v
         new_words = await self._use_kit(passphrase, syncer)
-        synced, problem, pending = self._sync_now()
-        return {"words": new_words, "synced": synced, "problem": problem, "pending": pending}
+        try:
+            done = self.op_sync()
+        except SyncError as e:     # the change and the new words stand; the live sync tries again
+            return {"words": new_words, "synced": False, "problem": str(e), "pending": self.store.unpushed_count(),
+                    "refusals": []}
+        return {"words": new_words, "synced": True, "problem": None, "pending": done["pending"],
+                "refusals": done["refusals"]}
 
     async def _use_kit(self, passphrase: str, syncer: Syncer | None) -> list[str]:
         """The forced new passphrase and a new kit (recovery_sync.use_kit); the vault locked again

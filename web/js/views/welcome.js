@@ -433,7 +433,8 @@ function recoveryForm(fetch) {
       text: fetch
         ? 'Your vault is open in this browser with its new passphrase. The old passphrase and the kit you used no longer work: keep the new kit below.'
         : 'Your vault is open with its new passphrase. The kit you used no longer works: keep the new one below.' }));
-    const problem = /** @type {{ problem?: string | null }} */ (r).problem;
+    const { problem, refusals } = /** @type {{ problem?: string | null, refusals?: string[] }} */ (r);
+    if (refusals) noteRefusals(refusals);   // the fetch's own sync, which sends no 'synced' event
     if (problem) sheet.querySelector('[data-testid="recovery-used"]')?.after(el('p', { class: 'callout',
       text: `Your memories have not synced yet: ${oneLine(problem)} They sync when the server can be reached.` }));
     main.prepend(sheet);
