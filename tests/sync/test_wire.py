@@ -145,6 +145,7 @@ SAMPLES: dict[type[codec.JsonMessage], codec.JsonMessage] = {
     messages.Rekey: messages.Rekey(7, os.urandom(16), os.urandom(32), os.urandom(32), os.urandom(40), os.urandom(500),
                                    os.urandom(64), os.urandom(64), os.urandom(64), os.urandom(HOLDER_SIG_LEN)),
     messages.MetadataAccepted: messages.MetadataAccepted(8),
+    messages.RecoveryRecord: messages.RecoveryRecord(os.urandom(limits.RECOVERY_RECORD_LEN)),
     messages.PushResult: messages.PushResult(3, 1, 0, 41),
     messages.EraseRequest: messages.EraseRequest((os.urandom(3000), os.urandom(3000))),
     messages.EraseResult: messages.EraseResult((os.urandom(32),), (os.urandom(32), os.urandom(32)), True),

@@ -64,7 +64,7 @@ def cmd_identity_rotate(args: argparse.Namespace) -> int:
     try:
         linked = Syncer.linked(v.store)
         old = v.identity.key_id
-        # the same passphrase under a new salt: a new master, so new owner keys (ApertoMemory §9
+        # the same passphrase under a new salt: a new master, so new owner keys (ApertoMemory §9 "Key Hierarchy"
         # derives them from it); the vault root, and every ownmem/v1/* key, stays (vault/rekey.py)
         done = change_passphrase(syncer_for(v), pw) if linked is not None else v.change_passphrase(pw)
         print(f"owner key {old.hex()} replaced by {done.ident.key_id.hex()}"

@@ -1,4 +1,4 @@
-"""Scope-KEK rotation (ApertoMemory §15.6 "Key Rotation", second bullet, and §15.7; SAIHM on
+"""Scope-KEK rotation (ApertoMemory §15.6 "Key Rotation", second bullet, and §15.7 "Device and Key Revocation"; SAIHM on
 kekVersion; docs/decisions.md "Key Rotation").
 
     rotate NAME   1. a new KEK for the scope, under the SAME scope id (each sealed object names

@@ -1,11 +1,11 @@
 """Unlock slots: a secret other than the passphrase (a recovery key, a passkey's WebAuthn PRF
-output) that opens the vault's CURRENT master secret, from which the owner keys follow (§9) and,
+output) that opens the vault's CURRENT master secret, from which the owner keys follow (§9 "Key Hierarchy") and,
 through the stored root wrap, the vault root (vault/rekey.py ``identity_for``).
 
     slot secret --HKDF("ownmem/v1/unlock-slot/<kind>")--> X25519 seed --> pub   (kept in the slot)
     master <-- AES-KW -- HKDF(ECDH(ephemeral, pub), "ownmem/v1/unlock-slot" || slot_id)
 
-The master is wrapped TO A PUBLIC KEY (ECDH-ES, the shape of the scope-KEK wrap of §9) so that
+The master is wrapped TO A PUBLIC KEY (ECDH-ES, the shape of the scope-KEK wrap of §9 "Key Hierarchy") so that
 a passphrase change, which holds the new master but never a slot's secret, re-wraps every slot
 (``rewrap_slot``: same pub, fresh ephemeral).  The slot id is in the wrap key, so a wrap moved
 into another slot does not open.  A slot is public: a public key and a wrap to it, useless
