@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
-from ownmem.agent.service import PortFile
+from ownmem.agent.port import PortFile
 from ownmem.binding.tools import TOOLS
 from ownmem.saihm.receipt import parse_receipt
 from ownmem.vault.local_receipts import LOG_NAME, PUBLISHED_NAME

@@ -10,7 +10,7 @@ import pytest
 
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, authenticate, token_digest
 from ownmem.agent.recall_index import RecallEntry, RecallIndex
-from ownmem.agent.service import BindRefused, check_bind
+from ownmem.agent.port import BindRefused, check_bind
 from ownmem.errors import MalformedInput, NotFound, VaultError
 from ownmem.scrub import scrubbed
 

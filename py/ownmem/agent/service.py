@@ -14,7 +14,7 @@
            GET /health  {"status": "ok"}  (no credential, says nothing of the vault)
 
 While it serves, ``agent-port.json`` in the vault folder says where (host, port, pid): written as
-it starts to serve, removed at stop (``PortFile``); `ownmem agent connect` reads it.
+it starts to serve, removed at stop (``port.PortFile``); `ownmem agent connect` reads it.
 
 Any other bind address is refused before the vault is unlocked: the service hands out
 plaintext to whoever holds a credential, and the transport is plain HTTP on loopback
@@ -23,14 +23,10 @@ a listener of their own, with TLS and OAuth (ownmem.mcp.remote, `--public-url`).
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -45,15 +41,13 @@ from ownmem.agent.door import parse_json
 from ownmem.agent.guarded import SaihmGuard
 from ownmem.agent.local import join
 from ownmem.agent.operator import Operator, OperatorError
+from ownmem.agent.port import PATH
 from ownmem.errors import OwnmemError
 from ownmem.saihm.errors import B
 from ownmem.uomp.tokens import Claims
 
 _log = logging.getLogger("ownmem.agent")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 9374
-PATH = "/saihm"
 MAX_REQUEST = 2 << 20      # a memory of MAX_CONTENT characters, JSON-escaped, fits
 GOVERNANCE = ("saihm_governance_propose", "saihm_governance_vote")
 TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saihm_share",
@@ -63,76 +57,6 @@ TOOLS = ("saihm_remember", "saihm_recall", "saihm_forget", "saihm_status", "saih
 # The SAIHM binding's routes: (path, methods, the Binding method that answers).  The app is built
 # from this table and the test that walks every route reads it (tests/agent/test_every_route.py).
 ROUTES: tuple[tuple[str, tuple[str, ...], str], ...] = ((PATH, ("POST",), "saihm"), ("/health", ("GET",), "health"))
-
-
-class BindRefused(OwnmemError):
-    code = "bind_refused"
-
-
-def check_bind(host: str) -> None:
-    """Only 127.0.0.1: not 0.0.0.0, not a LAN address, not a host name (which /etc/hosts or DNS
-    could point anywhere)."""
-    if host != DEFAULT_HOST:
-        raise BindRefused(f"ownmem agent listens on {DEFAULT_HOST} only (refused {host!r}): it serves your "
-                          "memories in plaintext to credential holders over plain HTTP, which is safe on "
-                          "loopback only")
-
-
-@dataclass(frozen=True, slots=True)
-class PortFile:
-    """Where a running ``ownmem agent`` of this vault listens: ``agent-port.json`` in the vault
-    folder, {"host", "port", "pid"}.  Written by the service at start and removed at stop, so
-    that `ownmem agent connect` gives the host the port the service runs on, not a default the
-    person must repeat.  A file a killed service left (its pid gone) is read as absent.  It is a
-    hint, not a trust anchor: whoever can write the vault folder can point it elsewhere, and the
-    host's configuration then names a loopback port that is not the agent's (http to 127.0.0.1
-    only, the client refuses any other host)."""
-
-    host: str
-    port: int
-    pid: int
-
-    NAME = "agent-port.json"
-
-    @classmethod
-    def path(cls, folder: str | os.PathLike[str]) -> Path:
-        return Path(folder) / cls.NAME
-
-    def write(self, folder: str | os.PathLike[str]) -> None:
-        p = self.path(folder)
-        tmp = p.with_name(p.name + f".{self.pid}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"host": self.host, "port": self.port, "pid": self.pid}, f)
-        os.replace(tmp, p)
-
-    def remove(self, folder: str | os.PathLike[str]) -> None:
-        """Removed only while it is this process's: a second service's file stays."""
-        if PortFile.read(folder, alive_only=False) == self:
-            self.path(folder).unlink(missing_ok=True)
-
-    @classmethod
-    def read(cls, folder: str | os.PathLike[str], *, alive_only: bool = True) -> PortFile | None:
-        try:
-            doc = json.loads(cls.path(folder).read_text())
-            got = cls(str(doc["host"]), int(doc["port"]), int(doc["pid"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if not 0 < got.port < 65536 or got.host != DEFAULT_HOST:
-            return None
-        return got if not alive_only or _alive(got.pid) else None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True        # another user's process has this pid: not ours, but something runs
-    return True
 
 
 class Binding:

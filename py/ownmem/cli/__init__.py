@@ -1,6 +1,6 @@
 """The `ownmem` command line: the parser and the entry point; one module per command group
-(vault.py, passwd.py, recovery.py, devices.py, log.py, share.py, agent.py, sessions.py, manifest.py, records.py,
-staged.py), all sharing common.py.
+(vault.py, passwd.py, recovery.py, devices.py, log.py, share.py, agent.py with agent_serve.py,
+sessions.py, manifest.py, records.py, staged.py), all sharing common.py.
 
 The vault folder comes from --vault or OWNMEM_VAULT (default ~/.ownmem); the
 passphrase from OWNMEM_PASSPHRASE or a prompt, never from an argument (argv is
