@@ -380,7 +380,11 @@ def test(args: list[str]) -> int:
             return 1
     started = time.monotonic()
     # the whole run lists its slowest tests, so the hour the suite must stay under is watched
-    py_rc = subprocess.run([str(PY), "-m", "pytest", *(args or ["--durations=25"])], cwd=ROOT, env=env).returncode
+    # on up to 4 workers (pytest-xdist): most tests wait on a server, a browser-less subprocess
+    # or Argon2id, and each has its own ports, folders and PostgreSQL database
+    workers = str(min(4, os.cpu_count() or 1))
+    py_rc = subprocess.run([str(PY), "-m", "pytest", *(args or ["-n", workers, "--durations=25"])], cwd=ROOT,
+                           env=env).returncode
     if args:
         return py_rc
     py_seconds = time.monotonic() - started

@@ -294,7 +294,9 @@ class Operator(Tools):
                 removed.update(o for o, (e, _, _) in self._opened.items()
                                if not added_only or e.opened.trust is Trust.UNVERIFIED)
             self._keyring = ring
-            if admitted is not None:
+            # only this service's write is new, unless the keyring changed too: then every
+            # entry taken out above must be opened again from the store's listing
+            if admitted is not None and not removed:
                 new = dict(admitted)
             else:
                 ids = store.recallable_ids()
