@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from starlette.routing import Match, Route
 
-from ownmem.agent import service, uomp_mount
+from ownmem.agent import port, service, uomp_mount
 from ownmem.agent.answers import speaks_uomp
 from ownmem.agent.sessions import ADMIN_FILE, ADMIN_HEADER
 from ownmem.saihm.errors import BindingError
@@ -120,7 +120,7 @@ def test_every_route_answers_every_error_in_its_protocols_shape_with_its_registr
 
     def ask(method: str, path: str, raw: bytes = b"") -> httpx.Response:
         h = {**person.headers(method, path, raw), "Authorization": f"Bearer {token}"}
-        if path == service.PATH:
+        if path == port.PATH:
             h["Authorization"] = cred
         return httpx.request(method, base + path, content=raw, headers=h)
 
@@ -145,7 +145,7 @@ def test_every_route_answers_every_error_in_its_protocols_shape_with_its_registr
     for path, methods in TABLE:
         for m in sorted(methods & {"POST", "PUT"}):
             r = ask(m, concrete(path, m), NOT_JSON)
-            if path == service.PATH:
+            if path == port.PATH:
                 _saihm_error(r, BindingError.INVALID_PARAMS)
             else:
                 _uomp_error(r, MALFORMED[(path, m)])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ownmem.agent.credentials import FILENAME, Credential, CredentialFile, authenticate, token_digest
-from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.agent.port import BindRefused, check_bind
+from ownmem.agent.recall_index import RecallEntry, RecallIndex
 from ownmem.errors import MalformedInput, NotFound, VaultError
 from ownmem.scrub import scrubbed
 

@@ -225,7 +225,7 @@ def ask_grant(counts: list[tuple[str, int]], ask: Callable[[str], str], *, may_w
 
 
 def _connect_port(given: int | None, folder: Path) -> int:
-    """--port, else the port the running `ownmem agent` of this vault wrote (service.PortFile),
+    """--port, else the port the running `ownmem agent` of this vault wrote (port.PortFile),
     else the default, said on stderr: the host must be told where the service listens."""
     if given is not None:
         return given
