@@ -16,33 +16,23 @@
 // A missing engine skips its test, and fails it under CI=true (as the other engine tests do).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, serverDirs, spawnServer, stopProcess, until } from './helpers.mjs';
-import { DRIVER, MINIBROWSER, XVFB, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { ENGINES, TITLE, skipOf, withView } from './engines.mjs';
 import { SMALL_TARGETS, capture, click, fill, showing, waitListed } from './screens.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const require = createRequire(path.join(ROOT, 'package.json'));
 const PASS = 'correct horse battery staple 42';
 const BOOT_MS = 180_000;
 const OP_MS = 90_000;
-const CI = process.env.CI === 'true';
 
-const skipOf = (paths, what) => {
-  const missing = paths.filter((p) => !fs.existsSync(p));
-  return missing.length && !CI ? `${what} is not installed here (${missing.join(', ')})` : false;
-};
-
-let tmp, dataDir, webDir, port, origin, serverProc, serverLog = '', xvfb;
+let tmp, dataDir, webDir, port, origin, serverProc, serverLog = '';
 
 before(async () => {
   ({ tmp, dataDir, webDir } = serverDirs(DIST, 'ownmem-devices-'));
@@ -54,7 +44,6 @@ before(async () => {
 
 after(async () => {
   await stopProcess(serverProc);
-  await xvfb?.stop();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -195,61 +184,9 @@ async function scenario(view, browserName) {
     `${view.engine}: touch targets under 44 px`);
 }
 
-test('Chromium: list, a refused typo, remove, the removed devices told', {
-  skip: skipOf([CHROMIUM], 'Chromium'), timeout: 900_000,
-}, async () => {
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    page.on('pageerror', (e) => console.error('[chromium page error]', e.message));
-    await scenario({
-      engine: 'chromium',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      goto: async (url) => { await page.goto(url); },
-      setViewport: (v) => page.setViewportSize(v),
-      screenshot: (file, { fullPage }) => page.screenshot({ path: file, fullPage }),
-    }, 'Chrome on Linux');
-  } finally {
-    await browser.close();
-  }
-});
-
-test('Firefox: the same', { skip: skipOf([FIREFOX], 'Firefox ESR'), timeout: 900_000 }, async () => {
-  const puppeteer = require('puppeteer-core');
-  const browser = await puppeteer.launch({
-    browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
-    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')),
-  });
-  try {
-    const page = (await browser.pages())[0] ?? await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
-    page.on('pageerror', (e) => console.error('[firefox page error]', e.message));
-    await scenario({
-      engine: 'firefox',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      goto: async (url) => { await page.goto(url); },
-      setViewport: (v) => page.setViewport(v),
-      screenshot: (file, { fullPage }) => page.screenshot({ path: file, fullPage }),
-    }, 'Firefox on Linux');
-  } finally {
-    await browser.close();
-  }
-});
-
-test('WebKit: the same', { skip: skipOf([DRIVER, MINIBROWSER, XVFB], 'WebKit'), timeout: 1_200_000 }, async () => {
-  xvfb = await startXvfb();
-  const dev = await launchWebKit({ display: xvfb.display, scriptMs: BOOT_MS });
-  try {
-    await dev.setViewport({ width: 1280, height: 800 });
-    await scenario({
-      engine: 'webkit',
-      evaluate: (fn, arg) => dev.evaluate(fn, arg),
-      goto: (url) => dev.goto(url),
-      setViewport: (v) => dev.setViewport(v),
-      screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()),
-    }, 'Safari on Linux');
-  } finally {
-    await dev.close();
-  }
-});
+const UA_NAME = { chromium: 'Chrome on Linux', firefox: 'Firefox on Linux', webkit: 'Safari on Linux' };
+for (const engine of ENGINES) {
+  const title = engine === 'chromium' ? 'list, a refused typo, remove, the removed devices told' : 'the same';
+  test(`${TITLE[engine]}: ${title}`, { skip: skipOf(engine), timeout: engine === 'webkit' ? 1_200_000 : 900_000 },
+    () => withView(engine, { tmp, scriptMs: BOOT_MS }, (view) => scenario(view, UA_NAME[engine])));
+}

@@ -23,33 +23,23 @@
 // A missing engine skips its test, and fails it under CI=true (as the other engine tests do).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, serverDirs, spawnServer, sleep, stopProcess, until } from './helpers.mjs';
-import { DRIVER, MINIBROWSER, XVFB, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { ENGINES, TITLE, skipOf, withView } from './engines.mjs';
 import { choose, click, fill, keepDownloads, showing, waitListed } from './screens.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const require = createRequire(path.join(ROOT, 'package.json'));
 const PASS = 'correct horse battery staple 42';
 const BOOT_MS = 180_000;
 const OP_MS = 60_000;
-const CI = process.env.CI === 'true';
 
-const skipOf = (paths, what) => {
-  const missing = paths.filter((p) => !fs.existsSync(p));
-  return missing.length && !CI ? `${what} is not installed here (${missing.join(', ')})` : false;
-};
-
-let tmp, dataDir, webDir, port, origin, serverProc, serverLog = '', backup, xvfb;
+let tmp, dataDir, webDir, port, origin, serverProc, serverLog = '', backup;
 const ORIG = `orig-${Date.now().toString(36)}`;
 
 before(async () => {
@@ -78,7 +68,6 @@ export_vault(v, sys.argv[5])
 
 after(async () => {
   await stopProcess(serverProc);
-  await xvfb?.stop();
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -113,32 +102,37 @@ const watchTyping = (css) => {
   }, true);
   return true;
 };
-// The vault's object store held by a write transaction of the page for `ms`: the save after it
-// waits that long to commit, so the keys typed right after Ctrl+Enter land during the save in
-// every engine (a fast engine would otherwise finish first).  Returns at once.
-const holdStore = (ms) => {
+// The vault's object store held by a write transaction of the page until `releaseStore` (or
+// `ms`): the save after it waits, so the keys typed right after Ctrl+Enter land during the save
+// in every engine (a fast engine would otherwise finish first, a slow driver type after a fixed
+// hold).  Resolves once the transaction holds the store: a save started before would go first.
+const holdStore = (ms) => new Promise((held) => {
+  window.__holding = true;
   const r = indexedDB.open('ownmem');
   r.onsuccess = () => {
     const db = r.result;
     const store = db.transaction(['objects'], 'readwrite').objectStore('objects');
     const until = Date.now() + ms;
-    const again = () => { if (Date.now() < until) store.get('hold').onsuccess = again; else db.close(); };
-    again();
+    const again = () => {
+      held(true);
+      if (window.__holding && Date.now() < until) store.get('hold').onsuccess = again; else db.close();
+    };
+    store.get('hold').onsuccess = again;
   };
-  return true;
-};
+});
+const releaseStore = () => { window.__holding = false; return true; };
 const cards = () => [...document.querySelectorAll('[data-testid="memory-card"] [data-role="content"]')].map((n) => n.textContent);
 
 // ------------------------------------------------------------------ the scenarios, any engine
 
 /**
- * @param {{ name: string, evaluate: (fn: Function, arg?: any) => Promise<any>, goto: (url: string) => Promise<void>,
+ * @param {{ engine: string, evaluate: (fn: Function, arg?: any) => Promise<any>, goto: (url: string) => Promise<void>,
  *   keys: (steps: Array<string | { press: 'Enter' } | { ctrlEnter: true }>) => Promise<void> }} view
  */
 async function scenarios(view) {
   const ev = (fn, arg) => view.evaluate(fn, arg);
   const wait = (what, fn, timeout = OP_MS) => until(what, fn, timeout);
-  const tag = view.name;
+  const tag = view.engine;
 
   await view.goto(`${origin}/`);
   await showing(view, '[data-testid="tab-create"]', BOOT_MS);
@@ -227,8 +221,9 @@ async function scenarios(view) {
   await view.keys([`First line ${tag}`, { press: 'Enter' }, 'second line']);
   assert.equal(await ev(() => document.querySelector('#add-content').value), `First line ${tag}\nsecond line`);
   assert.ok(!(await ev(cards)).some((c) => c.startsWith(`First line ${tag}`)), 'Enter saved nothing');
-  await ev(holdStore, 1500);
+  await ev(holdStore, 60_000);
   await view.keys([{ ctrlEnter: true }, 'typed during the save']);
+  await ev(releaseStore);
   await wait('the multi-line memory listed', async () => (await ev(cards)).includes(`First line ${tag}\nsecond line`));
   await wait('the typed text kept', async () => (await ev(() => document.querySelector('#add-content').value)) === 'typed during the save');
   const typedAdd = await ev(() => window.__typedBusy);
@@ -247,8 +242,9 @@ async function scenarios(view) {
   });
   await view.keys([{ press: 'Enter' }, 'third line']);
   assert.ok(await ev(visible, '[data-testid="edit-form"]'), 'Enter did not save the edit');
-  await ev(holdStore, 1500);
+  await ev(holdStore, 60_000);
   await view.keys([{ ctrlEnter: true }, ' more words typed at once']);
+  await ev(releaseStore);
   const editedId = await wait('the edit form open again, on the new version, with the typed text', async () => ev((before) => {
     const t = document.querySelector('[data-testid="edit-form"] [data-testid="edit-content"]');
     const li = t?.closest('li[data-id]');
@@ -265,7 +261,8 @@ async function scenarios(view) {
   assert.deepEqual([typedAdd, typedEdit], ['typed during the save'.length, ' more words typed at once'.length],
     'every key after Ctrl+Enter was typed while its form was saving');
 
-  // 6. Not you? The welcome choices; nothing deleted
+  // 6. Not you? The welcome choices; nothing deleted (synced first: its sign-out says so)
+  await wait('synced', () => ev(() => document.querySelector('[data-testid="sync-status"]')?.dataset.pending === '0'));
   await click(view, '[data-testid="lock-button"]');
   await showing(view, '[data-testid="not-you"]');
   await click(view, '[data-testid="not-you"]');
@@ -299,85 +296,9 @@ async function scenarios(view) {
 
 // ------------------------------------------------------------------ the engines
 
-test('Chromium: taken name, unknown name, restore linked back, counts, Enter and Ctrl+Enter, not you, sign out', {
-  skip: skipOf([CHROMIUM], 'Chromium'), timeout: 600_000,
-}, async () => {
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    page.on('pageerror', (e) => console.error('[chromium page error]', e.message));
-    await scenarios({
-      name: 'chromium',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      goto: async (url) => { await page.goto(url); },
-      keys: async (steps) => {
-        for (const s of steps) {
-          if (typeof s === 'string') await page.keyboard.type(s);
-          else if ('press' in s) await page.keyboard.press('Enter');
-          else await page.keyboard.press('Control+Enter');
-        }
-      },
-    });
-  } finally {
-    await browser.close();
-  }
-});
-
-test('Firefox: the same scenarios', { skip: skipOf([FIREFOX], 'Firefox ESR'), timeout: 600_000 }, async () => {
-  const puppeteer = require('puppeteer-core');
-  const browser = await puppeteer.launch({
-    browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
-    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')),
-  });
-  try {
-    const page = (await browser.pages())[0] ?? await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
-    page.on('pageerror', (e) => console.error('[firefox page error]', e.message));
-    await scenarios({
-      name: 'firefox',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      goto: async (url) => { await page.goto(url); },
-      keys: async (steps) => {
-        for (const s of steps) {
-          if (typeof s === 'string') await page.keyboard.type(s);
-          else if ('press' in s) await page.keyboard.press('Enter');
-          else {
-            await page.keyboard.down('Control');
-            await page.keyboard.press('Enter');
-            await page.keyboard.up('Control');
-          }
-        }
-      },
-    });
-  } finally {
-    await browser.close();
-  }
-});
-
-test('WebKit: the same scenarios', { skip: skipOf([DRIVER, MINIBROWSER, XVFB], 'WebKit'), timeout: 900_000 }, async () => {
-  xvfb = await startXvfb();
-  const dev = await launchWebKit({ display: xvfb.display, scriptMs: BOOT_MS });
-  try {
-    await dev.setViewport({ width: 1280, height: 800 });
-    // one W3C key action sequence per call: Ctrl+Enter and the keys after it go in one go,
-    // so they reach the page while the save runs
-    const keyActions = (steps) => steps.flatMap((s) => {
-      if (typeof s === 'string') return [...s].flatMap((c) => [{ type: 'keyDown', value: c }, { type: 'keyUp', value: c }]);
-      if ('press' in s) return [{ type: 'keyDown', value: '\uE007' }, { type: 'keyUp', value: '\uE007' }];
-      return [{ type: 'keyDown', value: '\uE009' }, { type: 'keyDown', value: '\uE007' }, { type: 'keyUp', value: '\uE007' },
-        { type: 'keyUp', value: '\uE009' }];
-    });
-    await scenarios({
-      name: 'webkit',
-      evaluate: (fn, arg) => dev.evaluate(fn, arg),
-      goto: (url) => dev.goto(url),
-      keys: async (steps) => {
-        await dev.cmd('POST', '/actions', { actions: [{ type: 'key', id: 'keyboard', actions: keyActions(steps) }] });
-        await dev.cmd('DELETE', '/actions');
-      },
-    });
-  } finally {
-    await dev.close();
-  }
-});
+for (const engine of ENGINES) {
+  const title = engine === 'chromium' ? 'taken name, unknown name, restore linked back, counts, Enter and Ctrl+Enter, not you, sign out'
+    : 'the same scenarios';
+  test(`${TITLE[engine]}: ${title}`, { skip: skipOf(engine), timeout: engine === 'webkit' ? 900_000 : 600_000 },
+    () => withView(engine, { tmp, scriptMs: BOOT_MS }, scenarios));
+}

@@ -32,15 +32,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, serverDirs, spawnServer, stopProcess, until } from './helpers.mjs';
-import { DRIVER, MINIBROWSER, XVFB, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { ENGINES, TITLE, skipOf, withView } from './engines.mjs';
 import { SMALL_TARGETS, capture, click, fill, showing, waitListed } from './screens.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, '..', '..');
 const DIST = path.join(ROOT, 'web', 'dist');
 const VENV_PY = process.env.OWNMEM_PYTHON ?? path.join(ROOT, '.venv', 'bin', 'python');
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const require = createRequire(path.join(ROOT, 'package.json'));
 const AXE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const OLD = 'correct horse battery staple 42';
@@ -48,14 +46,8 @@ const NEW = 'violet canal lantern orbit 58 meadow';
 const NEWER = 'quiet harbor pebble summit 73 ember';
 const BOOT_MS = 180_000;
 const OP_MS = 90_000;
-const CI = process.env.CI === 'true';
 
-const skipOf = (paths, what) => {
-  const missing = paths.filter((p) => !fs.existsSync(p));
-  return missing.length && !CI ? `${what} is not installed here (${missing.join(', ')})` : false;
-};
-
-let tmp, dataDir, webDir, origin, serverProc, serverLog = '', xvfb;
+let tmp, dataDir, webDir, origin, serverProc, serverLog = '';
 
 before(async () => {
   if (!fs.existsSync(path.join(DIST, 'precache.json'))) {
@@ -70,7 +62,6 @@ before(async () => {
 
 after(async () => {
   await stopProcess(serverProc);
-  await xvfb?.stop();
   if (serverLog.includes('Traceback')) console.log(`# server log (tail):\n${serverLog.slice(-4000)}`);
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
@@ -273,76 +264,8 @@ async function flow(view) {
 
 // ------------------------------------------------------------------ the engines
 
-test('Chromium: change the passphrase, the CLI takes it; the CLI changes it, the app asks', {
-  skip: skipOf([CHROMIUM], 'Chromium'), timeout: 600_000,
-}, async () => {
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    page.on('pageerror', (e) => console.error('[chromium page error]', e.message));
-    await flow({
-      engine: 'chromium',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      inject: async (src) => { await page.evaluate(src); },
-      goto: async (url) => { await page.goto(url); },
-      ctrlEnter: () => page.keyboard.press('Control+Enter'),
-      setViewport: (v) => page.setViewportSize(v),
-      screenshot: (file, { fullPage }) => page.screenshot({ path: file, fullPage }),
-    });
-  } finally {
-    await browser.close();
-  }
-});
-
-test('Firefox: the same', { skip: skipOf([FIREFOX], 'Firefox ESR'), timeout: 600_000 }, async () => {
-  const puppeteer = require('puppeteer-core');
-  const browser = await puppeteer.launch({
-    browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
-    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')),
-  });
-  try {
-    const page = (await browser.pages())[0] ?? await browser.newPage();
-    await page.setViewport({ width: 1280, height: 800 });
-    page.on('pageerror', (e) => console.error('[firefox page error]', e.message));
-    await flow({
-      engine: 'firefox',
-      evaluate: (fn, arg) => page.evaluate(fn, arg),
-      inject: async (src) => { await page.evaluate(src); },
-      goto: async (url) => { await page.goto(url); },
-      ctrlEnter: async () => {
-        await page.keyboard.down('Control');
-        await page.keyboard.press('Enter');
-        await page.keyboard.up('Control');
-      },
-      setViewport: (v) => page.setViewport(v),
-      screenshot: (file, { fullPage }) => page.screenshot({ path: file, fullPage }),
-    });
-  } finally {
-    await browser.close();
-  }
-});
-
-test('WebKit: the same', { skip: skipOf([DRIVER, MINIBROWSER, XVFB], 'WebKit'), timeout: 900_000 }, async () => {
-  xvfb = await startXvfb();
-  const dev = await launchWebKit({ display: xvfb.display, scriptMs: BOOT_MS });
-  try {
-    await dev.setViewport({ width: 1280, height: 800 });
-    await flow({
-      engine: 'webkit',
-      evaluate: (fn, arg) => dev.evaluate(fn, arg),
-      inject: async (src) => { await dev.run(src); },
-      goto: (url) => dev.goto(url),
-      ctrlEnter: async () => {
-        await dev.cmd('POST', '/actions', { actions: [{ type: 'key', id: 'keyboard', actions: [
-          { type: 'keyDown', value: '\uE009' }, { type: 'keyDown', value: '\uE007' }, { type: 'keyUp', value: '\uE007' },
-          { type: 'keyUp', value: '\uE009' }] }] });
-        await dev.cmd('DELETE', '/actions');
-      },
-      setViewport: (v) => dev.setViewport(v),
-      screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()),
-    });
-  } finally {
-    await dev.close();
-  }
-});
+for (const engine of ENGINES) {
+  const title = engine === 'chromium' ? 'change the passphrase, the CLI takes it; the CLI changes it, the app asks' : 'the same';
+  test(`${TITLE[engine]}: ${title}`, { skip: skipOf(engine), timeout: engine === 'webkit' ? 900_000 : 600_000 },
+    () => withView(engine, { tmp, scriptMs: BOOT_MS }, flow));
+}

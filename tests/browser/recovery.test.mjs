@@ -18,20 +18,16 @@
 // Without an engine its test skips (under CI=true it fails).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, spawnServer, serverDirs, stopProcess, until } from './helpers.mjs';
-import { DRIVER, MINIBROWSER, XVFB, countingProxy, launchWebKit, startXvfb } from './webkit-driver.mjs';
+import { ENGINES, TITLE, skipOf, withView } from './engines.mjs';
 import { DESKTOP, SCREENSHOTS, click, fill, showing, waitListed } from './screens.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DIST = path.join(ROOT, 'web', 'dist');
 const PY = process.env.OWNMEM_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const FIREFOX = process.env.FIREFOX ?? '/usr/bin/firefox-esr';
-const require = createRequire(path.join(ROOT, 'package.json'));
 const PASS = 'correct horse battery staple 42';
 const NEW_PASS = 'a fresh passphrase after the kit, 77 lanterns';
 const NEWER_PASS = 'the phone was lost too: 19 quiet harbours';
@@ -42,10 +38,6 @@ const PHONES = [['phone', { width: 390, height: 844 }], ['phone-320', { width: 3
 // the kit's word list (py/ownmem/vault/bip39_english.py): the last word's low bits are the checksum
 const WORDS = fs.readFileSync(path.join(ROOT, 'py', 'ownmem', 'vault', 'bip39_english.py'), 'utf8')
   .split('"""')[3].split(/\s+/).filter(Boolean);
-const skipIf = (paths) => {
-  const gone = paths.filter((p) => !fs.existsSync(p));
-  return gone.length && process.env.CI !== 'true' ? `not installed here: ${gone.join(', ')}` : false;
-};
 
 let tmp, dataDir, webDir, origin, serverProc = null, serverLog = '';
 const pageErrors = [];
@@ -253,86 +245,22 @@ async function onANewBrowser(fresh, name, words) {
   }
 }
 
-test('Chromium: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 600_000, skip: skipIf([CHROMIUM]) }, async () => {
-  const { chromium } = require('playwright-core');
-  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless=new', '--no-sandbox', '--disable-gpu'] });
-  try {
-    const page = await (await browser.newContext({ viewport: DESKTOP })).newPage();
-    page.on('pageerror', (e) => pageErrors.push(`chromium: ${e.stack || e}`));
-    const view = { engine: 'chromium', evaluate: (fn, arg) => page.evaluate(fn, arg), setViewport: (v) => page.setViewportSize(v),
-      screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
-    await page.goto(`${origin}/`);
-    await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-    const { name, words } = await scenario(view);
-    await onANewBrowser(async () => {
-      const context = await browser.newContext({ viewport: DESKTOP });
-      const p = await context.newPage();
-      p.on('pageerror', (e) => pageErrors.push(`chromium: ${e.stack || e}`));
-      await p.goto(`${origin}/`);
-      await p.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-      return { engine: 'chromium', evaluate: (fn, arg) => p.evaluate(fn, arg), setViewport: (v) => p.setViewportSize(v),
-        screenshot: (file) => p.screenshot({ path: file, fullPage: true }), goto: (url) => p.goto(url), close: () => context.close() };
-    }, name, words);
-  } finally {
-    await browser.close();
-  }
-});
+/** The app loaded in `view`, its first screen showing. */
+async function loaded(view) {
+  await view.goto(`${origin}/`);
+  await showing(view, '[data-testid="tab-create"]', BOOT_MS);
+  return view;
+}
 
-test('Firefox: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 600_000, skip: skipIf([FIREFOX]) }, async () => {
-  const puppeteer = require('puppeteer-core');
-  const browser = await puppeteer.launch({ browser: 'firefox', protocol: 'webDriverBiDi', executablePath: FIREFOX, headless: true,
-    userDataDir: fs.mkdtempSync(path.join(tmp, 'firefox-')) });
-  try {
-    const page = (await browser.pages())[0] ?? await browser.newPage();
-    page.on('pageerror', (e) => pageErrors.push(`firefox: ${e.stack || e}`));
-    await page.setViewport(DESKTOP);
-    const view = { engine: 'firefox', evaluate: (fn, arg) => page.evaluate(fn, arg), setViewport: (v) => page.setViewport(v),
-      screenshot: (file) => page.screenshot({ path: file, fullPage: true }) };
-    await page.goto(`${origin}/`);
-    await page.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-    const { name, words } = await scenario(view);
-    await onANewBrowser(async () => {
-      const context = await browser.createBrowserContext();
-      const p = await context.newPage();
-      p.on('pageerror', (e) => pageErrors.push(`firefox: ${e.stack || e}`));
-      await p.setViewport(DESKTOP);
-      await p.goto(`${origin}/`);
-      await p.waitForSelector('[data-testid="tab-create"]', { timeout: BOOT_MS });
-      return { engine: 'firefox', evaluate: (fn, arg) => p.evaluate(fn, arg), setViewport: (v) => p.setViewport(v),
-        screenshot: (file) => p.screenshot({ path: file, fullPage: true }), goto: (url) => p.goto(url), close: () => context.close() };
-    }, name, words);
-  } finally {
-    await browser.close();
-  }
-});
-
-test('WebKit: the recovery kit shown, used, replaced, then used on a new browser', { timeout: 900_000, skip: skipIf([DRIVER, MINIBROWSER, XVFB]) }, async () => {
-  const xvfb = await startXvfb();
-  const proxy = await countingProxy();
-  let dev = null;
-  try {
-    dev = await launchWebKit({ display: xvfb.display, proxy: proxy.url, scriptMs: BOOT_MS });
-    const view = { engine: 'webkit', evaluate: (fn, arg) => dev.evaluate(fn, arg), setViewport: (v) => dev.setViewport(v),
-      screenshot: async (file) => fs.writeFileSync(file, await dev.screenshot()) };
-    await dev.goto(`${origin}/`);
-    await until('the app', () => dev.run('return !!document.querySelector(\'[data-testid="tab-create"]\');'), BOOT_MS);
-    const { name, words } = await scenario(view);
-    await dev.close();
-    dev = null;
-    // a new automation session is a new browser: its website data is its own (ephemeral)
-    await onANewBrowser(async () => {
-      const d = await launchWebKit({ display: xvfb.display, scriptMs: BOOT_MS });
-      await d.goto(`${origin}/`);
-      await until('the app', () => d.run('return !!document.querySelector(\'[data-testid="tab-create"]\');'), BOOT_MS);
-      return { engine: 'webkit', evaluate: (fn, arg) => d.evaluate(fn, arg), setViewport: (v) => d.setViewport(v),
-        screenshot: async (file) => fs.writeFileSync(file, await d.screenshot()), goto: (url) => d.goto(url), close: () => d.close() };
-    }, name, words);
-  } finally {
-    await dev?.close();
-    await proxy.close();
-    await xvfb.stop();
-  }
-});
+for (const engine of ENGINES) {
+  test(`${TITLE[engine]}: the recovery kit shown, used, replaced, then used on a new browser`,
+    { skip: skipOf(engine), timeout: engine === 'webkit' ? 900_000 : 600_000 },
+    () => withView(engine, { tmp, scriptMs: BOOT_MS, proxy: true, onPageError: (e, err) => pageErrors.push(`${e}: ${err.stack || err}`) },
+      async (view) => {
+        const { name, words } = await scenario(await loaded(view));
+        await onANewBrowser(async () => loaded(await view.fresh()), name, words);
+      }));
+}
 
 test('no page error', () => {
   assert.deepEqual(pageErrors, []);
