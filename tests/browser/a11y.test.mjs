@@ -428,7 +428,8 @@ test('3. first run from a .amem: a new browser opens the backup as the same vaul
   await form.locator('[data-testid="passphrase"]').fill(PASS);
   await form.locator('[data-testid="restore-submit"]').click();
   await waitVault(b);
-  assert.match(await b.textContent('#notice'), /imported/);
+  // the notice follows the list (the vault is entered, then told how it came)
+  await until('the imported notice', async () => /imported/.test(await b.textContent('#notice')), OP_MS);
   assert.deepEqual((await cardTexts(b)).sort((x, y) => x.content.localeCompare(y.content)), [
     { content: 'Dentist appointments are on Tuesdays', trust: 'self' },
     { content: 'The spare key is under the blue pot', trust: 'self' },
