@@ -215,7 +215,9 @@ test('1. axe-core: no serious or critical violation on any screen, desktop and p
   await page.setViewportSize(PHONE);
   const tagsShown = () => page.isVisible('[data-testid="add-tags"]');
   assert.equal(await tagsShown(), false, 'at phone size the add form starts closed');
-  assert.equal(await page.getAttribute('[data-testid="add-content"]', 'placeholder'), '+ Add a memory…');
+  // the hint follows the viewport's media query, whose change event comes after the resize
+  await until('the closed form\'s hint', async () =>
+    (await page.getAttribute('[data-testid="add-content"]', 'placeholder')) === '+ Add a memory…', OP_MS);
   await page.focus('[data-testid="add-content"]');
   assert.equal(await tagsShown(), false, 'the focus alone does not open it');
   await page.keyboard.type('Stand-up is at 9:30 on Mondays');
