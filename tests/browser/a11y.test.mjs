@@ -323,8 +323,8 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   await tabTo('[data-testid="create-submit"]');
   await kb.press('Enter');
   await waitVault(page);
-  // after create: the add field, ready to type the first memory
-  assert.equal((await focused(page)).id, 'add-content');
+  // after create: the add field, ready to type the first memory (focused once the list is drawn)
+  await until('the focus in the add field', async () => (await focused(page)).id === 'add-content', OP_MS);
 
   for (const [content, tags] of [['Keyboard first memory', 'kbd'], ['Keyboard second memory', ''], ['Keyboard third memory', 'kbd']]) {
     await kb.type(content);
@@ -333,7 +333,8 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
     await tabTo('[data-testid="add-submit"]');
     await kb.press(content.includes('second') ? 'Space' : 'Enter');
     await waitCard(page, content);
-    assert.equal((await focused(page)).id, 'add-content', `after adding "${content}" the focus is back in the add field`);
+    await until(`after adding "${content}" the focus back in the add field`,
+      async () => (await focused(page)).id === 'add-content', OP_MS);
   }
   // newest first (memories added within the same second: in id order), all three
   const order = (await cardTexts(page)).map((c) => c.content);
@@ -366,7 +367,7 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   await tabTo('[data-testid="lock-button"]', { back: true });
   await kb.press('Enter');
   await page.waitForSelector('[data-testid="unlock-form"]');
-  assert.equal((await focused(page)).id, 'unlock-pass', 'the unlock screen opens on its passphrase field');
+  await until('the unlock screen opens on its passphrase field', async () => (await focused(page)).id === 'unlock-pass', OP_MS);
   await kb.type('not the passphrase');
   await kb.press('Enter');
   await page.waitForSelector('[data-testid="unlock-form"] [data-role="error"]:not([hidden])', { timeout: OP_MS });
@@ -374,7 +375,7 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   await kb.type(PASS);
   await kb.press('Enter');
   await waitVault(page);
-  assert.equal((await focused(page)).id, 'add-content');
+  await until('unlocked, the focus in the add field', async () => (await focused(page)).id === 'add-content', OP_MS);
   assert.deepEqual(await cardTexts(page), [{ content: order[0], trust: 'self' }]);
 
   // the last memory forgotten: the list is empty, the focus goes to the add field
