@@ -151,3 +151,32 @@ def test_the_event_for_the_services_own_push_is_skipped_once_and_a_gap_syncs(tmp
     finally:
         op.close()
         v.lock()
+
+
+def test_a_keyring_change_with_the_services_own_write_reopens_every_entry(tmp_path: Path) -> None:
+    """`ownmem trust remove` while the service writes: one refresh sees both its own write and a
+    keyring that lost a key.  Every entry taken out for the keyring goes back in, derived again,
+    not only the write (recall once came back with the write alone)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    v = Vault.create(tmp_path / "vault", PASS)
+    op = Operator(v, Remote("http://127.0.0.1:1", "keyring-test"))
+    try:
+        v.add("written before the change")
+        v.add("also written before")
+        kid = v.trust_add(Ed25519PrivateKey.generate().public_key().public_bytes_raw())
+        _recallable(op)
+        op.refresh()
+        assert len(op.index) == 2
+        v.trust_remove(kid)
+        new = v.add("the service's own write")
+        _recallable(op)
+        got = v.store.cell_of(new)
+        assert got is not None
+        op._admitted = {new: got}           # what the service's write leaves for this refresh
+        op.refresh()
+        assert sorted(e.plaintext for e in op.index.search(None)) == [
+            "also written before", "the service's own write", "written before the change"]
+    finally:
+        op.close()
+        v.lock()
