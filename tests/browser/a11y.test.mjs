@@ -311,7 +311,7 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   };
 
   // the welcome screen puts the focus in the create form's first field
-  assert.equal((await focused(page)).id, 'create-name');
+  await until('the focus in the create form', async () => (await focused(page)).id === 'create-name', OP_MS);
   await kb.type(`kbd-${Date.now().toString(36)}`);
   await tabTo('#create-pass');
   await kb.type(PASS);
@@ -371,7 +371,7 @@ test('2. keyboard only: create, add, forget, lock and unlock with Tab, Shift-Tab
   await kb.type('not the passphrase');
   await kb.press('Enter');
   await page.waitForSelector('[data-testid="unlock-form"] [data-role="error"]:not([hidden])', { timeout: OP_MS });
-  assert.equal((await focused(page)).id, 'unlock-pass', 'refused, the focus is back in the passphrase field');
+  await until('refused, the focus is back in the passphrase field', async () => (await focused(page)).id === 'unlock-pass', 10_000);
   await kb.type(PASS);
   await kb.press('Enter');
   await waitVault(page);

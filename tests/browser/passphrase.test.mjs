@@ -113,6 +113,10 @@ const axeRun = async () => {
 async function flow(view) {
   const ev = (fn, arg) => view.evaluate(fn, arg);
   const wait = (what, fn, timeout = OP_MS) => until(what, fn, timeout);
+  // the app moves the focus once it has drawn (a dialog closed, an error shown): a loaded
+  // machine reads it later than a test that reads at once, so every focus read waits
+  const focusOn = (name, what) => wait(what, async () =>
+    (await ev(() => document.activeElement?.id || document.activeElement?.dataset?.testid || '')) === name, 5_000);
   const tag = view.engine;
   const name = `pw-${tag}-${Date.now().toString(36)}`;
   const cli = cliOf(tag);
@@ -160,7 +164,7 @@ async function flow(view) {
   await showing(view, '[data-testid="passphrase-panel"]');
   await click(view, '[data-testid="passphrase-change-open"]');
   await showing(view, '[data-testid="change-dialog"]');
-  assert.equal(await ev(() => document.activeElement?.id), 'change-current', 'the current passphrase has the focus');
+  await focusOn('change-current', 'the current passphrase has the focus');
   await fill(view, '#change-new', NEW);
   await fill(view, '#change-new2', NEW);
   await wait('the meter', async () => /Strength: (strong|very strong)/.test(await ev(text, '[data-testid="change-strength"]')));
@@ -168,7 +172,7 @@ async function flow(view) {
   await view.ctrlEnter();
   const refused = await wait('the wrong current passphrase refused', () => ev(text, '[data-testid="change-form"] [data-role="error"]'));
   assert.equal(refused, 'That is not your current passphrase. Nothing changed.');
-  assert.equal(await ev(() => document.activeElement?.id), 'change-current');
+  await focusOn('change-current', 'the focus back in the current passphrase');
   assert.ok(!(await ev(() => [...document.querySelectorAll('[data-testid="change-dialog"] input[name^="passphrase"]')]
     .some((i) => i.value))), 'the fields are emptied');
   await fill(view, '#change-new', NEW);
@@ -177,7 +181,7 @@ async function flow(view) {
   await ev(escapeIn, '[data-testid="change-cancel"]');
   await wait('Escape closes the dialog', async () => !(await ev(dialogOpen, 'change-dialog')), 5_000);
   assert.ok(await ev(() => !!document.querySelector('[data-testid="settings-view"]')), 'Settings still show');
-  assert.equal(await ev(() => document.activeElement?.dataset.testid), 'passphrase-change-open', 'the focus is back on the button');
+  await focusOn('passphrase-change-open', 'the focus is back on the button');
   assert.match(cli(['sync']), /./, 'the server still takes the old passphrase');
 
   // ... the right one: changed here and on the server; the result says what it does and does not
@@ -230,7 +234,7 @@ async function flow(view) {
   await showing(view, '[data-testid="update-dialog"]', OP_MS);
   assert.match(await ev(text, '[data-testid="update-form"]'),
     /Your passphrase was changed on another device\. Enter the new passphrase to keep syncing\./);
-  assert.equal(await ev(() => document.activeElement?.id), 'update-new');
+  await focusOn('update-new', 'the focus in the new passphrase');
   await capture(view, 'passphrase-update', { fullPage: false });
   assert.match(await ev(text, '[data-testid="sync-status"]'), /^\s*Paused/);
   assert.equal(await ev(() => document.querySelector('[data-testid="sync-status"]').title),
