@@ -457,6 +457,13 @@ class VaultRoutes:
                 raise KeyError
         except (OwnmemError, KeyError, TypeError):
             raise ApiError(E.NO_EXPORT, "this vault's metadata carries no export header") from None
+        # a rotation under way (vault/rotate.py): the metadata names a retiring KEK beside the scope's
+        # entry, and the wraps still under it would not open from a container that names one KEK
+        gens = doc.get("kek_gens", [])
+        if isinstance(gens, list) and any(isinstance(g, list) and len(g) > 2 for g in gens):
+            raise ApiError(E.ROTATION_UNFINISHED, "a scope's key rotation is not finished, so part of this vault "
+                           "would not open from an export: run `ownmem scope rotate NAME` on one of your devices "
+                           "to finish it, then export again")
         # key 6 as the owner's device writes it after a passphrase change (vault/transfer.py): the
         # root wrap and the owner-signed successions, so a fresh import is this vault again
         wrap = await self.ctx.call(self.ctx.storage.root_wrap, v.id)

@@ -6,6 +6,7 @@ devices follow; every object stays readable on every device and on the server th
 second run completes."""
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import signal
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import amem.keys
+import amem.vault
 import httpx
 import pytest
 
@@ -250,6 +253,11 @@ def test_a_rotation_killed_half_way_leaves_every_object_readable(server: ServerP
     assert b.listing().refused == []
     c = devices.join(server.url, name, label="c")
     assert {e.id for e in c.listing().entries} == ids and c.listing().refused == []
+    # the server's export would hold 30 wraps no KEK of its header opens: refused, saying what to do
+    with httpx.Client(timeout=60) as hc:
+        refused = hc.get(f"{server.url}/v1/vaults/{name}/export.amem", headers={"authorization": f"Bearer {token}"})
+    assert (refused.status_code, refused.json()["error"]) == (409, "rotation_unfinished")
+    assert "ownmem scope rotate" in refused.json()["message"]
 
     # a second run completes: the old KEK opens nothing on the server, and leaves every device
     r = ownmem("scope", "rotate", "work", env=cli_env(tmp_path / "a", folder))
@@ -257,6 +265,17 @@ def test_a_rotation_killed_half_way_leaves_every_object_readable(server: ServerP
     assert "has a new key (generation 2)" in r.stdout and "old key is destroyed" in r.stdout
     wraps = list(_server_wraps(server.url, name, token).values())
     assert _opened(old_kek, wraps) == 0
+    # ... and the server's export is whole again: the reference opens every object, none forged
+    with httpx.Client(timeout=60) as hc:
+        whole = hc.get(f"{server.url}/v1/vaults/{name}/export.amem", headers={"authorization": f"Bearer {token}"})
+    assert whole.status_code == 200, whole.text
+    (tmp_path / "server.amem").write_bytes(whole.content)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(amem.keys, "master_from_passphrase",
+                   functools.lru_cache(maxsize=None)(amem.keys.master_from_passphrase))
+        amem.vault.Vault.import_file(tmp_path / "server.amem", tmp_path / "ref", PASSPHRASE)
+        ok, bad = amem.vault.Vault(tmp_path / "ref").open_all(PASSPHRASE)
+    assert bad == [] and {o["id"]: o["trust"] for o in ok} == {i.hex(): "self" for i in ids}
     for d in (b, c):
         assert d.sync().refusals == []
         assert d.v.store.kek_gens() == {sid: (2, None)}
@@ -297,3 +316,46 @@ def test_a_device_that_missed_a_rotation_and_then_a_passphrase_change_reads_ever
     assert b.sync().refusals == []
     assert {e.id for e in b.listing().entries} == ids and b.listing().refused == []
     assert b.v.store.kek_gens()[sid] == (2, None)
+
+
+def test_two_devices_rotating_one_scope_at_once_leave_every_object_readable_everywhere(
+        server: ServerProcess, devices: Devices) -> None:
+    """Both devices start a rotation of "work" before either reaches the server (each makes its
+    own new KEK at generation 2); the compare-and-swap on the metadata orders them.  Whatever
+    order they finish in, every device, and a device that joins afterwards, opens every object,
+    and no wrap on the server is under a KEK the metadata does not name."""
+    name = f"rot-{secrets.token_hex(3)}"
+    a = devices.first(server.url, name)
+    a.v.add_scope("work")
+    ids = {a.v.add(f"work {i}", scope="work") for i in range(12)}
+    a.sync()
+    b = devices.join(server.url, name)
+    sid = a.v.scopes()["work"].scope_id
+    old_kek = a.v.kek(a.v.scopes()["work"])
+    from ownmem.vault import rotate
+    rotate.start(a.v, "work")                 # both local halves first: neither has synced yet
+    rotate.start(b.v, "work")
+    ids.add(b.v.add("written on b during its rotation", scope="work"))
+    done_a = rotate_scope(a.v, "work", a.syncer)
+    done_b = rotate_scope(b.v, "work", b.syncer)
+    for d in (a, b, a, b):                    # until both have settled
+        assert d.sync().refusals == []
+    kek_a, kek_b = a.v.kek(a.v.scopes()["work"]), b.v.kek(b.v.scopes()["work"])
+    assert kek_a == kek_b != old_kek, "the two devices agree on one new KEK"
+    assert a.v.store.kek_gens()[sid][1] is None and b.v.store.kek_gens()[sid][1] is None
+    assert (done_a.generation, done_b.generation) == (2, 2), "one rotation, not two"
+    assert (done_a.joined, done_b.joined) == (False, True), "b was told its rotation lost the race"
+    token = a.remote.token
+    assert token is not None
+    wraps = _server_wraps(server.url, name, token)
+    assert _opened(kek_a, list(wraps.values())) == len(ids) == len(wraps)
+    meta = parse_metadata(a.remote.get_metadata().metadata)
+    entry = meta.vault_public.scopes["work"]
+    assert meta.generations[sid][1] is None
+    for d in (a, b):
+        assert {e.id for e in d.listing().entries} == ids and d.listing().refused == []
+        held = [w for _, w in d.v.store.wraps_in_scope(sid)]
+        assert _opened(kek_a, held) == len(ids)
+    c = devices.join(server.url, name, label="c")
+    assert c.v.scopes()["work"].wrapped == entry.wrapped
+    assert {e.id for e in c.listing().entries} == ids and c.listing().refused == []

@@ -48,6 +48,9 @@ def cmd_scope_rotate(v: UnlockedVault, name: str) -> int:
     where = f"here and on {linked[0]}" if linked is not None else "on this device (it is not linked to a server)"
     print(f"scope {name!r} has a new key (generation {done.generation}) {where}: {done.rewrapped} memory key(s) "
           f"re-wrapped here, {done.sent} sent to the server, no memory's text touched")
+    if done.joined:
+        print("another of your devices was rotating this scope at the same moment and reached the server first: "
+              "this device took that new key instead of its own and finished the rotation with it")
     for r in done.refusals:
         print(f"  {r}")
     if not done.finished:

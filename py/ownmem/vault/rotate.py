@@ -40,7 +40,9 @@ from ownmem.vault.vault import UnlockedVault
 @dataclass(frozen=True, slots=True)
 class Rotated:
     """What a rotation did: the scope, its new generation, the DEKs re-wrapped here, the new
-    wraps the server took, and whether the old KEK is destroyed everywhere it reaches."""
+    wraps the server took, whether the old KEK is destroyed everywhere it reaches, and whether
+    another device's rotation of the scope reached the server first (``joined``: this device
+    took that one's new KEK and finished it, rather than its own)."""
 
     scope: str
     generation: int
@@ -48,6 +50,7 @@ class Rotated:
     sent: int
     finished: bool
     refusals: list[str] = field(default_factory=list)
+    joined: bool = False
 
 
 # ---------------------------------------------------------------- decisions (keys in, keys out)
@@ -157,36 +160,49 @@ def follow(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],
            entries: dict[bytes, ScopeEntry]) -> None:
     """The generations of the server's (owner-signed) metadata, each scope entry by id: a newer
     generation takes the server's entry and its retiring KEK, every DEK held here re-wrapped
-    from this device's old KEK in one transaction; at one generation, a retiring KEK the
-    metadata dropped is destroyed here too (``finish_here``)."""
+    from this device's KEKs (the one in force and a retiring one) in one transaction.  At one
+    generation, an entry whose KEK is not this device's is a rotation another device started
+    at the same moment, which reached the server first: it is taken the same way (the server's
+    first one wins, and this device's own new KEK is dropped before anything of it is pushed);
+    a retiring KEK the metadata dropped is destroyed here too (``finish_here``)."""
     mine = v.store.kek_gens()
     for sid, (gen, retiring) in theirs.items():
         have, my_retiring = mine.get(sid, (1, None))
         scope = next((s for s in v.store.scopes().values() if s.scope_id == sid), None)
         new = entries.get(sid)
-        if scope is None or new is None:
+        if scope is None or new is None or gen < have:
             continue
-        if gen > have:
-            try:
-                new_kek = run_sync(_kek_of(v, sid, new.wrapped))
-            except AuthenticationFailed:
-                raise SyncError(f"the server's new key of scope {scope.name!r} does not open with this vault's "
-                                "key: refused, nothing changed") from None
-            old_kek = v.kek(scope)
-            done = run_sync(rewrap(v.crypto, v.store.wraps_in_scope(sid), old_kek, new_kek))
-            with v.store.transaction():
-                v.store.set_scope_wrap(sid, new.wrapped)
-                v.store.set_kek_gen(sid, gen, retiring)
-                v.store.set_wraps(done)
-                # the server may hold a cell of these under the old KEK that only this device
-                # pushed (written before it learnt of the rotation): each goes again, and one
-                # the server holds already is no change there
-                v.store.queue_rewraps(o for o, _ in done)
-            v.forget_kek(sid)
-            if retiring is None:
-                v.store.checkpoint()
-        elif gen == have and my_retiring is not None and retiring is None:
-            finish_here(v, sid)
+        if gen == have and new.wrapped == scope.wrapped:
+            if my_retiring is not None and retiring is None:
+                finish_here(v, sid)
+            continue
+        try:
+            new_kek = run_sync(_kek_of(v, sid, new.wrapped))
+        except AuthenticationFailed:
+            raise SyncError(f"the server's new key of scope {scope.name!r} does not open with this vault's "
+                            "key: refused, nothing changed") from None
+        old_kek = v.kek(scope)
+        if gen == have and new_kek == old_kek:
+            if my_retiring is not None and retiring is None:
+                finish_here(v, sid)
+            continue                   # the same KEK, wrapped again (a passphrase change re-wraps)
+        held = v.store.wraps_in_scope(sid)
+        done = run_sync(rewrap(v.crypto, held, old_kek, new_kek))
+        straggling = None if my_retiring is None else retiring_kek(v, sid, my_retiring)
+        if straggling is not None and straggling != new_kek:
+            # written under this device's retiring KEK as its own rotation began (another process)
+            done += run_sync(rewrap(v.crypto, held, straggling, new_kek))
+        with v.store.transaction():
+            v.store.set_scope_wrap(sid, new.wrapped)
+            v.store.set_kek_gen(sid, gen, retiring)
+            v.store.set_wraps(done)
+            # the server may hold a cell of these under the old KEK that only this device
+            # pushed (written before it learnt of the rotation): each goes again, and one
+            # the server holds already is no change there
+            v.store.queue_rewraps(o for o, _ in done)
+        v.forget_kek(sid)
+        if retiring is None:
+            v.store.checkpoint()
 
 
 async def missed_rotations(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],

@@ -27,6 +27,7 @@ class ErrorCode(enum.StrEnum):
     KEYS_REGISTERED = "keys_registered"
     STALE_VERSION = "stale_version"
     NO_EXPORT = "no_export"
+    ROTATION_UNFINISHED = "rotation_unfinished"
     TOO_LARGE = "too_large"
     BATCH_TOO_LARGE = "batch_too_large"
     RATE_LIMITED = "rate_limited"
@@ -85,6 +86,9 @@ ERRORS: dict[ErrorCode, tuple[int, str]] = {
                                      "`vault`); send `another_name: true` to register a second name anyway"),
     ErrorCode.STALE_VERSION: (409, "the metadata changed since the expected version; pull and retry"),
     ErrorCode.NO_EXPORT: (409, "the vault's metadata carries no export header"),
+    ErrorCode.ROTATION_UNFINISHED: (409, "a scope's key rotation is under way: part of the wraps held here open only "
+                                         "under its old key, which an export cannot carry; finish it on a device "
+                                         "(`ownmem scope rotate NAME`) and export again"),
     ErrorCode.TOO_LARGE: (413, "the request body is over the limit"),
     ErrorCode.BATCH_TOO_LARGE: (413, f"more than {MAX_BATCH} cells in one push"),
     ErrorCode.RATE_LIMITED: (429, "too many requests from this address or for this vault (see Retry-After)"),
