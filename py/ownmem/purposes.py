@@ -19,6 +19,7 @@ class Purpose(Enum):
     AGENT_CREDENTIALS = b"ownmem/v1/agent-credentials"    # HMAC: the sealed agent credential file
     DEVICE_CACHE = b"ownmem/v1/device-cache"              # AES-256: a device's cache of verified plaintext
     AUDIT = b"ownmem/v1/audit"                            # AES-256: UOMP audit entries
+    DEVICE_LABEL = b"ownmem/v1/device-label"              # AES-256-GCM: a device's name, sealed from the server
     # AES-KW: the vault root wrapped under the CURRENT master secret (vault/rekey.py); the one
     # purpose derived from the master itself, every other from the vault root
     ROOT_WRAP = b"ownmem/v1/root-wrap"

@@ -160,7 +160,8 @@ async function scenario(view, browserName) {
   await fill(view, '[data-testid="device-passphrase"]', PASS);
   await click(view, '[data-testid="device-remove-confirm-button"]');
   await wait('two devices left', async () => (await ev(devices)).length === 2, BOOT_MS);
-  assert.match(await ev(text, '[data-testid="devices-state"]'), /^Removed ownmem CLI on .*keeps what it already held/);
+  await wait('the removal said', async () =>
+    /^Removed ownmem CLI on .*keeps what it already held/.test(await ev(text, '[data-testid="devices-state"]')), 10_000);
   await capture(view, 'devices-removed', { scrollTo: '[data-testid="devices-panel"]' });
 
   // 3. the removed CLI device is told; the other removes this browser, which is told at its next sync

@@ -154,7 +154,7 @@ async function scenario(view) {
   await fill(view, '[data-testid="unlock-form"] [data-testid="passphrase"]', NEW_PASS);
   await click(view, '[data-testid="unlock-submit"]');
   await waitListed(view, OP_MS);
-  assert.ok((await cards(view)).includes(MEMORY));
+  await until('the memory listed', async () => (await cards(view)).includes(MEMORY), OP_MS);
   // the memory on the server before this browser may go away (WebKit's is closed before the next starts)
   await click(view, '[data-testid="sync-button"]');
   await new Promise((done) => setTimeout(done, 2000));

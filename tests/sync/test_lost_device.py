@@ -55,7 +55,7 @@ def _challenge(url: str, name: str) -> bytes:
 
 
 def _device(seed: bytes, owner_seed: bytes, label: str = "a stranger's phone") -> DeviceAuth:
-    return DeviceAuth(seed, run_sync(P.ed25519_public(seed)), label, owner_seed)
+    return DeviceAuth(seed, run_sync(P.ed25519_public(seed)), label, owner_seed, random_bytes(32))
 
 
 def _login_as(url: str, name: str, d: Device, dev: DeviceAuth) -> httpx.Response:

@@ -163,3 +163,30 @@ def test_a_forged_new_wrap_is_refused_and_the_held_one_kept() -> None:
     assert run_sync(rotate.wrap_accepted(P, held, old_held, kek, other))
     with pytest.raises(AuthenticationFailed):
         run_sync(P.aes_kw_unwrap(other, held))
+
+
+def test_the_cli_on_a_device_with_no_server_says_where_the_old_key_is_gone(tmp_path: Path) -> None:
+    """`ownmem scope rotate` on a vault linked to no server claims nothing of a server or of other
+    devices; a scope that does not exist is refused, naming how to list them, and nothing changes."""
+    from tests.sync.synckit import cli_env, ownmem
+
+    folder = tmp_path / "vault"
+    v = Vault.create(folder, PW)
+    v.add_scope("work")
+    ids = {v.add(f"work {i}", scope="work") for i in range(3)}
+    sid = v.scopes()["work"].scope_id
+    v.close()
+    env = cli_env(tmp_path, folder, PW)
+    missing = ownmem("scope", "rotate", "nosuch", env=env)
+    assert missing.returncode == 1 and "no scope named 'nosuch' (see `ownmem scope list`)" in missing.stderr
+    r = ownmem("scope", "rotate", "work", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "has a new key (generation 2) on this device (it is not linked to a server): 3 memory key(s)" in r.stdout
+    assert "the old key is destroyed on this device." in r.stdout
+    assert "server" not in r.stdout.split("\n", 1)[1] and "other devices" not in r.stdout
+    u = Vault(folder).unlock(PW)
+    try:
+        assert u.store.kek_gens() == {sid: (2, None)}
+        assert {e.id for e in u.open_all().entries} == ids and u.open_all().refused == []
+    finally:
+        u.close()

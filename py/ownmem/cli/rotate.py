@@ -14,9 +14,9 @@ from ownmem.vault.sync import REWRAP_BATCH, Syncer, syncer_for
 from ownmem.vault.vault import UnlockedVault
 
 SCOPE_WHAT_IT_DOES = (
-    "Every memory of the scope now opens only with its new key; the old key is destroyed on this device, "
-    "on the server and, at their next sync, on your other devices. A copy made before (an export, a "
-    "device you no longer have) still opens what it already held.")
+    "Every memory of the scope now opens only with its new key; the old key is destroyed on this device{where}. "
+    "A copy made before (an export, a device you no longer have) still opens what it already held.")
+SCOPE_ELSEWHERE = ", on the server and, at their next sync, on your other devices"
 
 IDENTITY_WHAT_IT_DOES = (
     "Your vault now signs with a new owner key; the old one is kept only to check what it signed before "
@@ -57,7 +57,7 @@ def cmd_scope_rotate(v: UnlockedVault, name: str) -> int:
         print("the server does not hold every new key yet, so the old key is kept for now: "
               f"run `ownmem scope rotate {name}` again when it can be reached")
         return 1
-    print(SCOPE_WHAT_IT_DOES)
+    print(SCOPE_WHAT_IT_DOES.format(where=SCOPE_ELSEWHERE if linked is not None else ""))
     return 0
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from ownmem.aperto import keys as aperto_keys
 from ownmem.crypto import run_sync
 from ownmem.errors import NotFound
-from ownmem.vault.devicekey import device_auth
+from ownmem.purposes import Purpose
+from ownmem.vault.devicekey import device_auth, open_label
 from ownmem.vault.rekey import Rekeyed
 from ownmem.vault.rekey_sync import change_passphrase_async
 from ownmem.vault.sync import Syncer
@@ -43,11 +44,14 @@ class DeviceRow:
 
 
 def this_device_id(s: Syncer) -> bytes:
-    return device_auth(s.store, s.v.identity.sign.seed, s.v.crypto).device_id
+    return device_auth(s.store, s.v.identity.sign.seed, b"", s.v.crypto).device_id
 
 
-def rows(listed: tuple[DeviceInfo, ...], mine: bytes) -> list[DeviceRow]:
-    return [DeviceRow(d.device_id, d.label, d.added_at, d.last_sync, d.device_id == mine) for d in listed]
+async def rows(s: Syncer, listed: tuple[DeviceInfo, ...], mine: bytes) -> list[DeviceRow]:
+    """The server's list as the person reads it: each device's sealed name opened here."""
+    key = await s.v.purpose_key_async(Purpose.DEVICE_LABEL)
+    return [DeviceRow(d.device_id, await open_label(s.v.crypto, key, d.device_id, d.label), d.added_at, d.last_sync,
+                      d.device_id == mine) for d in listed]
 
 
 async def is_current_passphrase(s: Syncer, passphrase: str) -> bool:
@@ -62,7 +66,7 @@ async def is_current_passphrase(s: Syncer, passphrase: str) -> bool:
 
 def list_devices(s: Syncer) -> list[DeviceRow]:
     """The vault's enrolled devices (this one enrols itself by logging in)."""
-    return rows(s._call(s.remote.devices), this_device_id(s))    # noqa: SLF001 (this package's own Syncer)
+    return run_sync(rows(s, s._call(s.remote.devices), this_device_id(s)))  # noqa: SLF001 (this package's own Syncer)
 
 
 def find_device(found: list[DeviceRow], prefix: str) -> DeviceRow:

@@ -44,6 +44,7 @@ from ownmem.errors import (
     WireError,
     WrongPassphrase,
 )
+from ownmem.purposes import Purpose
 from ownmem.saihm.cell import Cell, CellRefused, check_cell, make_cell, verify_cell
 from ownmem.saihm.receipt import coarse_time, make_receipt, parse_receipt
 from ownmem.vault import local_receipts, recovery, rekey, rotate
@@ -120,7 +121,8 @@ class Syncer:
 
     def ensure_login(self) -> None:
         if self.remote.token is None:
-            self.remote.login(self.v.sync_key(), device_auth(self.store, self.v.identity.sign.seed, self.v.crypto))
+            self.remote.login(self.v.sync_key(), device_auth(self.store, self.v.identity.sign.seed,
+                                                             self.v.purpose_key(Purpose.DEVICE_LABEL), self.v.crypto))
 
     def _call(self, fn: Callable[[], T]) -> T:
         """One retry after re-authenticating: credentials are short-lived."""
@@ -686,7 +688,7 @@ async def adopt_from_server_async(open_store: Callable[[], Store] | Store, remot
     # this device's own key, enrolled by the owner key the passphrase just proved (vault/devicekey.py)
     seed = random_bytes(32)
     device = DeviceAuth(seed, await p.ed25519_public(seed), clean_label(label) if label else default_label(),
-                        ident.sign.seed)
+                        ident.sign.seed, await aperto_keys.derive_purpose_key(p, ident.root, Purpose.DEVICE_LABEL))
     try:
         remote.login(await aperto_keys.signing_key(p, sync_seed), device)
     except SyncError as e:

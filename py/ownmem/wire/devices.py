@@ -20,10 +20,13 @@ from ownmem.errors import WireError
 from ownmem.wire.codec import Counter, Hex, JsonMessage, Key, MessageList, Signature, Text
 
 DEVICE_ID_LEN = 16
-LABEL_LEN = 64
+LABEL_LEN = 64            # a device's name as the person gives it, in characters
+# what the server keeps of it: sealed (vault/devicekey.py), "s1." and base64url of a nonce, at
+# most 4 UTF-8 bytes per character and a tag; the server reads it as opaque text
+SEALED_LABEL_LEN = 3 + (12 + 4 * LABEL_LEN + 16 + 2) // 3 * 4
 MAX_DEVICES = 32
 DeviceId = Annotated[bytes, Hex(DEVICE_ID_LEN)]
-Label = Annotated[str, Text(None, LABEL_LEN)]
+Label = Annotated[str, Text(None, SEALED_LABEL_LEN)]
 
 
 def device_id(device_pub: bytes) -> bytes:
