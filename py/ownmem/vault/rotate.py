@@ -183,9 +183,13 @@ def follow(v: UnlockedVault, theirs: dict[bytes, tuple[int, WrappedKek | None]],
                             "key: refused, nothing changed") from None
         old_kek = v.kek(scope)
         if gen == have and new_kek == old_kek:
+            # the same KEK wrapped again (each wrap has its own ephemeral key): the server's bytes
+            # taken, so the next sync compares equal without an unwrap
+            with v.store.transaction():
+                v.store.set_scope_wrap(sid, new.wrapped)
             if my_retiring is not None and retiring is None:
                 finish_here(v, sid)
-            continue                   # the same KEK, wrapped again (a passphrase change re-wraps)
+            continue
         held = v.store.wraps_in_scope(sid)
         done = run_sync(rewrap(v.crypto, held, old_kek, new_kek))
         straggling = None if my_retiring is None else retiring_kek(v, sid, my_retiring)
