@@ -80,19 +80,23 @@ async function withPassphrase(form, progressText, op, args, { heal = false, say 
   let result = null;
   /** @type {string | undefined} */
   let failure;
+  let said = '';
   try {
     result = await call(op, /** @type {any} */ (args));
     ok = true;
   } catch (ex) {
     failure = /** @type {{ code?: string }} */ (ex).code;
-    showError(role(form, 'error'), say(ex));
-    if (heal && /** @type {{ code?: string }} */ (ex).code === 'wrong_passphrase') await healAfterRefusal();
+    said = say(ex);
+    if (heal && failure === 'wrong_passphrase') await healAfterRefusal();
   } finally {
     concealPassphrases(form);
   }
   if (!ok) {
+    // the refusal shows only once the form takes input again: a person (or a test) who reads
+    // it and types at once is never typing into a form still busy with the worker's repair
     setBusy(form, false);
     showProgress(progress, '');
+    showError(role(form, 'error'), said);
     (failure === 'no_such_vault' ? form.elements.name : form.elements.passphrase).focus();
   }
   return ok ? result ?? {} : null;
