@@ -109,6 +109,8 @@ def test_a_sealed_name_opens_only_with_its_vaults_key_and_its_devices_id() -> No
     assert sealed.startswith(SEALED_PREFIX) and "Alice" not in sealed
     assert run_sync(open_label(P, key, dev, sealed)) == NAME
     assert sealed != run_sync(seal_label(P, key, dev, NAME)), "a fresh nonce each time"
+    for n in range(1, 9):             # every length of base64 padding
+        assert run_sync(open_label(P, key, dev, run_sync(seal_label(P, key, dev, "x" * n)))) == "x" * n
     refused = "a device whose name does not open with this vault's key"
     assert run_sync(open_label(P, other_key, dev, sealed)) == refused
     assert run_sync(open_label(P, key, other_dev, sealed)) == refused

@@ -74,7 +74,8 @@ async def open_label(p: CryptoProvider, key: bytes, device: bytes, kept: str) ->
     if not kept.startswith(SEALED_PREFIX):
         return f"a device whose name the server shows unsealed: {clean_label(kept)!r}"
     try:
-        raw = base64.urlsafe_b64decode(kept[len(SEALED_PREFIX):] + "=" * (-len(kept) % 4))
+        body = kept[len(SEALED_PREFIX):]
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
         return clean_label((await p.aes_gcm_decrypt(key, raw[:NONCE_LEN], raw[NONCE_LEN:], device)).decode())
     except (binascii.Error, ValueError, OwnmemError):
         return "a device whose name does not open with this vault's key"
