@@ -137,7 +137,12 @@ function fill(page, css, value) {
 }
 
 async function waitVault(page, timeout = OP_MS) {
-  await page.waitForSelector('[data-testid="add-form"]', { timeout });
+  await page.waitForSelector('[data-testid="add-form"]', { timeout }).catch(async (e) => {
+    // what the screen says instead (a refusal, a progress line that never ended) names the cause
+    const said = await page.evaluate(() => [...document.querySelectorAll('[data-role="error"]:not([hidden]), '
+      + '[data-role="progress"], #notice, h1')].map((n) => n.textContent.trim()).filter(Boolean).join(' | ')).catch(() => '');
+    throw new Error(`${e.message}; the screen says: ${said}`);
+  });
   await page.waitForFunction(() => {
     const s = document.querySelector('[data-role="summary"]');
     return !!s && !!s.textContent && !s.textContent.startsWith('Opening');
